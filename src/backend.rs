@@ -1,0 +1,256 @@
+//! Turns `--backend/--device` into a concrete Burn backend, once, at the top of a job.
+//!
+//! Every job is written once, generic over `B: AutodiffBackend`, as a [`BackendJob`];
+//! [`dispatch`] picks the backend type among those compiled in and runs it. Asking for a backend
+//! that was not compiled in, or for a CUDA device on a machine without an NVIDIA driver, is an
+//! [`ExitError`] with code [`BACKEND_UNAVAILABLE`], never a panic (Burn's CUDA device panics in a
+//! worker thread when libcuda is missing, so the driver is checked before any device is made).
+
+use std::fmt;
+use std::str::FromStr;
+
+use anyhow::Result;
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::backend::AutodiffBackend;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{BACKEND_UNAVAILABLE, ExitError};
+
+/// The tensor backends this binary knows about.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// Pure-Rust CPU backend (always compiled).
+    Flex,
+    /// LibTorch through tch (cargo feature `tch`).
+    Tch,
+    /// CubeCL CUDA (cargo feature `cuda`).
+    Cuda,
+}
+
+impl BackendKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Flex => "flex",
+            BackendKind::Tch => "tch",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+
+    /// Whether this binary was built with the backend.
+    pub fn compiled(self) -> bool {
+        match self {
+            BackendKind::Flex => true,
+            BackendKind::Tch => cfg!(feature = "tch"),
+            BackendKind::Cuda => cfg!(feature = "cuda"),
+        }
+    }
+}
+
+/// `cpu` or `cuda:N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum DeviceSpec {
+    Cpu,
+    Cuda(usize),
+}
+
+impl DeviceSpec {
+    pub fn is_cuda(self) -> bool {
+        matches!(self, DeviceSpec::Cuda(_))
+    }
+}
+
+impl fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceSpec::Cpu => f.write_str("cpu"),
+            DeviceSpec::Cuda(i) => write!(f, "cuda:{i}"),
+        }
+    }
+}
+
+impl FromStr for DeviceSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim().to_ascii_lowercase();
+        match s.as_str() {
+            "cpu" => Ok(DeviceSpec::Cpu),
+            "cuda" | "gpu" => Ok(DeviceSpec::Cuda(0)),
+            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(i)) => Ok(DeviceSpec::Cuda(i)),
+                _ => Err(format!("unknown device `{s}`: expected cpu, cuda or cuda:N")),
+            },
+        }
+    }
+}
+
+impl From<DeviceSpec> for String {
+    fn from(d: DeviceSpec) -> String {
+        d.to_string()
+    }
+}
+
+impl TryFrom<String> for DeviceSpec {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+/// Backend and device resolved from the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub backend: BackendKind,
+    pub device: DeviceSpec,
+}
+
+/// Picks the backend when `--backend` was left out, and rejects impossible pairs.
+pub fn resolve(backend: Option<BackendKind>, device: DeviceSpec) -> Result<Placement> {
+    let backend = match backend {
+        Some(b) => b,
+        None if !device.is_cuda() => BackendKind::Flex,
+        None if BackendKind::Cuda.compiled() => BackendKind::Cuda,
+        None if BackendKind::Tch.compiled() => BackendKind::Tch,
+        None => {
+            return Err(unavailable(format!(
+                "--device {device} needs a GPU backend, and this binary has none: rebuild with \
+                 `cargo build --release --features cuda` (or `--features tch`)"
+            )));
+        }
+    };
+    if !backend.compiled() {
+        return Err(unavailable(format!(
+            "backend `{}` was not compiled into this binary: rebuild with \
+             `cargo build --release --features {}`",
+            backend.name(),
+            backend.name()
+        )));
+    }
+    match (backend, device) {
+        (BackendKind::Flex, DeviceSpec::Cuda(_)) => Err(unavailable(
+            "the flex backend runs on the CPU only: use --backend cuda or --backend tch with \
+             --device cuda",
+        )),
+        (BackendKind::Cuda, DeviceSpec::Cpu) => Err(unavailable(
+            "the cuda backend needs a GPU: pass --device cuda[:N], or use --backend flex on CPU",
+        )),
+        _ => Ok(Placement { backend, device }),
+    }
+}
+
+fn unavailable(msg: impl Into<String>) -> anyhow::Error {
+    ExitError::new(BACKEND_UNAVAILABLE, msg).into()
+}
+
+/// Fails with a clear message when no NVIDIA driver (libcuda) can be loaded.
+pub fn ensure_cuda_driver() -> Result<()> {
+    // SAFETY: loading the driver library runs its initialisers only; nothing is called here.
+    match unsafe { libloading::Library::new("libcuda.so.1") } {
+        Ok(_) => Ok(()),
+        Err(e) => Err(unavailable(format!(
+            "a CUDA device was requested but no NVIDIA driver could be loaded ({e}); inside \
+             Singularity/Apptainer add --nv, otherwise run on a GPU node or use --device cpu \
+             (run `trainer doctor` for details)"
+        ))),
+    }
+}
+
+/// A job written once, generic over the backend.
+pub trait BackendJob {
+    type Output;
+    fn run<B: AutodiffBackend>(self, device: B::Device, placement: Placement) -> Result<Self::Output>;
+}
+
+/// Runs `job` on the backend and device of `placement`.
+pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
+    if placement.device.is_cuda() {
+        ensure_cuda_driver()?;
+    }
+    match (placement.backend, placement.device) {
+        (BackendKind::Flex, _) => {
+            job.run::<Autodiff<Flex>>(burn::backend::flex::FlexDevice, placement)
+        }
+        #[cfg(feature = "tch")]
+        (BackendKind::Tch, device) => {
+            use burn::backend::libtorch::{LibTorch, LibTorchDevice};
+            let dev = match device {
+                DeviceSpec::Cpu => LibTorchDevice::Cpu,
+                DeviceSpec::Cuda(i) => LibTorchDevice::Cuda(i),
+            };
+            job.run::<Autodiff<LibTorch>>(dev, placement)
+        }
+        #[cfg(feature = "cuda")]
+        (BackendKind::Cuda, DeviceSpec::Cuda(i)) => {
+            use burn::backend::cuda::{Cuda, CudaDevice};
+            job.run::<Autodiff<Cuda>>(CudaDevice::new(i), placement)
+        }
+        #[allow(unreachable_patterns)]
+        _ => Err(unavailable(format!(
+            "backend {} on device {} is not available in this binary",
+            placement.backend.name(),
+            placement.device
+        ))),
+    }
+}
+
+/// Every (backend, device) pair this binary could use here, for benchmarks.
+pub fn available_placements() -> Vec<Placement> {
+    let gpu = ensure_cuda_driver().is_ok();
+    let mut out = vec![Placement {
+        backend: BackendKind::Flex,
+        device: DeviceSpec::Cpu,
+    }];
+    if BackendKind::Tch.compiled() {
+        out.push(Placement {
+            backend: BackendKind::Tch,
+            device: DeviceSpec::Cpu,
+        });
+        if gpu {
+            out.push(Placement {
+                backend: BackendKind::Tch,
+                device: DeviceSpec::Cuda(0),
+            });
+        }
+    }
+    if BackendKind::Cuda.compiled() && gpu {
+        out.push(Placement {
+            backend: BackendKind::Cuda,
+            device: DeviceSpec::Cuda(0),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_devices() {
+        assert_eq!("cpu".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu));
+        assert_eq!("cuda".parse::<DeviceSpec>(), Ok(DeviceSpec::Cuda(0)));
+        assert_eq!("CUDA:3".parse::<DeviceSpec>(), Ok(DeviceSpec::Cuda(3)));
+        assert!("cuda:x".parse::<DeviceSpec>().is_err());
+        assert!("tpu".parse::<DeviceSpec>().is_err());
+    }
+
+    #[test]
+    fn rejects_impossible_pairs() {
+        assert!(resolve(Some(BackendKind::Flex), DeviceSpec::Cuda(0)).is_err());
+        let p = resolve(None, DeviceSpec::Cpu).unwrap();
+        assert_eq!(p.backend, BackendKind::Flex);
+    }
+
+    #[test]
+    fn names_the_missing_feature() {
+        for kind in [BackendKind::Tch, BackendKind::Cuda] {
+            if !kind.compiled() {
+                let dev = if kind == BackendKind::Cuda { DeviceSpec::Cuda(0) } else { DeviceSpec::Cpu };
+                let err = resolve(Some(kind), dev).unwrap_err();
+                assert!(format!("{err}").contains(&format!("--features {}", kind.name())));
+                assert_eq!(crate::error::exit_code_of(&err), BACKEND_UNAVAILABLE);
+            }
+        }
+    }
+}

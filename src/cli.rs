@@ -1,0 +1,169 @@
+//! Command-line interface: one clap struct per sub-command. Flags are documented where they are
+//! defined, so `trainer <cmd> --help` answers the common questions.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::backend::{BackendKind, DeviceSpec};
+
+#[derive(Parser, Debug)]
+#[command(name = "trainer", version, about = "Train deep-learning models on shared GPU clusters, from one binary")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Train the classic MNIST CNN on MNIST-format IDX data (MNIST, Fashion-MNIST).
+    TrainMnist(MnistArgs),
+    /// Accuracy and confusion matrix of an MNIST checkpoint on the test split.
+    Eval(EvalArgs),
+    /// Throughput benchmarks over every compiled backend and usable device.
+    Bench(BenchArgs),
+    /// Dataset utilities.
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
+    },
+}
+
+/// Where a job runs: backend and device, chosen at run time among what was compiled in.
+#[derive(Args, Debug, Clone)]
+pub struct DeviceArgs {
+    /// Tensor backend: flex (pure-Rust CPU, always built), tch (LibTorch, cargo feature `tch`),
+    /// cuda (CubeCL CUDA, cargo feature `cuda`). Default: flex on CPU, cuda (else tch) on a GPU.
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendKind>,
+    /// Device: `cpu`, `cuda` (= `cuda:0`) or `cuda:N` (index among CUDA_VISIBLE_DEVICES).
+    #[arg(long, default_value = "cpu")]
+    pub device: DeviceSpec,
+}
+
+/// Run directory, resume and stop behaviour shared by the training commands.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Run directory. Default: `runs/<run name>`, the run name being
+    /// `<YYYYmmdd_HHMMSS>_<job id or "local">` unless `--run-name` is given.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Name of the run directory under `runs/` (used when `--out` is not given).
+    #[arg(long)]
+    pub run_name: Option<String>,
+    /// Resume from a checkpoint file, or `auto`: the latest checkpoint of this run directory
+    /// (`--out`, `--run-name`, or the directory of the same scheduler job id). `auto` starts fresh
+    /// when there is none.
+    #[arg(long)]
+    pub resume: Option<String>,
+    /// Also write a checkpoint every N optimiser steps (0: only at the end of each epoch).
+    #[arg(long, default_value_t = 0)]
+    pub checkpoint_every: u64,
+    /// Seconds between plain progress lines when stderr is not a terminal (a Slurm log).
+    #[arg(long, default_value_t = 10.0)]
+    pub log_every_secs: f64,
+    /// Stop (checkpoint, exit as if interrupted) after this many optimiser steps in this
+    /// process. For tests and for splitting long runs into queue-sized pieces.
+    #[arg(long)]
+    pub stop_after_steps: Option<u64>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MnistArgs {
+    /// Directory holding the four IDX files (raw or .gz; `train-images-idx3-ubyte` or
+    /// `train-images.idx3-ubyte` spellings).
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    pub epochs: usize,
+    /// Training batch size (per rank when data-parallel).
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: usize,
+    /// Adam learning rate of the first epoch; multiplied by `--lr-gamma` after every epoch.
+    #[arg(long, default_value_t = 1e-3)]
+    pub lr: f64,
+    /// Per-epoch learning-rate decay (StepLR with step 1, as PyTorch's examples/mnist).
+    #[arg(long, default_value_t = 0.7)]
+    pub lr_gamma: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Use only the first N training images.
+    #[arg(long)]
+    pub limit_train: Option<usize>,
+    /// Use only the first N test images.
+    #[arg(long)]
+    pub limit_test: Option<usize>,
+    /// Batch size for evaluation.
+    #[arg(long, default_value_t = 1000)]
+    pub test_batch_size: usize,
+    /// Turn dropout off (used to compare data-parallel runs with single-process runs).
+    #[arg(long)]
+    pub no_dropout: bool,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct EvalArgs {
+    /// A checkpoint written by `train-mnist` (`*.safetensors`).
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    /// Directory with the IDX files; the test split is used.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    #[arg(long)]
+    pub limit_test: Option<usize>,
+    #[arg(long, default_value_t = 1000)]
+    pub batch_size: usize,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// What to benchmark.
+    #[arg(value_enum)]
+    pub target: BenchTarget,
+    /// MNIST-format data; synthetic images of the right shape are used when absent.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: usize,
+    /// Timed steps per backend (after the warm-up).
+    #[arg(long, default_value_t = 30)]
+    pub steps: usize,
+    /// Warm-up steps, excluded from the timing.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Also write the JSON result to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchTarget {
+    Mnist,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DataCommand {
+    /// Download a dataset from its usual public mirrors and verify checksums (for login nodes
+    /// with internet; compute nodes should never download).
+    Fetch(FetchArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FetchArgs {
+    #[arg(value_enum)]
+    pub dataset: crate::data::fetch::Dataset,
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Base URL to download from instead of the built-in mirrors (tried first).
+    #[arg(long)]
+    pub mirror: Option<String>,
+}

@@ -1,0 +1,29 @@
+//! trainer: a one-binary deep-learning trainer for shared GPU clusters.
+//!
+//! Data flows one way: [`cli`] → config → [`data`] → [`models`] → [`train`] loop → run directory.
+//! [`backend`] picks the tensor backend once at the top; [`cluster`] knows schedulers and GPUs.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+pub mod backend;
+pub mod cli;
+pub mod data;
+pub mod error;
+pub mod models;
+pub mod train;
+
+use cli::{Cli, Command, DataCommand};
+
+/// Runs one command line.
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::TrainMnist(args) => train::mnist::run(args),
+        Command::Eval(args) => train::eval::run(args).map(|_| ExitCode::SUCCESS),
+        Command::Bench(args) => train::bench::run(args).map(|_| ExitCode::SUCCESS),
+        Command::Data { command: DataCommand::Fetch(a) } => {
+            data::fetch::fetch(a.dataset, &a.out, a.mirror.as_deref()).map(|_| ExitCode::SUCCESS)
+        }
+    }
+}

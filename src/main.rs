@@ -1,0 +1,15 @@
+//! `trainer`: one binary that trains, checks the GPU first, and knows its scheduler.
+//! Everything lives in the library; this file only turns the result into an exit code.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = <trainer::cli::Cli as clap::Parser>::parse();
+    match trainer::run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(trainer::error::exit_code_of(&err))
+        }
+    }
+}

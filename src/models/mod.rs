@@ -1,0 +1,3 @@
+//! Models, one file each, generic over the Burn backend.
+
+pub mod cnn;

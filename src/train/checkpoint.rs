@@ -1,0 +1,153 @@
+//! Checkpoints as safetensors files: named F32 tensors (`model.*`, `optim.*`), I64 counters
+//! (`train.*`, `rng.*`) and F64 accumulators, plus string metadata. Readable with Python's
+//! `safetensors` package. Written to a temporary name, synced, then renamed: a reader never sees
+//! a half-written file, even when the process is killed mid-write.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+
+use super::params::HostTensor;
+use super::rundir::write_atomic;
+
+/// Identifies our checkpoints (metadata key `format`).
+pub const FORMAT: &str = "trainer-checkpoint/1";
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Checkpoint {
+    pub floats: BTreeMap<String, HostTensor>,
+    pub counters: BTreeMap<String, i64>,
+    pub reals: BTreeMap<String, f64>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl Checkpoint {
+    pub fn counter(&self, name: &str) -> Result<i64> {
+        self.counters
+            .get(name)
+            .copied()
+            .with_context(|| format!("checkpoint has no counter `{name}`"))
+    }
+
+    pub fn real(&self, name: &str) -> Result<f64> {
+        self.reals
+            .get(name)
+            .copied()
+            .with_context(|| format!("checkpoint has no value `{name}`"))
+    }
+
+    /// The tensors under `prefix.` with the prefix removed (e.g. the model's parameters).
+    pub fn with_prefix(&self, prefix: &str) -> BTreeMap<String, HostTensor> {
+        let p = format!("{prefix}.");
+        self.floats
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix(&p).map(|k| (k.to_string(), v.clone())))
+            .collect()
+    }
+
+    /// Serialises to safetensors bytes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut buffers: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
+        for (k, t) in &self.floats {
+            let bytes = t.data.iter().flat_map(|x| x.to_le_bytes()).collect();
+            buffers.push((k.clone(), Dtype::F32, t.shape.clone(), bytes));
+        }
+        for (k, v) in &self.counters {
+            buffers.push((k.clone(), Dtype::I64, vec![], v.to_le_bytes().to_vec()));
+        }
+        for (k, v) in &self.reals {
+            buffers.push((k.clone(), Dtype::F64, vec![], v.to_le_bytes().to_vec()));
+        }
+        let views = buffers
+            .iter()
+            .map(|(k, dtype, shape, bytes)| {
+                Ok((k.clone(), TensorView::new(*dtype, shape.clone(), bytes)?))
+            })
+            .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
+        let mut meta: HashMap<String, String> = self.metadata.clone().into_iter().collect();
+        meta.insert("format".into(), FORMAT.into());
+        Ok(safetensors::serialize(views, Some(meta))?)
+    }
+
+    /// Parses safetensors bytes written by [`Checkpoint::to_bytes`].
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Self> {
+        let name = path.display();
+        let st = SafeTensors::deserialize(bytes)
+            .with_context(|| format!("{name}: not a valid safetensors file"))?;
+        let (_, meta) = SafeTensors::read_metadata(bytes)
+            .with_context(|| format!("{name}: unreadable safetensors header"))?;
+        let metadata: BTreeMap<String, String> =
+            meta.metadata().clone().unwrap_or_default().into_iter().collect();
+        if metadata.get("format").map(String::as_str) != Some(FORMAT) {
+            bail!("{name}: not a trainer checkpoint (metadata `format` is not {FORMAT})");
+        }
+        let mut ck = Checkpoint {
+            metadata,
+            ..Default::default()
+        };
+        for (k, view) in st.tensors() {
+            let data = view.data();
+            match view.dtype() {
+                Dtype::F32 => {
+                    let v = data
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect();
+                    ck.floats.insert(k, HostTensor { shape: view.shape().to_vec(), data: v });
+                }
+                Dtype::I64 if data.len() == 8 => {
+                    ck.counters.insert(k, i64::from_le_bytes(data.try_into()?));
+                }
+                Dtype::F64 if data.len() == 8 => {
+                    ck.reals.insert(k, f64::from_le_bytes(data.try_into()?));
+                }
+                other => bail!("{name}: tensor `{k}` has unexpected dtype {other:?} or shape"),
+            }
+        }
+        Ok(ck)
+    }
+
+    /// Writes atomically (temporary file, fsync, rename).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let bytes = self.to_bytes()?;
+        write_atomic(path, |w| {
+            w.write_all(&bytes)?;
+            Ok(())
+        })
+    }
+
+    pub fn load(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("cannot read checkpoint {}", path.display()))?;
+        Self::from_bytes(&bytes, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let mut ck = Checkpoint::default();
+        ck.floats.insert(
+            "model.w".into(),
+            HostTensor { shape: vec![2, 2], data: vec![1.0, 2.0, 3.0, 4.5] },
+        );
+        ck.counters.insert("train.epoch".into(), 3);
+        ck.reals.insert("train.loss_sum".into(), 0.1 + 0.2);
+        ck.metadata.insert("model".into(), "x".into());
+        let bytes = ck.to_bytes().unwrap();
+        let mut back = Checkpoint::from_bytes(&bytes, Path::new("c")).unwrap();
+        back.metadata.remove("format");
+        assert_eq!(back, ck);
+    }
+
+    #[test]
+    fn rejects_foreign_files() {
+        assert!(Checkpoint::from_bytes(b"garbage", Path::new("c")).is_err());
+    }
+}

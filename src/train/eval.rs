@@ -1,0 +1,116 @@
+//! Evaluation of the MNIST CNN: loss, accuracy and confusion matrix, and `trainer eval`.
+
+use std::path::Path;
+
+use anyhow::{Result, bail};
+use burn::nn::loss::CrossEntropyLoss;
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use burn::tensor::backend::AutodiffBackend;
+use serde::Serialize;
+
+use crate::backend::{self, BackendJob, Placement};
+use crate::cli::EvalArgs;
+use crate::data::mnist::{self, CLASSES, MnistSplit, Split};
+use crate::models::cnn::MnistCnn;
+
+use super::checkpoint::Checkpoint;
+use super::params;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalResult {
+    pub examples: usize,
+    pub loss: f64,
+    pub accuracy: f64,
+    /// `confusion[true][predicted]`.
+    pub confusion: Vec<Vec<u64>>,
+}
+
+/// Mean cross-entropy, accuracy and confusion matrix of `model` over `data`.
+pub fn evaluate<B: Backend>(
+    model: &MnistCnn<B>,
+    data: &MnistSplit,
+    batch_size: usize,
+    device: &B::Device,
+) -> EvalResult {
+    let loss_fn = CrossEntropyLoss::new(None, device);
+    let mut confusion = vec![vec![0u64; CLASSES]; CLASSES];
+    let mut loss_sum = 0.0f64;
+    let n = data.len();
+    let indices: Vec<usize> = (0..n).collect();
+    for chunk in indices.chunks(batch_size.max(1)) {
+        let (x, y) = data.batch(chunk);
+        let len = chunk.len();
+        let x = Tensor::<B, 4>::from_data(TensorData::new(x, [len, 1, 28, 28]), device);
+        let yt = Tensor::<B, 1, Int>::from_data(TensorData::new(y.clone(), [len]), device);
+        let logits = model.forward(x);
+        let loss: f64 = loss_fn
+            .forward(logits.clone(), yt)
+            .into_data()
+            .convert::<f64>()
+            .to_vec::<f64>()
+            .map(|v| v[0])
+            .unwrap_or(f64::NAN);
+        loss_sum += loss * len as f64;
+        let pred = logits.argmax(1).into_data().convert::<i64>().to_vec::<i64>().unwrap_or_default();
+        for (t, p) in y.iter().zip(pred) {
+            confusion[*t as usize][(p as usize).min(CLASSES - 1)] += 1;
+        }
+    }
+    let correct: u64 = (0..CLASSES).map(|i| confusion[i][i]).sum();
+    EvalResult {
+        examples: n,
+        loss: loss_sum / n.max(1) as f64,
+        accuracy: correct as f64 / n.max(1) as f64,
+        confusion,
+    }
+}
+
+/// Loads an MNIST CNN from a checkpoint onto `device`.
+pub fn load_model<B: Backend>(ck: &Checkpoint, path: &Path, device: &B::Device) -> Result<MnistCnn<B>> {
+    if ck.metadata.get("model").map(String::as_str) != Some(MODEL_NAME) {
+        bail!(
+            "{}: not an MNIST CNN checkpoint (model = {:?})",
+            path.display(),
+            ck.metadata.get("model")
+        );
+    }
+    params::load(MnistCnn::<B>::new(device, false), &ck.with_prefix("model"), device)
+}
+
+/// Metadata value naming the model in its checkpoints.
+pub const MODEL_NAME: &str = "mnist_cnn";
+
+struct EvalJob(EvalArgs);
+
+impl BackendJob for EvalJob {
+    type Output = EvalResult;
+    fn run<B: AutodiffBackend>(self, device: B::Device, _p: Placement) -> Result<EvalResult> {
+        let args = self.0;
+        let ck = Checkpoint::load(&args.checkpoint)?;
+        let model = load_model::<B::InnerBackend>(&ck, &args.checkpoint, &device)?;
+        let mut test = mnist::load_split(&args.data_dir, Split::Test)?;
+        if let Some(n) = args.limit_test {
+            test.truncate(n);
+        }
+        Ok(evaluate(&model, &test, args.batch_size, &device))
+    }
+}
+
+/// `trainer eval`.
+pub fn run(args: EvalArgs) -> Result<()> {
+    let placement = backend::resolve(args.device.backend, args.device.device)?;
+    let json = args.json;
+    let r = backend::dispatch(placement, EvalJob(args))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!("examples {}  loss {:.4}  accuracy {:.2}%", r.examples, r.loss, 100.0 * r.accuracy);
+        println!("confusion matrix (rows: true class, columns: predicted):");
+        for (i, row) in r.confusion.iter().enumerate() {
+            let cells: Vec<String> = row.iter().map(|c| format!("{c:5}")).collect();
+            println!("{i:>3} {}", cells.join(""));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! A module's parameters as named host arrays (`conv1.weight`, …), in visiting order.
+//! Names come from the module's field path, so they are stable across processes (unlike Burn's
+//! random `ParamId`s) and readable from Python.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Result, bail};
+use burn::module::{ModuleMapper, ModuleVisitor, Param};
+use burn::prelude::*;
+use burn::tensor::TensorData;
+
+/// A float parameter copied to the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostTensor {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+struct Collect {
+    path: Vec<String>,
+    out: Vec<(String, HostTensor)>,
+}
+
+impl<B: Backend> ModuleVisitor<B> for Collect {
+    fn enter_module(&mut self, name: &str, _container: &str) {
+        self.path.push(name.to_string());
+    }
+    fn exit_module(&mut self, _name: &str, _container: &str) {
+        self.path.pop();
+    }
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let t = param.val();
+        let shape = t.dims().to_vec();
+        let data = t
+            .into_data()
+            .convert::<f32>()
+            .to_vec::<f32>()
+            .unwrap_or_default();
+        self.out.push((self.path.join("."), HostTensor { shape, data }));
+    }
+}
+
+/// Every float parameter of `module`, named by its field path, in visiting order.
+pub fn collect<B: Backend, M: Module<B>>(module: &M) -> Vec<(String, HostTensor)> {
+    let mut v = Collect {
+        path: Vec::new(),
+        out: Vec::new(),
+    };
+    module.visit(&mut v);
+    v.out
+}
+
+struct Names {
+    path: Vec<String>,
+    out: Vec<String>,
+}
+
+impl<B: Backend> ModuleVisitor<B> for Names {
+    fn enter_module(&mut self, name: &str, _container: &str) {
+        self.path.push(name.to_string());
+    }
+    fn exit_module(&mut self, _name: &str, _container: &str) {
+        self.path.pop();
+    }
+    fn visit_float<const D: usize>(&mut self, _param: &Param<Tensor<B, D>>) {
+        self.out.push(self.path.join("."));
+    }
+}
+
+/// Parameter names in visiting order (cheap: no data is copied).
+pub fn names<B: Backend, M: Module<B>>(module: &M) -> Vec<String> {
+    let mut v = Names {
+        path: Vec::new(),
+        out: Vec::new(),
+    };
+    module.visit(&mut v);
+    v.out
+}
+
+struct Load<'a, B: Backend> {
+    path: Vec<String>,
+    source: &'a BTreeMap<String, HostTensor>,
+    device: B::Device,
+    errors: Vec<String>,
+    used: usize,
+}
+
+impl<B: Backend> ModuleMapper<B> for Load<'_, B> {
+    fn enter_module(&mut self, name: &str, _container: &str) {
+        self.path.push(name.to_string());
+    }
+    fn exit_module(&mut self, _name: &str, _container: &str) {
+        self.path.pop();
+    }
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+        let name = self.path.join(".");
+        let (id, tensor, mapper) = param.consume();
+        let Some(src) = self.source.get(&name) else {
+            self.errors.push(format!("missing tensor `{name}`"));
+            return Param::from_mapped_value(id, tensor, mapper);
+        };
+        let dims = tensor.dims().to_vec();
+        if src.shape != dims {
+            self.errors.push(format!(
+                "tensor `{name}` has shape {:?}, the model expects {dims:?}",
+                src.shape
+            ));
+            return Param::from_mapped_value(id, tensor, mapper);
+        }
+        self.used += 1;
+        let require_grad = tensor.is_require_grad();
+        let mut t = Tensor::<B, D>::from_data(
+            TensorData::new(src.data.clone(), src.shape.clone()),
+            &self.device,
+        );
+        if require_grad {
+            t = t.require_grad();
+        }
+        Param::from_mapped_value(id, t, mapper)
+    }
+}
+
+/// Replaces every float parameter of `module` by the tensor of the same name in `source`.
+/// Fails, naming the tensors, when one is missing or has the wrong shape.
+pub fn load<B: Backend, M: Module<B>>(
+    module: M,
+    source: &BTreeMap<String, HostTensor>,
+    device: &B::Device,
+) -> Result<M> {
+    let mut l = Load::<B> {
+        path: Vec::new(),
+        source,
+        device: device.clone(),
+        errors: Vec::new(),
+        used: 0,
+    };
+    let module = module.map(&mut l);
+    if !l.errors.is_empty() {
+        bail!("checkpoint does not fit the model: {}", l.errors.join("; "));
+    }
+    Ok(module)
+}

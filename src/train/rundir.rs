@@ -1,0 +1,154 @@
+//! The run directory: where a run's args, metadata, metrics and checkpoints go, and atomic
+//! writes for all of them.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::cli::RunArgs;
+
+/// Writes `path` through a temporary sibling that is synced and renamed over it, so that a
+/// reader (or a resumed run) only ever sees a complete file.
+pub fn write_atomic(
+    path: &Path,
+    fill: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
+) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let file_name = path
+        .file_name()
+        .with_context(|| format!("{} has no file name", path.display()))?
+        .to_string_lossy();
+    let tmp = dir.join(format!(".{file_name}.tmp.{}", std::process::id()));
+    let result = (|| -> Result<()> {
+        let f = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let mut w = BufWriter::new(f);
+        fill(&mut w)?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("failed to write {}", path.display()))
+}
+
+/// Pretty JSON, written atomically.
+pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    write_atomic(path, |w| {
+        serde_json::to_writer_pretty(&mut *w, value)?;
+        w.write_all(b"\n")?;
+        Ok(())
+    })
+}
+
+/// The scheduler's job id (`<array job>_<task>` for array tasks), if any.
+pub fn scheduler_job_id() -> Option<String> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    if let (Some(a), Some(t)) = (var("SLURM_ARRAY_JOB_ID"), var("SLURM_ARRAY_TASK_ID")) {
+        return Some(format!("{a}_{t}"));
+    }
+    if let Some(j) = var("SLURM_JOB_ID") {
+        return Some(j);
+    }
+    if let Some(j) = var("LSB_JOBID") {
+        return Some(match var("LSB_JOBINDEX").filter(|i| i != "0") {
+            Some(i) => format!("{j}_{i}"),
+            None => j,
+        });
+    }
+    var("GFLOW_JOB_ID")
+}
+
+/// Picks the run directory. With `--resume auto` and no explicit name, the newest directory
+/// under `root` ending in `_<job id>` is reused so that a requeued job finds its checkpoints.
+pub fn resolve(run: &RunArgs, root: &Path) -> Result<PathBuf> {
+    if let Some(out) = &run.out {
+        return Ok(out.clone());
+    }
+    if let Some(name) = &run.run_name {
+        return Ok(root.join(name));
+    }
+    let job = scheduler_job_id();
+    if run.resume.as_deref() == Some("auto")
+        && let Some(job) = &job
+        && let Some(existing) = newest_with_suffix(root, &format!("_{job}"))
+    {
+        return Ok(existing);
+    }
+    let stamp = chrono::Local::now().format("%Y%m%d_%H%M%S");
+    Ok(root.join(format!("{stamp}_{}", job.as_deref().unwrap_or("local"))))
+}
+
+fn newest_with_suffix(root: &Path, suffix: &str) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(root)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && p.to_string_lossy().ends_with(suffix))
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// Creates the run directory (and its `checkpoints/`), failing clearly when it is not writable.
+pub fn create(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir.join("checkpoints"))
+        .with_context(|| format!("cannot create run directory {}", dir.display()))?;
+    let probe = dir.join(".write-test");
+    File::create(&probe)
+        .with_context(|| format!("run directory {} is not writable", dir.display()))?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+/// Host name, for run metadata.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// What `run_meta.json` records about every run.
+#[derive(Serialize, Debug, Clone)]
+pub struct RunMeta {
+    pub trainer_version: &'static str,
+    pub git_commit: Option<&'static str>,
+    pub run_dir: String,
+    pub created_at: String,
+    pub host: String,
+    pub job_id: Option<String>,
+    pub backend: String,
+    pub device: String,
+    pub world_size: usize,
+    pub argv: Vec<String>,
+    /// Whatever else the job wants to record (resume source, effective batch, …).
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl RunMeta {
+    pub fn new(run_dir: &Path, backend: &str, device: &str) -> Self {
+        Self {
+            trainer_version: env!("CARGO_PKG_VERSION"),
+            git_commit: option_env!("TRAINER_GIT_COMMIT"),
+            run_dir: run_dir.display().to_string(),
+            created_at: chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
+            host: hostname(),
+            job_id: scheduler_job_id(),
+            backend: backend.to_string(),
+            device: device.to_string(),
+            world_size: 1,
+            argv: std::env::args().collect(),
+            extra: Default::default(),
+        }
+    }
+}
