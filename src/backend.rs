@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::OnceLock;
 
 use anyhow::Result;
 use burn::backend::{Autodiff, Flex};
@@ -79,7 +80,9 @@ impl FromStr for DeviceSpec {
             "cuda" | "gpu" => Ok(DeviceSpec::Cuda(0)),
             _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
                 Some(Ok(i)) => Ok(DeviceSpec::Cuda(i)),
-                _ => Err(format!("unknown device `{s}`: expected cpu, cuda or cuda:N")),
+                _ => Err(format!(
+                    "unknown device `{s}`: expected cpu, cuda or cuda:N"
+                )),
             },
         }
     }
@@ -159,13 +162,36 @@ pub fn ensure_cuda_driver() -> Result<()> {
 /// A job written once, generic over the backend.
 pub trait BackendJob {
     type Output;
-    fn run<B: AutodiffBackend>(self, device: B::Device, placement: Placement) -> Result<Self::Output>;
+    fn run<B: AutodiffBackend>(
+        self,
+        device: B::Device,
+        placement: Placement,
+    ) -> Result<Self::Output>;
 }
 
-/// Runs `job` on the backend and device of `placement`.
+static PREFLIGHT: OnceLock<serde_json::Value> = OnceLock::new();
+
+/// The CUDA preflight report of this process, if a CUDA device was requested (for run_meta.json).
+pub fn preflight_report() -> Option<&'static serde_json::Value> {
+    PREFLIGHT.get()
+}
+
+/// Runs the GPU preflight of `trainer doctor --require-gpu`; its failure carries the doctor's
+/// documented exit code.
+fn preflight() -> Result<()> {
+    match crate::cluster::preflight_cuda() {
+        Ok(report) => {
+            let _ = PREFLIGHT.set(serde_json::to_value(&report).unwrap_or_default());
+            ensure_cuda_driver()
+        }
+        Err(e) => Err(ExitError::new(e.code, e.to_string()).into()),
+    }
+}
+
+/// Runs `job` on the backend and device of `placement`. A CUDA device is preflighted first.
 pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
     if placement.device.is_cuda() {
-        ensure_cuda_driver()?;
+        preflight()?;
     }
     match (placement.backend, placement.device) {
         (BackendKind::Flex, _) => {
@@ -246,7 +272,11 @@ mod tests {
     fn names_the_missing_feature() {
         for kind in [BackendKind::Tch, BackendKind::Cuda] {
             if !kind.compiled() {
-                let dev = if kind == BackendKind::Cuda { DeviceSpec::Cuda(0) } else { DeviceSpec::Cpu };
+                let dev = if kind == BackendKind::Cuda {
+                    DeviceSpec::Cuda(0)
+                } else {
+                    DeviceSpec::Cpu
+                };
                 let err = resolve(Some(kind), dev).unwrap_err();
                 assert!(format!("{err}").contains(&format!("--features {}", kind.name())));
                 assert_eq!(crate::error::exit_code_of(&err), BACKEND_UNAVAILABLE);

@@ -8,7 +8,11 @@ use clap::{Args, Parser, Subcommand};
 use crate::backend::{BackendKind, DeviceSpec};
 
 #[derive(Parser, Debug)]
-#[command(name = "trainer", version, about = "Train deep-learning models on shared GPU clusters, from one binary")]
+#[command(
+    name = "trainer",
+    version,
+    about = "Train deep-learning models on shared GPU clusters, from one binary"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -22,6 +26,24 @@ pub enum Command {
     Eval(EvalArgs),
     /// Throughput benchmarks over every compiled backend and usable device.
     Bench(BenchArgs),
+    /// Print the scheduler environment: ranks, hosts, rendezvous address/port, job ids, devices.
+    Env {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check the NVIDIA driver, GPUs, CUDA runtime and container before spending a queue slot.
+    /// Each failure has its own exit code (see README, "Exit codes").
+    Doctor {
+        /// Fail (non-zero exit) when no usable GPU is found.
+        #[arg(long)]
+        require_gpu: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the UUID of a free MIG instance, for `export CUDA_VISIBLE_DEVICES=$(trainer mig-pick)`.
+    MigPick,
     /// Dataset utilities.
     Data {
         #[command(subcommand)]
@@ -163,7 +185,7 @@ pub struct FetchArgs {
     pub dataset: crate::data::fetch::Dataset,
     #[arg(long)]
     pub out: PathBuf,
-    /// Base URL to download from instead of the built-in mirrors (tried first).
+    /// Base URL to download from instead of the built-in mirrors (only this one is tried).
     #[arg(long)]
     pub mirror: Option<String>,
 }

@@ -9,8 +9,10 @@ use anyhow::Result;
 
 pub mod backend;
 pub mod cli;
+pub mod cluster;
 pub mod data;
 pub mod error;
+pub mod metrics;
 pub mod models;
 pub mod train;
 
@@ -22,8 +24,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::TrainMnist(args) => train::mnist::run(args),
         Command::Eval(args) => train::eval::run(args).map(|_| ExitCode::SUCCESS),
         Command::Bench(args) => train::bench::run(args).map(|_| ExitCode::SUCCESS),
-        Command::Data { command: DataCommand::Fetch(a) } => {
-            data::fetch::fetch(a.dataset, &a.out, a.mirror.as_deref()).map(|_| ExitCode::SUCCESS)
-        }
+        Command::Env { json } => cluster::cmd_env(json).map(|_| ExitCode::SUCCESS),
+        Command::Doctor { require_gpu, json } => cluster::cmd_doctor(require_gpu, json),
+        Command::MigPick => cluster::cmd_mig_pick(),
+        Command::Data {
+            command: DataCommand::Fetch(a),
+        } => data::fetch::fetch(a.dataset, &a.out, a.mirror.as_deref()).map(|_| ExitCode::SUCCESS),
     }
 }

@@ -6,6 +6,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use flate2::read::GzDecoder;
 use md5::{Digest, Md5};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +36,21 @@ impl Dataset {
         }
     }
 
-    /// MD5 of each file of [`FILES`], in order.
+    /// MD5 of the uncompressed content of each file of [`FILES`] where known (so that a
+    /// re-compressed copy, such as Debian's `dataset-fashion-mnist`, also verifies).
+    fn content_md5s(self) -> Option<[&'static str; 4]> {
+        match self {
+            Dataset::Mnist => None,
+            Dataset::FashionMnist => Some([
+                "f4a8712d7a061bf5bd6d2ca38dc4d50a",
+                "9018921c3c673c538a1fc5bad174d6f9",
+                "8181f5470baa50b63fa0f6fddb340f0a",
+                "15d484375f8d13e6eb1aabb0c3f46965",
+            ]),
+        }
+    }
+
+    /// MD5 of each gzipped file of [`FILES`], in order (as torchvision pins them).
     fn md5s(self) -> [&'static str; 4] {
         match self {
             Dataset::Mnist => [
@@ -55,11 +70,16 @@ impl Dataset {
 }
 
 fn md5_hex(bytes: &[u8]) -> String {
-    Md5::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Md5::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn download(url: &str) -> Result<Vec<u8>> {
-    let resp = ureq::get(url).call().with_context(|| format!("GET {url}"))?;
+    let resp = ureq::get(url)
+        .call()
+        .with_context(|| format!("GET {url}"))?;
     let mut body = Vec::new();
     resp.into_body()
         .into_reader()
@@ -68,16 +88,34 @@ fn download(url: &str) -> Result<Vec<u8>> {
     Ok(body)
 }
 
+/// Checks `bytes` (a gzipped IDX file) against the pinned checksums of file number `i`.
+fn verify(dataset: Dataset, i: usize, bytes: &[u8]) -> Result<(), String> {
+    let gz = md5_hex(bytes);
+    if gz == dataset.md5s()[i] {
+        return Ok(());
+    }
+    if let Some(content) = dataset.content_md5s() {
+        let mut raw = Vec::new();
+        if GzDecoder::new(bytes).read_to_end(&mut raw).is_ok() && md5_hex(&raw) == content[i] {
+            return Ok(());
+        }
+    }
+    Err(format!("checksum {gz}, expected {}", dataset.md5s()[i]))
+}
+
 /// Downloads every file into `out` (kept when already present with the right checksum).
+/// With `mirror`, only that base URL is used.
 pub fn fetch(dataset: Dataset, out: &Path, mirror: Option<&str>) -> Result<()> {
     std::fs::create_dir_all(out)
         .with_context(|| format!("cannot create output directory {}", out.display()))?;
-    let mut bases: Vec<String> = mirror.map(|m| vec![m.to_string()]).unwrap_or_default();
-    bases.extend(dataset.mirrors().iter().map(|s| s.to_string()));
-    for (file, want) in FILES.iter().zip(dataset.md5s()) {
+    let bases: Vec<String> = match mirror {
+        Some(m) => vec![m.to_string()],
+        None => dataset.mirrors().iter().map(|s| s.to_string()).collect(),
+    };
+    for (i, file) in FILES.iter().enumerate() {
         let dest = out.join(file);
         if let Ok(existing) = std::fs::read(&dest)
-            && md5_hex(&existing) == want
+            && verify(dataset, i, &existing).is_ok()
         {
             eprintln!("{file}: present, checksum ok");
             continue;
@@ -88,9 +126,8 @@ pub fn fetch(dataset: Dataset, out: &Path, mirror: Option<&str>) -> Result<()> {
             let url = format!("{}/{file}", base.trim_end_matches('/'));
             match download(&url) {
                 Ok(body) => {
-                    let got = md5_hex(&body);
-                    if got != want {
-                        errors.push(format!("{url}: checksum {got}, expected {want}"));
+                    if let Err(e) = verify(dataset, i, &body) {
+                        errors.push(format!("{url}: {e}"));
                         continue;
                     }
                     crate::train::rundir::write_atomic(&dest, |w| {

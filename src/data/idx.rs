@@ -32,12 +32,18 @@ pub fn read_maybe_gz(path: &Path) -> Result<Vec<u8>> {
 pub fn parse_u8(bytes: &[u8], rank: usize, path: &Path) -> Result<IdxU8> {
     let name = path.display();
     if bytes.len() < 4 {
-        bail!("{name}: file too short for an IDX header ({} bytes)", bytes.len());
+        bail!(
+            "{name}: file too short for an IDX header ({} bytes)",
+            bytes.len()
+        );
     }
     if bytes[0] != 0 || bytes[1] != 0 {
         bail!(
             "{name}: wrong magic number {:02x}{:02x}{:02x}{:02x}: not an IDX file (expected 0000080{rank})",
-            bytes[0], bytes[1], bytes[2], bytes[3]
+            bytes[0],
+            bytes[1],
+            bytes[2],
+            bytes[3]
         );
     }
     if bytes[2] != 0x08 {
@@ -54,7 +60,10 @@ pub fn parse_u8(bytes: &[u8], rank: usize, path: &Path) -> Result<IdxU8> {
     }
     let header = 4 + 4 * rank;
     if bytes.len() < header {
-        bail!("{name}: truncated IDX header ({} of {header} bytes)", bytes.len());
+        bail!(
+            "{name}: truncated IDX header ({} of {header} bytes)",
+            bytes.len()
+        );
     }
     let dims: Vec<usize> = (0..rank)
         .map(|i| {
@@ -68,12 +77,13 @@ pub fn parse_u8(bytes: &[u8], rank: usize, path: &Path) -> Result<IdxU8> {
         .with_context(|| format!("{name}: dimensions {dims:?} overflow"))?;
     let body = bytes.len() - header;
     if body < expected {
-        bail!(
-            "{name}: truncated: dimensions {dims:?} need {expected} data bytes, file has {body}"
-        );
+        bail!("{name}: truncated: dimensions {dims:?} need {expected} data bytes, file has {body}");
     }
     if body > expected {
-        bail!("{name}: {} trailing bytes after the {dims:?} array", body - expected);
+        bail!(
+            "{name}: {} trailing bytes after the {dims:?} array",
+            body - expected
+        );
     }
     Ok(IdxU8 {
         dims,
@@ -113,10 +123,25 @@ mod tests {
     fn rejects_bad_headers() {
         let p = Path::new("f");
         let mut bytes = encode_u8(&[2], &[1, 2]);
-        assert!(parse_u8(&bytes, 3, p).unwrap_err().to_string().contains("dimensions"));
+        assert!(
+            parse_u8(&bytes, 3, p)
+                .unwrap_err()
+                .to_string()
+                .contains("dimensions")
+        );
         bytes[0] = 7;
-        assert!(parse_u8(&bytes, 1, p).unwrap_err().to_string().contains("magic"));
+        assert!(
+            parse_u8(&bytes, 1, p)
+                .unwrap_err()
+                .to_string()
+                .contains("magic")
+        );
         let short = encode_u8(&[5], &[1, 2]);
-        assert!(parse_u8(&short, 1, p).unwrap_err().to_string().contains("truncated"));
+        assert!(
+            parse_u8(&short, 1, p)
+                .unwrap_err()
+                .to_string()
+                .contains("truncated")
+        );
     }
 }

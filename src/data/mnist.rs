@@ -92,7 +92,10 @@ fn find_file(dir: &Path, split: Split, kind: &str, rank: usize) -> Result<PathBu
 /// Loads one split from `dir`, checking magic numbers, dimensions, counts and label range.
 pub fn load_split(dir: &Path, split: Split) -> Result<MnistSplit> {
     if !dir.is_dir() {
-        bail!("data directory {} does not exist or is not a directory", dir.display());
+        bail!(
+            "data directory {} does not exist or is not a directory",
+            dir.display()
+        );
     }
     let img_path = find_file(dir, split, "images", 3)?;
     let lbl_path = find_file(dir, split, "labels", 1)?;
@@ -115,7 +118,12 @@ pub fn load_split(dir: &Path, split: Split) -> Result<MnistSplit> {
             labels.dims[0]
         );
     }
-    if let Some((i, l)) = labels.data.iter().enumerate().find(|(_, l)| **l as usize >= CLASSES) {
+    if let Some((i, l)) = labels
+        .data
+        .iter()
+        .enumerate()
+        .find(|(_, l)| **l as usize >= CLASSES)
+    {
         bail!(
             "{}: label {l} at index {i} is out of range (expected 0..{})",
             lbl_path.display(),

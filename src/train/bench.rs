@@ -36,7 +36,12 @@ struct BenchJob<'a> {
     args: &'a BenchArgs,
 }
 
-fn batch<B: Backend>(data: &MnistSplit, step: usize, bs: usize, device: &B::Device) -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
+fn batch<B: Backend>(
+    data: &MnistSplit,
+    step: usize,
+    bs: usize,
+    device: &B::Device,
+) -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
     let n = data.len();
     let idx: Vec<usize> = (0..bs).map(|i| (step * bs + i) % n).collect();
     let (x, y) = data.batch(&idx);
@@ -66,7 +71,8 @@ impl BackendJob for BenchJob<'_> {
         }
         // Reading a value waits for queued device work.
         let _ = crate::train::params::collect(&model);
-        let train = (bs * steps) as f64 / timed.map(|t| t.elapsed().as_secs_f64()).unwrap_or(f64::NAN);
+        let train =
+            (bs * steps) as f64 / timed.map(|t| t.elapsed().as_secs_f64()).unwrap_or(f64::NAN);
 
         let eval = model.valid();
         let mut timed = None;
@@ -77,7 +83,8 @@ impl BackendJob for BenchJob<'_> {
             let (x, _) = batch::<B::InnerBackend>(self.data, step, bs, &device);
             let _ = eval.forward(x).argmax(1).into_data();
         }
-        let infer = (bs * steps) as f64 / timed.map(|t| t.elapsed().as_secs_f64()).unwrap_or(f64::NAN);
+        let infer =
+            (bs * steps) as f64 / timed.map(|t| t.elapsed().as_secs_f64()).unwrap_or(f64::NAN);
         Ok((train, infer))
     }
 }
@@ -106,8 +113,18 @@ pub fn run(args: BenchArgs) -> Result<()> {
     };
     let mut rows = Vec::new();
     for placement in backend::available_placements() {
-        eprintln!("[bench] {} on {} ...", placement.backend.name(), placement.device);
-        let result = backend::dispatch(placement, BenchJob { data: &data, args: &args });
+        eprintln!(
+            "[bench] {} on {} ...",
+            placement.backend.name(),
+            placement.device
+        );
+        let result = backend::dispatch(
+            placement,
+            BenchJob {
+                data: &data,
+                args: &args,
+            },
+        );
         let (train, infer, error) = match result {
             Ok((t, i)) => (t, i, None),
             Err(e) => (f64::NAN, f64::NAN, Some(format!("{e:#}"))),
@@ -122,7 +139,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
             error,
         });
     }
-    println!("{:<8} {:<8} {:>6} {:>14} {:>14}", "backend", "device", "batch", "train img/s", "infer img/s");
+    println!(
+        "{:<8} {:<8} {:>6} {:>14} {:>14}",
+        "backend", "device", "batch", "train img/s", "infer img/s"
+    );
     for r in &rows {
         println!(
             "{:<8} {:<8} {:>6} {:>14.1} {:>14.1}{}",
@@ -131,7 +151,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
             r.batch_size,
             r.train_img_per_s,
             r.infer_img_per_s,
-            r.error.as_deref().map(|e| format!("  error: {e}")).unwrap_or_default()
+            r.error
+                .as_deref()
+                .map(|e| format!("  error: {e}"))
+                .unwrap_or_default()
         );
     }
     let json = serde_json::json!({ "target": "mnist", "rows": rows });

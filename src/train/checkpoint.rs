@@ -79,8 +79,12 @@ impl Checkpoint {
             .with_context(|| format!("{name}: not a valid safetensors file"))?;
         let (_, meta) = SafeTensors::read_metadata(bytes)
             .with_context(|| format!("{name}: unreadable safetensors header"))?;
-        let metadata: BTreeMap<String, String> =
-            meta.metadata().clone().unwrap_or_default().into_iter().collect();
+        let metadata: BTreeMap<String, String> = meta
+            .metadata()
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         if metadata.get("format").map(String::as_str) != Some(FORMAT) {
             bail!("{name}: not a trainer checkpoint (metadata `format` is not {FORMAT})");
         }
@@ -96,7 +100,13 @@ impl Checkpoint {
                         .chunks_exact(4)
                         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                         .collect();
-                    ck.floats.insert(k, HostTensor { shape: view.shape().to_vec(), data: v });
+                    ck.floats.insert(
+                        k,
+                        HostTensor {
+                            shape: view.shape().to_vec(),
+                            data: v,
+                        },
+                    );
                 }
                 Dtype::I64 if data.len() == 8 => {
                     ck.counters.insert(k, i64::from_le_bytes(data.try_into()?));
@@ -135,7 +145,10 @@ mod tests {
         let mut ck = Checkpoint::default();
         ck.floats.insert(
             "model.w".into(),
-            HostTensor { shape: vec![2, 2], data: vec![1.0, 2.0, 3.0, 4.5] },
+            HostTensor {
+                shape: vec![2, 2],
+                data: vec![1.0, 2.0, 3.0, 4.5],
+            },
         );
         ck.counters.insert("train.epoch".into(), 3);
         ck.reals.insert("train.loss_sum".into(), 0.1 + 0.2);

@@ -52,7 +52,12 @@ pub fn evaluate<B: Backend>(
             .map(|v| v[0])
             .unwrap_or(f64::NAN);
         loss_sum += loss * len as f64;
-        let pred = logits.argmax(1).into_data().convert::<i64>().to_vec::<i64>().unwrap_or_default();
+        let pred = logits
+            .argmax(1)
+            .into_data()
+            .convert::<i64>()
+            .to_vec::<i64>()
+            .unwrap_or_default();
         for (t, p) in y.iter().zip(pred) {
             confusion[*t as usize][(p as usize).min(CLASSES - 1)] += 1;
         }
@@ -67,7 +72,11 @@ pub fn evaluate<B: Backend>(
 }
 
 /// Loads an MNIST CNN from a checkpoint onto `device`.
-pub fn load_model<B: Backend>(ck: &Checkpoint, path: &Path, device: &B::Device) -> Result<MnistCnn<B>> {
+pub fn load_model<B: Backend>(
+    ck: &Checkpoint,
+    path: &Path,
+    device: &B::Device,
+) -> Result<MnistCnn<B>> {
     if ck.metadata.get("model").map(String::as_str) != Some(MODEL_NAME) {
         bail!(
             "{}: not an MNIST CNN checkpoint (model = {:?})",
@@ -75,7 +84,11 @@ pub fn load_model<B: Backend>(ck: &Checkpoint, path: &Path, device: &B::Device) 
             ck.metadata.get("model")
         );
     }
-    params::load(MnistCnn::<B>::new(device, false), &ck.with_prefix("model"), device)
+    params::load(
+        MnistCnn::<B>::new(device, false),
+        &ck.with_prefix("model"),
+        device,
+    )
 }
 
 /// Metadata value naming the model in its checkpoints.
@@ -105,7 +118,12 @@ pub fn run(args: EvalArgs) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        println!("examples {}  loss {:.4}  accuracy {:.2}%", r.examples, r.loss, 100.0 * r.accuracy);
+        println!(
+            "examples {}  loss {:.4}  accuracy {:.2}%",
+            r.examples,
+            r.loss,
+            100.0 * r.accuracy
+        );
         println!("confusion matrix (rows: true class, columns: predicted):");
         for (i, row) in r.confusion.iter().enumerate() {
             let cells: Vec<String> = row.iter().map(|c| format!("{c:5}")).collect();

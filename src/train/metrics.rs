@@ -27,14 +27,20 @@ impl MetricsFiles {
         let text = match std::fs::read_to_string(&self.jsonl) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", self.jsonl.display())),
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot read {}", self.jsonl.display()));
+            }
         };
         text.lines()
             .filter(|l| !l.trim().is_empty())
             .enumerate()
             .map(|(i, l)| match serde_json::from_str::<Value>(l) {
                 Ok(Value::Object(m)) => Ok(m),
-                _ => bail!("{}: line {} is not a JSON object", self.jsonl.display(), i + 1),
+                _ => bail!(
+                    "{}: line {} is not a JSON object",
+                    self.jsonl.display(),
+                    i + 1
+                ),
             })
             .collect()
     }
@@ -56,7 +62,10 @@ impl MetricsFiles {
         } else {
             let first = existing.lines().next().unwrap_or("");
             if first != header.join(",") {
-                bail!("{}: existing header `{first}` differs from this run's columns", self.csv.display());
+                bail!(
+                    "{}: existing header `{first}` differs from this run's columns",
+                    self.csv.display()
+                );
             }
             append_line(&self.csv, &values.join(","))
         }
@@ -65,7 +74,9 @@ impl MetricsFiles {
 
 fn csv_cell(v: &Value) -> String {
     match v {
-        Value::String(s) if s.contains([',', '"', '\n']) => format!("\"{}\"", s.replace('"', "\"\"")),
+        Value::String(s) if s.contains([',', '"', '\n']) => {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        }
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),

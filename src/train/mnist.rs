@@ -70,8 +70,10 @@ struct Position {
 impl Position {
     fn save_into(&self, ck: &mut Checkpoint, seed: u64) {
         ck.counters.insert("train.epoch".into(), self.epoch as i64);
-        ck.counters.insert("train.step_in_epoch".into(), self.step_in_epoch as i64);
-        ck.counters.insert("train.global_step".into(), self.global_step as i64);
+        ck.counters
+            .insert("train.step_in_epoch".into(), self.step_in_epoch as i64);
+        ck.counters
+            .insert("train.global_step".into(), self.global_step as i64);
         ck.counters.insert("train.seen".into(), self.seen as i64);
         ck.counters.insert("rng.seed".into(), seed as i64);
         ck.reals.insert("train.loss_sum".into(), self.loss_sum);
@@ -90,7 +92,9 @@ impl Position {
 
 /// A 64-bit mix of two numbers (SplitMix64 finaliser), for derived seeds.
 pub fn mix(a: u64, b: u64) -> u64 {
-    let mut z = a ^ b.wrapping_add(0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let mut z = a ^ b
+        .wrapping_add(0x9e37_79b9_7f4a_7c15)
+        .wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
@@ -174,7 +178,11 @@ pub fn run(args: MnistArgs) -> Result<ExitCode> {
     backend::dispatch(placement, MnistJob(args))
 }
 
-fn train<B: AutodiffBackend>(args: &MnistArgs, device: B::Device, placement: Placement) -> Result<ExitCode> {
+fn train<B: AutodiffBackend>(
+    args: &MnistArgs,
+    device: B::Device,
+    placement: Placement,
+) -> Result<ExitCode> {
     let (train, test) = load_data(args)?;
     let run_dir = rundir::resolve(&args.run, Path::new("runs"))?;
     rundir::create(&run_dir)?;
@@ -216,7 +224,10 @@ fn train<B: AutodiffBackend>(args: &MnistArgs, device: B::Device, placement: Pla
         pos = Position::load(&ck)?;
         resumed_row = ck.metadata.get("metrics_row").cloned();
         if ck.counter("rng.seed")? as u64 != args.seed {
-            bail!("{}: checkpoint was trained with another --seed", path.display());
+            bail!(
+                "{}: checkpoint was trained with another --seed",
+                path.display()
+            );
         }
         eprintln!(
             "resuming from {} at epoch {} step {}",
@@ -227,8 +238,13 @@ fn train<B: AutodiffBackend>(args: &MnistArgs, device: B::Device, placement: Pla
     }
 
     rundir::write_json(&run_dir.join("args.json"), &config)?;
-    let mut meta = RunMeta::new(&run_dir, placement.backend.name(), &placement.device.to_string());
-    meta.extra.insert("effective_batch_size".into(), json!(args.batch_size));
+    let mut meta = RunMeta::new(
+        &run_dir,
+        placement.backend.name(),
+        &placement.device.to_string(),
+    );
+    meta.extra
+        .insert("effective_batch_size".into(), json!(args.batch_size));
     meta.extra.insert(
         "resumed_from".into(),
         json!(resume.as_ref().map(|p| p.display().to_string())),
@@ -238,7 +254,11 @@ fn train<B: AutodiffBackend>(args: &MnistArgs, device: B::Device, placement: Pla
     if let Some(row) = resumed_row {
         // The process may have died between the epoch checkpoint and its metrics row.
         let row: Map<String, Value> = serde_json::from_str(&row)?;
-        let written = metrics.rows()?.iter().filter_map(|r| r.get("epoch")?.as_u64()).max();
+        let written = metrics
+            .rows()?
+            .iter()
+            .filter_map(|r| r.get("epoch")?.as_u64())
+            .max();
         if written < row.get("epoch").and_then(Value::as_u64) {
             metrics.append(&row)?;
         }
@@ -261,9 +281,11 @@ fn train<B: AutodiffBackend>(args: &MnistArgs, device: B::Device, placement: Pla
         adam.save_into(&names, &mut ck);
         pos.save_into(&mut ck, args.seed);
         ck.metadata.insert("model".into(), MODEL_NAME.into());
-        ck.metadata.insert("config".into(), serde_json::to_string(&config)?);
+        ck.metadata
+            .insert("config".into(), serde_json::to_string(&config)?);
         if let Some(row) = row {
-            ck.metadata.insert("metrics_row".into(), serde_json::to_string(row)?);
+            ck.metadata
+                .insert("metrics_row".into(), serde_json::to_string(row)?);
             let epoch = row.get("epoch").and_then(Value::as_u64).unwrap_or(0);
             ck.save(&ckpt_dir.join(format!("epoch_{epoch:03}.safetensors")))?;
         }
@@ -305,7 +327,10 @@ fn train<B: AutodiffBackend>(args: &MnistArgs, device: B::Device, placement: Pla
             let loss = loss_fn.forward(model.forward(x), y);
             let loss_value = scalar(loss.clone());
             if !loss_value.is_finite() {
-                bail!("training diverged at epoch {} step {step}: loss is {loss_value}", epoch + 1);
+                bail!(
+                    "training diverged at epoch {} step {step}: loss is {loss_value}",
+                    epoch + 1
+                );
             }
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             model = adam.step(lr, model, Grads::Params(grads));
@@ -327,7 +352,10 @@ fn train<B: AutodiffBackend>(args: &MnistArgs, device: B::Device, placement: Pla
         let eval = evaluate(&model.valid(), &test, args.test_batch_size, &device);
         let mut row = Map::new();
         row.insert("epoch".into(), json!(epoch + 1));
-        row.insert("train_loss".into(), json!(pos.loss_sum / pos.seen.max(1) as f64));
+        row.insert(
+            "train_loss".into(),
+            json!(pos.loss_sum / pos.seen.max(1) as f64),
+        );
         row.insert("test_loss".into(), json!(eval.loss));
         row.insert("test_accuracy".into(), json!(eval.accuracy));
         row.insert("lr".into(), json!(lr));

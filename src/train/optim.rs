@@ -137,8 +137,10 @@ impl<B: Backend> Adam<B> {
                     .to_vec::<f32>()
                     .unwrap_or_default();
                 let shape = vec![data.len()];
-                ckpt.floats
-                    .insert(format!("optim.adam.{kind}.{name}"), HostTensor { shape, data });
+                ckpt.floats.insert(
+                    format!("optim.adam.{kind}.{name}"),
+                    HostTensor { shape, data },
+                );
             }
             ckpt.counters
                 .insert(format!("optim.adam.time.{name}"), s.time as i64);
@@ -146,7 +148,12 @@ impl<B: Backend> Adam<B> {
     }
 
     /// Restores the state saved by [`Adam::save_into`] for parameters `names` (visiting order).
-    pub fn load_from(&mut self, names: &[String], ckpt: &Checkpoint, device: &B::Device) -> Result<()> {
+    pub fn load_from(
+        &mut self,
+        names: &[String],
+        ckpt: &Checkpoint,
+        device: &B::Device,
+    ) -> Result<()> {
         self.slots = Vec::with_capacity(names.len());
         for name in names {
             let m = ckpt.floats.get(&format!("optim.adam.moment_1.{name}"));

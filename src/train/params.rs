@@ -36,7 +36,8 @@ impl<B: Backend> ModuleVisitor<B> for Collect {
             .convert::<f32>()
             .to_vec::<f32>()
             .unwrap_or_default();
-        self.out.push((self.path.join("."), HostTensor { shape, data }));
+        self.out
+            .push((self.path.join("."), HostTensor { shape, data }));
     }
 }
 

@@ -19,7 +19,13 @@ pub struct Progress {
 
 impl Progress {
     /// `enabled = false` prints nothing (non-zero ranks).
-    pub fn new(label: impl Into<String>, total: u64, start_step: u64, every_secs: f64, enabled: bool) -> Self {
+    pub fn new(
+        label: impl Into<String>,
+        total: u64,
+        start_step: u64,
+        every_secs: f64,
+        enabled: bool,
+    ) -> Self {
         let label = label.into();
         let bar = (enabled && std::io::stderr().is_terminal()).then(|| {
             let b = ProgressBar::new(total);

@@ -16,7 +16,10 @@ pub fn write_atomic(
     path: &Path,
     fill: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
 ) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let file_name = path
         .file_name()
         .with_context(|| format!("{} has no file name", path.display()))?
@@ -52,20 +55,11 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 
 /// The scheduler's job id (`<array job>_<task>` for array tasks), if any.
 pub fn scheduler_job_id() -> Option<String> {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    if let (Some(a), Some(t)) = (var("SLURM_ARRAY_JOB_ID"), var("SLURM_ARRAY_TASK_ID")) {
-        return Some(format!("{a}_{t}"));
+    let env = crate::cluster::detect_env().ok()?;
+    match (&env.array_job_id, env.array_task_id) {
+        (Some(a), Some(t)) => Some(format!("{a}_{t}")),
+        _ => env.job_id,
     }
-    if let Some(j) = var("SLURM_JOB_ID") {
-        return Some(j);
-    }
-    if let Some(j) = var("LSB_JOBID") {
-        return Some(match var("LSB_JOBINDEX").filter(|i| i != "0") {
-            Some(i) => format!("{j}_{i}"),
-            None => j,
-        });
-    }
-    var("GFLOW_JOB_ID")
 }
 
 /// Picks the run directory. With `--resume auto` and no explicit name, the newest directory
@@ -131,6 +125,10 @@ pub struct RunMeta {
     pub device: String,
     pub world_size: usize,
     pub argv: Vec<String>,
+    /// Scheduler environment seen at start (rank, job ids, hosts, devices, container).
+    pub cluster: serde_json::Value,
+    /// The CUDA preflight report (`trainer doctor`), when a CUDA device was requested.
+    pub preflight: serde_json::Value,
     /// Whatever else the job wants to record (resume source, effective batch, …).
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
@@ -148,6 +146,18 @@ impl RunMeta {
             device: device.to_string(),
             world_size: 1,
             argv: std::env::args().collect(),
+            cluster: match crate::cluster::detect_env() {
+                Ok(env) => serde_json::to_value(crate::cluster::ClusterSummary::new(
+                    &env,
+                    &crate::cluster::Vars::from_process(),
+                    None,
+                ))
+                .unwrap_or_default(),
+                Err(e) => serde_json::json!({ "error": format!("{e:#}") }),
+            },
+            preflight: crate::backend::preflight_report()
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!("not run (CPU device)")),
             extra: Default::default(),
         }
     }

@@ -4,8 +4,8 @@
 //! [`requested`] at every step boundary and does the checkpointing itself, outside the handler.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::Result;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1, SIGUSR2};

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs PyTorch 2.9.0 (what tch 0.22 / burn-tch 0.21 expect) into a virtual environment and
+# prints the variables a `--features tch` build and run need. Idempotent.
+#   eval "$(scripts/setup-torch.sh)"
+set -euo pipefail
+venv="${TRAINER_TORCH_VENV:-$HOME/.cache/trainer/torch-2.9.0}"
+if ! "$venv/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.9.0")' 2>/dev/null; then
+  python3 -m venv "$venv" >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check torch==2.9.0 >&2
+fi
+lib="$("$venv/bin/python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
+echo "export LIBTORCH_USE_PYTORCH=1"
+echo "export PATH=\"$venv/bin:\$PATH\""
+echo "export LD_LIBRARY_PATH=\"$lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\""

@@ -1,0 +1,125 @@
+//! The `trainer env`, `trainer doctor` and `trainer mig-pick` entry points the CLI calls.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+
+use super::doctor::DoctorReport;
+use super::env::{ClusterEnv, detect};
+use super::gpu::probe_driver;
+use super::mig::pick_free_mig;
+use super::vars::Vars;
+use super::visible_devices::VisibleDevices;
+
+/// The scheduler environment of this process (reads the process environment once).
+pub fn detect_env() -> anyhow::Result<ClusterEnv> {
+    detect(&Vars::from_process()).context("reading the scheduler environment")
+}
+
+/// `trainer env [--json]`: ranks, hosts, rendezvous, job ids and devices.
+pub fn cmd_env(json: bool) -> anyhow::Result<()> {
+    let env = detect_env()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&env)?);
+    } else {
+        print!("{}", render_env(&env));
+    }
+    Ok(())
+}
+
+/// Human-readable form of [`ClusterEnv`].
+pub fn render_env(e: &ClusterEnv) -> String {
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let mut rows: Vec<(&str, String)> = vec![
+        ("scheduler", format!("{} ({})", e.scheduler, e.mode)),
+        ("rank", format!("{} of {}", e.rank, e.world_size)),
+        (
+            "local rank",
+            format!("{} of {}", e.local_rank, e.local_world_size),
+        ),
+        ("node rank", format!("{} of {}", e.node_rank, e.num_nodes)),
+        (
+            "main address",
+            format!("{}:{}", e.main_address, e.main_port),
+        ),
+        ("hosts", summarise_hosts(&e.hosts)),
+        ("job id", opt(&e.job_id)),
+        ("array job id", opt(&e.array_job_id)),
+        (
+            "array task id",
+            e.array_task_id.map_or("-".into(), |t| t.to_string()),
+        ),
+        (
+            "restart count",
+            e.restart_count.map_or("-".into(), |t| t.to_string()),
+        ),
+        ("partition", opt(&e.partition)),
+        ("CUDA_VISIBLE_DEVICES", e.visible_devices.describe()),
+        (
+            "device",
+            match &e.device {
+                Some(d) => match &d.visible_entry {
+                    Some(entry) => format!(
+                        "cuda:{} (CUDA_VISIBLE_DEVICES entry {entry})",
+                        d.cuda_ordinal
+                    ),
+                    None => format!("cuda:{}", d.cuda_ordinal),
+                },
+                None => "cpu (every GPU hidden)".into(),
+            },
+        ),
+    ];
+    if !e.gpu_allocation.is_empty() {
+        let a: Vec<String> = e
+            .gpu_allocation
+            .iter()
+            .map(|a| format!("{}={}", a.var, a.value))
+            .collect();
+        rows.push(("GPU allocation", a.join(" ")));
+    }
+    let mut out: String = rows.iter().map(|(k, v)| format!("{k:<22} {v}\n")).collect();
+    for n in &e.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+fn summarise_hosts(hosts: &[String]) -> String {
+    const SHOWN: usize = 8;
+    if hosts.len() <= SHOWN {
+        hosts.join(" ")
+    } else {
+        format!("{} ... ({} hosts)", hosts[..SHOWN].join(" "), hosts.len())
+    }
+}
+
+/// `trainer doctor [--require-gpu] [--json]`: the report, and its documented exit code.
+pub fn cmd_doctor(require_gpu: bool, json: bool) -> anyhow::Result<ExitCode> {
+    let report = DoctorReport::collect(require_gpu);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render());
+    }
+    Ok(ExitCode::from(report.exit_code))
+}
+
+/// `trainer mig-pick`: prints a free MIG UUID on stdout, or the reason on stderr with its code.
+pub fn cmd_mig_pick() -> anyhow::Result<ExitCode> {
+    let vars = Vars::from_process();
+    let driver = probe_driver(&vars);
+    match pick_free_mig(&driver, &VisibleDevices::from_vars(&vars)) {
+        Ok(pick) => {
+            println!("{}", pick.uuid);
+            eprintln!(
+                "mig-pick: {} on GPU {} ({})",
+                pick.uuid, pick.gpu_index, pick.gpu_name
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("mig-pick: {e}");
+            Ok(ExitCode::from(e.code))
+        }
+    }
+}

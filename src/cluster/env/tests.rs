@@ -1,0 +1,439 @@
+//! Scheduler environments built from variable maps, edge cases included.
+
+use super::*;
+use crate::cluster::visible_devices::VisibleForm;
+
+fn vars(pairs: &[(&str, &str)]) -> Vars {
+    Vars::from_pairs(pairs.iter().copied())
+}
+
+fn ok(pairs: &[(&str, &str)]) -> ClusterEnv {
+    detect(&vars(pairs)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn err(pairs: &[(&str, &str)]) -> String {
+    match detect(&vars(pairs)) {
+        Ok(env) => panic!("expected an error, got {env:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// What rank 1 of `srun -N2 -n4 --gres=gpu:2` on `ai[01-02]` sees.
+const SRUN_STEP: &[(&str, &str)] = &[
+    ("SLURM_JOB_ID", "123456"),
+    ("SLURM_STEP_ID", "0"),
+    ("SLURM_PROCID", "3"),
+    ("SLURM_LOCALID", "1"),
+    ("SLURM_NODEID", "1"),
+    ("SLURM_NTASKS", "4"),
+    ("SLURM_NNODES", "2"),
+    ("SLURM_STEP_TASKS_PER_NODE", "2(x2)"),
+    ("SLURM_JOB_NODELIST", "ai[01-02]"),
+    ("SLURM_STEP_NODELIST", "ai[01-02]"),
+    ("SLURM_JOB_PARTITION", "q_ai4"),
+    ("CUDA_VISIBLE_DEVICES", "0,1"),
+    ("SLURM_STEP_GPUS", "2,3"),
+];
+
+#[test]
+fn slurm_srun_step() {
+    let e = ok(SRUN_STEP);
+    assert_eq!(e.scheduler, SchedulerKind::Slurm);
+    assert_eq!(e.mode, "srun step");
+    assert_eq!(
+        (
+            e.rank,
+            e.world_size,
+            e.local_rank,
+            e.local_world_size,
+            e.node_rank,
+            e.num_nodes
+        ),
+        (3, 4, 1, 2, 1, 2)
+    );
+    assert_eq!(e.main_address, "ai01");
+    assert_eq!(e.hosts, ["ai01", "ai02"]);
+    assert_eq!(e.main_port, PORT_BASE + 3456);
+    assert_eq!(e.job_id.as_deref(), Some("123456"));
+    assert_eq!(e.partition.as_deref(), Some("q_ai4"));
+    let d = e.device.clone().expect("a GPU");
+    assert_eq!((d.cuda_ordinal, d.visible_entry.as_deref()), (1, Some("1")));
+    assert!(e.gpu_allocation.iter().any(|a| a.var == "SLURM_STEP_GPUS"));
+    assert!(!e.is_main_process());
+}
+
+#[test]
+fn every_rank_derives_the_same_port_and_address() {
+    let mut ports = Vec::new();
+    for (rank, local, node) in [
+        ("0", "0", "0"),
+        ("1", "1", "0"),
+        ("2", "0", "1"),
+        ("3", "1", "1"),
+    ] {
+        let mut v: Vec<(&str, &str)> = SRUN_STEP.to_vec();
+        v.retain(|(k, _)| !matches!(*k, "SLURM_PROCID" | "SLURM_LOCALID" | "SLURM_NODEID"));
+        v.extend([
+            ("SLURM_PROCID", rank),
+            ("SLURM_LOCALID", local),
+            ("SLURM_NODEID", node),
+        ]);
+        let e = ok(&v);
+        ports.push((e.main_address, e.main_port));
+    }
+    assert!(ports.windows(2).all(|w| w[0] == w[1]), "{ports:?}");
+}
+
+#[test]
+fn slurm_batch_script_is_one_rank() {
+    // As seen in a real `sbatch -n 2 --gres=gpu:2` script.
+    let e = ok(&[
+        ("SLURM_JOB_ID", "5"),
+        ("SLURM_JOBID", "5"),
+        ("ENVIRONMENT", "BATCH"),
+        ("SLURM_PROCID", "0"),
+        ("SLURM_LOCALID", "0"),
+        ("SLURM_NTASKS", "2"),
+        ("SLURM_JOB_NODELIST", "vm"),
+        ("SLURM_JOB_GPUS", "0,1"),
+        ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ("SLURM_GPUS_ON_NODE", "2"),
+    ]);
+    assert_eq!(e.mode, "batch script");
+    assert_eq!((e.rank, e.world_size), (0, 1));
+    assert_eq!(e.main_address, "vm");
+    assert!(e.notes.iter().any(|n| n.contains("srun")), "{:?}", e.notes);
+}
+
+#[test]
+fn slurm_salloc_without_a_step_is_not_multi_rank() {
+    // As seen in a real `salloc -n2 --gres=gpu:1` shell: no SLURM_PROCID, no SLURM_STEP_ID.
+    let e = ok(&[
+        ("SLURM_JOB_ID", "6"),
+        ("SLURM_JOB_NODELIST", "vm"),
+        ("SLURM_NNODES", "1"),
+        ("SLURM_NTASKS", "2"),
+        ("SLURM_TASKS_PER_NODE", "2"),
+    ]);
+    assert_eq!(e.mode, "salloc shell (no srun step)");
+    assert_eq!((e.rank, e.world_size, e.local_world_size), (0, 1, 1));
+    assert!(e.notes.iter().any(|n| n.contains("srun trainer")));
+}
+
+#[test]
+fn slurm_missing_procid_in_a_step_is_named() {
+    let mut v: Vec<(&str, &str)> = SRUN_STEP.to_vec();
+    v.retain(|(k, _)| *k != "SLURM_PROCID");
+    let msg = err(&v);
+    assert!(msg.contains("SLURM_PROCID"), "{msg}");
+}
+
+#[test]
+fn slurm_contradictions_are_named() {
+    let mut v: Vec<(&str, &str)> = SRUN_STEP.to_vec();
+    v.retain(|(k, _)| *k != "SLURM_PROCID");
+    v.push(("SLURM_PROCID", "4"));
+    let msg = err(&v);
+    assert!(
+        msg.contains("SLURM_PROCID=4") && msg.contains("SLURM_NTASKS=4"),
+        "{msg}"
+    );
+
+    let mut v: Vec<(&str, &str)> = SRUN_STEP.to_vec();
+    v.retain(|(k, _)| *k != "SLURM_STEP_NODELIST");
+    v.push(("SLURM_STEP_NODELIST", "ai[01-03]"));
+    let msg = err(&v);
+    assert!(
+        msg.contains("SLURM_STEP_NODELIST") && msg.contains("SLURM_NNODES"),
+        "{msg}"
+    );
+
+    let msg = err(&[("SLURM_JOB_ID", "1"), ("SLURM_JOBID", "2")]);
+    assert!(
+        msg.contains("SLURM_JOB_ID") && msg.contains("SLURM_JOBID"),
+        "{msg}"
+    );
+
+    let mut v: Vec<(&str, &str)> = SRUN_STEP.to_vec();
+    v.retain(|(k, _)| *k != "SLURM_STEP_TASKS_PER_NODE");
+    v.push(("SLURM_STEP_TASKS_PER_NODE", "2(x"));
+    let msg = err(&v);
+    assert!(msg.contains("SLURM_STEP_TASKS_PER_NODE"), "{msg}");
+
+    let msg = err(&[("SLURM_JOB_ID", "1"), ("SLURM_JOB_NODELIST", "n[3-1]")]);
+    assert!(msg.contains("SLURM_JOB_NODELIST"), "{msg}");
+}
+
+#[test]
+fn slurm_multi_range_hostlists() {
+    let e = ok(&[
+        ("SLURM_JOB_ID", "77"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_PROCID", "0"),
+        ("SLURM_LOCALID", "0"),
+        ("SLURM_NODEID", "0"),
+        ("SLURM_NTASKS", "5"),
+        ("SLURM_NNODES", "5"),
+        ("SLURM_STEP_NODELIST", "gpu1,gpu[3-5,7]"),
+    ]);
+    assert_eq!(e.hosts, ["gpu1", "gpu3", "gpu4", "gpu5", "gpu7"]);
+    assert_eq!(e.main_address, "gpu1");
+    assert_eq!(e.local_world_size, 1);
+    let e = ok(&[
+        ("SLURM_JOB_ID", "78"),
+        ("SLURM_JOB_NODELIST", "ai[01-02],gpu[10-11]"),
+    ]);
+    assert_eq!(e.hosts, ["ai01", "ai02", "gpu10", "gpu11"]);
+    assert_eq!(e.main_address, "ai01");
+}
+
+#[test]
+fn slurm_array_task_and_restart() {
+    let e = ok(&[
+        ("SLURM_JOB_ID", "8"),
+        ("SLURM_ARRAY_JOB_ID", "7"),
+        ("SLURM_ARRAY_TASK_ID", "3"),
+        ("SLURM_RESTART_COUNT", "2"),
+        ("SLURM_JOB_NODELIST", "vm"),
+    ]);
+    assert_eq!(e.job_id.as_deref(), Some("8"));
+    assert_eq!(e.array_job_id.as_deref(), Some("7"));
+    assert_eq!(e.array_task_id, Some(3));
+    assert_eq!(e.restart_count, Some(2));
+    assert_eq!(e.main_port, PORT_BASE + 8);
+    let msg = err(&[("SLURM_JOB_ID", "8"), ("SLURM_ARRAY_TASK_ID", "3")]);
+    assert!(msg.contains("SLURM_ARRAY_JOB_ID"), "{msg}");
+    let msg = err(&[("SLURM_JOB_ID", "8"), ("SLURM_RESTART_COUNT", "many")]);
+    assert!(msg.contains("SLURM_RESTART_COUNT"), "{msg}");
+}
+
+#[test]
+fn slurm_gpus_per_task_gives_each_rank_its_single_gpu() {
+    let mut v: Vec<(&str, &str)> = SRUN_STEP.to_vec();
+    v.retain(|(k, _)| *k != "CUDA_VISIBLE_DEVICES");
+    v.push(("CUDA_VISIBLE_DEVICES", "3"));
+    let d = ok(&v).device.expect("a GPU");
+    assert_eq!((d.cuda_ordinal, d.visible_entry.as_deref()), (0, Some("3")));
+}
+
+#[test]
+fn mig_and_gpu_uuids_in_cuda_visible_devices() {
+    let e = ok(&[
+        ("LSB_JOBID", "4242"),
+        (
+            "CUDA_VISIBLE_DEVICES",
+            "MIG-5c3a6f1e-1111-2222-3333-444455556666",
+        ),
+    ]);
+    assert_eq!(e.visible_devices.form, VisibleForm::MigUuids);
+    assert_eq!(
+        e.device.and_then(|d| d.visible_entry).as_deref(),
+        Some("MIG-5c3a6f1e-1111-2222-3333-444455556666")
+    );
+    let e = ok(&[
+        ("CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-bbbb"),
+        ("MASTER_PORT", "1234"),
+    ]);
+    assert_eq!(e.visible_devices.form, VisibleForm::GpuUuids);
+    assert_eq!(e.scheduler, SchedulerKind::Local);
+    assert_eq!(e.main_port, 1234);
+    let e = ok(&[(
+        "CUDA_VISIBLE_DEVICES",
+        "MIG-GPU-8f1c2d3e-0000-1111-2222-333344445555/1/0",
+    )]);
+    assert_eq!(e.visible_devices.form, VisibleForm::MigUuids);
+}
+
+#[test]
+fn torchrun_variables() {
+    let e = ok(&[
+        ("RANK", "5"),
+        ("WORLD_SIZE", "8"),
+        ("LOCAL_RANK", "1"),
+        ("LOCAL_WORLD_SIZE", "4"),
+        ("GROUP_RANK", "1"),
+        ("MASTER_ADDR", "node7"),
+        ("MASTER_PORT", "29400"),
+        ("TORCHELASTIC_RESTART_COUNT", "1"),
+    ]);
+    assert_eq!(e.scheduler, SchedulerKind::Torchrun);
+    assert_eq!(
+        (
+            e.rank,
+            e.world_size,
+            e.local_rank,
+            e.local_world_size,
+            e.node_rank,
+            e.num_nodes
+        ),
+        (5, 8, 1, 4, 1, 2)
+    );
+    assert_eq!((e.main_address.as_str(), e.main_port), ("node7", 29400));
+    assert_eq!(e.restart_count, Some(1));
+}
+
+#[test]
+fn torchrun_inside_slurm_keeps_the_job_ids() {
+    let e = ok(&[
+        ("RANK", "0"),
+        ("WORLD_SIZE", "2"),
+        ("LOCAL_RANK", "0"),
+        ("LOCAL_WORLD_SIZE", "2"),
+        ("MASTER_ADDR", "ai01"),
+        ("MASTER_PORT", "29500"),
+        ("SLURM_JOB_ID", "99"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_PROCID", "0"),
+        ("SLURM_ARRAY_JOB_ID", "98"),
+        ("SLURM_ARRAY_TASK_ID", "1"),
+    ]);
+    assert_eq!(e.scheduler, SchedulerKind::Torchrun);
+    assert_eq!(e.world_size, 2);
+    assert_eq!(e.job_id.as_deref(), Some("99"));
+    assert_eq!(e.array_task_id, Some(1));
+}
+
+#[test]
+fn torchrun_missing_or_contradictory() {
+    let msg = err(&[("RANK", "0")]);
+    assert!(msg.contains("WORLD_SIZE"), "{msg}");
+    let msg = err(&[("WORLD_SIZE", "2")]);
+    assert!(msg.contains("RANK"), "{msg}");
+    let msg = err(&[("RANK", "2"), ("WORLD_SIZE", "2")]);
+    assert!(
+        msg.contains("RANK=2") && msg.contains("WORLD_SIZE=2"),
+        "{msg}"
+    );
+    let msg = err(&[
+        ("RANK", "1"),
+        ("WORLD_SIZE", "2"),
+        ("LOCAL_RANK", "1"),
+        ("MASTER_PORT", "1"),
+    ]);
+    assert!(msg.contains("MASTER_ADDR"), "{msg}");
+    let msg = err(&[
+        ("RANK", "1"),
+        ("WORLD_SIZE", "2"),
+        ("LOCAL_RANK", "1"),
+        ("MASTER_ADDR", "h"),
+    ]);
+    assert!(msg.contains("MASTER_PORT"), "{msg}");
+    let msg = err(&[
+        ("RANK", "1"),
+        ("WORLD_SIZE", "2"),
+        ("LOCAL_RANK", "3"),
+        ("LOCAL_WORLD_SIZE", "2"),
+        ("MASTER_ADDR", "h"),
+        ("MASTER_PORT", "1"),
+    ]);
+    assert!(
+        msg.contains("LOCAL_RANK=3") && msg.contains("LOCAL_WORLD_SIZE=2"),
+        "{msg}"
+    );
+    let msg = err(&[("RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_PORT", "70000")]);
+    assert!(msg.contains("MASTER_PORT"), "{msg}");
+    let msg = err(&[("RANK", "-1"), ("WORLD_SIZE", "1")]);
+    assert!(msg.contains("RANK"), "{msg}");
+    let msg = err(&[("RANK", "0"), ("WORLD_SIZE", "0")]);
+    assert!(msg.contains("WORLD_SIZE=0"), "{msg}");
+}
+
+#[test]
+fn lsf_job_and_array() {
+    let e = ok(&[
+        ("LSB_JOBID", "31337"),
+        ("LSB_JOBINDEX", "4"),
+        ("LSB_QUEUE", "gpu"),
+        ("LSB_MCPU_HOSTS", "a100n1 1 a100n2 1"),
+        ("CUDA_VISIBLE_DEVICES", "0"),
+    ]);
+    assert_eq!(e.scheduler, SchedulerKind::Lsf);
+    assert_eq!(e.mode, "bsub job");
+    assert_eq!(e.hosts, ["a100n1", "a100n2"]);
+    assert_eq!(e.main_address, "a100n1");
+    assert_eq!(e.main_port, PORT_BASE + 1337);
+    assert_eq!(e.array_task_id, Some(4));
+    assert_eq!(e.array_job_id.as_deref(), Some("31337"));
+    assert_eq!(e.partition.as_deref(), Some("gpu"));
+    assert!(
+        e.gpu_allocation
+            .iter()
+            .any(|a| a.var == "CUDA_VISIBLE_DEVICES")
+    );
+    let e = ok(&[
+        ("LSB_JOBID", "1"),
+        ("LSB_JOBINDEX", "0"),
+        ("LSB_HOSTS", "h1 h1 h2"),
+    ]);
+    assert_eq!(e.array_task_id, None);
+    assert_eq!(e.hosts, ["h1", "h2"]);
+    let msg = err(&[("LSB_JOBID", "1"), ("LSB_MCPU_HOSTS", "h1 4 h2")]);
+    assert!(msg.contains("LSB_MCPU_HOSTS"), "{msg}");
+}
+
+#[test]
+fn lsf_jsrun_ranks() {
+    let e = ok(&[
+        ("LSB_JOBID", "10"),
+        ("LSB_MCPU_HOSTS", "n1 2 n2 2"),
+        ("JSM_NAMESPACE_RANK", "3"),
+        ("JSM_NAMESPACE_SIZE", "4"),
+        ("JSM_NAMESPACE_LOCAL_RANK", "1"),
+        ("JSM_NAMESPACE_LOCAL_SIZE", "2"),
+    ]);
+    assert_eq!(
+        (e.rank, e.world_size, e.node_rank, e.num_nodes),
+        (3, 4, 1, 2)
+    );
+    let msg = err(&[("LSB_JOBID", "10"), ("JSM_NAMESPACE_SIZE", "4")]);
+    assert!(msg.contains("JSM_NAMESPACE_RANK"), "{msg}");
+}
+
+#[test]
+fn gflow_job() {
+    let e = ok(&[("GFLOW_ARRAY_TASK_ID", "0"), ("CUDA_VISIBLE_DEVICES", "1")]);
+    assert_eq!(e.scheduler, SchedulerKind::Gflow);
+    assert_eq!(e.array_task_id, None);
+    assert_eq!(e.main_port, DEFAULT_PORT);
+    assert!(
+        e.gpu_allocation
+            .iter()
+            .any(|a| a.var == "CUDA_VISIBLE_DEVICES")
+    );
+    let e = ok(&[("GFLOW_ARRAY_TASK_ID", "3")]);
+    assert_eq!(e.array_task_id, Some(3));
+    assert_eq!(e.main_port, DEFAULT_PORT + 3);
+    assert!(err(&[("GFLOW_ARRAY_TASK_ID", "x")]).contains("GFLOW_ARRAY_TASK_ID"));
+}
+
+#[test]
+fn local_run() {
+    let e = ok(&[]);
+    assert_eq!(e.scheduler, SchedulerKind::Local);
+    assert_eq!((e.rank, e.world_size, e.main_port), (0, 1, DEFAULT_PORT));
+    assert_eq!(e.main_address, "127.0.0.1");
+    assert_eq!(e.device.map(|d| d.cuda_ordinal), Some(0));
+    assert!(e.gpu_allocation.is_empty());
+    let e = ok(&[("CUDA_VISIBLE_DEVICES", "")]);
+    assert!(e.device.is_none());
+}
+
+#[test]
+fn ports_from_job_ids() {
+    assert_eq!(port_from_job_id("123456"), PORT_BASE + 3456);
+    assert_eq!(port_from_job_id("7"), PORT_BASE + 7);
+    assert_eq!(port_from_job_id("1000"), PORT_BASE + 1000);
+    let p = port_from_job_id("abc");
+    assert!((PORT_BASE..PORT_BASE + 10_000).contains(&p));
+    assert_eq!(port_from_job_id("abc"), p);
+    assert_eq!(port_from_job_id(""), port_from_job_id(""));
+}
+
+#[test]
+fn tasks_per_node_lists() {
+    assert_eq!(parse_tasks_per_node("2(x3),1"), Some(vec![2, 2, 2, 1]));
+    assert_eq!(parse_tasks_per_node("4"), Some(vec![4]));
+    assert_eq!(parse_tasks_per_node("2(x"), None);
+    assert_eq!(parse_tasks_per_node(""), None);
+    assert_eq!(parse_tasks_per_node("1(x99999999999)"), None);
+}

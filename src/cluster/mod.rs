@@ -1,0 +1,33 @@
+//! Where the trainer runs: the scheduler environment (Slurm, torchrun-style, LSF, gflow, local),
+//! the NVIDIA driver and GPUs, containers, and the CUDA preflight.
+//!
+//! Everything is computed from a [`vars::Vars`] map and plain probe structs, so it is
+//! unit-testable without a scheduler or a GPU; only the `cmd_*` entry points, [`detect_env`],
+//! [`preflight_cuda`] and the probes touch the process environment or the machine.
+//!
+//! Entry points for the CLI: [`cmd_env`], [`cmd_doctor`], [`cmd_mig_pick`]; for train commands:
+//! [`detect_env`], [`preflight_cuda`] and [`ClusterSummary`] for `run_meta.json`.
+
+mod commands;
+pub mod container;
+pub mod cuda;
+pub mod doctor;
+pub mod env;
+pub mod error;
+pub mod exit_codes;
+pub mod gpu;
+pub mod hostlist;
+pub mod mig;
+pub mod nvrtc;
+pub mod preflight;
+pub mod summary;
+pub mod vars;
+pub mod visible_devices;
+
+pub use commands::{cmd_doctor, cmd_env, cmd_mig_pick, detect_env, render_env};
+pub use doctor::{DoctorReport, diagnose};
+pub use env::{ClusterEnv, SchedulerEnv, SchedulerKind};
+pub use error::EnvError;
+pub use preflight::{PreflightError, preflight_cuda, preflight_cuda_with};
+pub use summary::ClusterSummary;
+pub use vars::Vars;

@@ -1,0 +1,448 @@
+//! Morphology files (spec §1.2): `Schaefer400_Morphology_<subid>.csv` found recursively under
+//! `morph_root`, one header row plus a data row of `<ROI>_<Metric>` columns.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use ndarray::Array2;
+
+use super::naming::{infer_session, scan_id};
+use super::sc::csv_error;
+use super::{ConnectomeError, Result, is_na};
+
+/// File-name prefix of a morphology file.
+pub const MORPH_PREFIX: &str = "Schaefer400_Morphology_";
+/// Default metrics, in order.
+pub const DEFAULT_METRICS: [&str; 4] = ["Thickness", "Area", "Curv", "GWC"];
+
+/// scanid → morphology file, built from a recursive walk.
+#[derive(Debug, Default, Clone)]
+pub struct MorphIndex {
+    /// scanid → the first path (in sorted path-string order) for that scanid.
+    pub files: HashMap<String, PathBuf>,
+    /// The first indexed file in sorted order: ROI and metric order are inferred from it.
+    pub first: Option<PathBuf>,
+    /// Files with the prefix whose subject id does not start with `sub-` (ignored).
+    pub ignored_no_subject: Vec<PathBuf>,
+    /// Files whose whole path names no known session (ignored).
+    pub ignored_no_session: Vec<PathBuf>,
+    /// Later files for a scanid already indexed (ignored).
+    pub duplicates: Vec<PathBuf>,
+}
+
+/// The canonical session inferred from a morphology file's whole path string (the file name
+/// itself carries none). Note that a token such as `baseline` anywhere in the root path
+/// captures every file (reference behaviour).
+pub fn infer_morph_session(path: &Path) -> Option<&'static str> {
+    infer_session(&path.to_string_lossy())
+}
+
+/// Walk `root` recursively (symlinked directories are not followed), keep files named
+/// `Schaefer400_Morphology_*.csv`, sort by path string, and index them by scanid.
+///
+/// The session comes from the whole path as built from `root` (so a relative `root` gives
+/// relative path strings). Error if `root` cannot be read or no file gets indexed.
+pub fn index_morphology(root: &Path) -> Result<MorphIndex> {
+    let mut paths = Vec::new();
+    walk(root, &mut paths)?;
+    let mut keyed: Vec<(String, PathBuf)> = paths
+        .into_iter()
+        .map(|p| (p.to_string_lossy().into_owned(), p))
+        .collect();
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut index = MorphIndex::default();
+    for (text, path) in keyed {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let subject = &name[MORPH_PREFIX.len()..name.len() - ".csv".len()];
+        if !subject.starts_with("sub-") {
+            index.ignored_no_subject.push(path);
+            continue;
+        }
+        let Some(session) = infer_session(&text) else {
+            index.ignored_no_session.push(path);
+            continue;
+        };
+        let id = scan_id(subject, session);
+        if index.files.contains_key(&id) {
+            index.duplicates.push(path);
+            continue;
+        }
+        if index.first.is_none() {
+            index.first = Some(path.clone());
+        }
+        index.files.insert(id, path);
+    }
+    if index.files.is_empty() {
+        return Err(ConnectomeError::Empty {
+            dir: root.to_path_buf(),
+            what: format!("morphology file ({MORPH_PREFIX}sub-*.csv under a session directory)"),
+        });
+    }
+    Ok(index)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let io = |source| ConnectomeError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let kind = entry.file_type().map_err(io)?;
+        let path = entry.path();
+        if kind.is_dir() {
+            walk(&path, out)?;
+            continue;
+        }
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(MORPH_PREFIX)
+            && name.ends_with(".csv")
+            && name.len() >= MORPH_PREFIX.len() + ".csv".len()
+            && path.is_file()
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// The metric a column belongs to: the first metric in `metrics` whose `_<Metric>` is a suffix
+/// of the column name; returns (ROI = name without that suffix, metric index).
+pub fn match_column<'c>(column: &'c str, metrics: &[String]) -> Option<(&'c str, usize)> {
+    metrics.iter().enumerate().find_map(|(m, metric)| {
+        column
+            .strip_suffix(metric.as_str())
+            .and_then(|rest| rest.strip_suffix('_'))
+            .map(|roi| (roi, m))
+    })
+}
+
+/// ROI and metric order from one header (spec §1.2): ROIs = the distinct ROI names of matching
+/// columns, sorted lexicographically (byte order; **not** the SC atlas order — reference quirk);
+/// metrics = `metrics` restricted to those present, in `metrics` order. `SubjectID` is ignored.
+pub fn infer_roi_metric_order(
+    columns: &[String],
+    metrics: &[String],
+) -> (Vec<String>, Vec<String>) {
+    let mut rois = std::collections::BTreeSet::new();
+    let mut present = vec![false; metrics.len()];
+    for column in columns.iter().filter(|c| c.as_str() != "SubjectID") {
+        if let Some((roi, m)) = match_column(column, metrics) {
+            rois.insert(roi.to_string());
+            present[m] = true;
+        }
+    }
+    let metric_order = metrics
+        .iter()
+        .zip(present)
+        .filter(|(_, p)| *p)
+        .map(|(m, _)| m.clone())
+        .collect();
+    (rois.into_iter().collect(), metric_order)
+}
+
+/// ROI and metric order of a cohort, inferred once from its first indexed file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MorphLayout {
+    pub rois: Vec<String>,
+    pub metrics: Vec<String>,
+    roi_index: HashMap<String, usize>,
+}
+
+impl MorphLayout {
+    pub fn new(rois: Vec<String>, metrics: Vec<String>) -> Self {
+        let roi_index = rois
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.clone(), i))
+            .collect();
+        Self {
+            rois,
+            metrics,
+            roi_index,
+        }
+    }
+
+    /// Infer the layout from the header of `path` (the first indexed file).
+    /// Error if no column matches one of `metrics`.
+    pub fn infer(path: &Path, metrics: &[String]) -> Result<Self> {
+        let (header, _) = read_header_and_first_row(path)?;
+        let (rois, metric_order) = infer_roi_metric_order(&header, metrics);
+        if rois.is_empty() {
+            return Err(ConnectomeError::NoMorphColumns {
+                path: path.to_path_buf(),
+                metrics: metrics.to_vec(),
+            });
+        }
+        Ok(Self::new(rois, metric_order))
+    }
+
+    /// (row, column) of a header cell in the `[n_roi × F]` matrix, if it is a known pair.
+    pub fn locate(&self, column: &str) -> Option<(usize, usize)> {
+        let (roi, m) = match_column(column, &self.metrics)?;
+        Some((*self.roi_index.get(roi)?, m))
+    }
+}
+
+/// A loaded morphology file.
+#[derive(Debug, Clone)]
+pub struct MorphFile {
+    /// `[n_roi × F]` in layout order; missing (ROI, metric) pairs are 0, empty/NA cells NaN.
+    pub x: Array2<f32>,
+    /// Number of NaN cells (kept as NaN, like the reference).
+    pub nan_cells: usize,
+    /// False when the file has a header but no data row (then `x` is all zeros).
+    pub had_data_row: bool,
+}
+
+/// Load one morphology file into `[n_roi × F]` using only its first data row.
+///
+/// Unknown ROIs/metrics and `SubjectID` are ignored. Errors: unreadable file, no column that
+/// maps to a (ROI, metric) of `layout`, a cell that is neither a number nor a missing-value
+/// marker (named by line and column).
+pub fn load_morph(path: &Path, layout: &MorphLayout) -> Result<MorphFile> {
+    let (header, row) = read_header_and_first_row(path)?;
+    let mut x = Array2::<f32>::zeros((layout.rois.len(), layout.metrics.len()));
+    let targets: Vec<Option<(usize, usize)>> = header.iter().map(|c| layout.locate(c)).collect();
+    if targets.iter().all(Option::is_none) {
+        return Err(ConnectomeError::NoMorphColumns {
+            path: path.to_path_buf(),
+            metrics: layout.metrics.clone(),
+        });
+    }
+    let Some((line, row)) = row else {
+        return Ok(MorphFile {
+            x,
+            nan_cells: 0,
+            had_data_row: false,
+        });
+    };
+    let mut nan_cells = 0;
+    for (c, target) in targets.iter().enumerate() {
+        let Some((r, m)) = *target else { continue };
+        // pandas pads short rows with NaN.
+        let cell = row.get(c).map_or("", String::as_str);
+        let v = if is_na(cell) {
+            f32::NAN
+        } else {
+            cell.trim()
+                .parse::<f64>()
+                .map_err(|_| ConnectomeError::NonNumeric {
+                    path: path.to_path_buf(),
+                    line,
+                    column: c + 1,
+                    value: cell.to_string(),
+                })? as f32
+        };
+        if v.is_nan() {
+            nan_cells += 1;
+        }
+        x[(r, m)] = v;
+    }
+    Ok(MorphFile {
+        x,
+        nan_cells,
+        had_data_row: true,
+    })
+}
+
+type HeaderAndRow = (Vec<String>, Option<(u64, Vec<String>)>);
+
+fn read_header_and_first_row(path: &Path) -> Result<HeaderAndRow> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_path(path)
+        .map_err(|e| csv_error(path, e))?;
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| csv_error(path, e))?
+        .iter()
+        .map(|h| h.trim_start_matches('\u{feff}').to_string())
+        .collect();
+    let mut record = csv::StringRecord::new();
+    let row = if reader
+        .read_record(&mut record)
+        .map_err(|e| csv_error(path, e))?
+    {
+        let line = record.position().map_or(2, |p| p.line());
+        Some((line, record.iter().map(str::to_string).collect()))
+    } else {
+        None
+    };
+    Ok((header, row))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::connectome::test_util::{golden, write};
+
+    fn default_metrics() -> Vec<String> {
+        DEFAULT_METRICS.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn golden_roi_metric_order() {
+        let g = &golden()["infer_roi_metric_order"];
+        let columns: Vec<String> = g["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect();
+        let (rois, metrics) = infer_roi_metric_order(&columns, &default_metrics());
+        let want = |k: &str| -> Vec<String> {
+            g[k].as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(rois, want("roi_order"));
+        assert_eq!(metrics, want("metric_order"));
+    }
+
+    #[test]
+    fn suffix_matching_and_metric_restriction() {
+        let metrics = default_metrics();
+        assert_eq!(match_column("LH_a_Thickness", &metrics), Some(("LH_a", 0)));
+        assert_eq!(match_column("LH_aThickness", &metrics), None);
+        assert_eq!(match_column("LH_a_thickness", &metrics), None);
+        let cols: Vec<String> = ["SubjectID", "b_GWC", "a_GWC", "a_Curv", "misc"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let (rois, m) = infer_roi_metric_order(&cols, &metrics);
+        assert_eq!(rois, ["a", "b"]);
+        assert_eq!(m, ["Curv", "GWC"]);
+        // Lexicographic (byte) order, not natural order.
+        let cols: Vec<String> = ["LH_10_Area", "LH_9_Area", "LH_1_Area"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            infer_roi_metric_order(&cols, &metrics).0,
+            ["LH_1", "LH_10", "LH_9"]
+        );
+    }
+
+    #[test]
+    fn index_and_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("morph");
+        let body = "SubjectID,b_Thickness,a_Thickness,a_Area,b_Area,zz_Foo\nsub-1,1,2,3,NaN,9\nsub-1,7,7,7,7,7\n";
+        write(
+            &root,
+            "ses-baselineYear1Arm1/site1/Schaefer400_Morphology_sub-1.csv",
+            body,
+        );
+        write(
+            &root,
+            "ses-baselineYear1Arm1/site2/Schaefer400_Morphology_sub-1.csv",
+            body,
+        );
+        write(
+            &root,
+            "2YearFollowUpYArm1/s/Schaefer400_Morphology_sub-1.csv",
+            "SubjectID,a_Area\nx,\n",
+        );
+        write(&root, "other/Schaefer400_Morphology_sub-2.csv", body);
+        write(&root, "baseline/Schaefer400_Morphology_NDAR3.csv", body);
+        write(&root, "baseline/Schaefer400_Morphology_sub-4.txt", body);
+        write(
+            &root,
+            "baseline/Schaefer400_Morphology_sub-5.csv",
+            "SubjectID,age\nsub-5,3\n",
+        );
+        write(
+            &root,
+            "baseline/Schaefer400_Morphology_sub-6.csv",
+            "SubjectID,a_Area\n",
+        );
+        write(
+            &root,
+            "baseline/Schaefer400_Morphology_sub-7.csv",
+            "SubjectID,a_Area\nsub-7,abc\n",
+        );
+        let index = index_morphology(&root).unwrap();
+        assert_eq!(index.files.len(), 5, "{:?}", index.files);
+        assert_eq!(index.duplicates.len(), 1);
+        assert_eq!(index.ignored_no_session.len(), 1);
+        assert_eq!(index.ignored_no_subject.len(), 1);
+        // Sorted path strings: "2YearFollowUpYArm1/..." < "baseline/..." < "ses-...".
+        assert!(
+            index
+                .first
+                .as_ref()
+                .unwrap()
+                .ends_with("2YearFollowUpYArm1/s/Schaefer400_Morphology_sub-1.csv")
+        );
+        let base = &index.files["sub-1_ses-baselineYear1Arm1"];
+        assert!(base.to_string_lossy().contains("site1"));
+
+        let layout = MorphLayout::infer(
+            &index.files["sub-1_ses-baselineYear1Arm1"],
+            &default_metrics(),
+        )
+        .unwrap();
+        assert_eq!(layout.rois, ["a", "b"]);
+        assert_eq!(layout.metrics, ["Thickness", "Area"]);
+        let m = load_morph(base, &layout).unwrap();
+        assert!(m.had_data_row);
+        assert_eq!(m.nan_cells, 1);
+        assert_eq!(m.x[(0, 0)], 2.0);
+        assert_eq!(m.x[(1, 0)], 1.0);
+        assert_eq!(m.x[(0, 1)], 3.0);
+        assert!(m.x[(1, 1)].is_nan());
+
+        // Header only: zeros, flagged. Empty cell: NaN.
+        let m = load_morph(&index.files["sub-6_ses-baselineYear1Arm1"], &layout).unwrap();
+        assert!(!m.had_data_row);
+        assert!(m.x.iter().all(|v| *v == 0.0));
+        let m = load_morph(&index.files["sub-1_ses-2YearFollowUpYArm1"], &layout).unwrap();
+        assert!(m.x[(0, 1)].is_nan());
+
+        let err = load_morph(&index.files["sub-5_ses-baselineYear1Arm1"], &layout)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("Schaefer400_Morphology_sub-5.csv") && err.contains("no column"),
+            "{err}"
+        );
+        let err = load_morph(&index.files["sub-7_ses-baselineYear1Arm1"], &layout)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("sub-7.csv: line 2, column 2: \"abc\""),
+            "{err}"
+        );
+        let err = MorphLayout::infer(
+            &index.files["sub-5_ses-baselineYear1Arm1"],
+            &default_metrics(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("sub-5.csv"), "{err}");
+    }
+
+    #[test]
+    fn no_morphology_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "x/Schaefer400_Morphology_sub-1.csv",
+            "SubjectID\n",
+        );
+        let err = index_morphology(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("no morphology file"), "{err}");
+        let err = index_morphology(&dir.path().join("absent"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("absent"), "{err}");
+    }
+}

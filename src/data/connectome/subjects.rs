@@ -1,0 +1,201 @@
+//! The subject table `subject_info_sc.csv` (spec §1.3).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::sc::csv_error;
+use super::{ConnectomeError, Result, is_na};
+
+/// Sex vocabulary size: 0 unknown, 1 male, 2 female.
+pub const SEX_VOCAB: usize = 3;
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScanInfo {
+    /// Age in years; NaN when empty or unparsable.
+    pub age: f64,
+    /// 0 unknown, 1 male, 2 female.
+    pub sex: usize,
+    /// 1..=K for the K distinct sites of the whole table, 0 unknown.
+    pub site: usize,
+    /// ICV (or TIV) when the table has such a column; NaN otherwise.
+    pub icv: f64,
+}
+
+/// The parsed table, keyed by `scanid`.
+#[derive(Debug, Clone, Default)]
+pub struct SubjectTable {
+    pub rows: HashMap<String, ScanInfo>,
+    /// Distinct non-missing `siteid` strings, sorted; site id i+1 ↔ `sites[i]`.
+    pub sites: Vec<String>,
+    /// scanids that occur on more than one row (the last row wins, as a dict built row by row).
+    pub duplicate_scan_ids: Vec<String>,
+    /// Rows skipped because their `scanid` is empty.
+    pub rows_without_scanid: usize,
+}
+
+impl SubjectTable {
+    /// Site vocabulary size K + 1 (K = distinct sites in the whole table).
+    pub fn site_vocab(&self) -> usize {
+        self.sites.len() + 1
+    }
+}
+
+/// Sex id of a cell: trimmed, lower-cased `m`/`male`/`1` → 1, `f`/`female`/`2` → 2, else 0.
+/// (`1.0` → 0, as in the reference; unlike pandas we never turn an integer column into
+/// floats because of a missing value, so a literal `1` always maps to 1.)
+pub fn sex_id(cell: &str) -> usize {
+    match cell.trim().to_lowercase().as_str() {
+        "m" | "male" | "1" => 1,
+        "f" | "female" | "2" => 2,
+        _ => 0,
+    }
+}
+
+/// Read the table. Only `scanid` is required; `age`, `sex`, `siteid` (case-sensitive) and
+/// `icv` or else `tiv` (case-insensitive) are used when present, other columns are ignored.
+///
+/// Site strings are taken verbatim (trimmed); pandas would print a numeric site column with
+/// missing values as `1.0`, `2.0`, …, which changes only the names, not the id order.
+pub fn read_subject_table(path: &Path) -> Result<SubjectTable> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_path(path)
+        .map_err(|e| csv_error(path, e))?;
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| csv_error(path, e))?
+        .iter()
+        .map(|h| h.trim_start_matches('\u{feff}').to_string())
+        .collect();
+    let find = |name: &str| header.iter().position(|h| h == name);
+    let find_ci = |name: &str| header.iter().position(|h| h.eq_ignore_ascii_case(name));
+    let scanid_col = find("scanid").ok_or_else(|| ConnectomeError::MissingColumn {
+        path: path.to_path_buf(),
+        column: "scanid".into(),
+    })?;
+    let (age_col, sex_col, site_col) = (find("age"), find("sex"), find("siteid"));
+    let icv_col = find_ci("icv").or_else(|| find_ci("tiv"));
+
+    let mut raw: Vec<(String, f64, usize, Option<String>, f64)> = Vec::new();
+    let mut table = SubjectTable::default();
+    // Sites of the whole table, rows without a scanid included.
+    let mut sites: Vec<String> = Vec::new();
+    let mut record = csv::StringRecord::new();
+    while reader
+        .read_record(&mut record)
+        .map_err(|e| csv_error(path, e))?
+    {
+        let cell = |col: Option<usize>| col.and_then(|c| record.get(c)).unwrap_or("");
+        let site = cell(site_col).trim();
+        let site = (!is_na(site)).then(|| site.to_string());
+        if let Some(site) = &site {
+            sites.push(site.clone());
+        }
+        let scanid = cell(Some(scanid_col)).trim();
+        if is_na(scanid) {
+            table.rows_without_scanid += 1;
+            continue;
+        }
+        raw.push((
+            scanid.to_string(),
+            parse_float(cell(age_col)),
+            sex_id(cell(sex_col)),
+            site,
+            parse_float(cell(icv_col)),
+        ));
+    }
+    sites.sort();
+    sites.dedup();
+    for (scanid, age, sex, site, icv) in raw {
+        let site = site.map_or(0, |s| sites.binary_search(&s).map_or(0, |i| i + 1));
+        let info = ScanInfo {
+            age,
+            sex,
+            site,
+            icv,
+        };
+        if table.rows.insert(scanid.clone(), info).is_some() {
+            table.duplicate_scan_ids.push(scanid);
+        }
+    }
+    table.sites = sites;
+    Ok(table)
+}
+
+/// Float of a cell, NaN when missing or unparsable (like `float()` after pandas' NA handling).
+fn parse_float(cell: &str) -> f64 {
+    if is_na(cell) {
+        f64::NAN
+    } else {
+        cell.trim().parse().unwrap_or(f64::NAN)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::connectome::test_util::write;
+
+    #[test]
+    fn sex_encoding() {
+        for (cell, want) in [
+            ("M", 1),
+            (" male ", 1),
+            ("1", 1),
+            ("F", 2),
+            ("Female", 2),
+            ("2", 2),
+            ("1.0", 0),
+            ("", 0),
+            ("NaN", 0),
+            ("x", 0),
+        ] {
+            assert_eq!(sex_id(cell), want, "{cell:?}");
+        }
+    }
+
+    #[test]
+    fn reads_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "subject_info_sc.csv",
+            "subid,scanid,age,sex,siteid,ICV\n\
+             A,sub-A_ses-baselineYear1Arm1,9.5,M,site10,1500000\n\
+             A,sub-A_ses-2YearFollowUpYArm1,abc,,site02,\n\
+             B,,10,F,site99,1\n\
+             C,sub-C_ses-baselineYear1Arm1,10.25,female,,1e6\n\
+             C,sub-C_ses-baselineYear1Arm1,11,female,site02,1e6\n\
+             D,sub-D\n",
+        );
+        let t = read_subject_table(&p).unwrap();
+        // Sites of the whole table, sorted as strings, including the skipped row's.
+        assert_eq!(t.sites, ["site02", "site10", "site99"]);
+        assert_eq!(t.site_vocab(), 4);
+        assert_eq!(t.rows_without_scanid, 1);
+        assert_eq!(t.duplicate_scan_ids, ["sub-C_ses-baselineYear1Arm1"]);
+        let a = t.rows["sub-A_ses-baselineYear1Arm1"];
+        assert_eq!((a.age, a.sex, a.site, a.icv), (9.5, 1, 2, 1.5e6));
+        let a2 = t.rows["sub-A_ses-2YearFollowUpYArm1"];
+        assert!(a2.age.is_nan() && a2.icv.is_nan());
+        assert_eq!((a2.sex, a2.site), (0, 1));
+        assert_eq!(t.rows["sub-C_ses-baselineYear1Arm1"].age, 11.0);
+        let d = t.rows["sub-D"];
+        assert!(d.age.is_nan());
+        assert_eq!((d.sex, d.site), (0, 0));
+    }
+
+    #[test]
+    fn missing_scanid_column_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "t.csv", "subid,age\nA,1\n");
+        let err = read_subject_table(&p).unwrap_err().to_string();
+        assert!(err.contains("t.csv") && err.contains("\"scanid\""), "{err}");
+        let err = read_subject_table(&dir.path().join("none.csv"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("none.csv"), "{err}");
+    }
+}

@@ -1,0 +1,92 @@
+//! Helpers shared by the integration tests: run the real binary, make IDX fixtures.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The Fashion-MNIST copy of Debian's `dataset-fashion-mnist` (installed by scripts/setup.sh).
+pub fn fashion_dir() -> PathBuf {
+    let dir = PathBuf::from(
+        std::env::var("TRAINER_FASHION_DIR").unwrap_or("/usr/share/datasets/fashion-mnist".into()),
+    );
+    assert!(
+        dir.join("train-images-idx3-ubyte.gz").is_file(),
+        "Fashion-MNIST not found in {}: run scripts/setup.sh (installs dataset-fashion-mnist)",
+        dir.display()
+    );
+    dir
+}
+
+pub fn trainer() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_trainer"))
+}
+
+/// Runs `trainer args…` in `cwd` and returns its output.
+pub fn run_in(cwd: &Path, args: &[&str]) -> Output {
+    trainer()
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("cannot start the trainer binary")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Encodes an IDX array of bytes.
+pub fn idx(dims: &[usize], data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0, 0, 0x08, dims.len() as u8];
+    for d in dims {
+        out.extend_from_slice(&(*d as u32).to_be_bytes());
+    }
+    out.extend_from_slice(data);
+    out
+}
+
+/// Writes a valid tiny MNIST-format data set (`n` train and test images) into `dir`.
+pub fn write_tiny_mnist(dir: &Path, n: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let images: Vec<u8> = (0..n * 784).map(|i| (i * 7 % 251) as u8).collect();
+    let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
+    for split in ["train", "t10k"] {
+        std::fs::write(
+            dir.join(format!("{split}-images-idx3-ubyte")),
+            idx(&[n, 28, 28], &images),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join(format!("{split}-labels-idx1-ubyte")),
+            idx(&[n], &labels),
+        )
+        .unwrap();
+    }
+}
+
+/// Metrics rows of a run directory, without the wall-clock columns.
+pub fn metrics_without_timing(run: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(run.join("metrics.jsonl")).expect("metrics.jsonl");
+    text.lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let m = v.as_object_mut().unwrap();
+            m.remove("img_per_s");
+            m.remove("seconds");
+            v
+        })
+        .collect()
+}
+
+/// Every `model.*` and `optim.*` tensor of a checkpoint, as raw bytes by name.
+pub fn checkpoint_tensors(path: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let bytes = std::fs::read(path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    st.tensors()
+        .into_iter()
+        .map(|(k, v)| (k, v.data().to_vec()))
+        .collect()
+}
