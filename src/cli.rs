@@ -88,6 +88,15 @@ pub struct RunArgs {
     /// process. For tests and for splitting long runs into queue-sized pieces.
     #[arg(long)]
     pub stop_after_steps: Option<u64>,
+    /// Signals that mean "checkpoint and requeue" (exit 75); other handled signals (of TERM,
+    /// INT, USR1, USR2) checkpoint and exit with 128 + the signal number.
+    #[arg(long, value_delimiter = ',', default_value = "USR1,USR2")]
+    pub requeue_signal: Vec<String>,
+    /// On a requeue signal under Slurm, also run `scontrol requeue <job>` (`<array job>_<task>`
+    /// for array tasks). Without `scontrol` (inside a container) only exit 75, so that the batch
+    /// script requeues.
+    #[arg(long)]
+    pub requeue: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -1,3 +1,4 @@
 //! Models, one file each, generic over the Burn backend.
 
+pub mod clg_ode;
 pub mod cnn;

@@ -183,6 +183,7 @@ fn train<B: AutodiffBackend>(
     device: B::Device,
     placement: Placement,
 ) -> Result<ExitCode> {
+    let requeue = stop::RequeuePolicy::from_args(&args.run)?;
     let (train, test) = load_data(args)?;
     let run_dir = rundir::resolve(&args.run, Path::new("runs"))?;
     rundir::create(&run_dir)?;
@@ -312,13 +313,12 @@ fn train<B: AutodiffBackend>(
                 save(&model, &adam, &pos, None)?;
                 eprintln!(
                     "[train-mnist] stopping at epoch {} step {step} ({}): checkpoint written to {}; \
-                     resume with --resume auto (exit code {})",
+                     resume with --resume auto",
                     epoch + 1,
                     reason.describe(),
                     ckpt_dir.join("last.safetensors").display(),
-                    stop::REQUEUE_EXIT
                 );
-                return Ok(ExitCode::from(stop::REQUEUE_EXIT));
+                return Ok(requeue.finish(reason, "[train-mnist]"));
             }
             let lo = step as usize * bs;
             let idx = &order[lo..(lo + bs).min(n)];

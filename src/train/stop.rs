@@ -77,3 +77,91 @@ pub fn check(steps_this_process: u64, budget: Option<u64>) -> Option<StopReason>
         _ => None,
     }
 }
+
+/// Parses `USR1`, `SIGUSR1`, `usr1` or a number into a signal number.
+pub fn parse_signal(s: &str) -> anyhow::Result<i32> {
+    let u = s.trim().to_ascii_uppercase();
+    let name = u.strip_prefix("SIG").unwrap_or(&u);
+    Ok(match name {
+        "TERM" => SIGTERM,
+        "INT" => SIGINT,
+        "USR1" => SIGUSR1,
+        "USR2" => SIGUSR2,
+        n => match n.parse::<i32>() {
+            Ok(v) if [SIGTERM, SIGINT, SIGUSR1, SIGUSR2].contains(&v) => v,
+            _ => anyhow::bail!(
+                "--requeue-signal: `{s}` is not one of TERM, INT, USR1, USR2 (the handled signals)"
+            ),
+        },
+    })
+}
+
+/// What to do after a stop: which signals ask for a requeue, and whether to call `scontrol`.
+#[derive(Debug, Clone)]
+pub struct RequeuePolicy {
+    pub signals: Vec<i32>,
+    pub scontrol: bool,
+}
+
+impl RequeuePolicy {
+    pub fn from_args(run: &crate::cli::RunArgs) -> anyhow::Result<Self> {
+        Ok(Self {
+            signals: run
+                .requeue_signal
+                .iter()
+                .map(|s| parse_signal(s))
+                .collect::<anyhow::Result<_>>()?,
+            scontrol: run.requeue,
+        })
+    }
+
+    /// Called after the stop checkpoint was written: logs, requeues if asked, and returns the
+    /// documented exit code (75 requeue me; 128 + signal otherwise).
+    pub fn finish(&self, reason: StopReason, log_prefix: &str) -> std::process::ExitCode {
+        let requeue = match reason {
+            StopReason::StepBudget => true,
+            StopReason::Signal(s) => self.signals.contains(&s),
+        };
+        if !requeue {
+            let StopReason::Signal(s) = reason else {
+                unreachable!()
+            };
+            eprintln!(
+                "{log_prefix} stopped by {}: exiting with {}",
+                signal_name(s),
+                128 + s
+            );
+            return std::process::ExitCode::from((128 + s) as u8);
+        }
+        if self.scontrol {
+            self.scontrol_requeue(log_prefix);
+        }
+        std::process::ExitCode::from(REQUEUE_EXIT)
+    }
+
+    fn scontrol_requeue(&self, log_prefix: &str) {
+        let Some(job) = crate::train::rundir::scheduler_job_id()
+            .filter(|_| std::env::var_os("SLURM_JOB_ID").is_some())
+        else {
+            eprintln!("{log_prefix} --requeue: not a Slurm job; exiting with {REQUEUE_EXIT}");
+            return;
+        };
+        match std::process::Command::new("scontrol")
+            .args(["requeue", &job])
+            .status()
+        {
+            Ok(st) if st.success() => {
+                eprintln!("{log_prefix} requeued Slurm job {job} (scontrol requeue)")
+            }
+            Ok(st) => eprintln!(
+                "{log_prefix} `scontrol requeue {job}` failed ({st}); exiting with {REQUEUE_EXIT} \
+                 so that the batch script can requeue"
+            ),
+            Err(e) => eprintln!(
+                "{log_prefix} scontrol not available ({e}; inside a container?): exiting with \
+                 {REQUEUE_EXIT} so that the batch script requeues (`[ $? -eq {REQUEUE_EXIT} ] && \
+                 scontrol requeue $SLURM_JOB_ID`)"
+            ),
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! CLG-ODE (spec `clg-ode.md` §2): two graph encoders, a covariate encoder, a coupled latent ODE
+//! integrated with fixed-step RK4, a morphology decoder and an inner-product connection decoder.
+//!
+//! Port decisions:
+//! * `use_mu` everywhere (z0 = μ), as the reference trainer always does; logvar is trained only
+//!   through the KL term. There is no reparameterisation sampling.
+//! * A batch of trajectories with different Δt is integrated at once: time is rescaled to
+//!   s ∈ [0, 1] and `dz/ds = Δt · f(Δt·s, z)` with Δt a per-trajectory tensor. With `steps`
+//!   steps this is the reference's RK4 on [0, Δt] step for step.
+//! * The covariate and time blocks of the ODE MLPs' first layers are applied once per
+//!   integration / evaluation as per-trajectory biases (same function, fewer FLOPs).
+//! * Parameter names follow the reference's, except `net.0`/`net.2` → `fc1`/`fc2`
+//!   (see [`torch_name`]). Burn's Linear weights are [in, out] (PyTorch's transposed).
+
+pub mod layers;
+pub mod loss;
+#[cfg(test)]
+mod tests;
+
+use burn::prelude::*;
+use serde::{Deserialize, Serialize};
+
+pub use layers::{
+    ConnDecoder, ConnOutput, CovEncoder, GraphEncoder, Mlp2, OdeFunc, linear3,
+    normalized_adjacency, propagate,
+};
+
+/// Name of the model in checkpoint metadata.
+pub const MODEL_NAME: &str = "clg_ode";
+
+/// Model dimensions (reference CLI defaults where one exists).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClgOdeConfig {
+    /// F, morphology metrics per node (4).
+    pub morph_dim: usize,
+    /// L (64).
+    pub latent_dim: usize,
+    /// H (128).
+    pub hidden_dim: usize,
+    /// 3.
+    pub sex_vocab: usize,
+    /// K sites + 1.
+    pub site_vocab: usize,
+    /// 8 (hard-coded in the reference).
+    pub cov_embed_dim: usize,
+    /// 35 = age, s, s_mean, 32 z-scored ECC bins.
+    pub numeric_cov_dim: usize,
+    /// RK4 steps per interval (12).
+    pub solver_steps: usize,
+}
+
+impl ClgOdeConfig {
+    /// Reference defaults for a cohort with `morph_dim` metrics and `site_vocab` site ids.
+    pub fn new(morph_dim: usize, site_vocab: usize) -> Self {
+        Self {
+            morph_dim,
+            latent_dim: 64,
+            hidden_dim: 128,
+            sex_vocab: 3,
+            site_vocab,
+            cov_embed_dim: 8,
+            numeric_cov_dim: 35,
+            solver_steps: 12,
+        }
+    }
+
+    /// C = 2·embed + numeric.
+    pub fn cov_dim(&self) -> usize {
+        2 * self.cov_embed_dim + self.numeric_cov_dim
+    }
+
+    pub fn init<B: Backend>(&self, device: &B::Device) -> ClgOde<B> {
+        let (f, l, h) = (self.morph_dim, self.latent_dim, self.hidden_dim);
+        ClgOde {
+            morph_encoder: GraphEncoder::new(f, h, l, device),
+            conn_encoder: GraphEncoder::new(f, h, l, device),
+            cov_encoder: CovEncoder::new(
+                self.sex_vocab,
+                self.site_vocab,
+                self.cov_embed_dim,
+                device,
+            ),
+            ode_func: OdeFunc::new(l, self.cov_dim(), h, device),
+            morph_decoder: Mlp2::new(l, h, f, device),
+            conn_decoder: ConnDecoder::new(device),
+            latent_dim: l,
+            solver_steps: self.solver_steps,
+        }
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct ClgOde<B: Backend> {
+    pub morph_encoder: GraphEncoder<B>,
+    pub conn_encoder: GraphEncoder<B>,
+    pub cov_encoder: CovEncoder<B>,
+    pub ode_func: OdeFunc<B>,
+    pub morph_decoder: Mlp2<B>,
+    pub conn_decoder: ConnDecoder<B>,
+    pub latent_dim: usize,
+    pub solver_steps: usize,
+}
+
+/// Encoder outputs, each [B,N,L].
+#[derive(Debug, Clone)]
+pub struct Encoded<B: Backend> {
+    pub mu_m: Tensor<B, 3>,
+    pub logvar_m: Tensor<B, 3>,
+    pub mu_c: Tensor<B, 3>,
+    pub logvar_c: Tensor<B, 3>,
+}
+
+impl<B: Backend> Encoded<B> {
+    /// z0 = concat(μ_m, μ_c) [B,N,2L] (use_mu).
+    pub fn z0(&self) -> Tensor<B, 3> {
+        Tensor::cat(vec![self.mu_m.clone(), self.mu_c.clone()], 2)
+    }
+}
+
+/// Decoder outputs of a batch of latent states.
+#[derive(Debug, Clone)]
+pub struct Decoded<B: Backend> {
+    /// x̂ [B,N,F].
+    pub x_hat: Tensor<B, 3>,
+    pub conn: ConnOutput<B>,
+}
+
+/// The full forward pass on a time grid `[0]` or `[0, Δt]`, as the reference's `forward`.
+#[derive(Debug, Clone)]
+pub struct ForwardOutput<B: Backend> {
+    pub enc: Encoded<B>,
+    /// z at every grid time: `z[t]` is [B,N,2L].
+    pub z: Vec<Tensor<B, 3>>,
+    /// Decoded states at every grid time.
+    pub dec: Vec<Decoded<B>>,
+}
+
+impl<B: Backend> ClgOde<B> {
+    /// Both encoders on log-domain SC `a_log` [B,N,N] and z-scored morphology `x` [B,N,F].
+    pub fn encode(&self, a_log: Tensor<B, 3>, x: Tensor<B, 3>) -> Encoded<B> {
+        let ax = propagate(a_log, x);
+        let (mu_m, logvar_m) = self.morph_encoder.forward(ax.clone());
+        let (mu_c, logvar_c) = self.conn_encoder.forward(ax);
+        Encoded {
+            mu_m,
+            logvar_m,
+            mu_c,
+            logvar_c,
+        }
+    }
+
+    /// cov_full [B, C] from sex/site ids [B] and numeric covariates [B, 35].
+    pub fn covariates(
+        &self,
+        sex: Tensor<B, 1, Int>,
+        site: Tensor<B, 1, Int>,
+        numeric: Tensor<B, 2>,
+    ) -> Tensor<B, 2> {
+        self.cov_encoder.forward(sex, site, numeric)
+    }
+
+    /// z(Δt) for every trajectory: z0 [B,N,2L], cov [B,C], dt [B] (> 0).
+    pub fn integrate(&self, z0: Tensor<B, 3>, cov: Tensor<B, 2>, dt: Tensor<B, 1>) -> Tensor<B, 3> {
+        self.ode_func
+            .prepare(cov)
+            .integrate(z0, dt, self.solver_steps)
+    }
+
+    /// Decodes states z [B,N,2L].
+    pub fn decode(&self, z: Tensor<B, 3>) -> Decoded<B> {
+        let l = self.latent_dim;
+        let z_m = z.clone().narrow(2, 0, l);
+        let z_c = z.narrow(2, l, l);
+        Decoded {
+            x_hat: self.morph_decoder.forward(z_m),
+            conn: self.conn_decoder.forward(z_c),
+        }
+    }
+
+    /// The reference forward with `use_mu = true`: grid `[0]` when `dt` is `None`, else
+    /// `[0, Δt]` with a per-row Δt [B].
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        &self,
+        a_log: Tensor<B, 3>,
+        x: Tensor<B, 3>,
+        dt: Option<Tensor<B, 1>>,
+        sex: Tensor<B, 1, Int>,
+        site: Tensor<B, 1, Int>,
+        numeric: Tensor<B, 2>,
+    ) -> ForwardOutput<B> {
+        let enc = self.encode(a_log, x);
+        let z0 = enc.z0();
+        let mut z = vec![z0.clone()];
+        if let Some(dt) = dt {
+            let cov = self.covariates(sex, site, numeric);
+            z.push(self.integrate(z0, cov, dt));
+        }
+        let dec = z.iter().map(|z| self.decode(z.clone())).collect();
+        ForwardOutput { enc, z, dec }
+    }
+}
+
+/// The reference (PyTorch state_dict) name of one of our parameter names.
+pub fn torch_name(name: &str) -> String {
+    let mlp = |rest: &str| rest.replacen("fc1.", "0.", 1).replacen("fc2.", "2.", 1);
+    if let Some(rest) = name.strip_prefix("morph_decoder.") {
+        format!("morph_decoder.net.{}", mlp(rest))
+    } else if let Some(rest) = name.strip_prefix("ode_func.") {
+        format!("ode_func.{}", mlp(rest))
+    } else {
+        name.to_string()
+    }
+}

@@ -1,0 +1,361 @@
+//! Golden and invariant tests of the model and the loss primitives (flex backend).
+
+use std::collections::BTreeMap;
+
+use burn::backend::Flex;
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use serde_json::Value;
+
+use super::loss::{bce_pos_weight, huber, kl_mean, topk_upper_mask};
+use super::*;
+use crate::data::connectome::normalize_adj;
+use crate::data::connectome::test_util::{golden, matrix};
+use crate::train::params::{self, HostTensor};
+
+type B = Flex;
+
+fn dev() -> <B as Backend>::Device {
+    Default::default()
+}
+
+/// Flattens a nested JSON array of numbers, returning (shape, data).
+fn nested(v: &Value) -> (Vec<usize>, Vec<f32>) {
+    match v {
+        Value::Array(items) => {
+            let mut shape = vec![items.len()];
+            let mut data = Vec::new();
+            let mut inner_shape = None;
+            for it in items {
+                let (s, d) = nested(it);
+                inner_shape.get_or_insert(s);
+                data.extend(d);
+            }
+            shape.extend(inner_shape.unwrap_or_default());
+            (shape, data)
+        }
+        Value::Number(n) => (vec![], vec![n.as_f64().expect("number") as f32]),
+        other => panic!("not a number array: {other}"),
+    }
+}
+
+fn tensor<const D: usize>(v: &Value) -> Tensor<B, D> {
+    let (shape, data) = nested(v);
+    Tensor::from_data(TensorData::new(data, shape), &dev())
+}
+
+fn host<const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
+    t.into_data().convert::<f32>().to_vec::<f32>().expect("f32")
+}
+
+fn assert_all_close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let tol = 1e-5 * w.abs().max(1e-2) + 1e-7;
+        assert!(
+            (g - w).abs() <= tol,
+            "{what}[{i}]: got {g}, want {w} (tol {tol})"
+        );
+    }
+}
+
+fn tiny_config(g: &Value) -> ClgOdeConfig {
+    let c = &g["config"];
+    let u = |k: &str| c[k].as_u64().expect(k) as usize;
+    ClgOdeConfig {
+        morph_dim: u("morph_dim"),
+        latent_dim: u("latent_dim"),
+        hidden_dim: u("hidden_dim"),
+        sex_vocab: u("sex_dim"),
+        site_vocab: u("site_dim"),
+        cov_embed_dim: u("cov_embed_dim"),
+        numeric_cov_dim: u("numeric_cov_dim"),
+        solver_steps: u("solver_steps"),
+    }
+}
+
+/// The tiny golden model with the reference's weights (Linear weights transposed).
+fn tiny_model() -> ClgOde<B> {
+    let g = &golden()["tiny_model"];
+    let model = tiny_config(g).init::<B>(&dev());
+    let mut source = BTreeMap::new();
+    for name in params::names::<B, _>(&model) {
+        let tname = torch_name(&name);
+        let v = g["params"]
+            .get(&tname)
+            .unwrap_or_else(|| panic!("golden has no {tname}"));
+        let (shape, data) = nested(v);
+        let t = match shape.len() {
+            0 => HostTensor {
+                shape: vec![1],
+                data,
+            },
+            2 if name.ends_with(".weight") && !name.contains("embed") => {
+                let (o, i) = (shape[0], shape[1]);
+                let mut tr = vec![0.0; o * i];
+                for r in 0..o {
+                    for c in 0..i {
+                        tr[c * o + r] = data[r * i + c];
+                    }
+                }
+                HostTensor {
+                    shape: vec![i, o],
+                    data: tr,
+                }
+            }
+            _ => HostTensor { shape, data },
+        };
+        source.insert(name, t);
+    }
+    params::load(model, &source, &dev()).expect("golden weights fit")
+}
+
+#[test]
+fn clg_tiny_model_matches_golden() {
+    let g = &golden()["tiny_model"];
+    let model = tiny_model();
+    let inp = &g["inputs"];
+    let times = nested(&inp["times"]).1;
+    let dt = Tensor::<B, 1>::from_floats([times[1] - times[0]], &dev());
+    let ints = |k: &str| {
+        let v: Vec<i64> = inp[k]
+            .as_array()
+            .expect(k)
+            .iter()
+            .map(|x| x.as_i64().expect("int"))
+            .collect();
+        Tensor::<B, 1, Int>::from_data(TensorData::new(v.clone(), [v.len()]), &dev())
+    };
+    let out = model.forward(
+        tensor::<3>(&inp["a0_log"]),
+        tensor::<3>(&inp["x0"]),
+        Some(dt),
+        ints("sex"),
+        ints("site"),
+        tensor::<2>(&inp["cov"]),
+    );
+    let o = &g["outputs"];
+    let want = |k: &str| nested(&o[k]).1;
+    assert_all_close(&host(out.enc.mu_m.clone()), &want("mu_morph"), "mu_morph");
+    assert_all_close(
+        &host(out.enc.logvar_m.clone()),
+        &want("logvar_morph"),
+        "logvar_morph",
+    );
+    assert_all_close(&host(out.enc.mu_c.clone()), &want("mu_conn"), "mu_conn");
+    assert_all_close(
+        &host(out.enc.logvar_c.clone()),
+        &want("logvar_conn"),
+        "logvar_conn",
+    );
+    // Outputs are [B=1, T=2, ...]: concatenate our per-time tensors.
+    let l = model.latent_dim;
+    let cat_t = |f: &dyn Fn(usize) -> Tensor<B, 3>| {
+        let mut v = Vec::new();
+        for t in 0..2 {
+            v.extend(host(f(t)));
+        }
+        v
+    };
+    let z_m = cat_t(&|t| out.z[t].clone().narrow(2, 0, l));
+    let z_c = cat_t(&|t| out.z[t].clone().narrow(2, l, l));
+    assert_all_close(&z_m, &want("z_morph"), "z_morph");
+    assert_all_close(&z_c, &want("z_conn"), "z_conn");
+    assert_all_close(
+        &cat_t(&|t| out.dec[t].x_hat.clone()),
+        &want("x_hat"),
+        "x_hat",
+    );
+    assert_all_close(
+        &cat_t(&|t| out.dec[t].conn.logit.clone()),
+        &want("a_logit"),
+        "a_logit",
+    );
+    assert_all_close(
+        &cat_t(&|t| out.dec[t].conn.weight.clone()),
+        &want("a_weight"),
+        "a_weight",
+    );
+    assert_all_close(
+        &cat_t(&|t| out.dec[t].conn.a_pred.clone()),
+        &want("a_pred_expected"),
+        "a_pred",
+    );
+}
+
+#[test]
+fn clg_normalized_adjacency_matches_helper_and_golden() {
+    let g = &golden()["normalize_adj"];
+    let a = matrix(&g["a"]);
+    let n = a.nrows();
+    let t = Tensor::<B, 3>::from_data(
+        TensorData::new(a.iter().copied().collect::<Vec<_>>(), [1, n, n]),
+        &dev(),
+    );
+    let got = host(normalized_adjacency(t.clone()));
+    let want: Vec<f32> = normalize_adj(a.view()).iter().copied().collect();
+    assert_all_close(&got, &want, "a_norm vs ndarray helper");
+    assert_all_close(&got, &nested(&g["a_norm"]).1, "a_norm vs golden");
+    // propagate(A, x) == Â x on a random-ish 7-node graph.
+    let n = 7;
+    let a: Vec<f32> = (0..n * n)
+        .map(|k| {
+            let (i, j) = (k / n, k % n);
+            if i == j {
+                0.0
+            } else {
+                (((i * j + i + j) % 5) as f32) * 0.4
+            }
+        })
+        .collect();
+    let x: Vec<f32> = (0..n * 3).map(|k| (k as f32 * 0.37).sin()).collect();
+    let at = Tensor::<B, 3>::from_data(TensorData::new(a, [1, n, n]), &dev());
+    let xt = Tensor::<B, 3>::from_data(TensorData::new(x, [1, n, 3]), &dev());
+    let want = host(normalized_adjacency(at.clone()).matmul(xt.clone()));
+    assert_all_close(&host(propagate(at, xt)), &want, "propagate");
+}
+
+#[test]
+fn clg_loss_primitives_match_golden() {
+    let g = golden();
+    let e = &g["edge_bce_pos_weight5"];
+    let bce = bce_pos_weight(tensor::<2>(&e["logits"]), tensor::<2>(&e["target"]), 5.0);
+    let got = host(bce.mean())[0];
+    let want = e["loss"].as_f64().unwrap() as f32;
+    assert!((got - want).abs() < 1e-5 * want, "bce {got} vs {want}");
+
+    let w = &g["weight_huber"];
+    let d = tensor::<2>(&w["pred_log"]) - tensor::<2>(&w["true_log"]);
+    let m = tensor::<2>(&w["mask"]);
+    let got = host((huber(d) * m.clone()).sum() / m.sum())[0];
+    let want = w["loss"].as_f64().unwrap() as f32;
+    assert!((got - want).abs() < 1e-5 * want, "huber {got} vs {want}");
+
+    let k = &g["kl"];
+    let got = host(kl_mean(
+        tensor::<2>(&k["mu"]).unsqueeze::<3>(),
+        tensor::<2>(&k["logvar"]).unsqueeze::<3>(),
+    ))[0];
+    let want = k["kl"].as_f64().unwrap() as f32;
+    assert!((got - want).abs() < 1e-5 * want, "kl {got} vs {want}");
+}
+
+#[test]
+fn clg_topk_mask_matches_sparsify() {
+    let n = 12;
+    let vals: Vec<f32> = (0..n * n)
+        .map(|k| ((k * 7919 % 97) as f32 * 0.13).sin())
+        .collect();
+    let arr = ndarray::Array2::from_shape_vec((n, n), vals.clone()).unwrap();
+    for k in [0, 1, 5, 30, 66, 100] {
+        let (_, mask) = crate::metrics::sc::sparsify_topk(arr.view(), k);
+        let ours = topk_upper_mask(&vals, n, k);
+        let mut idx = 0;
+        for i in 0..n {
+            for j in i + 1..n {
+                assert_eq!(ours[i * n + j] == 1.0, mask[idx], "k={k} ({i},{j})");
+                idx += 1;
+            }
+            for j in 0..=i {
+                assert_eq!(ours[i * n + j], 0.0);
+            }
+        }
+    }
+}
+
+fn small_model(steps: usize) -> ClgOde<B> {
+    B::seed(&dev(), 7);
+    let mut c = ClgOdeConfig::new(4, 6);
+    c.latent_dim = 8;
+    c.hidden_dim = 16;
+    c.solver_steps = steps;
+    c.init(&dev())
+}
+
+fn random(shape: [usize; 3], seed: u64) -> Tensor<B, 3> {
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n)
+        .map(|k| (((k as u64 + 1) * (seed * 2654435761 + 11) % 1000) as f32 / 500.0) - 1.0)
+        .collect();
+    Tensor::from_data(TensorData::new(v, shape), &dev())
+}
+
+fn inputs(b: usize, n: usize) -> (Tensor<B, 3>, Tensor<B, 3>, Tensor<B, 2>) {
+    let a = random([b, n, n], 3).abs();
+    let a = (a.clone() + a.swap_dims(1, 2)).mul_scalar(0.5);
+    let x = random([b, n, 4], 5);
+    let cov = random([1, b, 35], 9).reshape([b, 35]);
+    (a, x, cov)
+}
+
+fn ids(v: Vec<i64>) -> Tensor<B, 1, Int> {
+    let n = v.len();
+    Tensor::from_data(TensorData::new(v, [n]), &dev())
+}
+
+#[test]
+fn clg_a_pred_invariants() {
+    let model = small_model(3);
+    let (a, x, cov) = inputs(2, 9);
+    let dt = Tensor::<B, 1>::from_floats([0.7, 2.3], &dev());
+    let out = model.forward(a, x, Some(dt), ids(vec![1, 2]), ids(vec![0, 5]), cov);
+    for dec in &out.dec {
+        let p = dec.conn.a_pred.clone();
+        let n = p.dims()[1];
+        let v = host(p.clone());
+        let vt = host(p.swap_dims(1, 2));
+        for b in 0..2 {
+            for i in 0..n {
+                assert_eq!(v[b * n * n + i * n + i], 0.0, "diagonal");
+                for j in 0..n {
+                    let k = b * n * n + i * n + j;
+                    assert!(v[k] >= 0.0 && v[k].is_finite());
+                    assert!(
+                        (v[k] - vt[k]).abs() <= 1e-6 * v[k].abs().max(1.0),
+                        "symmetry"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn clg_rk4_limits_and_batching() {
+    let model = small_model(5);
+    let (a, x, cov) = inputs(3, 8);
+    let enc = model.encode(a, x);
+    let z0 = enc.z0();
+    let cov_full = model.covariates(ids(vec![1, 2, 0]), ids(vec![3, 1, 2]), cov);
+    // Δt → 0 returns z0.
+    let tiny = Tensor::<B, 1>::from_floats([1e-7, 1e-7, 1e-7], &dev());
+    let z = model.integrate(z0.clone(), cov_full.clone(), tiny);
+    assert_all_close(&host(z), &host(z0.clone()), "dt→0");
+    // T = 1 grid returns z0 and decodes it.
+    let (a, x, _) = inputs(3, 8);
+    let out = model.forward(
+        a,
+        x,
+        None,
+        ids(vec![1, 2, 0]),
+        ids(vec![3, 1, 2]),
+        random([1, 3, 35], 2).reshape([3, 35]),
+    );
+    assert_eq!(out.z.len(), 1);
+    assert_all_close(&host(out.z[0].clone()), &host(out.enc.z0()), "T=1");
+    // Batched integration with different Δt equals per-trajectory integration.
+    let dts = [0.3f32, 1.9, 4.0];
+    let dt = Tensor::<B, 1>::from_floats(dts, &dev());
+    let batched = host(model.integrate(z0.clone(), cov_full.clone(), dt));
+    let per = z0.dims()[1] * z0.dims()[2];
+    for (b, d) in dts.iter().enumerate() {
+        let zb = z0.clone().narrow(0, b, 1);
+        let cb = cov_full.clone().narrow(0, b, 1);
+        let single = host(model.integrate(zb, cb, Tensor::from_floats([*d], &dev())));
+        assert_all_close(
+            &batched[b * per..(b + 1) * per],
+            &single,
+            "batched vs single",
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! The LibTorch backend (built with `--features tch` against PyTorch 2.9.0): it trains, it is
+//! reproducible, and its checkpoints are the same format the flex backend reads.
+#![cfg(feature = "tch")]
+
+mod common;
+
+use common::*;
+
+fn train(cwd: &std::path::Path, out: &std::path::Path, backend: &str) -> std::process::Output {
+    let data = fashion_dir();
+    run_in(
+        cwd,
+        &[
+            "train-mnist",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--backend",
+            backend,
+            "--limit-train",
+            "2560",
+            "--limit-test",
+            "500",
+            "--seed",
+            "3",
+        ],
+    )
+}
+
+#[test]
+fn tch_trains_reproducibly_and_its_checkpoint_loads_on_flex() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    for out in [&a, &b] {
+        let o = train(t.path(), out, "tch");
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let rows = metrics_without_timing(&a);
+    let acc = rows[0]["test_accuracy"].as_f64().unwrap();
+    assert!(acc >= 0.60, "tch accuracy {acc} after 2560 images");
+    assert_eq!(
+        rows,
+        metrics_without_timing(&b),
+        "same seed, same metrics on tch"
+    );
+    let meta = std::fs::read_to_string(a.join("args.json")).unwrap();
+    assert!(meta.contains("\"backend\": \"tch\""), "{meta}");
+
+    // The tch checkpoint evaluated by the flex backend gives (nearly) the same accuracy.
+    let data = fashion_dir();
+    let ckpt = a.join("checkpoints/last.safetensors");
+    let o = run_in(
+        t.path(),
+        &[
+            "eval",
+            "--checkpoint",
+            ckpt.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--limit-test",
+            "500",
+            "--json",
+            "--backend",
+            "flex",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let flex_acc = e["accuracy"].as_f64().unwrap();
+    assert!(
+        (flex_acc - acc).abs() <= 0.004,
+        "flex {flex_acc} vs tch {acc}"
+    );
+}
+
+#[test]
+fn bench_lists_flex_and_tch_side_by_side() {
+    let o = trainer()
+        .args([
+            "bench",
+            "mnist",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--batch-size",
+            "16",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let json: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    for backend in ["flex", "tch"] {
+        let row = rows
+            .iter()
+            .find(|r| r["backend"] == backend && r["device"] == "cpu")
+            .expect(backend);
+        assert!(row["train_img_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["infer_img_per_s"].as_f64().unwrap() > 0.0, "{row}");
+    }
+}

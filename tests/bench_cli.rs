@@ -1,0 +1,40 @@
+//! `trainer bench mnist` runs every compiled backend and reports positive throughputs as a table
+//! and as JSON (figures themselves are not asserted: they belong to benchmarks, not tests).
+
+mod common;
+
+use common::*;
+
+#[test]
+fn bench_mnist_reports_flex() {
+    let t = tempfile::tempdir().unwrap();
+    let json_path = t.path().join("bench.json");
+    let o = run_in(
+        t.path(),
+        &[
+            "bench",
+            "mnist",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--batch-size",
+            "8",
+            "--json",
+            json_path.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("backend"), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let flex = json["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["backend"] == "flex")
+        .expect("flex row");
+    assert!(flex["train_img_per_s"].as_f64().unwrap() > 0.0);
+    assert!(flex["error"].is_null());
+}
