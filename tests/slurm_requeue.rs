@@ -1,0 +1,98 @@
+//! Under a real Slurm: `sbatch --requeue --signal=B:USR1@40` with a one-minute limit. The
+//! trainer checkpoints on USR1, requeues itself with `scontrol requeue`, the job comes back,
+//! resumes from the checkpoint and finishes with the same metrics as an uninterrupted run; the
+//! log (opened in append mode) holds every start.
+
+mod common;
+#[path = "common/slurm.rs"]
+mod slurm;
+
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn time_limit_signal_requeues_and_resumes_exactly() {
+    let Some(conf) = slurm::slurm_conf() else {
+        eprintln!(
+            "SKIP slurm_requeue: no Slurm (run scripts/slurm-up.sh or set TRAINER_REQUIRE_SLURM=1)"
+        );
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let data = fashion_dir();
+    let args = format!(
+        "--data-dir {} --limit-train 6000 --limit-test 300 --epochs 2 --seed 9 --log-every-secs 5",
+        data.display()
+    );
+    let whole = t.path().join("whole");
+    let o = run_in(
+        t.path(),
+        &format!("train-mnist {args} --out {}", whole.display())
+            .split(' ')
+            .collect::<Vec<_>>(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    let out = t.path().join("slurm");
+    let log = t.path().join("job.log");
+    let script = t.path().join("job.sh");
+    std::fs::write(
+        &script,
+        format!(
+            r#"#!/bin/bash
+#SBATCH --time=1
+#SBATCH --signal=B:USR1@40
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --output={log}
+echo "start restart=${{SLURM_RESTART_COUNT:-0}}"
+{bin} train-mnist {args} --out {out} --resume auto --requeue &
+pid=$!
+trap 'kill -USR1 $pid' USR1
+wait $pid; rc=$?
+while kill -0 $pid 2>/dev/null; do wait $pid; rc=$?; done
+echo "trainer exit $rc"
+exit $rc
+"#,
+            log = log.display(),
+            bin = env!("CARGO_BIN_EXE_trainer"),
+            out = out.display(),
+        ),
+    )
+    .unwrap();
+    let job = slurm::slurm(
+        &conf,
+        "sbatch",
+        &[
+            "--parsable",
+            "--chdir",
+            t.path().to_str().unwrap(),
+            script.to_str().unwrap(),
+        ],
+    );
+    let job = job.trim().split(';').next().unwrap().to_string();
+    let state = slurm::wait_for_job(&conf, &job, Duration::from_secs(600));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(state, "COMPLETED", "job log:\n{text}");
+    let restarts: u32 = slurm::job_field(&conf, &job, "Restarts")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(restarts >= 1, "the job was never requeued:\n{text}");
+    assert!(
+        text.contains("start restart=0") && text.contains("start restart=1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("signal SIGUSR1") && text.contains("requeued Slurm job"),
+        "{text}"
+    );
+    assert!(text.contains("resuming from"), "{text}");
+    assert!(text.trim_end().ends_with("trainer exit 0"), "{text}");
+    assert_eq!(
+        metrics_without_timing(&out),
+        metrics_without_timing(&whole),
+        "log:\n{text}"
+    );
+}
