@@ -44,6 +44,10 @@ pub enum Command {
     },
     /// Print the UUID of a free MIG instance, for `export CUDA_VISIBLE_DEVICES=$(trainer mig-pick)`.
     MigPick,
+    /// Train CLG-ODE (coupled latent graph ODE) on a structural-connectome cohort.
+    TrainGnn(GnnArgs),
+    /// Write a synthetic connectome cohort (SC CSVs, morphology, subject table) for tests.
+    SynthConnectome(SynthArgs),
     /// Dataset utilities.
     Data {
         #[command(subcommand)]
@@ -197,4 +201,69 @@ pub struct FetchArgs {
     /// Base URL to download from instead of the built-in mirrors (only this one is tried).
     #[arg(long)]
     pub mirror: Option<String>,
+}
+
+/// `trainer train-gnn`: the reference's flags, in kebab case, with the reference's underscore
+/// spellings accepted as aliases.
+#[derive(Args, Debug, Clone)]
+#[command(mut_arg("run_name", |a| a.alias("run_name")))]
+pub struct GnnArgs {
+    /// Directory of SC matrices, one `<subject>_<session>.csv` (dense N×N, no header) per scan.
+    #[arg(long, alias = "sc_dir")]
+    pub sc_dir: PathBuf,
+    /// Root of the morphology tree (`Schaefer400_Morphology_<subject>.csv`, session in the path).
+    #[arg(long, alias = "morph_root")]
+    pub morph_root: PathBuf,
+    /// Subject table with `scanid`, `age`, `sex`, `siteid` columns.
+    #[arg(long, alias = "subject_info_csv")]
+    pub subject_info_csv: PathBuf,
+    /// Results root: the run directory is `<results-dir>/runs/<run name>/`.
+    #[arg(long, alias = "results_dir")]
+    pub results_dir: PathBuf,
+    /// Cross-validation fold to train (0–4), or -1 for all five folds in turn.
+    #[arg(long, alias = "cv_fold", default_value_t = 0, allow_negative_numbers = true)]
+    pub cv_fold: i64,
+    #[arg(long, alias = "max_epochs", default_value_t = 120)]
+    pub max_epochs: usize,
+    /// Subjects per optimiser step.
+    #[arg(long, alias = "batch_size", default_value_t = 2)]
+    pub batch_size: usize,
+    /// Adam learning rate (constant).
+    #[arg(long, alias = "learning_rate", default_value_t = 5e-5)]
+    pub learning_rate: f64,
+    #[arg(long, alias = "latent_dim", default_value_t = 64)]
+    pub latent_dim: usize,
+    #[arg(long, alias = "hidden_dim", default_value_t = 128)]
+    pub hidden_dim: usize,
+    /// RK4 steps per forecast interval.
+    #[arg(long, alias = "solver_steps", default_value_t = 12)]
+    pub solver_steps: usize,
+    #[arg(long, alias = "lambda_kl", default_value_t = 1e-4)]
+    pub lambda_kl: f64,
+    /// Early-stopping patience in epochs (on the validation loss).
+    #[arg(long, default_value_t = 20)]
+    pub patience: usize,
+    /// Seed of weight init, shuffling, visit sampling and augmentation.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Run directory (`--run-name`, alias `--run_name`: its name under `<results-dir>/runs/`),
+    /// resume and stop behaviour.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// `trainer synth-connectome`.
+#[derive(Args, Debug, Clone)]
+pub struct SynthArgs {
+    #[arg(long, default_value_t = 60)]
+    pub subjects: usize,
+    #[arg(long, default_value_t = 400)]
+    pub nodes: usize,
+    /// Output directory (gets `sc/`, `morph/`, `subject_info_sc.csv`).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
 }

@@ -11,6 +11,7 @@ pub mod backend;
 pub mod cli;
 pub mod cluster;
 pub mod data;
+pub mod dist;
 pub mod error;
 pub mod metrics;
 pub mod models;
@@ -26,6 +27,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(args) => train::bench::run(args).map(|_| ExitCode::SUCCESS),
         Command::Env { json } => cluster::cmd_env(json).map(|_| ExitCode::SUCCESS),
         Command::Doctor { require_gpu, json } => cluster::cmd_doctor(require_gpu, json),
+        Command::TrainGnn(args) => train::gnn::run(args),
+        Command::SynthConnectome(args) => train::gnn::synth(args).map(|_| ExitCode::SUCCESS),
         Command::MigPick => cluster::cmd_mig_pick(),
         Command::Data {
             command: DataCommand::Fetch(a),

@@ -62,7 +62,7 @@ fn short_run_beats_chance_clearly_and_writes_its_run_directory() {
     assert_eq!(meta["device"], "cpu");
     let csv = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
     assert!(
-        csv.starts_with("epoch,train_loss,test_loss,test_accuracy,lr,steps,img_per_s,seconds\n"),
+        csv.starts_with("epoch,train_loss,test_loss,test_accuracy,lr,steps,img_per_s,seconds,allreduce_seconds\n"),
         "{csv}"
     );
 }

@@ -33,11 +33,52 @@ pub fn evaluate<B: Backend>(
     batch_size: usize,
     device: &B::Device,
 ) -> EvalResult {
+    let indices: Vec<usize> = (0..data.len()).collect();
+    let (loss_sum, confusion) = eval_sums(model, data, &indices, batch_size, device);
+    finish(loss_sum, confusion)
+}
+
+/// [`evaluate`] with the examples split across the ranks of `comm` and the sums reduced.
+pub fn evaluate_sharded<B: Backend>(
+    model: &MnistCnn<B>,
+    data: &MnistSplit,
+    batch_size: usize,
+    device: &B::Device,
+    comm: &dyn crate::dist::Collective,
+) -> Result<EvalResult> {
+    let (lo, hi) = super::ddp::shard(0, data.len(), comm.rank(), comm.size());
+    let indices: Vec<usize> = (lo..hi).collect();
+    let (loss_sum, confusion) = eval_sums(model, data, &indices, batch_size, device);
+    let mut buf: Vec<f64> = std::iter::once(loss_sum)
+        .chain(confusion.iter().flatten().map(|&c| c as f64))
+        .collect();
+    comm.all_reduce_sum_f64(&mut buf)?;
+    let confusion = buf[1..].chunks(CLASSES).map(|r| r.iter().map(|&c| c as u64).collect()).collect();
+    Ok(finish(buf[0], confusion))
+}
+
+fn finish(loss_sum: f64, confusion: Vec<Vec<u64>>) -> EvalResult {
+    let n: u64 = confusion.iter().flatten().sum();
+    let correct: u64 = (0..CLASSES).map(|i| confusion[i][i]).sum();
+    EvalResult {
+        examples: n as usize,
+        loss: loss_sum / n.max(1) as f64,
+        accuracy: correct as f64 / n.max(1) as f64,
+        confusion,
+    }
+}
+
+/// Summed loss and confusion counts over `indices`.
+fn eval_sums<B: Backend>(
+    model: &MnistCnn<B>,
+    data: &MnistSplit,
+    indices: &[usize],
+    batch_size: usize,
+    device: &B::Device,
+) -> (f64, Vec<Vec<u64>>) {
     let loss_fn = CrossEntropyLoss::new(None, device);
     let mut confusion = vec![vec![0u64; CLASSES]; CLASSES];
     let mut loss_sum = 0.0f64;
-    let n = data.len();
-    let indices: Vec<usize> = (0..n).collect();
     for chunk in indices.chunks(batch_size.max(1)) {
         let (x, y) = data.batch(chunk);
         let len = chunk.len();
@@ -62,13 +103,7 @@ pub fn evaluate<B: Backend>(
             confusion[*t as usize][(p as usize).min(CLASSES - 1)] += 1;
         }
     }
-    let correct: u64 = (0..CLASSES).map(|i| confusion[i][i]).sum();
-    EvalResult {
-        examples: n,
-        loss: loss_sum / n.max(1) as f64,
-        accuracy: correct as f64 / n.max(1) as f64,
-        confusion,
-    }
+    (loss_sum, confusion)
 }
 
 /// Loads an MNIST CNN from a checkpoint onto `device`.

@@ -27,12 +27,12 @@ use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
 use crate::models::cnn::MnistCnn;
 
 use super::checkpoint::Checkpoint;
-use super::eval::{MODEL_NAME, evaluate};
+use super::eval::{MODEL_NAME, evaluate_sharded};
 use super::metrics::MetricsFiles;
 use super::optim::{Adam, Grads};
 use super::progress::{Progress, fmt_secs};
 use super::rundir::{self, RunMeta};
-use super::{params, stop};
+use super::{ddp, params, stop};
 
 /// The resolved configuration, saved as `args.json`.
 #[derive(Debug, Clone, Serialize)]
@@ -53,6 +53,9 @@ pub struct MnistConfig {
     pub run_dir: PathBuf,
     pub resume: Option<String>,
     pub checkpoint_every: u64,
+    pub world_size: usize,
+    /// Per-rank batch × world size.
+    pub effective_batch_size: usize,
 }
 
 /// Position in training: everything besides weights and optimiser state needed to resume.
@@ -60,8 +63,9 @@ pub struct MnistConfig {
 struct Position {
     /// Epochs fully done.
     epoch: u64,
-    /// Steps done inside the current epoch.
-    step_in_epoch: u64,
+    /// Samples of the current epoch's order already consumed (by all ranks together), so
+    /// that a checkpoint resumes on any world size.
+    epoch_samples: u64,
     global_step: u64,
     loss_sum: f64,
     seen: u64,
@@ -71,7 +75,7 @@ impl Position {
     fn save_into(&self, ck: &mut Checkpoint, seed: u64) {
         ck.counters.insert("train.epoch".into(), self.epoch as i64);
         ck.counters
-            .insert("train.step_in_epoch".into(), self.step_in_epoch as i64);
+            .insert("train.epoch_samples".into(), self.epoch_samples as i64);
         ck.counters
             .insert("train.global_step".into(), self.global_step as i64);
         ck.counters.insert("train.seen".into(), self.seen as i64);
@@ -82,7 +86,7 @@ impl Position {
     fn load(ck: &Checkpoint) -> Result<Self> {
         Ok(Self {
             epoch: ck.counter("train.epoch")? as u64,
-            step_in_epoch: ck.counter("train.step_in_epoch")? as u64,
+            epoch_samples: ck.counter("train.epoch_samples")? as u64,
             global_step: ck.counter("train.global_step")? as u64,
             seen: ck.counter("train.seen")? as u64,
             loss_sum: ck.real("train.loss_sum")?,
@@ -184,9 +188,23 @@ fn train<B: AutodiffBackend>(
     placement: Placement,
 ) -> Result<ExitCode> {
     let requeue = stop::RequeuePolicy::from_args(&args.run)?;
+    let comm = crate::dist::init()?;
+    let (rank, world) = (comm.rank(), comm.size());
+    let main = rank == 0;
+    if world > 1 && args.device.device.is_cuda() {
+        // One GPU per rank: `cuda` means this rank's device (CUDA_VISIBLE_DEVICES per task).
+        eprintln!("[train-mnist] rank {rank}/{world} on {}", placement.device);
+    }
     let (train, test) = load_data(args)?;
-    let run_dir = rundir::resolve(&args.run, Path::new("runs"))?;
-    rundir::create(&run_dir)?;
+    // Rank 0 names the run directory (it may contain a timestamp) and tells the others.
+    let mut dir_bytes = Vec::new();
+    if main {
+        let dir = rundir::resolve(&args.run, Path::new("runs"))?;
+        rundir::create(&dir)?;
+        dir_bytes = dir.to_string_lossy().into_owned().into_bytes();
+    }
+    comm.broadcast_bytes(&mut dir_bytes, 0)?;
+    let run_dir = PathBuf::from(String::from_utf8_lossy(&dir_bytes).into_owned());
     stop::install()?;
     let resume = resume_source(args.run.resume.as_deref(), &run_dir)?;
 
@@ -207,6 +225,8 @@ fn train<B: AutodiffBackend>(
         run_dir: run_dir.clone(),
         resume: args.run.resume.clone(),
         checkpoint_every: args.run.checkpoint_every,
+        world_size: world,
+        effective_batch_size: args.batch_size * world,
     };
 
     B::seed(&device, args.seed);
@@ -225,49 +245,46 @@ fn train<B: AutodiffBackend>(
         pos = Position::load(&ck)?;
         resumed_row = ck.metadata.get("metrics_row").cloned();
         if ck.counter("rng.seed")? as u64 != args.seed {
-            bail!(
-                "{}: checkpoint was trained with another --seed",
-                path.display()
+            bail!("{}: checkpoint was trained with another --seed", path.display());
+        }
+        if main {
+            eprintln!(
+                "resuming from {} at epoch {} sample {}",
+                path.display(),
+                pos.epoch + 1,
+                pos.epoch_samples
             );
         }
-        eprintln!(
-            "resuming from {} at epoch {} step {}",
-            path.display(),
-            pos.epoch + 1,
-            pos.step_in_epoch
-        );
+    } else {
+        model = ddp::broadcast_params(comm.as_ref(), model, &device)?;
     }
 
-    rundir::write_json(&run_dir.join("args.json"), &config)?;
-    let mut meta = RunMeta::new(
-        &run_dir,
-        placement.backend.name(),
-        &placement.device.to_string(),
-    );
-    meta.extra
-        .insert("effective_batch_size".into(), json!(args.batch_size));
-    meta.extra.insert(
-        "resumed_from".into(),
-        json!(resume.as_ref().map(|p| p.display().to_string())),
-    );
-    rundir::write_json(&run_dir.join("run_meta.json"), &meta)?;
     let metrics = MetricsFiles::new(&run_dir);
-    if let Some(row) = resumed_row {
-        // The process may have died between the epoch checkpoint and its metrics row.
-        let row: Map<String, Value> = serde_json::from_str(&row)?;
-        let written = metrics
-            .rows()?
-            .iter()
-            .filter_map(|r| r.get("epoch")?.as_u64())
-            .max();
-        if written < row.get("epoch").and_then(Value::as_u64) {
-            metrics.append(&row)?;
+    if main {
+        rundir::write_json(&run_dir.join("args.json"), &config)?;
+        let mut meta = RunMeta::new(&run_dir, placement.backend.name(), &placement.device.to_string());
+        meta.world_size = world;
+        meta.extra.insert("effective_batch_size".into(), json!(config.effective_batch_size));
+        meta.extra.insert("per_rank_batch_size".into(), json!(args.batch_size));
+        meta.extra.insert("collective".into(), json!(comm.name()));
+        meta.extra.insert(
+            "resumed_from".into(),
+            json!(resume.as_ref().map(|p| p.display().to_string())),
+        );
+        rundir::write_json(&run_dir.join("run_meta.json"), &meta)?;
+        if let Some(row) = resumed_row {
+            // The process may have died between the epoch checkpoint and its metrics row.
+            let row: Map<String, Value> = serde_json::from_str(&row)?;
+            let written = metrics.rows()?.iter().filter_map(|r| r.get("epoch")?.as_u64()).max();
+            if written < row.get("epoch").and_then(Value::as_u64) {
+                metrics.append(&row)?;
+            }
         }
     }
 
     let n = train.len();
-    let bs = args.batch_size;
-    let steps_per_epoch = n.div_ceil(bs) as u64;
+    let global_batch = args.batch_size * world;
+    let steps_per_epoch = n.div_ceil(global_batch) as u64;
     let loss_fn = CrossEntropyLoss::new(None, &device);
     let ckpt_dir = run_dir.join("checkpoints");
     let save = |model: &MnistCnn<B>,
@@ -275,6 +292,9 @@ fn train<B: AutodiffBackend>(
                 pos: &Position,
                 row: Option<&Map<String, Value>>|
      -> Result<()> {
+        if !main {
+            return Ok(());
+        }
         let mut ck = Checkpoint::default();
         for (name, t) in params::collect(model) {
             ck.floats.insert(format!("model.{name}"), t);
@@ -282,66 +302,94 @@ fn train<B: AutodiffBackend>(
         adam.save_into(&names, &mut ck);
         pos.save_into(&mut ck, args.seed);
         ck.metadata.insert("model".into(), MODEL_NAME.into());
-        ck.metadata
-            .insert("config".into(), serde_json::to_string(&config)?);
+        ck.metadata.insert("config".into(), serde_json::to_string(&config)?);
         if let Some(row) = row {
-            ck.metadata
-                .insert("metrics_row".into(), serde_json::to_string(row)?);
+            ck.metadata.insert("metrics_row".into(), serde_json::to_string(row)?);
             let epoch = row.get("epoch").and_then(Value::as_u64).unwrap_or(0);
             ck.save(&ckpt_dir.join(format!("epoch_{epoch:03}.safetensors")))?;
         }
         ck.save(&ckpt_dir.join("last.safetensors"))
     };
 
+    let mut comm_stats = ddp::CommStats::default();
     let mut steps_here = 0u64;
     let started = Instant::now();
     for epoch in pos.epoch..args.epochs as u64 {
         let order = epoch_order(n, args.seed, epoch);
         let lr = args.lr * args.lr_gamma.powi(epoch as i32);
+        let first_step = (pos.epoch_samples as usize).div_ceil(global_batch) as u64;
         let mut progress = Progress::new(
             format!("[train-mnist] epoch {}/{}", epoch + 1, args.epochs),
             steps_per_epoch,
-            pos.step_in_epoch,
+            first_step,
             args.run.log_every_secs,
-            true,
+            main,
         );
         let t0 = Instant::now();
+        let comm_before = comm_stats.time;
         let mut images_here = 0usize;
-        for step in pos.step_in_epoch..steps_per_epoch {
-            if let Some(reason) = stop::check(steps_here, args.run.stop_after_steps) {
-                progress.finish();
-                save(&model, &adam, &pos, None)?;
-                eprintln!(
-                    "[train-mnist] stopping at epoch {} step {step} ({}): checkpoint written to {}; \
-                     resume with --resume auto",
-                    epoch + 1,
-                    reason.describe(),
-                    ckpt_dir.join("last.safetensors").display(),
-                );
-                return Ok(requeue.finish(reason, "[train-mnist]"));
+        while (pos.epoch_samples as usize) < n {
+            let start = pos.epoch_samples as usize;
+            let end = (start + global_batch).min(n);
+            let (lo, hi) = ddp::shard(start, end, rank, world);
+            let idx = &order[lo..hi];
+            B::seed(&device, mix(mix(args.seed, 0x5eed_0000 + pos.global_step), rank as u64));
+            let mut sums = [0.0f64; 4];
+            let grads = if idx.is_empty() {
+                GradientsParams::new()
+            } else {
+                let (x, y) = to_tensors::<B>(&train, idx, &device);
+                let loss = loss_fn.forward(model.forward(x), y);
+                sums[0] = scalar(loss.clone()) * idx.len() as f64;
+                GradientsParams::from_grads(loss.backward(), &model)
+            };
+            let grads = if world == 1 {
+                Grads::Params(grads)
+            } else {
+                let weight = idx.len() as f32 / (end - start) as f32;
+                ddp::all_reduce_grads(comm.as_ref(), &model, grads, weight, &device, &mut comm_stats)?
+            };
+            model = adam.step(lr, model, grads);
+            // One small reduction carries the loss and any pending stop request, so that every
+            // rank stops at the same step.
+            sums[1] = idx.len() as f64;
+            if let Some(reason) = stop::check(steps_here + 1, args.run.stop_after_steps) {
+                sums[2] = 1.0;
+                sums[3] = match reason {
+                    stop::StopReason::Signal(s) => s as f64,
+                    stop::StopReason::StepBudget => 0.0,
+                };
             }
-            let lo = step as usize * bs;
-            let idx = &order[lo..(lo + bs).min(n)];
-            B::seed(&device, mix(args.seed, 0x5eed_0000 + pos.global_step));
-            let (x, y) = to_tensors::<B>(&train, idx, &device);
-            let loss = loss_fn.forward(model.forward(x), y);
-            let loss_value = scalar(loss.clone());
+            comm.all_reduce_sum_f64(&mut sums)?;
+            let loss_value = sums[0] / sums[1].max(1.0);
             if !loss_value.is_finite() {
-                bail!(
-                    "training diverged at epoch {} step {step}: loss is {loss_value}",
-                    epoch + 1
-                );
+                bail!("training diverged at epoch {} step {}: loss is {loss_value}", epoch + 1, pos.global_step + 1);
             }
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = adam.step(lr, model, Grads::Params(grads));
-            pos.loss_sum += loss_value * idx.len() as f64;
-            pos.seen += idx.len() as u64;
-            pos.step_in_epoch = step + 1;
+            pos.loss_sum += sums[0];
+            pos.seen += sums[1] as u64;
+            pos.epoch_samples = end as u64;
             pos.global_step += 1;
             steps_here += 1;
-            images_here += idx.len();
+            images_here += end - start;
             let rate = images_here as f64 / t0.elapsed().as_secs_f64().max(1e-9);
-            progress.update(step + 1, loss_value, rate);
+            let step_in_epoch = (end as u64).div_ceil(global_batch as u64);
+            progress.update(step_in_epoch, loss_value, rate);
+            if sums[2] > 0.0 {
+                let sig = (sums[3] / sums[2]).round() as i32;
+                let reason = if sig > 0 { stop::StopReason::Signal(sig) } else { stop::StopReason::StepBudget };
+                progress.finish();
+                save(&model, &adam, &pos, None)?;
+                if main {
+                    eprintln!(
+                        "[train-mnist] stopping at epoch {} step {step_in_epoch} ({}): checkpoint written to {}; \
+                         resume with --resume auto",
+                        epoch + 1,
+                        reason.describe(),
+                        ckpt_dir.join("last.safetensors").display(),
+                    );
+                }
+                return Ok(if main { requeue.finish(reason, "[train-mnist]") } else { requeue.exit_code(reason) });
+            }
             if args.run.checkpoint_every > 0 && pos.global_step % args.run.checkpoint_every == 0 {
                 save(&model, &adam, &pos, None)?;
             }
@@ -349,41 +397,52 @@ fn train<B: AutodiffBackend>(
         progress.finish();
         let seconds = t0.elapsed().as_secs_f64();
         let img_per_s = images_here as f64 / seconds.max(1e-9);
-        let eval = evaluate(&model.valid(), &test, args.test_batch_size, &device);
+        let eval = evaluate_sharded(&model.valid(), &test, args.test_batch_size, &device, comm.as_ref())?;
         let mut row = Map::new();
         row.insert("epoch".into(), json!(epoch + 1));
-        row.insert(
-            "train_loss".into(),
-            json!(pos.loss_sum / pos.seen.max(1) as f64),
-        );
+        row.insert("train_loss".into(), json!(pos.loss_sum / pos.seen.max(1) as f64));
         row.insert("test_loss".into(), json!(eval.loss));
         row.insert("test_accuracy".into(), json!(eval.accuracy));
         row.insert("lr".into(), json!(lr));
         row.insert("steps".into(), json!(pos.global_step));
         row.insert("img_per_s".into(), json!(img_per_s));
         row.insert("seconds".into(), json!(seconds));
+        row.insert("allreduce_seconds".into(), json!((comm_stats.time - comm_before).as_secs_f64()));
         pos = Position {
             epoch: epoch + 1,
             global_step: pos.global_step,
             ..Default::default()
         };
         save(&model, &adam, &pos, Some(&row))?;
-        metrics.append(&row)?;
+        if main {
+            metrics.append(&row)?;
+            eprintln!(
+                "[train-mnist] epoch {}/{}: train loss {:.4}, test loss {:.4}, test accuracy {:.2}%, {:.0} img/s, {}",
+                epoch + 1,
+                args.epochs,
+                row["train_loss"].as_f64().unwrap_or(f64::NAN),
+                eval.loss,
+                100.0 * eval.accuracy,
+                img_per_s,
+                fmt_secs(seconds)
+            );
+        }
+    }
+    if main {
+        if world > 1 && comm_stats.calls > 0 {
+            eprintln!(
+                "[train-mnist] {world} ranks ({}): {} all-reduces of {} bytes, {:.1} s in all-reduce",
+                comm.name(),
+                comm_stats.calls,
+                comm_stats.bytes / comm_stats.calls,
+                comm_stats.time.as_secs_f64()
+            );
+        }
         eprintln!(
-            "[train-mnist] epoch {}/{}: train loss {:.4}, test loss {:.4}, test accuracy {:.2}%, {:.0} img/s, {}",
-            epoch + 1,
-            args.epochs,
-            row["train_loss"].as_f64().unwrap_or(f64::NAN),
-            eval.loss,
-            100.0 * eval.accuracy,
-            img_per_s,
-            fmt_secs(seconds)
+            "[train-mnist] done in {}; run directory {}",
+            fmt_secs(started.elapsed().as_secs_f64()),
+            run_dir.display()
         );
     }
-    eprintln!(
-        "[train-mnist] done in {}; run directory {}",
-        fmt_secs(started.elapsed().as_secs_f64()),
-        run_dir.display()
-    );
     Ok(ExitCode::SUCCESS)
 }

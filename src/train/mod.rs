@@ -3,7 +3,9 @@
 
 pub mod bench;
 pub mod checkpoint;
+pub mod ddp;
 pub mod eval;
+pub mod gnn;
 pub mod metrics;
 pub mod mnist;
 pub mod optim;

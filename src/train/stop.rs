@@ -115,6 +115,16 @@ impl RequeuePolicy {
         })
     }
 
+    /// The exit code for `reason`, without logging or requeueing (non-zero ranks).
+    pub fn exit_code(&self, reason: StopReason) -> std::process::ExitCode {
+        match reason {
+            StopReason::Signal(s) if !self.signals.contains(&s) => {
+                std::process::ExitCode::from((128 + s) as u8)
+            }
+            _ => std::process::ExitCode::from(REQUEUE_EXIT),
+        }
+    }
+
     /// Called after the stop checkpoint was written: logs, requeues if asked, and returns the
     /// documented exit code (75 requeue me; 128 + signal otherwise).
     pub fn finish(&self, reason: StopReason, log_prefix: &str) -> std::process::ExitCode {

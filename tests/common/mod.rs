@@ -76,6 +76,7 @@ pub fn metrics_without_timing(run: &Path) -> Vec<serde_json::Value> {
             let m = v.as_object_mut().unwrap();
             m.remove("img_per_s");
             m.remove("seconds");
+            m.remove("allreduce_seconds");
             v
         })
         .collect()

@@ -15,8 +15,8 @@ use crate::train::params::{self, HostTensor};
 
 type B = Flex;
 
-fn dev() -> <B as Backend>::Device {
-    Default::default()
+fn dev() -> burn::backend::flex::FlexDevice {
+    burn::backend::flex::FlexDevice
 }
 
 /// Flattens a nested JSON array of numbers, returning (shape, data).

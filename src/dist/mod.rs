@@ -1,0 +1,110 @@
+//! Data-parallel communication between ranks: one small [`Collective`] interface, a
+//! single-process implementation, and MPI (cargo feature `mpi`) for several processes launched
+//! by `srun --mpi=pmix` or `mpirun`. Gradients travel through host memory, which works for every
+//! backend; [`nccl`] (features `cuda` + `mpi`) is the GPU-side implementation of the same
+//! interface. A [`watchdog`] makes every rank exit when a peer dies instead of hanging.
+
+use anyhow::Result;
+
+#[cfg(feature = "mpi")]
+mod mpi_comm;
+#[cfg(all(feature = "mpi", feature = "cuda"))]
+pub mod nccl;
+pub mod watchdog;
+
+/// Collective operations over all ranks of the job.
+pub trait Collective {
+    fn rank(&self) -> usize;
+    fn size(&self) -> usize;
+    /// Short name for logs and run metadata (`single`, `mpi`, `nccl`).
+    fn name(&self) -> &'static str;
+    /// Element-wise sum over ranks, in place.
+    fn all_reduce_sum_f32(&self, buf: &mut [f32]) -> Result<()>;
+    /// Element-wise sum over ranks, in place.
+    fn all_reduce_sum_f64(&self, buf: &mut [f64]) -> Result<()>;
+    /// Copies `root`'s buffer into every rank's buffer (same length everywhere).
+    fn broadcast_f32(&self, buf: &mut [f32], root: usize) -> Result<()>;
+    /// Copies `root`'s bytes to every rank (lengths may differ before the call).
+    fn broadcast_bytes(&self, buf: &mut Vec<u8>, root: usize) -> Result<()>;
+}
+
+/// A world of one process: every collective is the identity.
+pub struct Single;
+
+impl Collective for Single {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn name(&self) -> &'static str {
+        "single"
+    }
+    fn all_reduce_sum_f32(&self, _buf: &mut [f32]) -> Result<()> {
+        Ok(())
+    }
+    fn all_reduce_sum_f64(&self, _buf: &mut [f64]) -> Result<()> {
+        Ok(())
+    }
+    fn broadcast_f32(&self, _buf: &mut [f32], _root: usize) -> Result<()> {
+        Ok(())
+    }
+    fn broadcast_bytes(&self, _buf: &mut Vec<u8>, _root: usize) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Whether this binary can run several ranks.
+pub const MPI_BUILT: bool = cfg!(feature = "mpi");
+
+/// The world of this process: MPI when built with it (a process started without a launcher is a
+/// world of one), else [`Single`]. Cross-checks the scheduler's view of ranks: a multi-rank
+/// launch (an `srun -n 2` step, torchrun-style variables) needs a matching MPI world.
+pub fn init() -> Result<Box<dyn Collective>> {
+    let env = crate::cluster::detect_env()?;
+    #[cfg(feature = "mpi")]
+    let comm: Box<dyn Collective> = mpi_comm::MpiWorld::init()?;
+    #[cfg(not(feature = "mpi"))]
+    let comm: Box<dyn Collective> = Box::new(Single);
+    check_world(comm.rank(), comm.size(), env.rank as usize, env.world_size as usize, &env.mode)?;
+    if comm.size() > 1 {
+        watchdog::start_global();
+    }
+    Ok(comm)
+}
+
+/// Rank/size agreement between the communicator and the scheduler environment.
+pub fn check_world(rank: usize, size: usize, env_rank: usize, env_size: usize, mode: &str) -> Result<()> {
+    if env_size > 1 && size == 1 {
+        anyhow::bail!(
+            "the scheduler launched {env_size} ranks ({mode}) but this process is not part of an \
+             MPI world of that size{}: launch with `srun --mpi=pmix` (or set SLURM_MPI_TYPE=pmix) \
+             or `mpirun -n {env_size}`",
+            if MPI_BUILT { "" } else { " (this binary was built without MPI: rebuild with --features mpi)" }
+        );
+    }
+    if env_size > 1 && (env_size != size || env_rank != rank) {
+        anyhow::bail!(
+            "MPI says rank {rank} of {size}, the scheduler ({mode}) says rank {env_rank} of \
+             {env_size}: launch one MPI process per scheduler task (`srun --mpi=pmix`)"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn world_checks() {
+        assert!(check_world(0, 1, 0, 1, "local").is_ok());
+        assert!(check_world(1, 2, 0, 1, "local").is_ok(), "mpirun without scheduler ranks");
+        assert!(check_world(1, 2, 1, 2, "srun step").is_ok());
+        let e = check_world(0, 1, 0, 2, "srun step").unwrap_err().to_string();
+        assert!(e.contains("--mpi=pmix"), "{e}");
+        assert!(check_world(0, 2, 1, 2, "srun step").is_err());
+        assert!(check_world(0, 2, 0, 4, "srun step").is_err());
+    }
+}
