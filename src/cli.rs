@@ -134,6 +134,9 @@ pub struct MnistArgs {
     /// Turn dropout off (used to compare data-parallel runs with single-process runs).
     #[arg(long)]
     pub no_dropout: bool,
+    /// Also append every step's global loss to `steps.csv` (step, epoch, loss, lr).
+    #[arg(long)]
+    pub log_steps: bool,
     #[command(flatten)]
     pub device: DeviceArgs,
     #[command(flatten)]
@@ -221,7 +224,12 @@ pub struct GnnArgs {
     #[arg(long, alias = "results_dir")]
     pub results_dir: PathBuf,
     /// Cross-validation fold to train (0–4), or -1 for all five folds in turn.
-    #[arg(long, alias = "cv_fold", default_value_t = 0, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        alias = "cv_fold",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     pub cv_fold: i64,
     #[arg(long, alias = "max_epochs", default_value_t = 120)]
     pub max_epochs: usize,

@@ -20,9 +20,22 @@ pub fn detect_env() -> anyhow::Result<ClusterEnv> {
 pub fn cmd_env(json: bool) -> anyhow::Result<()> {
     let env = detect_env()?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&env)?);
+        let mut v = serde_json::to_value(&env)?;
+        if let Some(m) = v.as_object_mut() {
+            // Whether this binary can run several ranks (cargo feature `mpi`).
+            m.insert("mpi".into(), crate::dist::MPI_BUILT.into());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", render_env(&env));
+        println!(
+            "mpi                    {}",
+            if crate::dist::MPI_BUILT {
+                "built in (srun --mpi=pmix / mpirun)"
+            } else {
+                "not built (cargo feature mpi)"
+            }
+        );
     }
     Ok(())
 }

@@ -67,7 +67,13 @@ pub fn init() -> Result<Box<dyn Collective>> {
     let comm: Box<dyn Collective> = mpi_comm::MpiWorld::init()?;
     #[cfg(not(feature = "mpi"))]
     let comm: Box<dyn Collective> = Box::new(Single);
-    check_world(comm.rank(), comm.size(), env.rank as usize, env.world_size as usize, &env.mode)?;
+    check_world(
+        comm.rank(),
+        comm.size(),
+        env.rank as usize,
+        env.world_size as usize,
+        &env.mode,
+    )?;
     if comm.size() > 1 {
         watchdog::start_global();
     }
@@ -75,13 +81,23 @@ pub fn init() -> Result<Box<dyn Collective>> {
 }
 
 /// Rank/size agreement between the communicator and the scheduler environment.
-pub fn check_world(rank: usize, size: usize, env_rank: usize, env_size: usize, mode: &str) -> Result<()> {
+pub fn check_world(
+    rank: usize,
+    size: usize,
+    env_rank: usize,
+    env_size: usize,
+    mode: &str,
+) -> Result<()> {
     if env_size > 1 && size == 1 {
         anyhow::bail!(
             "the scheduler launched {env_size} ranks ({mode}) but this process is not part of an \
              MPI world of that size{}: launch with `srun --mpi=pmix` (or set SLURM_MPI_TYPE=pmix) \
              or `mpirun -n {env_size}`",
-            if MPI_BUILT { "" } else { " (this binary was built without MPI: rebuild with --features mpi)" }
+            if MPI_BUILT {
+                ""
+            } else {
+                " (this binary was built without MPI: rebuild with --features mpi)"
+            }
         );
     }
     if env_size > 1 && (env_size != size || env_rank != rank) {
@@ -100,9 +116,14 @@ mod tests {
     #[test]
     fn world_checks() {
         assert!(check_world(0, 1, 0, 1, "local").is_ok());
-        assert!(check_world(1, 2, 0, 1, "local").is_ok(), "mpirun without scheduler ranks");
+        assert!(
+            check_world(1, 2, 0, 1, "local").is_ok(),
+            "mpirun without scheduler ranks"
+        );
         assert!(check_world(1, 2, 1, 2, "srun step").is_ok());
-        let e = check_world(0, 1, 0, 2, "srun step").unwrap_err().to_string();
+        let e = check_world(0, 1, 0, 2, "srun step")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--mpi=pmix"), "{e}");
         assert!(check_world(0, 2, 1, 2, "srun step").is_err());
         assert!(check_world(0, 2, 0, 4, "srun step").is_err());

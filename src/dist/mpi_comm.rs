@@ -41,7 +41,8 @@ impl Collective for MpiWorld {
         if self.size() > 1 {
             let _g = Guard::enter();
             let send = buf.to_vec();
-            self.world.all_reduce_into(&send[..], buf, SystemOperation::sum());
+            self.world
+                .all_reduce_into(&send[..], buf, SystemOperation::sum());
         }
         Ok(())
     }
@@ -49,7 +50,8 @@ impl Collective for MpiWorld {
         if self.size() > 1 {
             let _g = Guard::enter();
             let send = buf.to_vec();
-            self.world.all_reduce_into(&send[..], buf, SystemOperation::sum());
+            self.world
+                .all_reduce_into(&send[..], buf, SystemOperation::sum());
         }
         Ok(())
     }
@@ -64,9 +66,13 @@ impl Collective for MpiWorld {
         if self.size() > 1 {
             let _g = Guard::enter();
             let mut len = [buf.len() as u64];
-            self.world.process_at_rank(root as i32).broadcast_into(&mut len[..]);
+            self.world
+                .process_at_rank(root as i32)
+                .broadcast_into(&mut len[..]);
             buf.resize(len[0] as usize, 0);
-            self.world.process_at_rank(root as i32).broadcast_into(&mut buf[..]);
+            self.world
+                .process_at_rank(root as i32)
+                .broadcast_into(&mut buf[..]);
         }
         Ok(())
     }

@@ -28,14 +28,19 @@ impl NcclWorld {
             .with_context(|| format!("cannot open CUDA device {ordinal} for NCCL"))?;
         let stream = ctx.default_stream();
         let id = if host.rank() == 0 {
-            Id::new().map_err(|e| anyhow::anyhow!("ncclGetUniqueId failed: {e:?} (is libnccl.so installed?)"))?
+            Id::new().map_err(|e| {
+                anyhow::anyhow!("ncclGetUniqueId failed: {e:?} (is libnccl.so installed?)")
+            })?
         } else {
             Id::uninit([0; 128])
         };
         let mut bytes: Vec<u8> = id.internal().iter().map(|c| *c as u8).collect();
         host.broadcast_bytes(&mut bytes, 0)?;
         if bytes.len() != 128 {
-            bail!("NCCL unique id of {} bytes received, expected 128", bytes.len());
+            bail!(
+                "NCCL unique id of {} bytes received, expected 128",
+                bytes.len()
+            );
         }
         let mut raw = [0 as core::ffi::c_char; 128];
         for (d, s) in raw.iter_mut().zip(&bytes) {
@@ -49,13 +54,22 @@ impl NcclWorld {
         Ok(Self { host, stream, comm })
     }
 
-    fn reduce<T: cudarc::nccl::NcclType + cudarc::driver::DeviceRepr + Copy>(&self, buf: &mut [T]) -> Result<()> {
+    fn reduce<T: cudarc::nccl::NcclType + cudarc::driver::DeviceRepr + Copy>(
+        &self,
+        buf: &mut [T],
+    ) -> Result<()> {
         let _g = Guard::enter();
-        let mut dev = self.stream.memcpy_stod(buf).context("host to device copy")?;
+        let mut dev = self
+            .stream
+            .memcpy_stod(buf)
+            .context("host to device copy")?;
         self.comm
             .all_reduce_in_place(&mut dev, &ReduceOp::Sum)
             .map_err(|e| anyhow::anyhow!("ncclAllReduce failed: {e:?}"))?;
-        let back = self.stream.memcpy_dtov(&dev).context("device to host copy")?;
+        let back = self
+            .stream
+            .memcpy_dtov(&dev)
+            .context("device to host copy")?;
         buf.copy_from_slice(&back);
         Ok(())
     }

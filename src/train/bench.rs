@@ -57,6 +57,7 @@ impl BackendJob for BenchJob<'_> {
         let (bs, steps, warmup) = (self.args.batch_size, self.args.steps, self.args.warmup);
         B::seed(&device, 1);
         let mut model = MnistCnn::<B>::new(&device, true);
+        crate::train::params::materialize(&model);
         let mut adam = Adam::<B::InnerBackend>::default();
         let loss_fn = CrossEntropyLoss::new(None, &device);
         let mut timed = None;

@@ -24,12 +24,19 @@ pub struct CommStats {
 }
 
 /// Copies rank 0's parameters to every rank.
-pub fn broadcast_params<B: Backend, M: Module<B>>(comm: &dyn Collective, model: M, device: &B::Device) -> Result<M> {
+pub fn broadcast_params<B: Backend, M: Module<B>>(
+    comm: &dyn Collective,
+    model: M,
+    device: &B::Device,
+) -> Result<M> {
     if comm.size() == 1 {
         return Ok(model);
     }
     let mut named = params::collect(&model);
-    let mut flat: Vec<f32> = named.iter().flat_map(|(_, t)| t.data.iter().copied()).collect();
+    let mut flat: Vec<f32> = named
+        .iter()
+        .flat_map(|(_, t)| t.data.iter().copied())
+        .collect();
     comm.broadcast_f32(&mut flat, 0)?;
     let mut offset = 0;
     for (_, t) in named.iter_mut() {
@@ -52,7 +59,11 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for FlattenGrads<'_, B> {
         let n: usize = param.val().dims().iter().product();
         match self.grads.get::<B::InnerBackend, D>(param.id) {
             Some(g) => {
-                let v = g.into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default();
+                let v = g
+                    .into_data()
+                    .convert::<f32>()
+                    .to_vec::<f32>()
+                    .unwrap_or_default();
                 self.flat.extend_from_slice(&v);
             }
             // A parameter without gradient on this rank still takes its place in the buffer.
@@ -93,7 +104,10 @@ pub fn all_reduce_grads<B: AutodiffBackend, M: AutodiffModule<B>>(
     let mut offset = 0;
     for n in lens {
         let slice = flat[offset..offset + n].to_vec();
-        out.push(Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(slice, [n]), device));
+        out.push(Tensor::<B::InnerBackend, 1>::from_data(
+            TensorData::new(slice, [n]),
+            device,
+        ));
         offset += n;
     }
     if offset != flat.len() {

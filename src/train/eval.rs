@@ -53,7 +53,10 @@ pub fn evaluate_sharded<B: Backend>(
         .chain(confusion.iter().flatten().map(|&c| c as f64))
         .collect();
     comm.all_reduce_sum_f64(&mut buf)?;
-    let confusion = buf[1..].chunks(CLASSES).map(|r| r.iter().map(|&c| c as u64).collect()).collect();
+    let confusion = buf[1..]
+        .chunks(CLASSES)
+        .map(|r| r.iter().map(|&c| c as u64).collect())
+        .collect();
     Ok(finish(buf[0], confusion))
 }
 

@@ -94,6 +94,22 @@ impl Position {
     }
 }
 
+/// Appends one line to `steps.csv` (a log: plain append, header on creation).
+fn append_step(dir: &Path, step: u64, epoch: u64, loss: f64, lr: f64) -> Result<()> {
+    use std::io::Write;
+    let path = dir.join("steps.csv");
+    let new = !path.exists();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    if new {
+        writeln!(f, "step,epoch,loss,lr")?;
+    }
+    writeln!(f, "{step},{epoch},{loss},{lr}")?;
+    Ok(())
+}
+
 /// A 64-bit mix of two numbers (SplitMix64 finaliser), for derived seeds.
 pub fn mix(a: u64, b: u64) -> u64 {
     let mut z = a ^ b
@@ -231,6 +247,7 @@ fn train<B: AutodiffBackend>(
 
     B::seed(&device, args.seed);
     let mut model = MnistCnn::<B>::new(&device, config.dropout);
+    params::materialize(&model);
     let names = params::names(&model);
     let mut adam = Adam::<B::InnerBackend>::default();
     let mut pos = Position::default();
@@ -245,7 +262,10 @@ fn train<B: AutodiffBackend>(
         pos = Position::load(&ck)?;
         resumed_row = ck.metadata.get("metrics_row").cloned();
         if ck.counter("rng.seed")? as u64 != args.seed {
-            bail!("{}: checkpoint was trained with another --seed", path.display());
+            bail!(
+                "{}: checkpoint was trained with another --seed",
+                path.display()
+            );
         }
         if main {
             eprintln!(
@@ -262,10 +282,18 @@ fn train<B: AutodiffBackend>(
     let metrics = MetricsFiles::new(&run_dir);
     if main {
         rundir::write_json(&run_dir.join("args.json"), &config)?;
-        let mut meta = RunMeta::new(&run_dir, placement.backend.name(), &placement.device.to_string());
+        let mut meta = RunMeta::new(
+            &run_dir,
+            placement.backend.name(),
+            &placement.device.to_string(),
+        );
         meta.world_size = world;
-        meta.extra.insert("effective_batch_size".into(), json!(config.effective_batch_size));
-        meta.extra.insert("per_rank_batch_size".into(), json!(args.batch_size));
+        meta.extra.insert(
+            "effective_batch_size".into(),
+            json!(config.effective_batch_size),
+        );
+        meta.extra
+            .insert("per_rank_batch_size".into(), json!(args.batch_size));
         meta.extra.insert("collective".into(), json!(comm.name()));
         meta.extra.insert(
             "resumed_from".into(),
@@ -275,7 +303,11 @@ fn train<B: AutodiffBackend>(
         if let Some(row) = resumed_row {
             // The process may have died between the epoch checkpoint and its metrics row.
             let row: Map<String, Value> = serde_json::from_str(&row)?;
-            let written = metrics.rows()?.iter().filter_map(|r| r.get("epoch")?.as_u64()).max();
+            let written = metrics
+                .rows()?
+                .iter()
+                .filter_map(|r| r.get("epoch")?.as_u64())
+                .max();
             if written < row.get("epoch").and_then(Value::as_u64) {
                 metrics.append(&row)?;
             }
@@ -302,9 +334,11 @@ fn train<B: AutodiffBackend>(
         adam.save_into(&names, &mut ck);
         pos.save_into(&mut ck, args.seed);
         ck.metadata.insert("model".into(), MODEL_NAME.into());
-        ck.metadata.insert("config".into(), serde_json::to_string(&config)?);
+        ck.metadata
+            .insert("config".into(), serde_json::to_string(&config)?);
         if let Some(row) = row {
-            ck.metadata.insert("metrics_row".into(), serde_json::to_string(row)?);
+            ck.metadata
+                .insert("metrics_row".into(), serde_json::to_string(row)?);
             let epoch = row.get("epoch").and_then(Value::as_u64).unwrap_or(0);
             ck.save(&ckpt_dir.join(format!("epoch_{epoch:03}.safetensors")))?;
         }
@@ -333,7 +367,10 @@ fn train<B: AutodiffBackend>(
             let end = (start + global_batch).min(n);
             let (lo, hi) = ddp::shard(start, end, rank, world);
             let idx = &order[lo..hi];
-            B::seed(&device, mix(mix(args.seed, 0x5eed_0000 + pos.global_step), rank as u64));
+            B::seed(
+                &device,
+                mix(mix(args.seed, 0x5eed_0000 + pos.global_step), rank as u64),
+            );
             let mut sums = [0.0f64; 4];
             let grads = if idx.is_empty() {
                 GradientsParams::new()
@@ -347,7 +384,14 @@ fn train<B: AutodiffBackend>(
                 Grads::Params(grads)
             } else {
                 let weight = idx.len() as f32 / (end - start) as f32;
-                ddp::all_reduce_grads(comm.as_ref(), &model, grads, weight, &device, &mut comm_stats)?
+                ddp::all_reduce_grads(
+                    comm.as_ref(),
+                    &model,
+                    grads,
+                    weight,
+                    &device,
+                    &mut comm_stats,
+                )?
             };
             model = adam.step(lr, model, grads);
             // One small reduction carries the loss and any pending stop request, so that every
@@ -363,7 +407,11 @@ fn train<B: AutodiffBackend>(
             comm.all_reduce_sum_f64(&mut sums)?;
             let loss_value = sums[0] / sums[1].max(1.0);
             if !loss_value.is_finite() {
-                bail!("training diverged at epoch {} step {}: loss is {loss_value}", epoch + 1, pos.global_step + 1);
+                bail!(
+                    "training diverged at epoch {} step {}: loss is {loss_value}",
+                    epoch + 1,
+                    pos.global_step + 1
+                );
             }
             pos.loss_sum += sums[0];
             pos.seen += sums[1] as u64;
@@ -371,12 +419,19 @@ fn train<B: AutodiffBackend>(
             pos.global_step += 1;
             steps_here += 1;
             images_here += end - start;
+            if main && args.log_steps {
+                append_step(&run_dir, pos.global_step, epoch + 1, loss_value, lr)?;
+            }
             let rate = images_here as f64 / t0.elapsed().as_secs_f64().max(1e-9);
             let step_in_epoch = (end as u64).div_ceil(global_batch as u64);
             progress.update(step_in_epoch, loss_value, rate);
             if sums[2] > 0.0 {
                 let sig = (sums[3] / sums[2]).round() as i32;
-                let reason = if sig > 0 { stop::StopReason::Signal(sig) } else { stop::StopReason::StepBudget };
+                let reason = if sig > 0 {
+                    stop::StopReason::Signal(sig)
+                } else {
+                    stop::StopReason::StepBudget
+                };
                 progress.finish();
                 save(&model, &adam, &pos, None)?;
                 if main {
@@ -388,7 +443,11 @@ fn train<B: AutodiffBackend>(
                         ckpt_dir.join("last.safetensors").display(),
                     );
                 }
-                return Ok(if main { requeue.finish(reason, "[train-mnist]") } else { requeue.exit_code(reason) });
+                return Ok(if main {
+                    requeue.finish(reason, "[train-mnist]")
+                } else {
+                    requeue.exit_code(reason)
+                });
             }
             if args.run.checkpoint_every > 0 && pos.global_step % args.run.checkpoint_every == 0 {
                 save(&model, &adam, &pos, None)?;
@@ -397,17 +456,29 @@ fn train<B: AutodiffBackend>(
         progress.finish();
         let seconds = t0.elapsed().as_secs_f64();
         let img_per_s = images_here as f64 / seconds.max(1e-9);
-        let eval = evaluate_sharded(&model.valid(), &test, args.test_batch_size, &device, comm.as_ref())?;
+        let eval = evaluate_sharded(
+            &model.valid(),
+            &test,
+            args.test_batch_size,
+            &device,
+            comm.as_ref(),
+        )?;
         let mut row = Map::new();
         row.insert("epoch".into(), json!(epoch + 1));
-        row.insert("train_loss".into(), json!(pos.loss_sum / pos.seen.max(1) as f64));
+        row.insert(
+            "train_loss".into(),
+            json!(pos.loss_sum / pos.seen.max(1) as f64),
+        );
         row.insert("test_loss".into(), json!(eval.loss));
         row.insert("test_accuracy".into(), json!(eval.accuracy));
         row.insert("lr".into(), json!(lr));
         row.insert("steps".into(), json!(pos.global_step));
         row.insert("img_per_s".into(), json!(img_per_s));
         row.insert("seconds".into(), json!(seconds));
-        row.insert("allreduce_seconds".into(), json!((comm_stats.time - comm_before).as_secs_f64()));
+        row.insert(
+            "allreduce_seconds".into(),
+            json!((comm_stats.time - comm_before).as_secs_f64()),
+        );
         pos = Position {
             epoch: epoch + 1,
             global_step: pos.global_step,
@@ -427,6 +498,13 @@ fn train<B: AutodiffBackend>(
                 fmt_secs(seconds)
             );
         }
+    }
+    if world > 1 {
+        // Lets a launcher (and the tests) check that every rank holds the same weights.
+        eprintln!(
+            "[train-mnist] rank {rank} parameter digest {:016x}",
+            params::digest(&model)
+        );
     }
     if main {
         if world > 1 && comm_stats.calls > 0 {

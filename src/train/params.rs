@@ -141,3 +141,34 @@ pub fn load<B: Backend, M: Module<B>>(
     }
     Ok(module)
 }
+
+struct Materialize;
+
+impl<B: Backend> ModuleVisitor<B> for Materialize {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let _ = param.val();
+    }
+}
+
+/// Forces Burn's lazy parameter initialisation now. Call it right after building a model from
+/// a seed: otherwise the weights are drawn at first use, from whatever the backend generator
+/// holds then (e.g. a per-step dropout seed), and processes that touch parameters in another
+/// order (a data-parallel broadcast) get other weights.
+pub fn materialize<B: Backend, M: Module<B>>(module: &M) {
+    module.visit(&mut Materialize);
+}
+
+/// FNV-1a hash of every float parameter's bytes, in visiting order: equal digests mean
+/// bit-identical weights.
+pub fn digest<B: Backend, M: Module<B>>(module: &M) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (_, t) in collect(module) {
+        for x in t.data {
+            for b in x.to_le_bytes() {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+    h
+}

@@ -130,10 +130,10 @@ pub struct OdeFunc<B: Backend> {
 struct Branch<B: Backend> {
     /// Rows of the first weight that multiply the state z (2L × H).
     w_z: Tensor<B, 2>,
-    /// The row that multiplies t, [1,1,H].
-    w_t: Tensor<B, 3>,
-    /// `b1 + cov · W_cov`, [B,1,H].
-    base: Tensor<B, 3>,
+    /// The row that multiplies t, [1,H].
+    w_t: Tensor<B, 2>,
+    /// `b1 + cov · W_cov`, [B,H].
+    base: Tensor<B, 2>,
 }
 
 /// [`OdeFunc`] specialised to a batch of trajectories (their covariates and Δt).
@@ -156,22 +156,17 @@ impl<B: Backend> OdeFunc<B> {
     pub fn prepare(&self, cov: Tensor<B, 2>) -> PreparedOde<'_, B> {
         let branch = |net: &Mlp2<B>| {
             let w = net.fc1.weight.val(); // [2L + C + 1, H]
-            let [rows, h] = w.dims();
+            let rows = w.dims()[0];
             let c = cov.dims()[1];
             let z_rows = rows - c - 1;
             let w_z = w.clone().narrow(0, 0, z_rows);
             let w_c = w.clone().narrow(0, z_rows, c);
-            let w_t = w.narrow(0, z_rows + c, 1).reshape([1, 1, h]);
+            let w_t = w.narrow(0, z_rows + c, 1);
             let mut base = cov.clone().matmul(w_c);
             if let Some(b) = &net.fc1.bias {
                 base = base + b.val().unsqueeze::<2>();
             }
-            let bsz = base.dims()[0];
-            Branch {
-                w_z,
-                w_t,
-                base: base.reshape([bsz, 1, h]),
-            }
+            Branch { w_z, w_t, base }
         };
         PreparedOde {
             func: self,
@@ -181,17 +176,29 @@ impl<B: Backend> OdeFunc<B> {
     }
 }
 
+/// `[B·N, B]` one-hot rows: row `b·N + i` selects trajectory b. Multiplying it by a `[B, H]`
+/// per-trajectory bias expands the bias to every node with one small matmul (the flex backend
+/// has no fast path for a `[B,1,H]` broadcast).
+pub fn trajectory_onehot<B: Backend>(b: usize, n: usize, device: &B::Device) -> Tensor<B, 2> {
+    let mut v = vec![0.0f32; b * n * b];
+    for t in 0..b {
+        for i in 0..n {
+            v[(t * n + i) * b + t] = 1.0;
+        }
+    }
+    Tensor::from_data(burn::tensor::TensorData::new(v, [b * n, b]), device)
+}
+
 impl<B: Backend> PreparedOde<'_, B> {
-    /// `f(t, z)` for z [B,N,2L] and per-trajectory times `t` [B,1,1] → [B,N,2L].
-    pub fn eval(&self, t: Tensor<B, 3>, z: Tensor<B, 3>) -> Tensor<B, 3> {
+    /// `f(t, z)` for z [B,N,2L] and per-trajectory times `t` [B,1] → [B,N,2L]; `onehot` from
+    /// [`trajectory_onehot`].
+    pub fn eval(&self, t: Tensor<B, 2>, z: Tensor<B, 3>, onehot: &Tensor<B, 2>) -> Tensor<B, 3> {
         let [b, n, d] = z.dims();
         let zf = z.reshape([b * n, d]);
         let run = |br: &Branch<B>, net: &Mlp2<B>| {
-            let h = br.w_z.dims()[1];
-            let bias = br.base.clone() + t.clone() * br.w_t.clone(); // [B,1,H]
-            let pre = zf.clone().matmul(br.w_z.clone()).reshape([b, n, h]) + bias;
-            let hid = relu(pre).reshape([b * n, h]);
-            net.fc2.forward(hid)
+            let bias = br.base.clone() + t.clone() * br.w_t.clone(); // [B,H]
+            let pre = zf.clone().matmul(br.w_z.clone()) + onehot.clone().matmul(bias);
+            net.fc2.forward(relu(pre))
         };
         let dm = run(&self.morph, &self.func.morph_net);
         let dc = run(&self.conn, &self.func.conn_net);
@@ -202,10 +209,14 @@ impl<B: Backend> PreparedOde<'_, B> {
     /// integration from t = 0 to t = Δt with `steps` steps of size Δt/steps, for every
     /// trajectory of the batch at once although their Δt differ. `dt` [B] → z(Δt) [B,N,2L].
     pub fn integrate(&self, z0: Tensor<B, 3>, dt: Tensor<B, 1>, steps: usize) -> Tensor<B, 3> {
-        let [b] = dt.dims();
+        let [b, n, _] = z0.dims();
+        let onehot = trajectory_onehot::<B>(b, n, &z0.device());
+        let dt2 = dt.clone().reshape([b, 1]);
         let dt3 = dt.reshape([b, 1, 1]);
         let h = 1.0 / steps.max(1) as f64;
-        let f = |s: f64, z: Tensor<B, 3>| self.eval(dt3.clone().mul_scalar(s), z) * dt3.clone();
+        let f = |s: f64, z: Tensor<B, 3>| {
+            self.eval(dt2.clone().mul_scalar(s), z, &onehot) * dt3.clone()
+        };
         let mut z = z0;
         for step in 0..steps {
             let s = step as f64 * h;
@@ -271,11 +282,15 @@ impl<B: Backend> ConnDecoder<B> {
         let s = z_c.clone().matmul(z_c.swap_dims(1, 2));
         let sc = |p: &Param<Tensor<B, 1>>| p.val().reshape([1, 1, 1]);
         let logit = (s.clone() - sc(&self.delta)) * sc(&self.alpha);
+        let b = s.dims()[0];
+        // [1, N·N] so that the broadcast over the batch hits flex's shared-row fast path.
         let off_diag = Tensor::<B, 2>::eye(n, &s.device())
             .neg()
             .add_scalar(1.0)
-            .unsqueeze::<3>();
-        let weight = softplus(s * sc(&self.gamma_new) + sc(&self.beta_new)) * off_diag;
+            .reshape([1, n * n]);
+        let weight = (softplus(s * sc(&self.gamma_new) + sc(&self.beta_new)).reshape([b, n * n])
+            * off_diag)
+            .reshape([b, n, n]);
         let a_pred = sigmoid(logit.clone()) * weight.clone();
         ConnOutput {
             logit,

@@ -117,11 +117,7 @@ impl<'a> FoldData<'a> {
 
     /// The numeric-covariate width (35 by default).
     pub fn numeric_dim(&self) -> usize {
-        self.numeric
-            .iter()
-            .flatten()
-            .next()
-            .map_or(0, |v| v.len())
+        self.numeric.iter().flatten().next().map_or(0, |v| v.len())
     }
 }
 
@@ -380,8 +376,7 @@ impl HostBatch {
                     });
                 }
                 if acc_on && let (Some(k), Some(tk)) = (v.k, traj_of[b].1) {
-                    let enc_k =
-                        push_enc(&mut hb, slice2(&scans[k].a_log), slice2(&data.x[sub][k]));
+                    let enc_k = push_enc(&mut hb, slice2(&scans[k].a_log), slice2(&data.x[sub][k]));
                     hb.acc.push(AccItem {
                         b,
                         traj_j: tj,
@@ -510,10 +505,10 @@ pub fn batch_loss<B: Backend>(
         .reshape([p]);
     // l_e: BCE with positive weight over the upper triangle.
     let y = t3(hb.target_y.clone(), [p, n, n], device);
-    let upper = t3(hb.upper.clone(), [1, n, n], device);
+    let upper = Tensor::<B, 2>::from_data(TensorData::new(hb.upper.clone(), [1, n * n]), device);
     let m = (n * (n - 1) / 2).max(1) as f64;
-    let l_e = (bce_pos_weight(dec.conn.logit, y.clone(), s.edge_pos_weight) * upper)
-        .reshape([p, n * n])
+    let l_e = (bce_pos_weight(dec.conn.logit, y.clone(), s.edge_pos_weight).reshape([p, n * n])
+        * upper)
         .sum_dim(1)
         .reshape([p])
         .div_scalar(m);
@@ -528,15 +523,18 @@ pub fn batch_loss<B: Backend>(
         .expect("f32 predictions");
     let mut keep = Vec::with_capacity(p * n * n);
     for (q, &k) in hb.npos.iter().enumerate() {
-        keep.extend(topk_upper_mask(&host_pred[q * n * n..(q + 1) * n * n], n, k));
+        keep.extend(topk_upper_mask(
+            &host_pred[q * n * n..(q + 1) * n * n],
+            n,
+            k,
+        ));
     }
     let keep = t3(keep, [p, n, n], device);
     let inv_pos = t1::<B>(
         hb.npos.iter().map(|&k| 1.0 / k.max(1) as f32).collect(),
         device,
     );
-    let l_w = (huber((a_pred * keep).log1p() - t3(hb.target_log.clone(), [p, n, n], device))
-        * y)
+    let l_w = (huber((a_pred * keep).log1p() - t3(hb.target_log.clone(), [p, n, n], device)) * y)
         .reshape([p, n * n])
         .sum_dim(1)
         .reshape([p])

@@ -116,7 +116,11 @@ pub fn test_metrics(
     let scored: Vec<(bool, ScMetrics, ScMetrics)> = par_map(&items, |&(sub, pred)| {
         let scans = data.scans(sub);
         let a0 = &scans[0].a_raw;
-        let truth = if scans.len() >= 2 { &scans[1].a_raw } else { a0 };
+        let truth = if scans.len() >= 2 {
+            &scans[1].a_raw
+        } else {
+            a0
+        };
         (
             scans.len() >= 2,
             sc_metrics(pred.view(), truth.view(), a0.view(), topo_bins),

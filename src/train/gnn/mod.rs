@@ -329,6 +329,17 @@ fn step_rng(seed: u64, fold: usize, epoch: usize, step: usize) -> ChaCha8Rng {
     ))
 }
 
+/// User + system CPU time of this process so far (Linux `/proc/self/stat`, 100 ticks/s).
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
 /// Mean validation/test loss over batches of `subjects` (clean inputs, visits 0/1/2), with the
 /// loss schedule of epoch `epoch`.
 pub fn eval_loss<B: Backend>(
@@ -398,6 +409,7 @@ pub fn bench_epoch<B: AutodiffBackend>(
     let settings = LossSettings::default();
     B::seed(device, fold_seed(seed, 0));
     let mut model = model_cfg.init::<B>(device);
+    params::materialize(&model);
     let mut adam = Adam::<B::InnerBackend>::default();
     let order: Vec<usize> = epoch_order(fold.train.len(), seed, epoch as u64)
         .into_iter()
@@ -626,6 +638,7 @@ fn train<B: AutodiffBackend>(
         let data = FoldData::new(cohort, &stats);
         B::seed(&device, fold_seed(args.seed, fold));
         let mut model = config.model.init::<B>(&device);
+        params::materialize(&model);
         let mut adam = Adam::<B::InnerBackend>::default();
         let mut best: Option<Vec<(String, HostTensor)>> = None;
         if let Some(ck) = resume_ck.take() {
@@ -670,6 +683,7 @@ fn train<B: AutodiffBackend>(
                 true,
             );
             let t0 = Instant::now();
+            let cpu0 = process_cpu_seconds();
             let mut subjects_here = 0usize;
             for step in state.step_in_epoch..steps_per_epoch {
                 if let Some(reason) = stop::check(steps_here, args.run.stop_after_steps) {
@@ -705,12 +719,18 @@ fn train<B: AutodiffBackend>(
                 subjects_here += part.len();
                 let rate = subjects_here as f64 / t0.elapsed().as_secs_f64().max(1e-9);
                 progress.update((step + 1) as u64, terms.total, rate);
-                if args.run.checkpoint_every > 0 && state.global_step % args.run.checkpoint_every == 0 {
+                if args.run.checkpoint_every > 0
+                    && state.global_step % args.run.checkpoint_every == 0
+                {
                     save_state(&model, &adam, best.as_ref(), &state, None)?;
                 }
             }
             progress.finish();
             let train_seconds = t0.elapsed().as_secs_f64();
+            let train_cpu_seconds = match (cpu0, process_cpu_seconds()) {
+                (Some(a), Some(b)) => b - a,
+                _ => f64::NAN,
+            };
 
             let valid = model.valid();
             let val = eval_loss(
@@ -776,6 +796,11 @@ fn train<B: AutodiffBackend>(
             row.insert(
                 "train_subjects_per_s".into(),
                 json!(subjects_here as f64 / train_seconds.max(1e-9)),
+            );
+            row.insert("train_cpu_seconds".into(), json!(train_cpu_seconds));
+            row.insert(
+                "train_cpu_seconds_per_subject".into(),
+                json!(train_cpu_seconds / subjects_here.max(1) as f64),
             );
             row.insert("seconds".into(), json!(t0.elapsed().as_secs_f64()));
 
