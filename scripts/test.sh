@@ -1,34 +1,53 @@
 #!/usr/bin/env bash
 # The README's second command, and what CI runs (.ci/run): installs what the tests need, then
-#   1. the default build (flex only) and every test;
-#   2. the `tch` + `cuda` build against PyTorch 2.9.0, with the tests that need those backends
-#      (CUDA itself cannot run here: that build is compiled and its no-driver path tested).
-# Each stage prints its wall time. Set TRAINER_SKIP_FEATURES=1 to run stage 1 only.
+#   1. the default build (flex CPU backend + MPI data-parallel) and every test, against a real
+#      one-node Slurm and OpenMPI started here;
+#   2. the job templates and container images (scripts/test-jobs.sh);
+#   3. the `tch` + `cuda` (+ `mpi`) build against PyTorch 2.9.0, with the tests of those backends
+#      (CUDA itself cannot run without a GPU: that build is compiled and its no-driver path tested).
+# Each stage prints its wall time. TRAINER_SKIP_FEATURES=1 skips stage 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage() { echo; echo "=== $* ($(date +%T))"; STAGE_T0=$(date +%s); }
 done_stage() { echo "=== done in $(( $(date +%s) - STAGE_T0 )) s"; }
+T_ALL=$(date +%s)
 
-stage "setup (packages, data, Slurm)"
+stage "setup (packages, data, MPI, Slurm)"
 scripts/setup.sh
+if ! command -v mpirun >/dev/null || [ ! -e /usr/include/x86_64-linux-gnu/openmpi ] && [ ! -e /usr/lib/x86_64-linux-gnu/openmpi/include ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenmpi-dev openmpi-bin libclang-dev >/dev/null
+fi
 eval "$(scripts/slurm-up.sh)"
 trap 'scripts/slurm-down.sh || true' EXIT
 export TRAINER_REQUIRE_SLURM=1
 done_stage
 
-stage "default build + tests"
-cargo build --release --all-targets
-cargo test --release
+stage "build (default backend + mpi)"
+cargo build --release --features mpi --all-targets
 done_stage
+
+stage "tests (default backend + mpi)"
+cargo test --release --features mpi
+done_stage
+
+if [ -x scripts/test-jobs.sh ]; then
+  stage "job templates and containers"
+  scripts/test-jobs.sh
+  done_stage
+fi
 
 if [ "${TRAINER_SKIP_FEATURES:-0}" != 1 ]; then
   stage "PyTorch 2.9.0 for the tch backend"
   eval "$(scripts/setup-torch.sh)"
   done_stage
-  stage "tch + cuda build + backend tests"
-  # A separate target dir keeps the default build's artefacts (Burn features differ).
+  stage "build (tch + cuda + mpi)"
+  # A separate target dir keeps the default build's artefacts (Burn's features differ).
   export CARGO_TARGET_DIR=target/features
-  cargo build --release --features tch,cuda --all-targets
-  cargo test --release --features tch,cuda --test backend_errors --test backend_tch --lib
+  cargo build --release --features tch,cuda,mpi --all-targets
+  done_stage
+  stage "tests (tch + cuda + mpi)"
+  cargo test --release --features tch,cuda,mpi --lib --test backend_errors --test backend_tch
   done_stage
 fi
+echo "=== all stages done in $(( $(date +%s) - T_ALL )) s"

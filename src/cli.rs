@@ -170,9 +170,15 @@ pub struct BenchArgs {
     /// MNIST-format data; synthetic images of the right shape are used when absent.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// gnn: subjects of the synthetic cohort generated for the benchmark.
+    #[arg(long, default_value_t = 60)]
+    pub subjects: usize,
+    /// gnn: nodes per connectome of the synthetic cohort.
+    #[arg(long, default_value_t = 400)]
+    pub nodes: usize,
     #[arg(long, default_value_t = 64)]
     pub batch_size: usize,
-    /// Timed steps per backend (after the warm-up).
+    /// mnist: timed steps per backend (after the warm-up).
     #[arg(long, default_value_t = 30)]
     pub steps: usize,
     /// Warm-up steps, excluded from the timing.
@@ -185,7 +191,11 @@ pub struct BenchArgs {
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BenchTarget {
+    /// MNIST CNN: training and inference img/s.
     Mnist,
+    /// CLG-ODE on a synthetic cohort: seconds per epoch, CPU seconds per training subject,
+    /// peak memory (reference defaults, batch 2).
+    Gnn,
 }
 
 #[derive(Subcommand, Debug)]

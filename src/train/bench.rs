@@ -108,6 +108,9 @@ fn synthetic(n: usize) -> MnistSplit {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
+    if args.target == crate::cli::BenchTarget::Gnn {
+        return super::bench_gnn::run(&args);
+    }
     let data = match &args.data_dir {
         Some(d) => mnist::load_split(d, Split::Train)?,
         None => synthetic(4096),

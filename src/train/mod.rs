@@ -2,6 +2,7 @@
 //! run directory, stop requests; plus one training loop per model.
 
 pub mod bench;
+pub mod bench_gnn;
 pub mod checkpoint;
 pub mod ddp;
 pub mod eval;

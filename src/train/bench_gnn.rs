@@ -1,0 +1,170 @@
+//! `trainer bench gnn`: CLG-ODE training cost on a synthetic cohort (reference defaults apart
+//! from epochs): wall seconds per epoch, CPU seconds per training subject per epoch and peak
+//! resident memory, for every compiled backend and usable device, in one run.
+
+use anyhow::Result;
+use burn::tensor::backend::AutodiffBackend;
+use serde::Serialize;
+
+use crate::backend::{self, BackendJob, Placement};
+use crate::cli::BenchArgs;
+use crate::data::connectome::{CohortPaths, LoadOptions, load_cohort, write_synthetic_cohort};
+use crate::models::clg_ode::ClgOdeConfig;
+
+use super::gnn::bench_epoch;
+use super::rundir::write_json;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GnnBenchRow {
+    pub backend: String,
+    pub device: String,
+    /// 0: manifold + KL terms only; 20: velocity and acceleration terms on as well.
+    pub schedule_epoch: usize,
+    pub training_subjects: usize,
+    pub seconds_per_epoch: f64,
+    pub cpu_seconds_per_subject: f64,
+    pub error: Option<String>,
+}
+
+/// User + system CPU seconds of this process so far (Linux `/proc/self/stat`).
+pub fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        f.get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Peak resident set size of this process in bytes (`VmHWM`).
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+struct Job<'a> {
+    cohort: &'a crate::data::connectome::Cohort,
+    cfg: &'a ClgOdeConfig,
+}
+
+impl BackendJob for Job<'_> {
+    type Output = Vec<(usize, usize, f64, f64)>;
+    fn run<B: AutodiffBackend>(self, device: B::Device, _p: Placement) -> Result<Self::Output> {
+        let mut out = Vec::new();
+        for schedule in [0usize, 20] {
+            let cpu0 = cpu_seconds();
+            let r = bench_epoch::<B>(self.cohort, self.cfg, 2, schedule, 42, &device)?;
+            let cpu = cpu_seconds() - cpu0;
+            out.push((
+                schedule,
+                r.subjects,
+                r.seconds,
+                cpu / r.subjects.max(1) as f64,
+            ));
+        }
+        Ok(out)
+    }
+}
+
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let tmp = std::env::temp_dir().join(format!("trainer-bench-gnn-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    eprintln!(
+        "[bench] synthetic cohort: {} subjects x {} nodes",
+        args.subjects, args.nodes
+    );
+    write_synthetic_cohort(&tmp, args.subjects, args.nodes, 1)?;
+    let loaded = load_cohort(&CohortPaths::under(&tmp), &LoadOptions::default());
+    let _ = std::fs::remove_dir_all(&tmp);
+    let (cohort, _) = loaded?;
+    let numeric = cohort
+        .subjects
+        .first()
+        .and_then(|s| s.scans.first())
+        .map_or(35, |s| 3 + s.ecc.len());
+    let mut cfg = ClgOdeConfig::new(cohort.n_metrics(), cohort.site_vocab);
+    cfg.numeric_cov_dim = numeric;
+    cfg.sex_vocab = cohort.sex_vocab;
+    let mut rows = Vec::new();
+    for placement in backend::available_placements() {
+        eprintln!(
+            "[bench] gnn on {} {} ...",
+            placement.backend.name(),
+            placement.device
+        );
+        let result = backend::dispatch(
+            placement,
+            Job {
+                cohort: &cohort,
+                cfg: &cfg,
+            },
+        );
+        match result {
+            Ok(v) => {
+                for (schedule, subjects, secs, cpu) in v {
+                    rows.push(GnnBenchRow {
+                        backend: placement.backend.name().into(),
+                        device: placement.device.to_string(),
+                        schedule_epoch: schedule,
+                        training_subjects: subjects,
+                        seconds_per_epoch: secs,
+                        cpu_seconds_per_subject: cpu,
+                        error: None,
+                    })
+                }
+            }
+            Err(e) => rows.push(GnnBenchRow {
+                backend: placement.backend.name().into(),
+                device: placement.device.to_string(),
+                schedule_epoch: 0,
+                training_subjects: 0,
+                seconds_per_epoch: f64::NAN,
+                cpu_seconds_per_subject: f64::NAN,
+                error: Some(format!("{e:#}")),
+            }),
+        }
+    }
+    let peak = peak_rss_bytes();
+    println!(
+        "{:<8} {:<8} {:>9} {:>9} {:>12} {:>14}",
+        "backend", "device", "schedule", "subjects", "s/epoch", "CPU s/subject"
+    );
+    for r in &rows {
+        println!(
+            "{:<8} {:<8} {:>9} {:>9} {:>12.2} {:>14.3}{}",
+            r.backend,
+            r.device,
+            r.schedule_epoch,
+            r.training_subjects,
+            r.seconds_per_epoch,
+            r.cpu_seconds_per_subject,
+            r.error
+                .as_deref()
+                .map(|e| format!("  error: {e}"))
+                .unwrap_or_default()
+        );
+    }
+    println!("peak RSS {:.2} GB", peak as f64 / 1e9);
+    let json = serde_json::json!({
+        "target": "gnn", "subjects": args.subjects, "nodes": args.nodes,
+        "peak_rss_bytes": peak, "rows": rows,
+    });
+    println!("{}", serde_json::to_string(&json)?);
+    if let Some(path) = &args.json {
+        write_json(path, &json)?;
+    }
+    Ok(())
+}
