@@ -1,0 +1,77 @@
+"""PyTorch's examples/mnist CNN, timed like `trainer bench mnist`: training and inference img/s
+at batch 64 on the same data, warm-up excluded. For comparing the trainer's backends with
+PyTorch itself on the same cores:
+
+    eval "$(scripts/setup-torch.sh)"   # PyTorch 2.9.0 venv
+    python benches/pytorch_mnist.py [DATA_DIR] [--steps 30] [--warmup 5] [--threads N]
+"""
+import argparse, gzip, os, time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.dropout1 = nn.Dropout(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(9216, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.relu(self.conv2(x))
+        x = self.dropout1(F.max_pool2d(x, 2))
+        x = self.dropout2(F.relu(self.fc1(torch.flatten(x, 1))))
+        return self.fc2(x)
+
+
+def load(data_dir, n):
+    with gzip.open(os.path.join(data_dir, "train-images-idx3-ubyte.gz")) as f:
+        raw = f.read()
+    with gzip.open(os.path.join(data_dir, "train-labels-idx1-ubyte.gz")) as f:
+        lab = f.read()
+    x = torch.frombuffer(bytearray(raw[16:16 + n * 784]), dtype=torch.uint8).float().view(n, 1, 28, 28)
+    y = torch.frombuffer(bytearray(lab[8:8 + n]), dtype=torch.uint8).long()
+    return ((x / 255.0) - 0.1307) / 0.3081, y
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("data_dir", nargs="?", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    bs, total = a.batch_size, a.steps + a.warmup
+    x, y = load(a.data_dir, bs * total)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.train()
+    for i in range(total):
+        if i == a.warmup:
+            t0 = time.perf_counter()
+        xb, yb = x[i * bs:(i + 1) * bs], y[i * bs:(i + 1) * bs]
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    train = bs * a.steps / (time.perf_counter() - t0)
+    model.eval()
+    with torch.no_grad():
+        for i in range(total):
+            if i == a.warmup:
+                t0 = time.perf_counter()
+            model(x[i * bs:(i + 1) * bs]).argmax(1)
+    infer = bs * a.steps / (time.perf_counter() - t0)
+    print(f"pytorch {torch.__version__} threads {a.threads}: train {train:.1f} img/s, infer {infer:.1f} img/s")
+
+
+if __name__ == "__main__":
+    main()
