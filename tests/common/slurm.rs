@@ -1,4 +1,5 @@
 //! Access to the real one-node Slurm of `scripts/slurm-up.sh`, for the tests that submit jobs.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::Command;
