@@ -61,14 +61,14 @@ impl NcclWorld {
         let _g = Guard::enter();
         let mut dev = self
             .stream
-            .memcpy_stod(buf)
+            .clone_htod(buf)
             .context("host to device copy")?;
         self.comm
             .all_reduce_in_place(&mut dev, &ReduceOp::Sum)
             .map_err(|e| anyhow::anyhow!("ncclAllReduce failed: {e:?}"))?;
         let back = self
             .stream
-            .memcpy_dtov(&dev)
+            .clone_dtoh(&dev)
             .context("device to host copy")?;
         buf.copy_from_slice(&back);
         Ok(())
