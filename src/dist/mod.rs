@@ -66,7 +66,28 @@ pub fn init() -> Result<Box<dyn Collective>> {
     #[cfg(feature = "mpi")]
     let comm: Box<dyn Collective> = mpi_comm::MpiWorld::init()?;
     #[cfg(not(feature = "mpi"))]
-    let comm: Box<dyn Collective> = Box::new(Single);
+    let comm: Box<dyn Collective> = {
+        // mpirun / PMI launchers set these; without MPI every process would train alone and
+        // all of them would write the same run directory.
+        for var in [
+            "OMPI_COMM_WORLD_SIZE",
+            "PMI_SIZE",
+            "PMIX_SIZE",
+            "MPI_LOCALNRANKS",
+        ] {
+            if std::env::var(var)
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .is_some_and(|n| n > 1)
+            {
+                anyhow::bail!(
+                    "launched as one of several MPI ranks ({var} is set) but this binary was built \
+                     without MPI: rebuild with `cargo build --release --features mpi`"
+                );
+            }
+        }
+        Box::new(Single)
+    };
     check_world(
         comm.rank(),
         comm.size(),

@@ -59,10 +59,7 @@ impl NcclWorld {
         buf: &mut [T],
     ) -> Result<()> {
         let _g = Guard::enter();
-        let mut dev = self
-            .stream
-            .clone_htod(buf)
-            .context("host to device copy")?;
+        let mut dev = self.stream.clone_htod(buf).context("host to device copy")?;
         self.comm
             .all_reduce_in_place(&mut dev, &ReduceOp::Sum)
             .map_err(|e| anyhow::anyhow!("ncclAllReduce failed: {e:?}"))?;
