@@ -27,6 +27,19 @@ impl MpiWorld {
     }
 }
 
+impl MpiWorld {
+    /// Element-wise sum over ranks, in place (the watchdog guards the call).
+    fn sum_in_place<T: mpi::datatype::Equivalence + Copy>(&self, buf: &mut [T]) -> Result<()> {
+        if self.world.size() > 1 {
+            let _g = Guard::enter();
+            let send = buf.to_vec();
+            self.world
+                .all_reduce_into(&send[..], buf, SystemOperation::sum());
+        }
+        Ok(())
+    }
+}
+
 impl Collective for MpiWorld {
     fn rank(&self) -> usize {
         self.world.rank() as usize
@@ -38,22 +51,10 @@ impl Collective for MpiWorld {
         "mpi"
     }
     fn all_reduce_sum_f32(&self, buf: &mut [f32]) -> Result<()> {
-        if self.size() > 1 {
-            let _g = Guard::enter();
-            let send = buf.to_vec();
-            self.world
-                .all_reduce_into(&send[..], buf, SystemOperation::sum());
-        }
-        Ok(())
+        self.sum_in_place(buf)
     }
     fn all_reduce_sum_f64(&self, buf: &mut [f64]) -> Result<()> {
-        if self.size() > 1 {
-            let _g = Guard::enter();
-            let send = buf.to_vec();
-            self.world
-                .all_reduce_into(&send[..], buf, SystemOperation::sum());
-        }
-        Ok(())
+        self.sum_in_place(buf)
     }
     fn broadcast_f32(&self, buf: &mut [f32], root: usize) -> Result<()> {
         if self.size() > 1 {
