@@ -128,24 +128,6 @@ pub fn epoch_order(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
     order
 }
 
-/// The checkpoint to resume from, if any.
-fn resume_source(resume: Option<&str>, run_dir: &Path) -> Result<Option<PathBuf>> {
-    match resume {
-        None => Ok(None),
-        Some("auto") => {
-            let last = run_dir.join("checkpoints").join("last.safetensors");
-            Ok(last.is_file().then_some(last))
-        }
-        Some(p) => {
-            let p = PathBuf::from(p);
-            if !p.is_file() {
-                bail!("--resume {}: no such checkpoint file", p.display());
-            }
-            Ok(Some(p))
-        }
-    }
-}
-
 fn load_data(args: &MnistArgs) -> Result<(MnistSplit, MnistSplit)> {
     let mut train = mnist::load_split(&args.data_dir, Split::Train)?;
     let mut test = mnist::load_split(&args.data_dir, Split::Test)?;
@@ -222,7 +204,7 @@ fn train<B: AutodiffBackend>(
     comm.broadcast_bytes(&mut dir_bytes, 0)?;
     let run_dir = PathBuf::from(String::from_utf8_lossy(&dir_bytes).into_owned());
     stop::install()?;
-    let resume = resume_source(args.run.resume.as_deref(), &run_dir)?;
+    let resume = rundir::resume_source(args.run.resume.as_deref(), &run_dir)?;
 
     let config = MnistConfig {
         data_dir: args.data_dir.clone(),

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::cli::RunArgs;
@@ -159,6 +159,25 @@ impl RunMeta {
                 .cloned()
                 .unwrap_or_else(|| serde_json::json!("not run (CPU device)")),
             extra: Default::default(),
+        }
+    }
+}
+
+/// The checkpoint to resume from: a given file, or with `auto` the run directory's
+/// `checkpoints/last.safetensors` when it exists.
+pub fn resume_source(resume: Option<&str>, run_dir: &Path) -> Result<Option<PathBuf>> {
+    match resume {
+        None => Ok(None),
+        Some("auto") => {
+            let last = run_dir.join("checkpoints").join("last.safetensors");
+            Ok(last.is_file().then_some(last))
+        }
+        Some(p) => {
+            let p = PathBuf::from(p);
+            if !p.is_file() {
+                bail!("--resume {}: no such checkpoint file", p.display());
+            }
+            Ok(Some(p))
         }
     }
 }

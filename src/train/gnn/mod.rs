@@ -457,20 +457,7 @@ fn train<B: AutodiffBackend>(
 
     let runs_root = args.results_dir.join("runs");
     let run_dir = rundir::resolve(&args.run, &runs_root)?;
-    let resume = match args.run.resume.as_deref() {
-        None => None,
-        Some("auto") => {
-            let last = run_dir.join("checkpoints").join("last.safetensors");
-            last.is_file().then_some(last)
-        }
-        Some(p) => {
-            let p = PathBuf::from(p);
-            if !p.is_file() {
-                bail!("--resume {}: no such checkpoint file", p.display());
-            }
-            Some(p)
-        }
-    };
+    let resume = rundir::resume_source(args.run.resume.as_deref(), &run_dir)?;
     rundir::create(&run_dir)?;
     stop::install()?;
     let ckpt_dir = run_dir.join("checkpoints");
