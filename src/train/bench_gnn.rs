@@ -13,6 +13,7 @@ use crate::models::clg_ode::ClgOdeConfig;
 
 use super::gnn::bench_epoch;
 use super::rundir::write_json;
+use super::usage::{cpu_seconds, peak_rss_bytes};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct GnnBenchRow {
@@ -24,35 +25,6 @@ pub struct GnnBenchRow {
     pub seconds_per_epoch: f64,
     pub cpu_seconds_per_subject: f64,
     pub error: Option<String>,
-}
-
-/// User + system CPU seconds of this process so far (Linux `/proc/self/stat`).
-pub fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return f64::NAN;
-    };
-    // Fields after the command name (which is in parentheses and may contain spaces).
-    let rest = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        f.get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-/// Peak resident set size of this process in bytes (`VmHWM`).
-pub fn peak_rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
 }
 
 struct Job<'a> {

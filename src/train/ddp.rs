@@ -13,6 +13,7 @@ use burn::tensor::backend::AutodiffBackend;
 
 use super::optim::Grads;
 use super::params;
+use super::stop::{self, StopReason};
 use crate::dist::Collective;
 
 /// Time and bytes spent in gradient all-reduces (for benchmarks and logs).
@@ -51,13 +52,16 @@ struct FlattenGrads<'a, B: AutodiffBackend> {
     grads: &'a GradientsParams,
     flat: Vec<f32>,
     lens: Vec<usize>,
+    present: Vec<bool>,
     _b: std::marker::PhantomData<B>,
 }
 
 impl<B: AutodiffBackend> ModuleVisitor<B> for FlattenGrads<'_, B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         let n: usize = param.val().dims().iter().product();
-        match self.grads.get::<B::InnerBackend, D>(param.id) {
+        let grad = self.grads.get::<B::InnerBackend, D>(param.id);
+        self.present.push(grad.is_some());
+        match grad {
             Some(g) => {
                 let v = g
                     .into_data()
@@ -73,9 +77,39 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for FlattenGrads<'_, B> {
     }
 }
 
+/// A model's gradients as one flat buffer in visiting order (zeros for a parameter without
+/// one), with each parameter's size and whether it had a gradient.
+pub struct FlatGrads {
+    pub flat: Vec<f32>,
+    pub lens: Vec<usize>,
+    pub present: Vec<bool>,
+}
+
+/// Every parameter's gradient in visiting order, concatenated.
+pub fn flatten_grads<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: &M,
+    grads: &GradientsParams,
+) -> FlatGrads {
+    let mut v = FlattenGrads::<B> {
+        grads,
+        flat: Vec::new(),
+        lens: Vec::new(),
+        present: Vec::new(),
+        _b: Default::default(),
+    };
+    model.visit(&mut v);
+    FlatGrads {
+        flat: v.flat,
+        lens: v.lens,
+        present: v.present,
+    }
+}
+
 /// Sums `weight × gradient` over ranks in one fused all-reduce and returns the result as flat
 /// per-parameter gradients. With weights `n_rank / n_global` this is the gradient of the mean
-/// loss over the global batch, whatever the shard sizes.
+/// loss over the global batch, whatever the shard sizes. A parameter that had a gradient on no
+/// rank (outside this step's graph everywhere) gets none, so the optimiser leaves it alone
+/// exactly as a single process would; one extra value per parameter carries that fact.
 pub fn all_reduce_grads<B: AutodiffBackend, M: AutodiffModule<B>>(
     comm: &dyn Collective,
     model: &M,
@@ -84,36 +118,75 @@ pub fn all_reduce_grads<B: AutodiffBackend, M: AutodiffModule<B>>(
     device: &B::Device,
     stats: &mut CommStats,
 ) -> Result<Grads<B>> {
-    let mut v = FlattenGrads::<B> {
-        grads: &grads,
-        flat: Vec::new(),
-        lens: Vec::new(),
-        _b: Default::default(),
-    };
-    model.visit(&mut v);
-    let (mut flat, lens) = (v.flat, v.lens);
+    let FlatGrads {
+        mut flat,
+        lens,
+        present,
+    } = flatten_grads(model, &grads);
     if weight != 1.0 {
         flat.iter_mut().for_each(|x| *x *= weight);
     }
+    let n_values = flat.len();
+    flat.extend(present.iter().map(|&p| if p { 1.0 } else { 0.0 }));
     let t0 = Instant::now();
     comm.all_reduce_sum_f32(&mut flat)?;
     stats.time += t0.elapsed();
     stats.calls += 1;
     stats.bytes += (flat.len() * 4) as u64;
+    let present = flat.split_off(n_values);
     let mut out = Vec::with_capacity(lens.len());
     let mut offset = 0;
-    for n in lens {
+    for (n, any) in lens.into_iter().zip(present) {
         let slice = flat[offset..offset + n].to_vec();
-        out.push(Tensor::<B::InnerBackend, 1>::from_data(
-            TensorData::new(slice, [n]),
-            device,
-        ));
+        out.push(
+            (any > 0.0).then(|| {
+                Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(slice, [n]), device)
+            }),
+        );
         offset += n;
     }
     if offset != flat.len() {
         bail!("gradient buffer size mismatch");
     }
     Ok(Grads::Flat(out))
+}
+
+/// Stop requests in the order one is chosen when ranks disagree.
+const STOP_SIGNALS: [i32; 4] = [
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGUSR1,
+    signal_hook::consts::SIGUSR2,
+];
+
+/// Sums `values` over ranks in one small all-reduce that also carries every rank's pending stop
+/// request (a signal, or `steps_done` reaching `budget`), so that all ranks stop after the same
+/// step. Returns the stop reason they agree on: a signal any rank received (SIGTERM first), else
+/// the step budget.
+pub fn sum_with_stop(
+    comm: &dyn Collective,
+    values: &mut Vec<f64>,
+    steps_done: u64,
+    budget: Option<u64>,
+) -> Result<Option<StopReason>> {
+    let n = values.len();
+    let mut votes = [0.0f64; STOP_SIGNALS.len() + 1];
+    match stop::check(steps_done, budget) {
+        Some(StopReason::Signal(s)) => {
+            let i = STOP_SIGNALS.iter().position(|&x| x == s).unwrap_or(0);
+            votes[i] = 1.0;
+        }
+        Some(StopReason::StepBudget) => votes[STOP_SIGNALS.len()] = 1.0,
+        None => {}
+    }
+    values.extend_from_slice(&votes);
+    comm.all_reduce_sum_f64(values)?;
+    let votes = values.split_off(n);
+    Ok(match votes.iter().position(|&v| v > 0.0) {
+        Some(i) if i < STOP_SIGNALS.len() => Some(StopReason::Signal(STOP_SIGNALS[i])),
+        Some(_) => Some(StopReason::StepBudget),
+        None => None,
+    })
 }
 
 /// The half-open range of positions `[lo, hi)` of a global batch `[start, end)` that `rank`
@@ -129,7 +202,18 @@ pub fn shard(start: usize, end: usize, rank: usize, size: usize) -> (usize, usiz
 
 #[cfg(test)]
 mod tests {
-    use super::shard;
+    use super::{shard, sum_with_stop};
+    use crate::dist::Single;
+
+    #[test]
+    fn stop_votes_ride_along_and_are_removed() {
+        let mut v = vec![1.5, 2.0];
+        assert_eq!(sum_with_stop(&Single, &mut v, 3, Some(5)).unwrap(), None);
+        assert_eq!(v, [1.5, 2.0]);
+        let r = sum_with_stop(&Single, &mut v, 5, Some(5)).unwrap();
+        assert_eq!(r, Some(super::StopReason::StepBudget));
+        assert_eq!(v, [1.5, 2.0]);
+    }
 
     #[test]
     fn shards_cover_the_batch_once() {

@@ -353,7 +353,7 @@ fn train<B: AutodiffBackend>(
                 &device,
                 mix(mix(args.seed, 0x5eed_0000 + pos.global_step), rank as u64),
             );
-            let mut sums = [0.0f64; 4];
+            let mut sums = vec![0.0f64; 2];
             let grads = if idx.is_empty() {
                 GradientsParams::new()
             } else {
@@ -379,14 +379,12 @@ fn train<B: AutodiffBackend>(
             // One small reduction carries the loss and any pending stop request, so that every
             // rank stops at the same step.
             sums[1] = idx.len() as f64;
-            if let Some(reason) = stop::check(steps_here + 1, args.run.stop_after_steps) {
-                sums[2] = 1.0;
-                sums[3] = match reason {
-                    stop::StopReason::Signal(s) => s as f64,
-                    stop::StopReason::StepBudget => 0.0,
-                };
-            }
-            comm.all_reduce_sum_f64(&mut sums)?;
+            let stop_reason = ddp::sum_with_stop(
+                comm.as_ref(),
+                &mut sums,
+                steps_here + 1,
+                args.run.stop_after_steps,
+            )?;
             let loss_value = sums[0] / sums[1].max(1.0);
             if !loss_value.is_finite() {
                 bail!(
@@ -407,13 +405,7 @@ fn train<B: AutodiffBackend>(
             let rate = images_here as f64 / t0.elapsed().as_secs_f64().max(1e-9);
             let step_in_epoch = (end as u64).div_ceil(global_batch as u64);
             progress.update(step_in_epoch, loss_value, rate);
-            if sums[2] > 0.0 {
-                let sig = (sums[3] / sums[2]).round() as i32;
-                let reason = if sig > 0 {
-                    stop::StopReason::Signal(sig)
-                } else {
-                    stop::StopReason::StepBudget
-                };
+            if let Some(reason) = stop_reason {
                 progress.finish();
                 save(&model, &adam, &pos, None)?;
                 if main {

@@ -14,3 +14,4 @@ pub mod params;
 pub mod progress;
 pub mod rundir;
 pub mod stop;
+pub mod usage;

@@ -24,8 +24,10 @@ struct Slot<B: Backend> {
 pub enum Grads<B: AutodiffBackend> {
     /// Straight from `backward()`.
     Params(GradientsParams),
-    /// One flat gradient per parameter in visiting order (e.g. after an all-reduce).
-    Flat(Vec<Tensor<B::InnerBackend, 1>>),
+    /// One flat gradient per parameter in visiting order (e.g. after an all-reduce); `None`
+    /// for a parameter that no rank computed a gradient for, which is left alone as
+    /// `Params` leaves a parameter without gradient.
+    Flat(Vec<Option<Tensor<B::InnerBackend, 1>>>),
 }
 
 pub struct Adam<B: Backend> {
@@ -62,7 +64,7 @@ impl<AB: AutodiffBackend> ModuleMapper<AB> for StepMapper<'_, AB> {
         let n: usize = dims.iter().product();
         let grad: Option<Tensor<AB::InnerBackend, 1>> = match self.grads {
             Grads::Params(g) => g.remove::<AB::InnerBackend, D>(id).map(|g| g.reshape([n])),
-            Grads::Flat(v) => v.get(i).cloned(),
+            Grads::Flat(v) => v.get(i).cloned().flatten(),
         };
         let Some(grad) = grad else {
             return Param::from_mapped_value(id, tensor, mapper);

@@ -234,8 +234,9 @@ pub struct HostBatch {
 
 /// How a batch is drawn.
 pub enum Mode<'r, R: Rng> {
-    /// Random visits and augmentation from this generator.
-    Train(&'r mut R),
+    /// Random visits and augmentation, one generator per subject (in batch order), so that a
+    /// subject's draws do not depend on which batch or rank it lands in.
+    Train(&'r mut [R]),
     /// Clean inputs and visits (0, 1, 2).
     Eval,
 }
@@ -255,12 +256,16 @@ impl HostBatch {
         let f = data.cohort.n_metrics();
         let nb = subjects.len();
         let numeric_dim = data.numeric_dim();
+        if let Mode::Train(rngs) = &mode {
+            assert_eq!(rngs.len(), nb, "one generator per subject");
+        }
         let visits: Vec<Visits> = subjects
             .iter()
-            .map(|&sub| {
+            .enumerate()
+            .map(|(b, &sub)| {
                 let len = data.scans(sub).len();
                 match &mut mode {
-                    Mode::Train(rng) => sample_visits(len, s.adjacent_pair_prob, *rng),
+                    Mode::Train(rngs) => sample_visits(len, s.adjacent_pair_prob, &mut rngs[b]),
                     Mode::Eval => fixed_visits(len),
                 }
             })
@@ -310,7 +315,8 @@ impl HostBatch {
         // Denoising input of visit i (augmented in training; clean = row b in evaluation).
         for (b, (&sub, v)) in subjects.iter().zip(&visits).enumerate() {
             match &mut mode {
-                Mode::Train(rng) => {
+                Mode::Train(rngs) => {
+                    let rng = &mut rngs[b];
                     let scan = &data.scans(sub)[v.i];
                     let mut a = slice2(&scan.a_log).to_vec();
                     if s.sc_pos_edge_drop_prob > 0.0 {
@@ -328,7 +334,7 @@ impl HostBatch {
                     }
                     let x: Vec<f32> = slice2(&data.x[sub][v.i])
                         .iter()
-                        .map(|&x| x + (s.morph_noise_sigma * std_normal(*rng)) as f32)
+                        .map(|&x| x + (s.morph_noise_sigma * std_normal(rng)) as f32)
                         .collect();
                     let row = push_enc(&mut hb, &a, &x);
                     hb.d_rows.push(row as i64);
@@ -410,6 +416,14 @@ impl HostBatch {
         self.npos.push(npos);
     }
 
+    /// Items of the velocity and acceleration terms.
+    pub fn vel_items(&self) -> usize {
+        self.vel.len()
+    }
+    pub fn acc_items(&self) -> usize {
+        self.acc.len()
+    }
+
     /// Number of predictions scored (D rows + forecasts).
     pub fn n_predictions(&self) -> usize {
         self.pred_w.len()
@@ -451,12 +465,47 @@ pub struct Terms {
     pub predictions: usize,
 }
 
-/// The batch's total loss (a 1-element tensor, differentiable on an autodiff backend) and its
-/// terms on the host.
+impl Terms {
+    /// `total` from the parts: manifold + λ_kl·KL, plus the velocity and acceleration terms
+    /// where the batch had any.
+    pub fn with_total(mut self, s: &LossSettings) -> Self {
+        self.total = self.manifold + s.lambda_kl * self.kl;
+        if self.vel_count > 0 {
+            self.total += s.lambda_vel * self.vel;
+        }
+        if self.acc_count > 0 {
+            self.total += s.lambda_acc * self.acc;
+        }
+        self
+    }
+}
+
+/// Scales of a batch's loss parts in the tensor that is differentiated. A rank of a
+/// data-parallel step scores its shard of the global batch with (its subjects / all subjects)
+/// for the per-subject means and (its items / all items) for the velocity and acceleration
+/// means, so that the gradients summed over ranks are those of the global batch's loss.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TermWeights {
+    pub subjects: f64,
+    pub vel: f64,
+    pub acc: f64,
+}
+
+impl TermWeights {
+    pub const ONE: TermWeights = TermWeights {
+        subjects: 1.0,
+        vel: 1.0,
+        acc: 1.0,
+    };
+}
+
+/// The batch's loss, scaled by `w` (a 1-element tensor, differentiable on an autodiff backend),
+/// and its unscaled terms on the host.
 pub fn batch_loss<B: Backend>(
     model: &ClgOde<B>,
     hb: &HostBatch,
     s: &LossSettings,
+    w: TermWeights,
     device: &B::Device,
 ) -> (Tensor<B, 1>, Terms) {
     let (n, f, nb) = (hb.n, hb.f, hb.nb);
@@ -544,7 +593,7 @@ pub fn batch_loss<B: Backend>(
         .sum()
         .div_scalar(nb as f64);
 
-    let mut total = manifold.clone() + kl.clone().mul_scalar(s.lambda_kl);
+    let mut total = (manifold.clone() + kl.clone().mul_scalar(s.lambda_kl)).mul_scalar(w.subjects);
     let zero = || Tensor::<B, 1>::zeros([1], device);
     let mut vel = zero();
     let mut acc = zero();
@@ -560,7 +609,7 @@ pub fn batch_loss<B: Backend>(
             let v_model = (zpj - zei.clone()) / dt.clone();
             let v_obs = ((zej - zei) / dt).detach();
             vel = huber(v_model - v_obs).mean();
-            total = total + vel.clone().mul_scalar(s.lambda_vel);
+            total = total + vel.clone().mul_scalar(s.lambda_vel * w.vel);
         }
         if !hb.acc.is_empty() {
             let it = &hb.acc;
@@ -580,13 +629,12 @@ pub fn batch_loss<B: Backend>(
             let a_model = accel(zei.clone(), zpj, zpk);
             let a_obs = accel(zei.detach(), zej, zek).detach();
             acc = huber(a_model - a_obs).mean();
-            total = total + acc.clone().mul_scalar(s.lambda_acc);
+            total = total + acc.clone().mul_scalar(s.lambda_acc * w.acc);
         }
     }
 
     let summary = Tensor::cat(
         vec![
-            total.clone(),
             manifold,
             kl,
             vel,
@@ -605,17 +653,18 @@ pub fn batch_loss<B: Backend>(
         .unwrap_or_default();
     let g = |i: usize| v.get(i).copied().unwrap_or(f64::NAN);
     let terms = Terms {
-        total: g(0),
-        manifold: g(1),
-        kl: g(2),
-        vel: g(3),
-        acc: g(4),
-        l_x: g(5),
-        l_e: g(6),
-        l_w: g(7),
+        total: f64::NAN,
+        manifold: g(0),
+        kl: g(1),
+        vel: g(2),
+        acc: g(3),
+        l_x: g(4),
+        l_e: g(5),
+        l_w: g(6),
         vel_count: hb.vel.len(),
         acc_count: hb.acc.len(),
         predictions: p,
-    };
+    }
+    .with_total(s);
     (total, terms)
 }

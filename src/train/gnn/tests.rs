@@ -3,9 +3,18 @@
 use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
 
-use super::batch::{FoldData, HostBatch, LossSettings, Mode, batch_loss, sample_visits};
+use super::batch::{
+    FoldData, HostBatch, LossSettings, Mode, TermWeights, batch_loss, sample_visits,
+};
+use super::step::{StepContext, term_sums, terms_from_sums};
 use super::*;
 use crate::data::connectome::{CohortPaths, LoadOptions, load_cohort, write_synthetic_cohort};
+use crate::dist::Single;
+use crate::models::clg_ode::ClgOdeConfig;
+use crate::train::ddp::{CommStats, flatten_grads};
+use burn::optim::GradientsParams;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 type AB = Autodiff<Flex>;
 
@@ -31,32 +40,56 @@ fn clg_gnn_eval_loss_same_on_autodiff_and_valid() {
     let model = cfg.init::<AB>(&dev);
     let s = LossSettings::default();
     for subjects in [&fold.train, &fold.val] {
-        let a = eval_loss(&model, &data, subjects, 2, 25, &s, &dev);
-        let b = eval_loss(&model.valid(), &data, subjects, 2, 25, &s, &dev);
+        let a = eval_loss(&model, &data, subjects, 2, 25, &s, &dev, &Single).unwrap();
+        let b = eval_loss(&model.valid(), &data, subjects, 2, 25, &s, &dev, &Single).unwrap();
         assert!((a.total - b.total).abs() <= 1e-4 * a.total.abs().max(1.0));
     }
     // A training batch and an eval batch of the same subjects score alike (small noise).
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let mut rngs = [1, 2].map(ChaCha8Rng::seed_from_u64);
     let part = &fold.train[..2];
-    let hb = HostBatch::build(&data, part, Mode::Train(&mut rng), 0, &s);
-    let (_, t) = batch_loss(&model, &hb, &s, &dev);
+    let hb = HostBatch::build(&data, part, Mode::Train(&mut rngs), 0, &s);
+    let (_, t) = batch_loss(&model, &hb, &s, TermWeights::ONE, &dev);
     let hb = HostBatch::build::<ChaCha8Rng>(&data, part, Mode::Eval, 0, &s);
-    let (_, e) = batch_loss(&model, &hb, &s, &dev);
+    let (_, e) = batch_loss(&model, &hb, &s, TermWeights::ONE, &dev);
     assert!((t.total - e.total).abs() < 0.05 * e.total);
     // Training steps lower the training loss and keep the validation loss finite.
     let mut adam = crate::train::optim::Adam::default();
     let mut model = model;
-    let before_val = eval_loss(&model.valid(), &data, &fold.val, 2, 0, &s, &dev).mean_total();
-    let before = eval_loss(&model.valid(), &data, &fold.train, 2, 0, &s, &dev).mean_total();
-    for step in 0..12 {
-        let mut rng = ChaCha8Rng::seed_from_u64(step);
-        let part = &fold.train[(step as usize * 2) % 6..(step as usize * 2) % 6 + 2];
-        let (m, terms) = train_step(model, &mut adam, 1e-3, &data, part, 0, &mut rng, &s, &dev);
+    let loss = |m: &ClgOde<Flex>, subjects: &[usize]| {
+        eval_loss(m, &data, subjects, 2, 0, &s, &dev, &Single)
+            .unwrap()
+            .mean_total()
+    };
+    let before_val = loss(&model.valid(), &fold.val);
+    let before = loss(&model.valid(), &fold.train);
+    let ctx = StepContext::<AB> {
+        data: &data,
+        settings: &s,
+        device: &dev,
+        comm: &Single,
+        seed: 1,
+        fold: 0,
+    };
+    let mut stats = CommStats::default();
+    for step in 0..12usize {
+        let start = (step * 2) % 6;
+        let (m, terms, n) = ctx
+            .train_step(
+                model,
+                &mut adam,
+                1e-3,
+                0,
+                &fold.train,
+                (start, start + 2),
+                &mut stats,
+            )
+            .unwrap();
         model = m;
+        assert_eq!(n, 2);
         assert!(terms.total.is_finite());
     }
-    let after = eval_loss(&model.valid(), &data, &fold.train, 2, 0, &s, &dev).mean_total();
-    let after_val = eval_loss(&model.valid(), &data, &fold.val, 2, 0, &s, &dev).mean_total();
+    let after = loss(&model.valid(), &fold.train);
+    let after_val = loss(&model.valid(), &fold.val);
     assert!(after < before, "train loss {before} -> {after}");
     assert!(after_val.is_finite() && before_val.is_finite());
 }
@@ -74,5 +107,79 @@ fn clg_gnn_visit_sampling() {
                 _ => panic!("k without j"),
             }
         }
+    }
+}
+
+/// The data-parallel decomposition: scoring two shards of a batch with their [`TermWeights`]
+/// and adding the gradients (what the all-reduce does) gives the whole batch's gradient, and
+/// the shards' [`term_sums`] add up to the whole batch's terms. Epoch 25 turns the velocity and
+/// acceleration terms on, whose means run over items rather than subjects; their gradients are
+/// also compared alone (subject terms weighted 0), since the manifold term dwarfs them.
+#[test]
+fn clg_gnn_shards_add_up_to_the_batch() {
+    let (_d, c) = cohort(12, 20);
+    let split = test_split(c.subjects.len(), TEST_SIZE, SPLIT_SEED).unwrap();
+    let fold = cv_fold(&split.trainval, 0, CV_FOLDS).unwrap();
+    let stats = c.norm_stats(&fold.train).unwrap();
+    let data = FoldData::new(&c, &stats);
+    let dev = burn::backend::flex::FlexDevice;
+    let mut cfg = ClgOdeConfig::new(c.n_metrics(), c.site_vocab);
+    cfg.latent_dim = 8;
+    cfg.hidden_dim = 16;
+    cfg.solver_steps = 2;
+    let model = cfg.init::<AB>(&dev);
+    let s = LossSettings::default();
+    let epoch = 25;
+    let subjects = &fold.train[..3];
+    let build = |lo: usize, hi: usize| {
+        let mut r: Vec<ChaCha8Rng> = (lo..hi)
+            .map(|p| step::subject_rng(9, 0, epoch, p))
+            .collect();
+        HostBatch::build(&data, &subjects[lo..hi], Mode::Train(&mut r), epoch, &s)
+    };
+    let grads = |hb: &HostBatch, w: TermWeights| {
+        let (loss, t) = batch_loss(&model, hb, &s, w, &dev);
+        let g = GradientsParams::from_grads(loss.backward(), &model);
+        (flatten_grads(&model, &g).flat, t)
+    };
+    let full = build(0, 3);
+    let shards = [(build(0, 1), 1usize), (build(1, 3), 2)];
+    let items = |f: fn(&HostBatch) -> usize| shards.iter().map(|(h, _)| f(h)).sum::<usize>();
+    let (vel_all, acc_all) = (items(HostBatch::vel_items), items(HostBatch::acc_items));
+    assert!(
+        vel_all > 0 && acc_all > 0,
+        "the test needs velocity and acceleration items"
+    );
+    for subject_terms in [1.0, 0.0] {
+        let one = TermWeights {
+            subjects: subject_terms,
+            ..TermWeights::ONE
+        };
+        let (g_full, whole) = grads(&full, one);
+        let mut g_sum = vec![0.0f32; g_full.len()];
+        let mut sums = vec![0.0; step::TERM_SUMS];
+        for (hb, n) in &shards {
+            let w = TermWeights {
+                subjects: subject_terms * *n as f64 / 3.0,
+                vel: hb.vel_items() as f64 / vel_all as f64,
+                acc: hb.acc_items() as f64 / acc_all as f64,
+            };
+            let (g, t) = grads(hb, w);
+            g_sum.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
+            let part = term_sums(&t, *n);
+            sums.iter_mut().zip(part).for_each(|(a, b)| *a += b);
+        }
+        let (summed, n) = terms_from_sums(&sums, &s);
+        assert_eq!((n, summed.vel_count), (3, whole.vel_count));
+        assert!((summed.total - whole.total).abs() <= 1e-5 * whole.total.abs());
+        let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+        let diff: Vec<f32> = g_full.iter().zip(&g_sum).map(|(a, b)| a - b).collect();
+        assert!(norm(&g_full) > 0.0);
+        assert!(
+            norm(&diff) <= 1e-5 * norm(&g_full),
+            "gradients differ by {} (norm {}) with subject terms x{subject_terms}",
+            norm(&diff),
+            norm(&g_full)
+        );
     }
 }
