@@ -3,9 +3,12 @@ at batch 64 on the same data, warm-up excluded. For comparing the trainer's back
 PyTorch itself on the same cores:
 
     eval "$(scripts/setup-torch.sh)"   # PyTorch 2.9.0 venv
-    python benches/pytorch_mnist.py [DATA_DIR] [--steps 30] [--warmup 5] [--threads N]
+    python benches/pytorch_mnist.py [DATA_DIR] [--steps 30] [--warmup 5] [--threads N] [--json]
+
+`trainer bench mnist --pytorch PYTHON` runs this script (embedded in the binary) in the same
+run as its own backends and adds PyTorch's row to its table.
 """
-import argparse, gzip, os, time
+import argparse, gzip, json, os, time
 
 import torch
 import torch.nn as nn
@@ -47,11 +50,16 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--synthetic", action="store_true", help="random images instead of DATA_DIR")
+    p.add_argument("--json", action="store_true", help="print one JSON line")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     bs, total = a.batch_size, a.steps + a.warmup
-    x, y = load(a.data_dir, bs * total)
+    if a.synthetic:
+        x, y = torch.randn(bs * total, 1, 28, 28), torch.randint(0, 10, (bs * total,))
+    else:
+        x, y = load(a.data_dir, bs * total)
     model = Net()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     model.train()
@@ -70,7 +78,11 @@ def main():
                 t0 = time.perf_counter()
             model(x[i * bs:(i + 1) * bs]).argmax(1)
     infer = bs * a.steps / (time.perf_counter() - t0)
-    print(f"pytorch {torch.__version__} threads {a.threads}: train {train:.1f} img/s, infer {infer:.1f} img/s")
+    if a.json:
+        print(json.dumps({"torch": torch.__version__, "threads": a.threads,
+                          "train_img_per_s": train, "infer_img_per_s": infer}))
+    else:
+        print(f"pytorch {torch.__version__} threads {a.threads}: train {train:.1f} img/s, infer {infer:.1f} img/s")
 
 
 if __name__ == "__main__":

@@ -184,6 +184,15 @@ pub struct BenchArgs {
     /// Warm-up steps, excluded from the timing.
     #[arg(long, default_value_t = 5)]
     pub warmup: usize,
+    /// mnist: rounds over all backends, interleaved; each figure is the median of its rounds
+    /// (a shared machine's load then hits every backend alike).
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
+    /// mnist: also time PyTorch's own examples/mnist CNN with this Python interpreter (one
+    /// with torch installed, e.g. the venv of scripts/setup-torch.sh), in the same rounds, with
+    /// the same data, batch, steps and as many threads as this process's backends.
+    #[arg(long, value_name = "PYTHON")]
+    pub pytorch: Option<PathBuf>,
     /// Also write the JSON result to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
