@@ -75,7 +75,7 @@ fn tch_trains_reproducibly_and_its_checkpoint_loads_on_flex() {
 }
 
 #[test]
-fn bench_lists_flex_and_tch_side_by_side() {
+fn bench_lists_flex_tch_and_pytorch_side_by_side() {
     let o = trainer()
         .args([
             "bench",
@@ -86,6 +86,11 @@ fn bench_lists_flex_and_tch_side_by_side() {
             "1",
             "--batch-size",
             "16",
+            "--rounds",
+            "2",
+            // The PyTorch 2.9 venv of scripts/setup-torch.sh is first on PATH in this stage.
+            "--pytorch",
+            "python",
         ])
         .output()
         .unwrap();
@@ -100,5 +105,13 @@ fn bench_lists_flex_and_tch_side_by_side() {
             .expect(backend);
         assert!(row["train_img_per_s"].as_f64().unwrap() > 0.0, "{row}");
         assert!(row["infer_img_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["rounds"], 2, "{row}");
     }
+    // PyTorch's own CNN, timed in the same run.
+    let torch = rows
+        .iter()
+        .find(|r| r["backend"].as_str().unwrap().starts_with("pytorch 2.9"))
+        .unwrap_or_else(|| panic!("no PyTorch row: {json}"));
+    assert!(torch["train_img_per_s"].as_f64().unwrap() > 0.0, "{torch}");
+    assert_eq!(torch["rounds"], 2, "{torch}");
 }

@@ -39,18 +39,10 @@ pub use synth::{SynthSummary, write_synthetic_cohort};
 /// Everything that can go wrong while reading a cohort. Each variant names the offending file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectomeError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: malformed CSV: {source}")]
-    Csv {
-        path: PathBuf,
-        #[source]
-        source: csv::Error,
-    },
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
+    #[error("{path}: malformed CSV: {err}")]
+    Csv { path: PathBuf, err: csv::Error },
     #[error("{dir}: no {what} found")]
     Empty { dir: PathBuf, what: String },
     #[error("{path}: line {line}, column {column}: {value:?} is not a number")]

@@ -85,9 +85,9 @@ pub fn index_morphology(root: &Path) -> Result<MorphIndex> {
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let io = |source| ConnectomeError::Io {
+    let io = |err| ConnectomeError::Io {
         path: dir.to_path_buf(),
-        source,
+        err,
     };
     for entry in std::fs::read_dir(dir).map_err(io)? {
         let entry = entry.map_err(io)?;

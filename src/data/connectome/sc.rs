@@ -24,9 +24,9 @@ pub struct ScFile {
 /// Errors: the directory cannot be read, holds no `.csv` file, or a file name yields an empty
 /// subject id (e.g. `.csv` or `_ses-x.csv`).
 pub fn list_sc_files(dir: &Path) -> Result<Vec<ScFile>> {
-    let io = |source| ConnectomeError::Io {
+    let io = |err| ConnectomeError::Io {
         path: dir.to_path_buf(),
-        source,
+        err,
     };
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io)? {
@@ -152,13 +152,13 @@ pub(crate) fn csv_error(path: &Path, source: csv::Error) -> ConnectomeError {
         csv::ErrorKind::Io(_) => match source.into_kind() {
             csv::ErrorKind::Io(source) => ConnectomeError::Io {
                 path: path.to_path_buf(),
-                source,
+                err: source,
             },
             _ => unreachable!("kind checked above"),
         },
         _ => ConnectomeError::Csv {
             path: path.to_path_buf(),
-            source,
+            err: source,
         },
     }
 }
