@@ -24,6 +24,39 @@ pub struct CommStats {
     pub time: Duration,
 }
 
+impl CommStats {
+    /// On rank 0 of a multi-rank world: one log line with the all-reduces' count, size and time.
+    pub fn log(&self, tag: &str, comm: &dyn Collective) {
+        if comm.rank() == 0 && comm.size() > 1 && self.calls > 0 {
+            eprintln!(
+                "{tag} {} ranks ({}): {} all-reduces of {} bytes, {:.1} s in all-reduce",
+                comm.size(),
+                comm.name(),
+                self.calls,
+                self.bytes / self.calls,
+                self.time.as_secs_f64()
+            );
+        }
+    }
+}
+
+/// In a multi-rank world, every rank logs a digest of its parameters, so that a launcher (and
+/// the tests) can check that all ranks hold the same weights. `what` names the model.
+pub fn log_digest<B: Backend, M: Module<B>>(
+    tag: &str,
+    what: &str,
+    comm: &dyn Collective,
+    model: &M,
+) {
+    if comm.size() > 1 {
+        eprintln!(
+            "{tag} {what}rank {} parameter digest {:016x}",
+            comm.rank(),
+            params::digest(model)
+        );
+    }
+}
+
 /// Copies rank 0's parameters to every rank.
 pub fn broadcast_params<B: Backend, M: Module<B>>(
     comm: &dyn Collective,

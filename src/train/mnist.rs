@@ -473,23 +473,9 @@ fn train<B: AutodiffBackend>(
             );
         }
     }
-    if world > 1 {
-        // Lets a launcher (and the tests) check that every rank holds the same weights.
-        eprintln!(
-            "[train-mnist] rank {rank} parameter digest {:016x}",
-            params::digest(&model)
-        );
-    }
+    ddp::log_digest("[train-mnist]", "", comm.as_ref(), &model);
+    comm_stats.log("[train-mnist]", comm.as_ref());
     if main {
-        if world > 1 && comm_stats.calls > 0 {
-            eprintln!(
-                "[train-mnist] {world} ranks ({}): {} all-reduces of {} bytes, {:.1} s in all-reduce",
-                comm.name(),
-                comm_stats.calls,
-                comm_stats.bytes / comm_stats.calls,
-                comm_stats.time.as_secs_f64()
-            );
-        }
         eprintln!(
             "[train-mnist] done in {}; run directory {}",
             fmt_secs(started.elapsed().as_secs_f64()),

@@ -599,25 +599,16 @@ fn train<B: AutodiffBackend>(
                 break;
             }
         }
-        if world > 1 {
-            // Lets a launcher (and the tests) check that every rank holds the same weights.
-            eprintln!(
-                "[train-gnn] fold {fold} rank {rank} parameter digest {:016x}",
-                params::digest(&model)
-            );
-        }
+        ddp::log_digest(
+            "[train-gnn]",
+            &format!("fold {fold} "),
+            comm.as_ref(),
+            &model,
+        );
     }
+    comm_stats.log("[train-gnn]", comm.as_ref());
     if !main {
         return Ok(ExitCode::SUCCESS);
-    }
-    if world > 1 && comm_stats.calls > 0 {
-        eprintln!(
-            "[train-gnn] {world} ranks ({}): {} all-reduces of {} bytes, {:.1} s in all-reduce",
-            comm.name(),
-            comm_stats.calls,
-            comm_stats.bytes / comm_stats.calls,
-            comm_stats.time.as_secs_f64()
-        );
     }
     test_set::score_test::<B::InnerBackend>(&config, &prep, &state.finished, &device)?;
     eprintln!(
