@@ -15,8 +15,8 @@
 //! * Validation and test losses use **clean inputs and visits (0, 1, 2)** (the reference samples
 //!   visits and applies augmentation there too).
 //! * Everything random is **seeded** from `--seed`: weight init (per fold), the epoch shuffle,
-//!   visit sampling and augmentation (per fold, epoch and subject position), so a resumed run continues
-//!   exactly. The reference's torch RNG is unseeded.
+//!   visit sampling and augmentation (per fold, epoch and subject position), so a resumed run
+//!   continues exactly. The reference's torch RNG is unseeded.
 //! * `use_mu` everywhere, raw age/s/s_mean covariates, lexicographic morphology ROI order, raw
 //!   truth in the top-k/sparse Pearson metrics: kept as in the reference.
 //!
