@@ -194,15 +194,7 @@ fn train<B: AutodiffBackend>(
         eprintln!("[train-mnist] rank {rank}/{world} on {}", placement.device);
     }
     let (train, test) = load_data(args)?;
-    // Rank 0 names the run directory (it may contain a timestamp) and tells the others.
-    let mut dir_bytes = Vec::new();
-    if main {
-        let dir = rundir::resolve(&args.run, Path::new("runs"))?;
-        rundir::create(&dir)?;
-        dir_bytes = dir.to_string_lossy().into_owned().into_bytes();
-    }
-    comm.broadcast_bytes(&mut dir_bytes, 0)?;
-    let run_dir = PathBuf::from(String::from_utf8_lossy(&dir_bytes).into_owned());
+    let run_dir = rundir::shared(comm.as_ref(), &args.run, Path::new("runs"))?;
     stop::install()?;
     let resume = rundir::resume_source(args.run.resume.as_deref(), &run_dir)?;
 

@@ -181,3 +181,20 @@ pub fn resume_source(resume: Option<&str>, run_dir: &Path) -> Result<Option<Path
         }
     }
 }
+
+/// The run directory of a (possibly multi-rank) run: rank 0 resolves it under `default_root`
+/// (the name may contain a timestamp) and creates it, then tells the other ranks.
+pub fn shared(
+    comm: &dyn crate::dist::Collective,
+    args: &RunArgs,
+    default_root: &Path,
+) -> Result<PathBuf> {
+    let mut bytes = Vec::new();
+    if comm.rank() == 0 {
+        let dir = resolve(args, default_root)?;
+        create(&dir)?;
+        bytes = dir.to_string_lossy().into_owned().into_bytes();
+    }
+    comm.broadcast_bytes(&mut bytes, 0)?;
+    Ok(PathBuf::from(String::from_utf8_lossy(&bytes).into_owned()))
+}
