@@ -8,13 +8,18 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 pub mod backend;
+pub mod bench;
 pub mod cli;
 pub mod cluster;
 pub mod data;
 pub mod dist;
+pub mod engine;
 pub mod error;
+pub mod eval;
+pub mod files;
 pub mod metrics;
 pub mod models;
+pub mod outputs;
 pub mod train;
 
 use cli::{Cli, Command, DataCommand};
@@ -23,8 +28,8 @@ use cli::{Cli, Command, DataCommand};
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::TrainMnist(args) => train::mnist::run(args),
-        Command::Eval(args) => train::eval::run(args).map(|_| ExitCode::SUCCESS),
-        Command::Bench(args) => train::bench::run(args).map(|_| ExitCode::SUCCESS),
+        Command::Eval(args) => eval::run(args).map(|_| ExitCode::SUCCESS),
+        Command::Bench(args) => bench::mnist::run(args).map(|_| ExitCode::SUCCESS),
         Command::Env { json } => cluster::cmd_env(json).map(|_| ExitCode::SUCCESS),
         Command::Doctor { require_gpu, json } => cluster::cmd_doctor(require_gpu, json),
         Command::TrainGnn(args) => train::gnn::run(args),

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use trainer::train::checkpoint::Checkpoint;
+use trainer::engine::checkpoint::Checkpoint;
 
 fn args(out: &Path, batch: usize) -> Vec<String> {
     let data = fashion_dir();

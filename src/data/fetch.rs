@@ -130,7 +130,7 @@ pub fn fetch(dataset: Dataset, out: &Path, mirror: Option<&str>) -> Result<()> {
                         errors.push(format!("{url}: {e}"));
                         continue;
                     }
-                    crate::train::rundir::write_atomic(&dest, |w| {
+                    crate::files::write_atomic(&dest, |w| {
                         w.write_all(&body)?;
                         Ok(())
                     })?;

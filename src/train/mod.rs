@@ -1,17 +1,5 @@
-//! Training machinery shared by every model: optimiser, checkpoints, metrics files, progress,
-//! run directory, stop requests; plus one training loop per model.
+//! The training jobs: each brings its model, its step and its evaluation; the loop itself is
+//! the engine's ([`crate::engine`]).
 
-pub mod bench;
-pub mod bench_gnn;
-pub mod checkpoint;
-pub mod ddp;
-pub mod eval;
 pub mod gnn;
-pub mod metrics;
 pub mod mnist;
-pub mod optim;
-pub mod params;
-pub mod progress;
-pub mod rundir;
-pub mod stop;
-pub mod usage;

@@ -13,8 +13,9 @@ use super::{CV_FOLDS, Prepared, SPLIT_SEED, TEST_SIZE};
 use crate::backend::Placement;
 use crate::cli::GnnArgs;
 use crate::data::connectome::Cohort;
+use crate::files::write_json;
 use crate::models::clg_ode::ClgOdeConfig;
-use crate::train::rundir::{self, RunMeta};
+use crate::outputs::rundir::RunMeta;
 
 /// The resolved configuration, saved as `args.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -149,7 +150,7 @@ pub fn write_run_files(
 ) -> Result<()> {
     let run_dir = &config.results_dir;
     let cohort = &prep.cohort;
-    rundir::write_json(&run_dir.join("args.json"), config)?;
+    write_json(&run_dir.join("args.json"), config)?;
     let mut meta = RunMeta::new(
         run_dir,
         placement.backend.name(),
@@ -179,5 +180,5 @@ pub fn write_run_files(
             "n_test": prep.test.len(),
         }),
     );
-    rundir::write_json(&run_dir.join("run_meta.json"), &meta)
+    write_json(&run_dir.join("run_meta.json"), &meta)
 }

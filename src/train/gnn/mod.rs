@@ -52,14 +52,15 @@ pub use self::config::GnnConfig;
 use self::config::{gnn_config, write_run_files};
 use self::step::StepContext;
 pub use self::step::{EpochBench, TermSums, bench_epoch, eval_loss, fold_seed};
-use super::checkpoint::Checkpoint;
-use super::ddp::{self, CommStats};
-use super::metrics::MetricsFiles;
 use super::mnist::epoch_order;
-use super::optim::Adam;
-use super::params::{self, HostTensor};
-use super::progress::{Progress, fmt_secs};
-use super::{rundir, stop, usage};
+use crate::engine::checkpoint::Checkpoint;
+use crate::engine::ddp::{self, CommStats};
+use crate::engine::optim::Adam;
+use crate::engine::params::{self, HostTensor};
+use crate::engine::progress::{Progress, fmt_secs};
+use crate::engine::{stop, usage};
+use crate::outputs::metrics::MetricsFiles;
+use crate::outputs::rundir;
 
 /// Folds of the inner cross-validation (GroupKFold).
 pub const CV_FOLDS: usize = 5;

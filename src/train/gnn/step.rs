@@ -22,11 +22,11 @@ use super::batch::{FoldData, HostBatch, LossSettings, Mode, TermWeights, Terms, 
 use super::{CV_FOLDS, SPLIT_SEED, TEST_SIZE};
 use crate::data::connectome::{Cohort, cv_fold, test_split};
 use crate::dist::{Collective, Single};
+use crate::engine::ddp::{self, CommStats};
+use crate::engine::optim::{Adam, Grads};
+use crate::engine::params;
 use crate::models::clg_ode::{ClgOde, ClgOdeConfig};
-use crate::train::ddp::{self, CommStats};
 use crate::train::mnist::{epoch_order, mix};
-use crate::train::optim::{Adam, Grads};
-use crate::train::params;
 
 /// Seed of one fold: weight init and the subjects' generators.
 pub fn fold_seed(seed: u64, fold: usize) -> u64 {

@@ -11,8 +11,9 @@ use super::evaluate::{predict_visit1, test_metrics};
 use super::step::eval_loss;
 use super::{CV_FOLDS, FoldResult, GnnConfig, Prepared, TOPO_BINS};
 use crate::dist::Single;
-use crate::train::checkpoint::Checkpoint;
-use crate::train::{params, rundir};
+use crate::engine::checkpoint::Checkpoint;
+use crate::engine::params;
+use crate::files::write_json;
 
 /// Scores the test subjects and writes the result files into the run directory.
 pub fn score_test<B: Backend>(
@@ -60,8 +61,8 @@ pub fn score_test<B: Backend>(
         m.insert("best_fold".into(), json!(best_fold.fold));
         m.insert("checkpoint".into(), json!(best_fold.best_checkpoint));
     }
-    rundir::write_json(&run_dir.join("test_metrics.json"), &test_json)?;
-    rundir::write_json(&run_dir.join("test_sc_metrics.json"), &test.model.to_map())?;
+    write_json(&run_dir.join("test_metrics.json"), &test_json)?;
+    write_json(&run_dir.join("test_sc_metrics.json"), &test.model.to_map())?;
     let results = json!({
         "cv_folds": finished.iter().map(|f| json!({
             "fold": f.fold, "best_val_loss": f.best_val_loss, "best_monitor_metric": "val_loss",
@@ -81,7 +82,7 @@ pub fn score_test<B: Backend>(
         "n_trainval": prep.trainval.len(),
         "n_test": prep.test.len(),
     });
-    rundir::write_json(&run_dir.join("clg_ode_results.json"), &results)?;
+    write_json(&run_dir.join("clg_ode_results.json"), &results)?;
     eprintln!(
         "[train-gnn] test ({} subjects, fold {} best epoch {}): loss {:.4}, sc_log_mse {:.4} \
          (identity {:.4}), pearson_sparse {:.4} (identity {:.4})",

@@ -10,8 +10,8 @@ use super::step::{StepContext, term_sums, terms_from_sums};
 use super::*;
 use crate::data::connectome::{CohortPaths, LoadOptions, load_cohort, write_synthetic_cohort};
 use crate::dist::Single;
+use crate::engine::ddp::{CommStats, flatten_grads};
 use crate::models::clg_ode::ClgOdeConfig;
-use crate::train::ddp::{CommStats, flatten_grads};
 use burn::optim::GradientsParams;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -53,7 +53,7 @@ fn clg_gnn_eval_loss_same_on_autodiff_and_valid() {
     let (_, e) = batch_loss(&model, &hb, &s, TermWeights::ONE, &dev);
     assert!((t.total - e.total).abs() < 0.05 * e.total);
     // Training steps lower the training loss and keep the validation loss finite.
-    let mut adam = crate::train::optim::Adam::default();
+    let mut adam = crate::engine::optim::Adam::default();
     let mut model = model;
     let loss = |m: &ClgOde<Flex>, subjects: &[usize]| {
         eval_loss(m, &data, subjects, 2, 0, &s, &dev, &Single)

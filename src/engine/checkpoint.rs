@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
 use super::params::HostTensor;
-use super::rundir::write_atomic;
+use crate::files::write_atomic;
 
 /// Identifies our checkpoints (metadata key `format`).
 pub const FORMAT: &str = "trainer-checkpoint/1";

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value};
 
-use super::rundir::write_atomic;
+use crate::files::write_atomic;
 
 pub struct MetricsFiles {
     csv: PathBuf,

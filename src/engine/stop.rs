@@ -150,7 +150,7 @@ impl RequeuePolicy {
     }
 
     fn scontrol_requeue(&self, log_prefix: &str) {
-        let Some(job) = crate::train::rundir::scheduler_job_id()
+        let Some(job) = crate::outputs::rundir::scheduler_job_id()
             .filter(|_| std::env::var_os("SLURM_JOB_ID").is_some())
         else {
             eprintln!("{log_prefix} --requeue: not a Slurm job; exiting with {REQUEUE_EXIT}");

@@ -26,13 +26,14 @@ use crate::cli::MnistArgs;
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
 use crate::models::cnn::MnistCnn;
 
-use super::checkpoint::Checkpoint;
-use super::eval::{MODEL_NAME, evaluate_sharded};
-use super::metrics::MetricsFiles;
-use super::optim::{Adam, Grads};
-use super::progress::{Progress, fmt_secs};
-use super::rundir::{self, RunMeta};
-use super::{ddp, params, stop};
+use crate::engine::checkpoint::Checkpoint;
+use crate::engine::optim::{Adam, Grads};
+use crate::engine::progress::{Progress, fmt_secs};
+use crate::engine::{ddp, params, stop};
+use crate::eval::{MODEL_NAME, evaluate_sharded};
+use crate::files::write_json;
+use crate::outputs::metrics::MetricsFiles;
+use crate::outputs::rundir::{self, RunMeta};
 
 /// The resolved configuration, saved as `args.json`.
 #[derive(Debug, Clone, Serialize)]
@@ -255,7 +256,7 @@ fn train<B: AutodiffBackend>(
 
     let metrics = MetricsFiles::new(&run_dir);
     if main {
-        rundir::write_json(&run_dir.join("args.json"), &config)?;
+        write_json(&run_dir.join("args.json"), &config)?;
         let mut meta = RunMeta::new(
             &run_dir,
             placement.backend.name(),
@@ -273,7 +274,7 @@ fn train<B: AutodiffBackend>(
             "resumed_from".into(),
             json!(resume.as_ref().map(|p| p.display().to_string())),
         );
-        rundir::write_json(&run_dir.join("run_meta.json"), &meta)?;
+        write_json(&run_dir.join("run_meta.json"), &meta)?;
         if let Some(row) = resumed_row {
             // The process may have died between the epoch checkpoint and its metrics row.
             let row: Map<String, Value> = serde_json::from_str(&row)?;

@@ -14,8 +14,8 @@ use crate::cli::EvalArgs;
 use crate::data::mnist::{self, CLASSES, MnistSplit, Split};
 use crate::models::cnn::MnistCnn;
 
-use super::checkpoint::Checkpoint;
-use super::params;
+use crate::engine::checkpoint::Checkpoint;
+use crate::engine::params;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalResult {
@@ -46,7 +46,7 @@ pub fn evaluate_sharded<B: Backend>(
     device: &B::Device,
     comm: &dyn crate::dist::Collective,
 ) -> Result<EvalResult> {
-    let (lo, hi) = super::ddp::shard(0, data.len(), comm.rank(), comm.size());
+    let (lo, hi) = crate::engine::ddp::shard(0, data.len(), comm.rank(), comm.size());
     let indices: Vec<usize> = (lo..hi).collect();
     let (loss_sum, confusion) = eval_sums(model, data, &indices, batch_size, device);
     let mut buf: Vec<f64> = std::iter::once(loss_sum)

@@ -19,8 +19,8 @@ use crate::cli::BenchArgs;
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
 use crate::models::cnn::MnistCnn;
 
-use super::optim::{Adam, Grads};
-use super::rundir::write_json;
+use crate::engine::optim::{Adam, Grads};
+use crate::files::write_json;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchRow {
@@ -61,7 +61,7 @@ impl BackendJob for BenchJob<'_> {
         let (bs, steps, warmup) = (self.args.batch_size, self.args.steps, self.args.warmup);
         B::seed(&device, 1);
         let mut model = MnistCnn::<B>::new(&device, true);
-        crate::train::params::materialize(&model);
+        crate::engine::params::materialize(&model);
         let mut adam = Adam::<B::InnerBackend>::default();
         let loss_fn = CrossEntropyLoss::new(None, &device);
         let mut timed = None;
@@ -75,7 +75,7 @@ impl BackendJob for BenchJob<'_> {
             model = adam.step(1e-3, model, Grads::Params(grads));
         }
         // Reading a value waits for queued device work.
-        let _ = crate::train::params::collect(&model);
+        let _ = crate::engine::params::collect(&model);
         let train =
             (bs * steps) as f64 / timed.map(|t| t.elapsed().as_secs_f64()).unwrap_or(f64::NAN);
 
@@ -197,7 +197,7 @@ struct Contender {
 
 pub fn run(args: BenchArgs) -> Result<()> {
     if args.target == crate::cli::BenchTarget::Gnn {
-        return super::bench_gnn::run(&args);
+        return super::gnn::run(&args);
     }
     if args.rounds == 0 || args.steps == 0 || args.batch_size == 0 {
         bail!("--rounds, --steps and --batch-size must be at least 1");

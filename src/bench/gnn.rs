@@ -11,9 +11,9 @@ use crate::cli::BenchArgs;
 use crate::data::connectome::{CohortPaths, LoadOptions, load_cohort, write_synthetic_cohort};
 use crate::models::clg_ode::ClgOdeConfig;
 
-use super::gnn::bench_epoch;
-use super::rundir::write_json;
-use super::usage::{cpu_seconds, peak_rss_bytes};
+use crate::engine::usage::{cpu_seconds, peak_rss_bytes};
+use crate::files::write_json;
+use crate::train::gnn::bench_epoch;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct GnnBenchRow {

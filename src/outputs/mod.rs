@@ -1,0 +1,4 @@
+//! What a run leaves behind: the run directory, its metrics files and its plots.
+
+pub mod metrics;
+pub mod rundir;
