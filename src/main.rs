@@ -4,7 +4,10 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = <trainer::cli::Cli as clap::Parser>::parse();
+    let cli = match trainer::config::parse_cli() {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match trainer::run(cli) {
         Ok(code) => code,
         Err(err) => {

@@ -28,7 +28,7 @@ pub struct GnnBenchRow {
 }
 
 struct Job<'a> {
-    cohort: &'a crate::data::connectome::Cohort,
+    cohort: &'a std::sync::Arc<crate::data::connectome::Cohort>,
     cfg: &'a ClgOdeConfig,
 }
 
@@ -38,7 +38,7 @@ impl BackendJob for Job<'_> {
         let mut out = Vec::new();
         for schedule in [0usize, 20] {
             let cpu0 = cpu_seconds();
-            let r = bench_epoch::<B>(self.cohort, self.cfg, 2, schedule, 42, &device)?;
+            let r = bench_epoch::<B>(self.cohort.clone(), self.cfg, 2, schedule, 42, &device)?;
             let cpu = cpu_seconds() - cpu0;
             out.push((
                 schedule,
@@ -61,7 +61,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     write_synthetic_cohort(&tmp, args.subjects, args.nodes, 1)?;
     let loaded = load_cohort(&CohortPaths::under(&tmp), &LoadOptions::default());
     let _ = std::fs::remove_dir_all(&tmp);
-    let (cohort, _) = loaded?;
+    let cohort = std::sync::Arc::new(loaded?.0);
     let numeric = cohort
         .subjects
         .first()

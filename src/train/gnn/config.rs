@@ -1,21 +1,17 @@
-//! The resolved `train-gnn` configuration (`args.json`) and the run's metadata
-//! (`run_meta.json`).
+//! The resolved `train-gnn` configuration (`args.json`), the settings a resume must share
+//! (its fingerprint) and the run's extra metadata (`run_meta.json`).
 
-use std::path::Path;
+use std::path::PathBuf;
 
-use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::path::PathBuf;
 
 use super::batch::LossSettings;
 use super::{CV_FOLDS, Prepared, SPLIT_SEED, TEST_SIZE};
-use crate::backend::Placement;
 use crate::cli::GnnArgs;
 use crate::data::connectome::Cohort;
-use crate::files::write_json;
+use crate::engine::{Monitor, Row, RunInfo};
 use crate::models::clg_ode::ClgOdeConfig;
-use crate::outputs::rundir::RunMeta;
 
 /// The resolved configuration, saved as `args.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -34,8 +30,7 @@ pub struct GnnConfig {
     pub batch_size: usize,
     pub learning_rate: f64,
     pub optimizer: String,
-    pub patience: usize,
-    pub monitor_metric: String,
+    pub monitor: Option<Monitor>,
     pub seed: u64,
     pub split_seed: u32,
     pub test_size: f64,
@@ -47,10 +42,8 @@ pub struct GnnConfig {
     pub device: String,
     pub resume: Option<String>,
     pub checkpoint_every: u64,
-    #[serde(default)]
     pub world_size: usize,
     /// Per-rank batch × world size.
-    #[serde(default)]
     pub effective_batch_size: usize,
 }
 
@@ -61,9 +54,41 @@ impl GnnConfig {
         json!({
             "folds": self.folds, "max_epochs": self.max_epochs,
             "effective_batch_size": self.effective_batch_size,
-            "learning_rate": self.learning_rate, "patience": self.patience, "seed": self.seed,
+            "learning_rate": self.learning_rate, "monitor": self.monitor, "seed": self.seed,
             "model": self.model, "loss": self.loss,
         })
+    }
+
+    /// Fills in where and how the run happens.
+    pub fn set_run(&mut self, run: &RunInfo) {
+        self.results_dir = run.run_dir.clone();
+        self.run_name = run
+            .run_dir
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.backend = run.placement.backend.name().into();
+        self.device = run.placement.device.to_string();
+        self.world_size = run.world_size;
+        self.effective_batch_size = self.batch_size * run.world_size;
+    }
+
+    /// The extra fields of `run_meta.json`.
+    pub fn meta(&self, prep: &Prepared) -> Row {
+        let cohort = &prep.cohort;
+        let mut row = Row::new();
+        row.insert("run_name".into(), json!(self.run_name));
+        row.insert("base_results_dir".into(), json!(self.base_results_dir));
+        row.insert(
+            "cohort".into(),
+            json!({
+                "n_subjects": cohort.subjects.len(), "n_scans": cohort.n_scans(),
+                "n_nodes": cohort.n_nodes, "n_metrics": cohort.n_metrics(),
+                "site_vocab": cohort.site_vocab, "n_trainval": prep.trainval.len(),
+                "n_test": prep.test.len(),
+            }),
+        );
+        row
     }
 }
 
@@ -80,15 +105,8 @@ fn model_config(args: &GnnArgs, cohort: &Cohort, numeric_dim: usize) -> ClgOdeCo
     }
 }
 
-/// The configuration of a run in `run_dir` with `world` ranks.
-pub fn gnn_config(
-    args: &GnnArgs,
-    prep: &Prepared,
-    placement: &Placement,
-    run_dir: &Path,
-    fold_ids: &[usize],
-    world: usize,
-) -> GnnConfig {
+/// The configuration of a run training folds `fold_ids` (run-dependent fields empty).
+pub fn gnn_config(args: &GnnArgs, prep: &Prepared, fold_ids: &[usize]) -> GnnConfig {
     let cohort = &prep.cohort;
     let numeric_dim = cohort
         .subjects
@@ -100,19 +118,15 @@ pub fn gnn_config(
         morph_root: args.morph_root.clone(),
         subject_info_csv: args.subject_info_csv.clone(),
         base_results_dir: args.results_dir.clone(),
-        results_dir: run_dir.to_path_buf(),
-        run_name: run_dir
-            .file_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        results_dir: PathBuf::new(),
+        run_name: String::new(),
         cv_fold: args.cv_fold,
         folds: fold_ids.to_vec(),
         max_epochs: args.max_epochs,
         batch_size: args.batch_size,
         learning_rate: args.learning_rate,
         optimizer: "adam(beta1=0.9, beta2=0.999, eps=1e-8), constant lr, no weight decay".into(),
-        patience: args.patience,
-        monitor_metric: "val_loss".into(),
+        monitor: args.early_stop.monitor(Some("val_loss")),
         seed: args.seed,
         split_seed: SPLIT_SEED,
         test_size: TEST_SIZE,
@@ -131,54 +145,11 @@ pub fn gnn_config(
                 .into(),
             "all randomness seeded from --seed (reference: unseeded torch RNG)".into(),
         ],
-        backend: placement.backend.name().into(),
-        device: placement.device.to_string(),
+        backend: String::new(),
+        device: String::new(),
         resume: args.run.resume.clone(),
         checkpoint_every: args.run.checkpoint_every,
-        world_size: world,
-        effective_batch_size: args.batch_size * world,
+        world_size: 1,
+        effective_batch_size: args.batch_size,
     }
-}
-
-/// Writes `args.json` and `run_meta.json` (rank 0 only).
-pub fn write_run_files(
-    config: &GnnConfig,
-    prep: &Prepared,
-    placement: &Placement,
-    resumed_from: Option<&Path>,
-    collective: &str,
-) -> Result<()> {
-    let run_dir = &config.results_dir;
-    let cohort = &prep.cohort;
-    write_json(&run_dir.join("args.json"), config)?;
-    let mut meta = RunMeta::new(
-        run_dir,
-        placement.backend.name(),
-        &placement.device.to_string(),
-    );
-    meta.world_size = config.world_size;
-    meta.extra.insert("run_name".into(), json!(config.run_name));
-    meta.extra
-        .insert("base_results_dir".into(), json!(config.base_results_dir));
-    meta.extra.insert(
-        "resumed_from".into(),
-        json!(resumed_from.map(|p| p.display().to_string())),
-    );
-    meta.extra
-        .insert("per_rank_batch_size".into(), json!(config.batch_size));
-    meta.extra.insert(
-        "effective_batch_size".into(),
-        json!(config.effective_batch_size),
-    );
-    meta.extra.insert("collective".into(), json!(collective));
-    meta.extra.insert(
-        "cohort".into(),
-        json!({
-            "n_subjects": cohort.subjects.len(), "n_scans": cohort.n_scans(),
-            "n_nodes": cohort.n_nodes, "n_metrics": cohort.n_metrics(),
-            "site_vocab": cohort.site_vocab, "n_trainval": prep.trainval.len(),
-            "n_test": prep.test.len(),
-        }),
-    );
-    write_json(&run_dir.join("run_meta.json"), &meta)
 }

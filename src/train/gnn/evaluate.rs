@@ -8,7 +8,8 @@ use burn::tensor::TensorData;
 use ndarray::Array2;
 use serde::Serialize;
 
-use super::batch::{FoldData, delta_t};
+use super::batch::delta_t;
+use super::fold_data::FoldData;
 use crate::data::connectome::par_map;
 use crate::metrics::sc::{ScMetrics, sc_metrics};
 use crate::models::clg_ode::ClgOde;

@@ -1,4 +1,5 @@
-//! One CLG-ODE training step and the validation loss, on one rank or data-parallel over several.
+//! One CLG-ODE training step's gradients and the validation loss, on one rank or data-parallel
+//! over several.
 //!
 //! Randomness belongs to subjects, not batches: the subject at position `p` of epoch `e`'s order
 //! draws its visits and augmentation from a generator seeded by (seed, fold, e, p). A global
@@ -7,6 +8,7 @@
 //! [`TermWeights`], so the gradients summed over ranks are the gradients of the global batch's
 //! loss, and the terms summed over ranks ([`term_sums`]) are the global batch's terms.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -18,15 +20,17 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::batch::{FoldData, HostBatch, LossSettings, Mode, TermWeights, Terms, batch_loss};
+use super::batch::{HostBatch, LossSettings, Mode};
+use super::fold_data::FoldData;
+use super::objective::{TermWeights, Terms, batch_loss};
 use super::{CV_FOLDS, SPLIT_SEED, TEST_SIZE};
 use crate::data::connectome::{Cohort, cv_fold, test_split};
 use crate::dist::{Collective, Single};
-use crate::engine::ddp::{self, CommStats};
+use crate::engine::ddp;
 use crate::engine::optim::{Adam, Grads};
 use crate::engine::params;
+use crate::engine::seed::{epoch_order, mix};
 use crate::models::clg_ode::{ClgOde, ClgOdeConfig};
-use crate::train::mnist::{epoch_order, mix};
 
 /// Seed of one fold: weight init and the subjects' generators.
 pub fn fold_seed(seed: u64, fold: usize) -> u64 {
@@ -100,6 +104,48 @@ impl TermSums {
         }
         row.insert(format!("{prefix}_vel_count"), json!(self.vel_count));
         row.insert(format!("{prefix}_acc_count"), json!(self.acc_count));
+    }
+
+    /// The sums as a vector (the engine accumulates an epoch's steps as vectors).
+    pub fn to_vec(&self) -> Vec<f64> {
+        [
+            self.batches as f64,
+            self.subjects as f64,
+            self.total,
+            self.manifold,
+            self.kl,
+            self.vel,
+            self.acc,
+            self.l_x,
+            self.l_e,
+            self.l_w,
+            self.vel_count as f64,
+            self.acc_count as f64,
+            self.vel_batches as f64,
+            self.acc_batches as f64,
+        ]
+        .to_vec()
+    }
+
+    /// The inverse of [`TermSums::to_vec`] (missing values are 0).
+    pub fn from_vec(v: &[f64]) -> Self {
+        let g = |i: usize| v.get(i).copied().unwrap_or(0.0);
+        Self {
+            batches: g(0) as usize,
+            subjects: g(1) as usize,
+            total: g(2),
+            manifold: g(3),
+            kl: g(4),
+            vel: g(5),
+            acc: g(6),
+            l_x: g(7),
+            l_e: g(8),
+            l_w: g(9),
+            vel_count: g(10) as usize,
+            acc_count: g(11) as usize,
+            vel_batches: g(12) as usize,
+            acc_batches: g(13) as usize,
+        }
     }
 
     pub fn mean_total(&self) -> f64 {
@@ -196,7 +242,7 @@ pub fn eval_loss<B: Backend>(
 
 /// What every training step of one fold shares.
 pub struct StepContext<'a, B: Backend> {
-    pub data: &'a FoldData<'a>,
+    pub data: &'a FoldData,
     pub settings: &'a LossSettings,
     pub device: &'a B::Device,
     pub comm: &'a dyn Collective,
@@ -205,22 +251,18 @@ pub struct StepContext<'a, B: Backend> {
 }
 
 impl<B: AutodiffBackend> StepContext<'_, B> {
-    /// One optimiser step on the global batch `order[start..end]` of epoch `epoch`, of which
-    /// this rank scores its shard. Returns the new model (the same on every rank), this rank's
-    /// terms and its number of subjects; the caller reduces them with [`term_sums`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn train_step(
+    /// Gradients of this rank's shard `order[lo..hi]` of the global batch `order[start..end]` of
+    /// epoch `epoch` (`order` holds subject indices), with this rank's terms and subject
+    /// count. The subject at position `p` draws from [`subject_rng`]; the shard's loss is
+    /// weighted so that gradients summed over ranks are the global batch's.
+    pub fn grads(
         &self,
-        model: ClgOde<B>,
-        adam: &mut Adam<B::InnerBackend>,
-        lr: f64,
+        model: &ClgOde<B>,
         epoch: usize,
         order: &[usize],
         (start, end): (usize, usize),
-        stats: &mut CommStats,
-    ) -> Result<(ClgOde<B>, Terms, usize)> {
-        let (rank, world) = (self.comm.rank(), self.comm.size());
-        let (lo, hi) = ddp::shard(start, end, rank, world);
+        (lo, hi): (usize, usize),
+    ) -> Result<(GradientsParams, Terms, usize)> {
         let hb = (lo < hi).then(|| {
             let mut rngs: Vec<ChaCha8Rng> = (lo..hi)
                 .map(|pos| subject_rng(self.seed, self.fold, epoch, pos))
@@ -245,19 +287,17 @@ impl<B: AutodiffBackend> StepContext<'_, B> {
             vel: share(local[0], all[0]),
             acc: share(local[1], all[1]),
         };
-        let (grads, terms) = match &hb {
+        Ok(match &hb {
             Some(hb) => {
-                let (loss, terms) = batch_loss(&model, hb, self.settings, w, self.device);
-                (GradientsParams::from_grads(loss.backward(), &model), terms)
+                let (loss, terms) = batch_loss(model, hb, self.settings, w, self.device);
+                (
+                    GradientsParams::from_grads(loss.backward(), model),
+                    terms,
+                    hi - lo,
+                )
             }
-            None => (GradientsParams::new(), Terms::default()),
-        };
-        let grads = if world == 1 {
-            Grads::Params(grads)
-        } else {
-            ddp::all_reduce_grads(self.comm, &model, grads, 1.0, self.device, stats)?
-        };
-        Ok((adam.step(lr, model, grads), terms, hi - lo))
+            None => (GradientsParams::new(), Terms::default(), 0),
+        })
     }
 }
 
@@ -275,7 +315,7 @@ pub struct EpochBench {
 /// loss schedule: 0 = manifold + KL only, ≥ 20 = all terms) in this process and times it. No
 /// files are written.
 pub fn bench_epoch<B: AutodiffBackend>(
-    cohort: &Cohort,
+    cohort: Arc<Cohort>,
     model_cfg: &ClgOdeConfig,
     batch_size: usize,
     epoch: usize,
@@ -303,22 +343,13 @@ pub fn bench_epoch<B: AutodiffBackend>(
         .into_iter()
         .map(|i| fold.train[i])
         .collect();
-    let mut comm = CommStats::default();
     let t0 = Instant::now();
     let mut sums = TermSums::default();
     let batch = batch_size.max(1);
     for start in (0..order.len()).step_by(batch) {
         let end = (start + batch).min(order.len());
-        let (m, terms, n) = ctx.train_step(
-            model,
-            &mut adam,
-            5e-5,
-            epoch,
-            &order,
-            (start, end),
-            &mut comm,
-        )?;
-        model = m;
+        let (grads, terms, n) = ctx.grads(&model, epoch, &order, (start, end), (start, end))?;
+        model = adam.step(5e-5, model, Grads::Params(grads));
         sums.add(&terms, n);
     }
     let seconds = t0.elapsed().as_secs_f64();

@@ -2,32 +2,71 @@
 //! scored on the held-out test subjects; writes `test_metrics.json`, `test_sc_metrics.json` and
 //! `clg_ode_results.json` (the reference's file names).
 
+use std::path::{Path, PathBuf};
+
 use anyhow::{Context, Result};
 use burn::prelude::*;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::batch::FoldData;
 use super::evaluate::{predict_visit1, test_metrics};
+use super::fold_data::FoldData;
 use super::step::eval_loss;
-use super::{CV_FOLDS, FoldResult, GnnConfig, Prepared, TOPO_BINS};
+use super::{CV_FOLDS, GnnConfig, Prepared, TOPO_BINS};
 use crate::dist::Single;
+use crate::engine::StageResult;
 use crate::engine::checkpoint::Checkpoint;
 use crate::engine::params;
 use crate::files::write_json;
+
+/// One finished fold, as `clg_ode_results.json` reports it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FoldResult {
+    pub fold: usize,
+    pub best_val_loss: f64,
+    pub best_epoch: usize,
+    pub epochs_run: usize,
+    pub stopped_early: bool,
+    pub best_checkpoint: Option<PathBuf>,
+    pub last_checkpoint: Option<PathBuf>,
+}
+
+impl FoldResult {
+    /// The engine's record of stage `s`, which trained fold `fold`.
+    pub fn from_stage(s: &StageResult, fold: usize) -> Self {
+        Self {
+            fold,
+            best_val_loss: s.best_value.unwrap_or(f64::NAN),
+            best_epoch: s.best_epoch,
+            epochs_run: s.epochs_run,
+            stopped_early: s.stopped_early,
+            best_checkpoint: s.best_checkpoint.clone(),
+            last_checkpoint: s.last_checkpoint.clone(),
+        }
+    }
+}
 
 /// Scores the test subjects and writes the result files into the run directory.
 pub fn score_test<B: Backend>(
     config: &GnnConfig,
     prep: &Prepared,
     finished: &[FoldResult],
+    run_dir: &Path,
     device: &B::Device,
 ) -> Result<()> {
     let cohort = &prep.cohort;
-    let run_dir = &config.results_dir;
+    // The best fold: the best monitored value in the monitor's direction.
+    let higher_better = config
+        .monitor
+        .as_ref()
+        .is_some_and(|m| m.mode == crate::engine::Mode::Max);
     let best_fold = finished
         .iter()
-        .filter(|f| f.best_val_loss.is_finite())
-        .min_by(|a, b| a.best_val_loss.total_cmp(&b.best_val_loss))
+        .filter(|f| f.best_val_loss.is_finite() && f.best_checkpoint.is_some())
+        .min_by(|a, b| {
+            let o = a.best_val_loss.total_cmp(&b.best_val_loss);
+            if higher_better { o.reverse() } else { o }
+        })
         .cloned()
         .context("no fold produced a finite validation loss")?;
     let split = prep
@@ -36,8 +75,12 @@ pub fn score_test<B: Backend>(
         .find(|s| s.fold == best_fold.fold)
         .context("best fold not in the fold list")?;
     let stats = cohort.norm_stats(&split.train)?;
-    let data = FoldData::new(cohort, &stats);
-    let ck = Checkpoint::load(&best_fold.best_checkpoint)?;
+    let data = FoldData::new(cohort.clone(), &stats);
+    let best_path = best_fold
+        .best_checkpoint
+        .clone()
+        .context("the best fold has no best checkpoint")?;
+    let ck = Checkpoint::load(&best_path)?;
     let model = params::load(
         config.model.init::<B>(device),
         &ck.with_prefix("model"),
@@ -63,9 +106,13 @@ pub fn score_test<B: Backend>(
     }
     write_json(&run_dir.join("test_metrics.json"), &test_json)?;
     write_json(&run_dir.join("test_sc_metrics.json"), &test.model.to_map())?;
+    let monitor = config
+        .monitor
+        .as_ref()
+        .map_or("val_loss", |m| m.metric.as_str());
     let results = json!({
         "cv_folds": finished.iter().map(|f| json!({
-            "fold": f.fold, "best_val_loss": f.best_val_loss, "best_monitor_metric": "val_loss",
+            "fold": f.fold, "best_val_loss": f.best_val_loss, "best_monitor_metric": monitor,
             "best_monitor": f.best_val_loss, "best_epoch": f.best_epoch,
             "epochs_run": f.epochs_run, "stopped_early": f.stopped_early,
             "best_model_path": f.best_checkpoint, "last_model_path": f.last_checkpoint,

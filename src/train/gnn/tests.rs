@@ -3,26 +3,30 @@
 use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
 
-use super::batch::{
-    FoldData, HostBatch, LossSettings, Mode, TermWeights, batch_loss, sample_visits,
-};
+use std::sync::Arc;
+
+use super::batch::{HostBatch, LossSettings, Mode, sample_visits};
+use super::fold_data::FoldData;
+use super::objective::{TermWeights, batch_loss};
 use super::step::{StepContext, term_sums, terms_from_sums};
 use super::*;
+use crate::data::connectome::Cohort;
 use crate::data::connectome::{CohortPaths, LoadOptions, load_cohort, write_synthetic_cohort};
 use crate::dist::Single;
-use crate::engine::ddp::{CommStats, flatten_grads};
-use crate::models::clg_ode::ClgOdeConfig;
+use crate::engine::ddp::flatten_grads;
+use crate::engine::optim::Grads;
+use crate::models::clg_ode::{ClgOde, ClgOdeConfig};
 use burn::optim::GradientsParams;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 type AB = Autodiff<Flex>;
 
-fn cohort(subjects: usize, nodes: usize) -> (tempfile::TempDir, Cohort) {
+fn cohort(subjects: usize, nodes: usize) -> (tempfile::TempDir, Arc<Cohort>) {
     let dir = tempfile::tempdir().unwrap();
     write_synthetic_cohort(dir.path(), subjects, nodes, 1).unwrap();
     let (c, _) = load_cohort(&CohortPaths::under(dir.path()), &LoadOptions::default()).unwrap();
-    (dir, c)
+    (dir, Arc::new(c))
 }
 
 #[test]
@@ -31,7 +35,7 @@ fn clg_gnn_eval_loss_same_on_autodiff_and_valid() {
     let prep_split = test_split(c.subjects.len(), TEST_SIZE, SPLIT_SEED).unwrap();
     let fold = cv_fold(&prep_split.trainval, 0, CV_FOLDS).unwrap();
     let stats = c.norm_stats(&fold.train).unwrap();
-    let data = FoldData::new(&c, &stats);
+    let data = FoldData::new(c.clone(), &stats);
     let dev = burn::backend::flex::FlexDevice;
     let mut cfg = ClgOdeConfig::new(c.n_metrics(), c.site_vocab);
     cfg.latent_dim = 16;
@@ -70,21 +74,18 @@ fn clg_gnn_eval_loss_same_on_autodiff_and_valid() {
         seed: 1,
         fold: 0,
     };
-    let mut stats = CommStats::default();
     for step in 0..12usize {
         let start = (step * 2) % 6;
-        let (m, terms, n) = ctx
-            .train_step(
-                model,
-                &mut adam,
-                1e-3,
+        let (grads, terms, n) = ctx
+            .grads(
+                &model,
                 0,
                 &fold.train,
                 (start, start + 2),
-                &mut stats,
+                (start, start + 2),
             )
             .unwrap();
-        model = m;
+        model = adam.step(1e-3, model, Grads::Params(grads));
         assert_eq!(n, 2);
         assert!(terms.total.is_finite());
     }
@@ -121,7 +122,7 @@ fn clg_gnn_shards_add_up_to_the_batch() {
     let split = test_split(c.subjects.len(), TEST_SIZE, SPLIT_SEED).unwrap();
     let fold = cv_fold(&split.trainval, 0, CV_FOLDS).unwrap();
     let stats = c.norm_stats(&fold.train).unwrap();
-    let data = FoldData::new(&c, &stats);
+    let data = FoldData::new(c.clone(), &stats);
     let dev = burn::backend::flex::FlexDevice;
     let mut cfg = ClgOdeConfig::new(c.n_metrics(), c.site_vocab);
     cfg.latent_dim = 8;
