@@ -32,8 +32,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     match cli.command {
-        Command::TrainMnist(args) => train::mnist::run(args),
-        Command::TrainGnn(args) => train::gnn::run(args),
+        Command::TrainMnist(args) => train::mnist::run(*args),
+        Command::TrainGnn(args) => train::gnn::run(*args),
         Command::Eval(args) => eval::run(args).map(|_| ExitCode::SUCCESS),
         Command::Bench(args) => bench::mnist::run(args).map(|_| ExitCode::SUCCESS),
         Command::Plot(a) => {

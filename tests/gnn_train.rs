@@ -41,6 +41,8 @@ fn train_args<'a>(run_name: &'a str, epochs: &'a str, extra: &[&'a str]) -> Vec<
         "results",
         "--run_name",
         run_name,
+        "--cv_fold",
+        "0",
         "--max_epochs",
         epochs,
         "--latent_dim",
@@ -101,13 +103,15 @@ fn train_gnn_learns_and_writes_every_output() {
     let best_late = val[1..].iter().cloned().fold(f64::INFINITY, f64::min);
     assert!(best_late < first, "validation loss did not fall: {val:?}");
     // Velocity from epoch index 10 on (1-based epoch 11).
-    assert_eq!(rows[9]["enable_vel"], false);
-    assert_eq!(rows[10]["enable_vel"], true);
+    assert_eq!(rows[9]["enable_vel"], 0);
+    assert_eq!(rows[10]["enable_vel"], 1);
 
     let args = json(&run.join("args.json"));
     assert_eq!(args["max_epochs"], 12);
     assert_eq!(args["model"]["latent_dim"], 8);
-    assert_eq!(args["loss"]["lambda_topo"], 0.0);
+    // The reference's default objective: topology loss and GradNorm on.
+    assert_eq!(args["objective"]["topology"]["lambda_topo"], 1e-3);
+    assert_eq!(args["objective"]["topology"]["gradnorm"], "manifold_topo");
 
     let test = json(&run.join("test_metrics.json"));
     for side in ["model", "identity_baseline"] {

@@ -29,9 +29,9 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Train the classic MNIST CNN on MNIST-format IDX data (MNIST, Fashion-MNIST).
-    TrainMnist(MnistArgs),
+    TrainMnist(Box<MnistArgs>),
     /// Train CLG-ODE (coupled latent graph ODE) on a structural-connectome cohort.
-    TrainGnn(GnnArgs),
+    TrainGnn(Box<GnnArgs>),
     /// Accuracy and confusion matrix of an MNIST checkpoint on the test split.
     Eval(EvalArgs),
     /// Throughput benchmarks over every compiled backend and usable device.

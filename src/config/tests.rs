@@ -10,7 +10,7 @@ fn argv(args: &[&str]) -> Vec<OsString> {
 
 fn mnist(args: &[&str]) -> crate::cli::MnistArgs {
     match parse_from(argv(args)).unwrap().command {
-        Cmd::TrainMnist(a) => a,
+        Cmd::TrainMnist(a) => *a,
         other => panic!("{other:?}"),
     }
 }

@@ -179,19 +179,20 @@ pub trait Job<B: AutodiffBackend> {
     fn meta(&self, _run: &RunInfo) -> Row {
         Row::new()
     }
-    /// Sets up stage `stage` (e.g. a fold's normalisation).
-    fn begin_stage(&mut self, stage: usize) -> Result<Stage>;
+    /// Sets up stage `stage` (e.g. a fold's normalisation); `resumed`: the run resumes inside
+    /// this stage from a checkpoint (whose job state was loaded already).
+    fn begin_stage(&mut self, stage: usize, resumed: bool) -> Result<Stage>;
     /// A freshly initialised model for the stage, drawn from the job's seed.
-    fn init_model(&self, stage: usize, device: &B::Device) -> Self::Model;
+    fn init_model(&self, stage: usize, device: &B::Device) -> Result<Self::Model>;
     /// Learning rate of 0-based epoch `epoch`.
     fn lr(&self, epoch: usize) -> f64;
     /// Forward and backward on this rank's shard of the batch.
     fn step(&mut self, model: &Self::Model, batch: &Batch<'_, B>) -> Result<StepOut>;
     /// From the step's sums over ranks: the step's loss (shown, checked for divergence) and
     /// what to add to the epoch's running sums.
-    fn step_loss(&self, sums: &[f64]) -> (f64, Vec<f64>);
+    fn step_loss(&mut self, sums: &[f64]) -> (f64, Vec<f64>);
     /// From the epoch's running sums: the training loss and the training detail columns.
-    fn train_columns(&self, acc: &[f64]) -> (f64, Row);
+    fn train_columns(&mut self, acc: &[f64]) -> (f64, Row);
     /// Evaluation at the end of an epoch.
     fn evaluate(
         &mut self,

@@ -79,7 +79,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(
     let mut saved: Option<(Checkpoint, Saved)> = None;
     if let Some(path) = &resume {
         let ck = Checkpoint::load(path)?;
-        let order = params::names(&job.init_model(0, &device));
+        let order = params::names(&job.init_model(0, &device)?);
         let s = Saved::read(&ck, path, spec.model_name, &fingerprint, &order)?;
         job.load_state(&s.job_state)?;
         pos = s.position.clone();
@@ -130,15 +130,15 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(
     };
     let started = Instant::now();
     while pos.stage < ctx.spec.stages {
-        let stage = job.begin_stage(pos.stage)?;
-        let mut model = job.init_model(pos.stage, &device);
+        // A checkpoint written at a stage boundary holds the previous stage's weights: the new
+        // stage starts fresh.
+        let mid_stage = saved.is_some() && (pos.epoch > 0 || pos.epoch_items > 0);
+        let stage = job.begin_stage(pos.stage, mid_stage)?;
+        let mut model = job.init_model(pos.stage, &device)?;
         params::materialize(&model);
         let names = params::names(&model);
         let mut adam = Adam::<B::InnerBackend>::default();
         let mut best = None;
-        // A checkpoint written at a stage boundary holds the previous stage's weights: the new
-        // stage starts fresh.
-        let mid_stage = pos.epoch > 0 || pos.epoch_items > 0;
         match saved.take() {
             Some((ck, s)) if mid_stage => {
                 model = params::load(model, &ck.with_prefix("model"), &device)?;

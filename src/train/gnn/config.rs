@@ -6,12 +6,13 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::batch::LossSettings;
-use super::{CV_FOLDS, Prepared, SPLIT_SEED, TEST_SIZE};
+use super::batch::Sampling;
+use super::{Prepared, TEST_SIZE};
 use crate::cli::GnnArgs;
 use crate::data::connectome::Cohort;
 use crate::engine::{Monitor, Row, RunInfo};
-use crate::models::clg_ode::ClgOdeConfig;
+use crate::models::clg_ode::objective::{InnovationConfig, ObjectiveConfig, TopologyConfig};
+use crate::models::clg_ode::{ClgOdeConfig, DecoderConfig};
 
 /// The resolved configuration, saved as `args.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -32,11 +33,16 @@ pub struct GnnConfig {
     pub optimizer: String,
     pub monitor: Option<Monitor>,
     pub seed: u64,
-    pub split_seed: u32,
     pub test_size: f64,
-    pub cv_folds_total: usize,
+    pub cv_folds: usize,
+    pub topo_bins: usize,
+    pub val_sc_eval_every: usize,
+    pub early_stop_density_weight: f64,
+    pub resume_from: Option<PathBuf>,
+    pub porcelain: bool,
     pub model: ClgOdeConfig,
-    pub loss: LossSettings,
+    pub objective: ObjectiveConfig,
+    pub sampling: Sampling,
     pub deviations: Vec<String>,
     pub backend: String,
     pub device: String,
@@ -55,7 +61,9 @@ impl GnnConfig {
             "folds": self.folds, "max_epochs": self.max_epochs,
             "effective_batch_size": self.effective_batch_size,
             "learning_rate": self.learning_rate, "monitor": self.monitor, "seed": self.seed,
-            "model": self.model, "loss": self.loss,
+            "cv_folds": self.cv_folds, "topo_bins": self.topo_bins, "model": self.model, "objective": self.objective,
+            "sampling": self.sampling, "val_sc_eval_every": self.val_sc_eval_every,
+            "early_stop_density_weight": self.early_stop_density_weight,
         })
     }
 
@@ -102,6 +110,71 @@ fn model_config(args: &GnnArgs, cohort: &Cohort, numeric_dim: usize) -> ClgOdeCo
         cov_embed_dim: 8,
         numeric_cov_dim: numeric_dim,
         solver_steps: args.solver_steps,
+        decoder: DecoderConfig {
+            residual_skip: args.residual_skip,
+            residual_tau: args.residual_tau,
+            residual_cap: args.residual_cap,
+            residual_no_dt_gate: args.residual_no_dt_gate,
+            fixed_support: args.fixed_support,
+        },
+    }
+}
+
+/// The objective's settings from the flags.
+pub fn objective_config(a: &GnnArgs) -> ObjectiveConfig {
+    ObjectiveConfig {
+        lambda_manifold: a.lambda_manifold,
+        lambda_weight: a.lambda_weight,
+        lambda_kl: a.lambda_kl,
+        lambda_vel: a.lambda_vel,
+        lambda_acc: a.lambda_acc,
+        vel_from_epoch: a.warmup_manifold_epochs,
+        acc_from_epoch: a.warmup_vel_epochs,
+        forecast_k_weight: 0.5,
+        edge_loss: a.edge_loss,
+        edge_pos_weight: a.edge_pos_weight,
+        focal_gamma: a.focal_gamma,
+        focal_alpha: (a.focal_alpha >= 0.0).then_some(a.focal_alpha),
+        lambda_full_log_mse: a.lambda_full_log_mse,
+        lambda_zero_log: a.lambda_zero_log,
+        zero_log_warmup_epochs: a.zero_log_warmup_epochs,
+        zero_log_ramp_epochs: a.zero_log_ramp_epochs,
+        lambda_delta_log: a.lambda_delta_log,
+        lambda_density: a.lambda_density,
+        density_warmup_epochs: a.density_warmup_epochs,
+        density_ramp_epochs: a.density_ramp_epochs,
+        fixed_support: a.fixed_support,
+        compute_mask_auprc: a.compute_mask_auprc,
+        max_epochs: a.max_epochs,
+        topology: TopologyConfig {
+            lambda_topo: a.lambda_topo,
+            loss_bins: a.topo_loss_bins.max(1),
+            sharpness: a.betti_sharpness,
+            t: a.betti_t,
+            taylor_order: a.betti_taylor_order.max(1),
+            probes: a.betti_probes.max(1),
+            scale_quantile: a.topo_scale_quantile,
+            log_compress: !a.disable_topo_log_compress,
+            warmup_frac: a.topo_warmup_frac,
+            gradnorm: a.gradnorm_scope,
+        },
+        innovation: InnovationConfig {
+            enabled: a.innovation_enabled,
+            topm: a.innovation_topm,
+            k_new: a.innovation_k_new,
+            tau: a.innovation_tau,
+            delta_quantile: a.innovation_delta_quantile,
+            dt_offset_months: a.innovation_dt_offset_months,
+            dt_ramp_months: a.innovation_dt_ramp_months,
+            dt_scale_years: a.innovation_dt_scale_years,
+            focal_gamma: a.innovation_focal_gamma,
+            focal_alpha: a.innovation_focal_alpha,
+            lambda_new_sparse: a.lambda_new_sparse,
+            new_sparse_warmup_epochs: a.new_sparse_warmup_epochs,
+            new_sparse_ramp_epochs: a.new_sparse_ramp_epochs,
+            lambda_new_reg: a.lambda_new_reg,
+            freeze_backbone_after: usize::try_from(a.innovation_freeze_backbone_after).ok(),
+        },
     }
 }
 
@@ -112,7 +185,7 @@ pub fn gnn_config(args: &GnnArgs, prep: &Prepared, fold_ids: &[usize]) -> GnnCon
         .subjects
         .first()
         .and_then(|s| s.scans.first())
-        .map_or(35, |s| 3 + s.ecc.len());
+        .map_or(35, |s| 2 + usize::from(!args.disable_s_mean) + s.ecc.len());
     GnnConfig {
         sc_dir: args.sc_dir.clone(),
         morph_root: args.morph_root.clone(),
@@ -128,23 +201,28 @@ pub fn gnn_config(args: &GnnArgs, prep: &Prepared, fold_ids: &[usize]) -> GnnCon
         optimizer: "adam(beta1=0.9, beta2=0.999, eps=1e-8), constant lr, no weight decay".into(),
         monitor: args.early_stop.monitor(Some("val_loss")),
         seed: args.seed,
-        split_seed: SPLIT_SEED,
         test_size: TEST_SIZE,
-        cv_folds_total: CV_FOLDS,
+        cv_folds: args.cv_folds,
+        topo_bins: args.topo_bins,
+        val_sc_eval_every: args.val_sc_eval_every,
+        early_stop_density_weight: args.early_stop_density_weight,
+        resume_from: args.resume_from.clone(),
+        porcelain: args.porcelain,
         model: model_config(args, cohort, numeric_dim),
-        loss: LossSettings {
-            lambda_kl: args.lambda_kl,
-            ..LossSettings::default()
+        objective: objective_config(args),
+        sampling: Sampling {
+            adjacent_pair_prob: args.adjacent_pair_prob,
+            morph_noise_sigma: args.morph_noise_sigma,
+            // The residual decoder reads the start visit itself: no edge dropout (as the
+            // reference).
+            sc_pos_edge_drop_prob: if args.residual_skip {
+                0.0
+            } else {
+                args.sc_pos_edge_drop_prob
+            },
+            include_s_mean: !args.disable_s_mean,
         },
-        deviations: vec![
-            "lambda_topo = 0 and no GradNorm (reference default: Betti-curve topology loss \
-             with lambda 1e-3 and GradNorm)"
-                .into(),
-            "best checkpoint = copy of the best epoch's weights (reference: last weights)".into(),
-            "validation/test loss: clean inputs, visits (0,1,2) (reference: augmented, sampled)"
-                .into(),
-            "all randomness seeded from --seed (reference: unseeded torch RNG)".into(),
-        ],
+        deviations: super::DEVIATIONS.iter().map(|d| d.to_string()).collect(),
         backend: String::new(),
         device: String::new(),
         resume: args.run.resume.clone(),

@@ -19,7 +19,7 @@ pub struct FoldData {
 }
 
 impl FoldData {
-    pub fn new(cohort: Arc<Cohort>, stats: &NormStats) -> Self {
+    pub fn new(cohort: Arc<Cohort>, stats: &NormStats, include_s_mean: bool) -> Self {
         let norm = cohort.normalized(stats);
         let mut x = Vec::with_capacity(norm.len());
         let mut numeric = Vec::with_capacity(norm.len());
@@ -27,7 +27,7 @@ impl FoldData {
             let mut xs = Vec::with_capacity(scans.len());
             let mut cs = Vec::with_capacity(scans.len());
             for (scan, ns) in subject.scans.iter().zip(scans) {
-                cs.push(scan.numeric_covariates(ns.ecc.view(), true));
+                cs.push(scan.numeric_covariates(ns.ecc.view(), include_s_mean));
                 xs.push(ns.x);
             }
             x.push(xs);

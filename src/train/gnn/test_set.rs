@@ -12,12 +12,13 @@ use serde_json::{Value, json};
 use super::evaluate::{predict_visit1, test_metrics};
 use super::fold_data::FoldData;
 use super::step::eval_loss;
-use super::{CV_FOLDS, GnnConfig, Prepared, TOPO_BINS};
+use super::{GnnConfig, Prepared};
 use crate::dist::Single;
 use crate::engine::StageResult;
 use crate::engine::checkpoint::Checkpoint;
 use crate::engine::params;
 use crate::files::write_json;
+use crate::models::clg_ode::objective::Objective;
 
 /// One finished fold, as `clg_ode_results.json` reports it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -49,6 +50,7 @@ impl FoldResult {
 /// Scores the test subjects and writes the result files into the run directory.
 pub fn score_test<B: Backend>(
     config: &GnnConfig,
+    objective: &Objective,
     prep: &Prepared,
     finished: &[FoldResult],
     run_dir: &Path,
@@ -75,7 +77,7 @@ pub fn score_test<B: Backend>(
         .find(|s| s.fold == best_fold.fold)
         .context("best fold not in the fold list")?;
     let stats = cohort.norm_stats(&split.train)?;
-    let data = FoldData::new(cohort.clone(), &stats);
+    let data = FoldData::new(cohort.clone(), &stats, config.sampling.include_s_mean);
     let best_path = best_fold
         .best_checkpoint
         .clone()
@@ -86,21 +88,31 @@ pub fn score_test<B: Backend>(
         &ck.with_prefix("model"),
         device,
     )?;
-    let test_sums = eval_loss(
+    let (_, test_loss) = eval_loss(
         &model,
+        objective,
         &data,
+        &config.sampling,
         &prep.test,
         config.batch_size,
         config.max_epochs,
-        &config.loss,
         device,
         &Single,
     )?;
-    let preds = predict_visit1(&model, &data, &prep.test, 8, device);
-    let test = test_metrics(&data, &prep.test, &preds, TOPO_BINS);
+    let preds = predict_visit1(
+        &model,
+        objective,
+        &data,
+        &config.sampling,
+        &prep.test,
+        8,
+        config.max_epochs,
+        device,
+    );
+    let test = test_metrics(&data, &prep.test, &preds, config.topo_bins);
     let mut test_json = serde_json::to_value(&test)?;
     if let Value::Object(m) = &mut test_json {
-        m.insert("test_loss".into(), json!(test_sums.mean_total()));
+        m.insert("test_loss".into(), json!(test_loss));
         m.insert("best_fold".into(), json!(best_fold.fold));
         m.insert("checkpoint".into(), json!(best_fold.best_checkpoint));
     }
@@ -118,13 +130,14 @@ pub fn score_test<B: Backend>(
             "best_model_path": f.best_checkpoint, "last_model_path": f.last_checkpoint,
         })).collect::<Vec<_>>(),
         "cv_fold": config.cv_fold,
-        "cv_folds_total": CV_FOLDS,
+        "cv_folds_total": config.cv_folds,
         "best_cv_score": best_fold.best_val_loss,
         "best_fold": best_fold.fold,
         "best_model_path": best_fold.best_checkpoint,
-        "test_loss": test_sums.mean_total(),
+        "test_loss": test_loss,
         "test_sc_metrics": test.model.to_map(),
         "test_identity_baseline_sc_metrics": test.identity_baseline.to_map(),
+        "test_skill": test.skill,
         "n_subjects": cohort.subjects.len(),
         "n_trainval": prep.trainval.len(),
         "n_test": prep.test.len(),
@@ -132,13 +145,14 @@ pub fn score_test<B: Backend>(
     write_json(&run_dir.join("clg_ode_results.json"), &results)?;
     eprintln!(
         "[train-gnn] test ({} subjects, fold {} best epoch {}): loss {:.4}, sc_log_mse {:.4} \
-         (identity {:.4}), pearson_sparse {:.4} (identity {:.4})",
+         (identity {:.4}, skill {:+.3}), pearson_sparse {:.4} (identity {:.4})",
         prep.test.len(),
         best_fold.fold,
         best_fold.best_epoch,
-        test_sums.mean_total(),
+        test_loss,
         test.model.sc_log_mse,
         test.identity_baseline.sc_log_mse,
+        test.skill.skill,
         test.model.sc_log_pearson_sparse,
         test.identity_baseline.sc_log_pearson_sparse,
     );

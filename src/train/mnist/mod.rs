@@ -136,7 +136,7 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
         json!({ "seed": self.args.seed })
     }
 
-    fn begin_stage(&mut self, _stage: usize) -> Result<Stage> {
+    fn begin_stage(&mut self, _stage: usize, _resumed: bool) -> Result<Stage> {
         Ok(Stage {
             items: self.train.len(),
             shuffle_seed: self.args.seed,
@@ -145,9 +145,9 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
         })
     }
 
-    fn init_model(&self, _stage: usize, device: &B::Device) -> MnistCnn<B> {
+    fn init_model(&self, _stage: usize, device: &B::Device) -> Result<MnistCnn<B>> {
         B::seed(device, self.args.seed);
-        MnistCnn::new(device, !self.args.no_dropout)
+        Ok(MnistCnn::new(device, !self.args.no_dropout))
     }
 
     fn lr(&self, epoch: usize) -> f64 {
@@ -181,11 +181,11 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
         })
     }
 
-    fn step_loss(&self, sums: &[f64]) -> (f64, Vec<f64>) {
+    fn step_loss(&mut self, sums: &[f64]) -> (f64, Vec<f64>) {
         (sums[0] / sums[1].max(1.0), sums.to_vec())
     }
 
-    fn train_columns(&self, acc: &[f64]) -> (f64, Row) {
+    fn train_columns(&mut self, acc: &[f64]) -> (f64, Row) {
         let loss = match acc {
             [sum, n, ..] => sum / n.max(1.0),
             _ => f64::NAN,
