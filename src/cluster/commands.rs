@@ -2,18 +2,25 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context as _;
-
 use super::doctor::DoctorReport;
 use super::env::{ClusterEnv, detect};
 use super::gpu::probe_driver;
 use super::mig::pick_free_mig;
 use super::vars::Vars;
 use super::visible_devices::VisibleDevices;
+use crate::error::ExitError;
 
-/// The scheduler environment of this process (reads the process environment once).
+/// The scheduler environment of this process (reads the process environment once). A bad
+/// environment exits with [`super::exit_codes::BAD_CLUSTER_ENV`].
 pub fn detect_env() -> anyhow::Result<ClusterEnv> {
-    detect(&Vars::from_process()).context("reading the scheduler environment")
+    detect(&Vars::from_process()).map_err(|e| {
+        ExitError::with_source(
+            super::exit_codes::BAD_CLUSTER_ENV,
+            "reading the scheduler environment",
+            e,
+        )
+        .into()
+    })
 }
 
 /// `trainer env [--json]`: ranks, hosts, rendezvous, job ids and devices.
