@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::cluster::cuda::ComputeCapability;
-use crate::cluster::gpu::{DriverInfo, MigInstance, MigState};
+use crate::cluster::exit_codes as code;
+use crate::cluster::gpu::{DriverInfo, GpuInfo, MigInstance, MigState};
 
 fn vars(pairs: &[(&str, &str)]) -> Vars {
     Vars::from_pairs(pairs.iter().copied())
