@@ -307,8 +307,8 @@ fn hostlist_strategy() -> impl Strategy<Value = String> {
         ),
     );
     (prop::collection::vec((item(), sep), 0..5), mutation)
-        .prop_filter("at most 300 000 hosts", |(items, _)| {
-            items.iter().map(|((_, n), _)| *n).sum::<u64>() <= 300_000
+        .prop_filter("at most 150 000 hosts", |(items, _)| {
+            items.iter().map(|((_, n), _)| *n).sum::<u64>() <= 150_000
         })
         .prop_map(|(items, mutation)| {
             let mut chars: Vec<char> = items
