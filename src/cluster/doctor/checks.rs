@@ -121,13 +121,33 @@ pub(super) fn check_runtime(
     driver: Option<CudaVersion>,
     nvrtc: Option<&NvrtcInfo>,
 ) {
-    if nvrtc.is_none() {
-        f.push(
+    match nvrtc {
+        None => f.push(
             Level::Warn,
             None,
             "NVRTC (libnvrtc) not found: the CUDA backend compiles kernels with it at run time".into(),
             Some("load the CUDA module (`module load cuda/12.x`) or use an image that ships libnvrtc"),
-        );
+        ),
+        Some(n) if !n.cudarc_loads_it => {
+            let target = n.path.as_deref().unwrap_or(&n.library);
+            f.push(
+                Level::Warn,
+                None,
+                format!(
+                    "NVRTC is there only as {} (CUDA {}), a name this build's CUDA {} bindings \
+                     do not look for: the cuda backend will not find it",
+                    n.library,
+                    n.version.map_or("?".into(), |v| v.to_string()),
+                    crate::cluster::nvrtc::cudarc_major()
+                ),
+                Some(&format!(
+                    "mkdir -p ~/.trainer-nvrtc && ln -sf {target} ~/.trainer-nvrtc/libnvrtc.so && \
+                     export LD_LIBRARY_PATH=~/.trainer-nvrtc:$LD_LIBRARY_PATH (scripts/gpu-check.sh \
+                     does this); CUDA 13 no longer compiles for V100"
+                )),
+            );
+        }
+        Some(_) => {}
     }
     match driver {
         Some(d) if effective > d => f.fail(

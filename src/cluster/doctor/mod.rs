@@ -20,7 +20,7 @@ use super::container::{Container, NvEvidence, detect_container};
 use super::cuda::{CudaVersion, RuntimeTarget};
 use super::env::{AllocationVar, ClusterEnv};
 use super::gpu::{DriverProbe, probe_driver};
-use super::nvrtc::{NvrtcInfo, probe_nvrtc};
+use super::nvrtc::{NvrtcInfo, cudarc_major, probe_nvrtc};
 use super::vars::Vars;
 use super::visible_devices::VisibleDevices;
 
@@ -114,12 +114,34 @@ impl DoctorReport {
         let vars = Vars::from_process();
         let driver = probe_driver(&vars);
         let nvrtc = if driver.info().is_some() {
-            probe_nvrtc()
+            probe_nvrtc(cudarc_major())
         } else {
             None
         };
         let nv = detect_container(&vars).map(|_| NvEvidence::probe(Path::new("/")));
         diagnose_with(&vars, driver, nvrtc, nv, require_gpu)
+    }
+
+    /// Adds the outcome of an NCCL all-reduce check; a failure exits with 1.
+    pub fn check_nccl(&mut self, outcome: anyhow::Result<String>) {
+        let finding = match outcome {
+            Ok(msg) => Finding {
+                level: Level::Ok,
+                code: None,
+                message: msg,
+                fix: None,
+            },
+            Err(e) => Finding {
+                level: Level::Fail,
+                code: Some(crate::error::GENERAL),
+                message: format!("NCCL all-reduce: {e:#}"),
+                fix: Some("check libnccl.so (NCCL 2.x) on LD_LIBRARY_PATH".into()),
+            },
+        };
+        if finding.level == Level::Fail && self.exit_code == super::exit_codes::OK {
+            self.exit_code = crate::error::GENERAL;
+        }
+        self.findings.push(finding);
     }
 
     /// The failures.

@@ -83,11 +83,7 @@ impl DoctorReport {
                 r.build_target.version,
                 r.build_target.source,
                 match &r.nvrtc {
-                    Some(n) => format!(
-                        "{} from {}",
-                        n.version.map_or("?".into(), |v| v.to_string()),
-                        n.library
-                    ),
+                    Some(n) => n.describe(),
                     None => "not found".into(),
                 },
                 r.driver_supports.map_or("-".into(), |v| v.to_string())
