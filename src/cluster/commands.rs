@@ -114,8 +114,14 @@ fn summarise_hosts(hosts: &[String]) -> String {
 }
 
 /// `trainer doctor [--require-gpu] [--json]`: the report, and its documented exit code.
+///
+/// With `TRAINER_CHECK_NCCL=1` and a usable GPU, it also runs one rank's NCCL all-reduce on the
+/// first visible GPU (builds with `--features cuda,mpi`; `scripts/gpu-check.sh` uses this).
 pub fn cmd_doctor(require_gpu: bool, json: bool) -> anyhow::Result<ExitCode> {
-    let report = DoctorReport::collect(require_gpu);
+    let mut report = DoctorReport::collect(require_gpu);
+    if std::env::var("TRAINER_CHECK_NCCL").is_ok_and(|v| v == "1") && report.exit_code == 0 {
+        report.check_nccl(crate::dist::nccl_self_test(0));
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
