@@ -128,6 +128,52 @@ fn corpus() -> Vec<String> {
         .collect()
 }
 
+/// Lists on which Slurm may print garbage, which we refuse: malformed by the plain grammar
+/// (see [`strictly_malformed`]), or a bracket over 65 536 hosts that two more follow (Slurm
+/// silently keeps 65 536 of them: `a[0-65535,0-5][0][0]`).
+fn slurm_garbage(list: &str) -> bool {
+    strictly_malformed(list)
+        || items(list).iter().any(|item| {
+            let groups: Vec<u64> = item
+                .split('[')
+                .skip(1)
+                .filter_map(|g| g.split(']').next())
+                .map(|inner| {
+                    inner
+                        .split(',')
+                        .map(|p| match p.split_once('-') {
+                            Some((lo, hi)) => match (lo.parse::<u64>(), hi.parse::<u64>()) {
+                                (Ok(lo), Ok(hi)) if hi >= lo => hi - lo + 1,
+                                _ => 1,
+                            },
+                            None => 1,
+                        })
+                        .sum()
+                })
+                .collect();
+            groups.len() > 1 && groups[..groups.len() - 1].iter().any(|&n| n > 65_536)
+        })
+}
+
+/// The items of a list: split at commas and whitespace outside brackets.
+fn items(list: &str) -> Vec<String> {
+    let (mut out, mut cur, mut open) = (Vec::new(), String::new(), false);
+    for c in list.chars() {
+        match c {
+            '[' => open = true,
+            ']' => open = false,
+            ',' | ' ' | '\t' if !open => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur);
+    out
+}
+
 /// Malformed by the plain grammar: brackets balanced and not nested, each holding `N` or `N-M`
 /// pieces of decimal digits that fit in 64 bits. Slurm expands some such lists to garbage
 /// (`node[1-` gives `node]`, `n[ 1]` gives `n01`); we refuse them all.
@@ -187,7 +233,7 @@ fn compare(conf: &Path, list: &str) -> Result<Class, String> {
             short(&ours)
         )),
         (Err(_), Err(_)) => Ok(Class::RefusedByBoth),
-        (Ok(_), Err(e)) if strictly_malformed(list) => {
+        (Ok(_), Err(e)) if slurm_garbage(list) => {
             let text = e.to_string();
             if text.contains(&format!("{list:?}")) && !e.reason.is_empty() {
                 Ok(Class::SlurmGarbageRefused)
