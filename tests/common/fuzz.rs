@@ -109,7 +109,7 @@ pub fn alloc_bound(len: usize) -> usize {
 /// Prints how many cases a property ran, for the CI log and the closing note.
 pub fn report(name: &str, corpus: usize, generated: u32, t0: std::time::Instant) {
     println!(
-        "fuzz {name}: {corpus} corpus files + {generated} generated cases, no panic, {:.1} s",
+        "fuzz {name}: {corpus} corpus inputs + {generated} generated cases, no panic, {:.1} s",
         t0.elapsed().as_secs_f64()
     );
 }
