@@ -55,16 +55,16 @@ impl Collective for Single {
     }
 }
 
-/// One rank's NCCL all-reduce on CUDA device `ordinal` ([`nccl::self_test`]); an error in
-/// builds without the `cuda` and `mpi` features.
+/// One rank's NCCL all-reduce on CUDA device `ordinal` ([`nccl::self_test`]).
+#[cfg(all(feature = "mpi", feature = "cuda"))]
 pub fn nccl_self_test(ordinal: usize) -> Result<String> {
-    #[cfg(all(feature = "mpi", feature = "cuda"))]
-    return nccl::self_test(ordinal);
-    #[cfg(not(all(feature = "mpi", feature = "cuda")))]
-    {
-        let _ = ordinal;
-        anyhow::bail!("this binary has no NCCL all-reduce: build it with --features cuda,mpi")
-    }
+    nccl::self_test(ordinal)
+}
+
+/// One rank's NCCL all-reduce: an error in builds without the `cuda` and `mpi` features.
+#[cfg(not(all(feature = "mpi", feature = "cuda")))]
+pub fn nccl_self_test(_ordinal: usize) -> Result<String> {
+    anyhow::bail!("this binary has no NCCL all-reduce: build it with --features cuda,mpi")
 }
 
 /// Whether this binary can run several ranks.
