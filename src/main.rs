@@ -11,7 +11,8 @@ fn main() -> ExitCode {
     match trainer::run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // `error: …` then one `caused by: …` line per cause: each text is said once.
+            eprint!("{}", trainer::error::render(&err));
             ExitCode::from(trainer::error::exit_code_of(&err))
         }
     }
