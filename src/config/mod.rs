@@ -6,7 +6,9 @@
 //! under the `--help` headings as sections (`[data]`, `[model]`, `[optimisation]`, `[run]`,
 //! `[cluster]`). A key or section the command does not know is an error naming it and the file.
 //! The file's values become flags placed before the command line's, for the flags the command
-//! line does not give, so clap parses and validates everything alike.
+//! line does not give, so clap parses and validates everything alike. A `--preset` (given on the
+//! command line or in the file) is a named table of values layered under the file
+//! ([`presets`]).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -16,6 +18,8 @@ use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, RunArgs};
+
+pub mod presets;
 
 /// Flags that describe one process rather than the run's configuration: never written to
 /// `config.toml`.
@@ -49,10 +53,25 @@ pub fn parse_from(argv: Vec<OsString>) -> Result<Cli, clap::Error> {
     let mut argv = argv;
     if let Some(m) = &lenient
         && let Some((name, given)) = m.subcommand()
-        && let Some(path) = given.get_one::<PathBuf>("config")
     {
         let cmd = root.find_subcommand(name).expect("parsed sub-command");
-        let layered = file_args(cmd, given, path)?;
+        let mut layered = Vec::new();
+        let mut in_file = Vec::new();
+        let mut preset = given.get_one::<String>("preset").cloned();
+        if let Some(path) = given.get_one::<PathBuf>("config") {
+            let table = read_file(path)?;
+            if preset.is_none() {
+                preset = lookup(&table, "preset");
+            }
+            let (args, keys) = table_args(cmd, given, table, &[], &path.display().to_string())?;
+            layered = args;
+            in_file = keys;
+        }
+        if let Some(p) = preset {
+            let table = presets::table(name, &p).map_err(usage_error)?;
+            let (args, _) = table_args(cmd, given, table, &in_file, &format!("preset {p}"))?;
+            layered.splice(0..0, args);
+        }
         let at = argv
             .iter()
             .skip(1)
@@ -90,14 +109,37 @@ fn section(heading: &str) -> String {
     heading.to_ascii_lowercase()
 }
 
-/// The flags a config file stands for, for the keys the command line did not give.
-fn file_args(cmd: &Command, given: &ArgMatches, path: &Path) -> Result<Vec<OsString>, clap::Error> {
+fn read_file(path: &Path) -> Result<toml::Table, clap::Error> {
     let name = path.display();
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage_error(format!("--config {name}: cannot read the file: {e}")))?;
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e| usage_error(format!("--config {name}: not valid TOML: {e}")))?;
+    text.parse()
+        .map_err(|e| usage_error(format!("--config {name}: not valid TOML: {e}")))
+}
+
+/// A string value of `key` at the top level or in a section.
+fn lookup(table: &toml::Table, key: &str) -> Option<String> {
+    table
+        .get(key)
+        .or_else(|| {
+            table
+                .values()
+                .filter_map(|v| v.as_table())
+                .find_map(|t| t.get(key))
+        })
+        .and_then(|v| v.as_str())
+        .map(String::from)
+}
+
+/// The flags a table (a config file, a preset) stands for, for the keys that neither the
+/// command line nor `skip` give; and the flag names it holds. `name` names the table in errors.
+fn table_args(
+    cmd: &Command,
+    given: &ArgMatches,
+    table: toml::Table,
+    skip: &[String],
+    name: &str,
+) -> Result<(Vec<OsString>, Vec<String>), clap::Error> {
     let sections: Vec<String> = cmd
         .get_arguments()
         .filter_map(|a| a.get_help_heading().map(section))
@@ -118,8 +160,10 @@ fn file_args(cmd: &Command, given: &ArgMatches, path: &Path) -> Result<Vec<OsStr
         }
     }
     let mut out = Vec::new();
+    let mut keys = Vec::new();
     for (key, value) in entries {
         let flag = key.rsplit('.').next().unwrap_or(&key).replace('-', "_");
+        keys.push(flag.clone());
         let arg = cmd
             .get_arguments()
             .find(|a| a.get_id().as_str() == flag && !a.is_positional())
@@ -130,7 +174,7 @@ fn file_args(cmd: &Command, given: &ArgMatches, path: &Path) -> Result<Vec<OsStr
                     cmd.get_name()
                 ))
             })?;
-        if given.value_source(&flag) == Some(ValueSource::CommandLine) {
+        if given.value_source(&flag) == Some(ValueSource::CommandLine) || skip.contains(&flag) {
             continue;
         }
         let long = arg.get_long().unwrap_or(&flag);
@@ -152,7 +196,7 @@ fn file_args(cmd: &Command, given: &ArgMatches, path: &Path) -> Result<Vec<OsStr
             }
         }
     }
-    Ok(out)
+    Ok((out, keys))
 }
 
 fn dedup(v: &[String]) -> Vec<String> {

@@ -156,3 +156,62 @@ fn gnn_defaults_and_negative_numbers_survive_the_round_trip() {
     assert_eq!(b.cv_fold, -1);
     assert_eq!(b.run.resolved_config.unwrap(), text);
 }
+
+fn gnn(extra: &[&str]) -> crate::cli::GnnArgs {
+    let mut v = vec![
+        "train-gnn",
+        "--sc_dir",
+        "s",
+        "--morph_root",
+        "m",
+        "--subject_info_csv",
+        "t.csv",
+        "--results_dir",
+        "r",
+    ];
+    v.extend_from_slice(extra);
+    match parse_from(argv(&v)).unwrap().command {
+        Cmd::TrainGnn(a) => *a,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn presets_sit_under_the_file_and_the_flags() {
+    let plain = gnn(&[]);
+    assert!(!plain.fixed_support);
+    let p = gnn(&["--preset", "residual"]);
+    assert!(p.fixed_support && p.residual_skip);
+    assert_eq!(p.lambda_topo, 0.0);
+    assert_eq!(p.early_stop.early_stop_metric.as_deref(), Some("val_skill"));
+    // A flag beside the preset wins.
+    let q = gnn(&["--preset", "residual", "--lambda_topo", "0.5"]);
+    assert_eq!((q.lambda_topo, q.fixed_support), (0.5, true));
+    // So does the file, and the file can name the preset itself.
+    let d = tempfile::tempdir().unwrap();
+    let f = write(d.path(), "preset = \"residual\"\n[model]\nlatent_dim = 7\n");
+    let r = gnn(&["--config", f.to_str().unwrap()]);
+    assert_eq!((r.latent_dim, r.residual_skip), (7, true));
+    // The resolved configuration repeats it without the preset's help.
+    let text = r.run.resolved_config.unwrap();
+    assert!(text.contains("preset = \"residual\""), "{text}");
+    let e = parse_from(argv(&[
+        "train-gnn",
+        "--sc_dir",
+        "s",
+        "--morph_root",
+        "m",
+        "--subject_info_csv",
+        "t",
+        "--results_dir",
+        "r",
+        "--preset",
+        "nope",
+    ]))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("no such preset") && e.contains("residual"),
+        "{e}"
+    );
+}

@@ -224,10 +224,11 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
         let (model, missing, unexpected) =
             params::load_partial(model, &ck.with_prefix("model"), device)
                 .with_context(|| format!("--resume-from {}", path.display()))?;
-        if self.main && (!missing.is_empty() || !unexpected.is_empty()) {
+        if self.main {
             eprintln!(
-                "[train-gnn] resume checkpoint loaded with non-strict matching: {} missing keys, \
-                 {} unexpected keys",
+                "[train-gnn] weights from --resume-from {} (non-strict matching: {} missing \
+                 keys, {} unexpected keys)",
+                path.display(),
                 missing.len(),
                 unexpected.len()
             );

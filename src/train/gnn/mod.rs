@@ -166,7 +166,9 @@ impl BackendJob for Launch {
 }
 
 /// `trainer train-gnn`.
-pub fn run(args: GnnArgs) -> Result<ExitCode> {
+pub fn run(mut args: GnnArgs) -> Result<ExitCode> {
+    // The reference's default is the empty string: no checkpoint.
+    args.resume_from = args.resume_from.filter(|p| !p.as_os_str().is_empty());
     validate(&args)?;
     let placement = backend::resolve(args.device.backend, args.device.device)?;
     backend::dispatch(placement, Launch(args))
