@@ -552,7 +552,7 @@ mod tests {
         let mut changes = 0.0;
         let mut count = 0;
         for subj in c.subjects.iter().filter(|s| s.scans.len() == 3) {
-            let (a0, a2) = (&subj.scans[0].a_log, &subj.scans[2].a_log);
+            let (a0, a2) = (subj.scans[0].a_log(), subj.scans[2].a_log());
             for (x, y) in a0.iter().zip(a2.iter()) {
                 if *x > 0.0 && *y > 0.0 {
                     changes += f64::from((y - x).abs());

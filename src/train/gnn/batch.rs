@@ -158,8 +158,8 @@ pub fn build<R: Rng>(
         numeric_dim: data.numeric_dim(),
         ..Default::default()
     };
-    let push_enc = |x: &mut ObjectiveInput, a: &[f32], m: &[f32]| -> usize {
-        x.enc_a.extend_from_slice(a);
+    let push_enc = |x: &mut ObjectiveInput, scan: &Scan, m: &[f32]| -> usize {
+        scan.log_into(&mut x.enc_a);
         x.enc_x.extend_from_slice(m);
         x.enc_rows += 1;
         x.enc_rows - 1
@@ -168,7 +168,7 @@ pub fn build<R: Rng>(
     for (&sub, v) in subjects.iter().zip(&visits) {
         let scans = data.scans(sub);
         let subject = &data.cohort.subjects[sub];
-        push_enc(&mut x, slice2(&scans[v.i].a_log), slice2(&data.x[sub][v.i]));
+        push_enc(&mut x, &scans[v.i], slice2(&data.x[sub][v.i]));
         x.sex.push(subject.sex as i64);
         x.site.push(subject.site as i64);
         x.numeric.extend_from_slice(&data.numeric[sub][v.i]);
@@ -178,8 +178,10 @@ pub fn build<R: Rng>(
         match &mut mode {
             Mode::Train(rngs) => {
                 let (a, m) = augmented(data, sub, v.i, &mut rngs[b], s);
-                let row = push_enc(&mut x, &a, &m);
-                x.d_rows.push(row as i64);
+                x.enc_a.extend(a);
+                x.enc_x.extend(m);
+                x.enc_rows += 1;
+                x.d_rows.push(x.enc_rows as i64 - 1);
             }
             Mode::Eval | Mode::Forecast => x.d_rows.push(b as i64),
         }
@@ -237,7 +239,7 @@ pub fn build<R: Rng>(
             let (Some(j), Some(tj)) = (v.j, traj_of[b].0) else {
                 continue;
             };
-            let enc_j = push_enc(&mut x, slice2(&scans[j].a_log), slice2(&data.x[sub][j]));
+            let enc_j = push_enc(&mut x, &scans[j], slice2(&data.x[sub][j]));
             let dt_ij = delta_t(scans, v.i, j) as f32;
             if vel_on {
                 x.vel.push(VelItem {
@@ -248,7 +250,7 @@ pub fn build<R: Rng>(
                 });
             }
             if acc_on && let (Some(k), Some(tk)) = (v.k, traj_of[b].1) {
-                let enc_k = push_enc(&mut x, slice2(&scans[k].a_log), slice2(&data.x[sub][k]));
+                let enc_k = push_enc(&mut x, &scans[k], slice2(&data.x[sub][k]));
                 x.acc.push(AccItem {
                     b,
                     traj_j: tj,
@@ -275,7 +277,8 @@ fn augmented(
 ) -> (Vec<f32>, Vec<f32>) {
     let n = data.n_nodes();
     let scan = &data.scans(sub)[i];
-    let mut a = slice2(&scan.a_log).to_vec();
+    let mut a = Vec::with_capacity(n * n);
+    scan.log_into(&mut a);
     if s.sc_pos_edge_drop_prob > 0.0 {
         let raw = slice2(&scan.a_raw);
         for r in 0..n {
@@ -306,6 +309,6 @@ fn push_pred(
     let scans = data.scans(sub);
     x.target_raw.extend_from_slice(slice2(&scans[target].a_raw));
     x.target_x.extend_from_slice(slice2(&data.x[sub][target]));
-    x.start_log.extend_from_slice(slice2(&scans[start].a_log));
+    scans[start].log_into(&mut x.start_log);
     x.preds.push(pred);
 }

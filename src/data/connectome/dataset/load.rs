@@ -20,7 +20,6 @@ struct Job {
 
 struct Loaded {
     a_raw: Array2<f32>,
-    a_log: Array2<f32>,
     s: f64,
     s_mean: f64,
     ecc: Array1<f64>,
@@ -104,7 +103,6 @@ pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, L
             .transpose()?;
         Ok(Loaded {
             a_raw,
-            a_log,
             s,
             s_mean,
             ecc,
@@ -191,7 +189,6 @@ pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, L
                 sc_path: job.file.path,
                 morph_path: job.morph,
                 a_raw: l.a_raw,
-                a_log: l.a_log,
                 x,
                 age: if age_from_table {
                     info.age

@@ -62,8 +62,8 @@ impl Default for LoadOptions {
     }
 }
 
-/// One scan (visit) of a subject, preprocessed. Holds two N×N f32 matrices (1.25 MiB at
-/// N = 400), so a cohort of 10 000 scans needs about 12.5 GiB.
+/// One scan (visit) of a subject, preprocessed. Holds one N×N f32 matrix (0.64 MB at N = 400);
+/// its log1p is computed where it is used ([`Scan::a_log`], [`Scan::log_into`]).
 #[derive(Debug, Clone)]
 pub struct Scan {
     pub scan_id: String,
@@ -72,8 +72,6 @@ pub struct Scan {
     pub morph_path: Option<PathBuf>,
     /// Symmetrised SC with zero diagonal, N×N.
     pub a_raw: Array2<f32>,
-    /// `log1p(a_raw)`, the model input and regression domain.
-    pub a_log: Array2<f32>,
     /// Morphology, N×F, un-normalised (row r = r-th ROI in lexicographic order).
     pub x: Array2<f32>,
     /// Years (table value), or the visit index when the table has none (see `age_from_table`).
@@ -83,11 +81,21 @@ pub struct Scan {
     pub icv: f64,
     pub s: f64,
     pub s_mean: f64,
-    /// ECC of `a_log` with `topo_bins` bins (raw, not z-scored).
+    /// ECC of `log1p(a_raw)` with `topo_bins` bins (raw, not z-scored).
     pub ecc: Array1<f64>,
 }
 
 impl Scan {
+    /// `log1p(a_raw)`, the model input and regression domain.
+    pub fn a_log(&self) -> Array2<f32> {
+        self.a_raw.mapv(f32::ln_1p)
+    }
+
+    /// Appends `log1p(a_raw)`, row-major, to `out`.
+    pub fn log_into(&self, out: &mut Vec<f32>) {
+        out.extend(self.a_raw.iter().map(|v| v.ln_1p()));
+    }
+
     /// The model's numeric covariates for this visit: `[age, s, s_mean?, z-scored ECC…]`
     /// (35 values by default; `s_mean` left out with `include_s_mean = false`).
     pub fn numeric_covariates(&self, z_ecc: ArrayView1<f32>, include_s_mean: bool) -> Vec<f32> {

@@ -123,7 +123,7 @@ fn loads_and_reports() {
     assert_eq!((d.sex, d.site), (0, 0));
     let s0 = &d.scans[0];
     assert_eq!(s0.a_raw[(0, 1)], 7.0);
-    assert_eq!(s0.a_log[(0, 1)], 7.0f32.ln_1p());
+    assert_eq!(s0.a_log()[(0, 1)], 7.0f32.ln_1p());
     assert_eq!(s0.ecc.len(), 32);
     assert!((s0.s - (14.0f64 + 1e-8).ln()).abs() < 1e-12);
     let cov = s0.numeric_covariates(Array1::<f32>::zeros(32).view(), true);

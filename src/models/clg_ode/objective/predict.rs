@@ -267,9 +267,21 @@ pub fn forward<B: Backend>(
             }
         }
         if !rows.is_empty() {
-            let log_p = topology::gather_rows(pt.sparse.clone().clamp_min(0.0).log1p(), &rows);
-            let w_rows = t1::<B>(rows.iter().map(|&q| x.preds[q].weight).collect(), device);
-            let raw = topology::raw_loss(log_p, &taus, &target, &probes, t) * w_rows;
+            // One prediction at a time: the backward pass of this loss holds several
+            // [thresholds, N, N] temporaries, which would otherwise exist for all at once.
+            let log_p = pt.sparse.clone().clamp_min(0.0).log1p();
+            let k = t.loss_bins;
+            let raw: Vec<Tensor<B, 1>> = rows
+                .iter()
+                .enumerate()
+                .map(|(r, &q)| {
+                    let one = log_p.clone().narrow(0, q, 1);
+                    let range = r * k..(r + 1) * k;
+                    topology::raw_loss(one, &taus[range.clone()], &target[range], &probes, t)
+                        .mul_scalar(x.preds[q].weight)
+                })
+                .collect();
+            let raw = Tensor::cat(raw, 0);
             for (&q, v) in rows.iter().zip(host(raw.clone().detach())) {
                 topo_raw[q] = v as f64;
             }

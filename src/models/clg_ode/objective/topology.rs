@@ -10,8 +10,7 @@ use burn::tensor::activation::sigmoid;
 use rand::{Rng, SeedableRng};
 
 use super::config::TopologyConfig;
-use super::input::{t1, t3};
-use crate::models::clg_ode::decoder::zero_diagonal;
+use super::input::t1;
 use crate::models::clg_ode::loss::huber;
 
 /// Linear-interpolated quantile (numpy's default) of sorted values.
@@ -153,15 +152,12 @@ pub fn raw_loss<B: Backend>(
     let device = log_p.device();
     let v = probes.len() / n;
     let gk = g * k;
-    let tau = t1::<B>(taus.iter().map(|&t| t as f32).collect(), &device).reshape([gk, 1, 1]);
-    let w = zero_diagonal(sigmoid(
-        (log_p
-            .unsqueeze_dim::<4>(1)
-            .repeat_dim(1, k)
-            .reshape([gk, n, n])
-            - tau)
-            .mul_scalar(cfg.sharpness),
-    ));
+    // W = σ(s·(log P − τ)) off the diagonal, built by one broadcast [G,1,N²] − [G,K,1] (no
+    // repeated copies of the predictions: they dominate the memory of this loss).
+    let s = cfg.sharpness;
+    let shift = t1::<B>(taus.iter().map(|&t| (s * t) as f32).collect(), &device).reshape([g, k, 1]);
+    let off = crate::models::clg_ode::decoder::off_diagonal::<B>(n, &device).reshape([1, 1, n * n]);
+    let w = (sigmoid(log_p.reshape([g, 1, n * n]).mul_scalar(s) - shift) * off).reshape([gk, n, n]);
     // L_sym x = x − D^{-1/2} W D^{-1/2} x, with D^{-1/2} = 0 on isolated nodes.
     let d = w.clone().sum_dim(2); // [GK,N,1]
     let dinv = d.clone().greater_elem(0.0).float() * d.add_scalar(1e-8).powf_scalar(-0.5);
@@ -221,17 +217,4 @@ pub fn updated_scale(scale: f64, values: &[f64], quantile: f64) -> f64 {
         return scale;
     }
     0.9 * scale + 0.1 * q.max(1e-6)
-}
-
-/// `log1p` of the sparsified predictions that have thresholds, as one tensor `[G,N,N]`.
-pub fn gather_rows<B: Backend>(x: Tensor<B, 3>, rows: &[usize]) -> Tensor<B, 3> {
-    let device = x.device();
-    let idx: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
-    x.select(0, super::input::i1::<B>(idx, &device))
-}
-
-/// A `[G,N,N]` tensor of host values (test helper and small inputs).
-pub fn tensor3<B: Backend>(v: Vec<f32>, n: usize, device: &B::Device) -> Tensor<B, 3> {
-    let g = v.len() / (n * n);
-    t3(v, [g, n, n], device)
 }
