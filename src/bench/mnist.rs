@@ -14,6 +14,7 @@ use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
 use serde::Serialize;
 
+use crate::backend::fast_cpu::profile as op_profile;
 use crate::backend::{self, BackendJob, Placement};
 use crate::cli::BenchArgs;
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
@@ -57,8 +58,9 @@ fn batch<B: Backend>(
 
 impl BackendJob for BenchJob<'_> {
     type Output = (f64, f64);
-    fn run<B: AutodiffBackend>(self, device: B::Device, _p: Placement) -> Result<(f64, f64)> {
+    fn run<B: AutodiffBackend>(self, device: B::Device, p: Placement) -> Result<(f64, f64)> {
         let (bs, steps, warmup) = (self.args.batch_size, self.args.steps, self.args.warmup);
+        op_profile::enable(op_profile::requested());
         B::seed(&device, 1);
         let mut model = MnistCnn::<B>::new(&device, true);
         crate::engine::params::materialize(&model);
@@ -68,14 +70,22 @@ impl BackendJob for BenchJob<'_> {
         for step in 0..warmup + steps {
             if step == warmup {
                 timed = Some(Instant::now());
+                op_profile::reset();
             }
+            op_profile::phase("data");
             let (x, y) = batch::<B>(self.data, step, bs, &device);
+            op_profile::phase("forward");
             let loss = loss_fn.forward(model.forward(x), y);
+            op_profile::phase("backward");
             let grads = GradientsParams::from_grads(loss.backward(), &model);
+            op_profile::phase("optimizer");
             model = adam.step(1e-3, model, Grads::Params(grads));
         }
         // Reading a value waits for queued device work.
         let _ = crate::engine::params::collect(&model);
+        let label = format!("{} training step, batch {bs}", p.backend.name());
+        super::profile::print(&label, &op_profile::take(), steps);
+        op_profile::enable(false);
         let train =
             (bs * steps) as f64 / timed.map(|t| t.elapsed().as_secs_f64()).unwrap_or(f64::NAN);
 

@@ -2,3 +2,4 @@
 
 pub mod gnn;
 pub mod mnist;
+pub mod profile;
