@@ -7,8 +7,11 @@
 //!   partition of the batch so that the result does not depend on the number of threads;
 //! * bias gradient: `db[o] = Σ_i Σ_l dy_i[o, l]`.
 //!
-//! with `K = C·KH·KW` and `L = OH·OW`. Images run in parallel on the rayon pool; a batch smaller
-//! than the pool hands the spare threads to the GEMMs instead.
+//! with `K = C·KH·KW` and `L = OH·OW`. A large image is done in tiles of output rows, so that
+//! the scratch buffer stays small (2 MB). Images run in parallel on the rayon pool; a batch smaller than the pool hands the spare
+//! threads to the GEMMs instead.
+
+use std::ops::Range;
 
 use burn_backend::ops::ConvOptions;
 use rayon::prelude::*;
@@ -97,22 +100,45 @@ fn valid(out: usize, stride: usize, offset: usize, pad: usize, size: usize) -> (
     (lo.min(hi), hi)
 }
 
-/// Visits the im2col matrix of one image segment by segment: `f(cols, Some(start))` for a run
-/// of positions of one output row reading the input from index `start` on (every
-/// `stride[1]`-th value), `f(cols, None)` for positions that fall into the padding.
-fn for_each_segment(g: &Geom, mut f: impl FnMut(std::ops::Range<usize>, Option<usize>)) {
-    let (l, [sh, sw], [ph, pw], [dh, dw]) = (g.l(), g.stride, g.pad, g.dil);
+/// Bytes of im2col values per tile. Measured on the MNIST CNN's conv2 (one 663 KB im2col
+/// matrix per image), whole images beat tiles that fit a 512 KiB L2 (the GEMMs get narrower),
+/// so tiles only bound the scratch memory of large images.
+const TILE_BYTES: usize = 2 << 20;
+
+/// Output rows per tile (depends on the shapes only, so results never depend on the machine).
+fn tile_rows(g: &Geom) -> usize {
+    (TILE_BYTES / (4 * g.k() * g.ow).max(1)).clamp(1, g.oh.max(1))
+}
+
+/// The tiles of output rows of one image.
+fn tiles(g: &Geom) -> impl Iterator<Item = Range<usize>> + use<> {
+    let (step, oh) = (tile_rows(g), g.oh);
+    (0..oh).step_by(step).map(move |r| r..(r + step).min(oh))
+}
+
+/// Visits the im2col block of output rows `rows` of one image (`K × rows.len()·ow`, row-major)
+/// segment by segment: `f(cols, Some(start))` for a run of positions of one output row reading
+/// the input from index `start` on (every `stride[1]`-th value), `f(cols, None)` for positions
+/// that fall into the padding.
+fn for_each_segment(g: &Geom, rows: Range<usize>, mut f: impl FnMut(Range<usize>, Option<usize>)) {
+    let ([sh, sw], [ph, pw], [dh, dw]) = (g.stride, g.pad, g.dil);
+    let lt = rows.len() * g.ow;
     for c in 0..g.c {
         for i in 0..g.kh {
             let (oh_lo, oh_hi) = valid(g.oh, sh, i * dh, ph, g.h);
+            let (lo, hi) = (
+                oh_lo.clamp(rows.start, rows.end),
+                oh_hi.clamp(rows.start, rows.end),
+            );
+            let (lo, hi) = (lo.min(hi), hi);
             for j in 0..g.kw {
-                let row = ((c * g.kh + i) * g.kw + j) * l;
+                let row = ((c * g.kh + i) * g.kw + j) * lt;
                 let (ow_lo, ow_hi) = valid(g.ow, sw, j * dw, pw, g.w);
-                f(row..row + oh_lo * g.ow, None);
-                f(row + oh_hi * g.ow..row + l, None);
-                for oh in oh_lo..oh_hi {
+                f(row..row + (lo - rows.start) * g.ow, None);
+                f(row + (hi - rows.start) * g.ow..row + lt, None);
+                for oh in lo..hi {
                     let ih = oh * sh + i * dh - ph;
-                    let seg = row + oh * g.ow;
+                    let seg = row + (oh - rows.start) * g.ow;
                     f(seg..seg + ow_lo, None);
                     f(seg + ow_hi..seg + g.ow, None);
                     if ow_lo < ow_hi {
@@ -125,10 +151,10 @@ fn for_each_segment(g: &Geom, mut f: impl FnMut(std::ops::Range<usize>, Option<u
     }
 }
 
-/// `col[K, L] = im2col(x)` for one image `x[c, h, w]`.
-fn im2col(x: &[f32], g: &Geom, col: &mut [f32]) {
+/// `col = im2col(x)` for output rows `rows` of one image `x[c, h, w]`.
+fn im2col(x: &[f32], g: &Geom, rows: Range<usize>, col: &mut [f32]) {
     let sw = g.stride[1];
-    for_each_segment(g, |cols, src| {
+    for_each_segment(g, rows, |cols, src| {
         let dst = &mut col[cols];
         match src {
             None => dst.fill(0.0),
@@ -144,12 +170,25 @@ fn im2col(x: &[f32], g: &Geom, col: &mut [f32]) {
 
 #[cfg(test)]
 pub(super) fn im2col_for_test(x: &[f32], g: &Geom, col: &mut [f32]) {
-    im2col(x, g, col)
+    for rows in tiles(g) {
+        let lt = rows.len() * g.ow;
+        let mut tile = vec![f32::NAN; g.k() * lt];
+        im2col(x, g, rows.clone(), &mut tile);
+        for (r, chunk) in tile.chunks(lt.max(1)).enumerate() {
+            col[r * g.l() + rows.start * g.ow..][..lt].copy_from_slice(chunk);
+        }
+    }
 }
 
 #[cfg(test)]
 pub(super) fn col2im_for_test(col: &[f32], g: &Geom, x: &mut [f32]) {
-    col2im(col, g, x)
+    for rows in tiles(g) {
+        let lt = rows.len() * g.ow;
+        let tile: Vec<f32> = (0..g.k())
+            .flat_map(|r| col[r * g.l() + rows.start * g.ow..][..lt].iter().copied())
+            .collect();
+        col2im(&tile, g, rows, x);
+    }
 }
 
 /// `dst = src` for the short runs of im2col (an output row, often a few dozen values), eight
@@ -166,10 +205,10 @@ fn copy(dst: &mut [f32], src: &[f32]) {
     }
 }
 
-/// `x += col2im(col)` for one image: the adjoint of [`im2col`].
-fn col2im(col: &[f32], g: &Geom, x: &mut [f32]) {
+/// `x += col2im(col)` for output rows `rows` of one image: the adjoint of [`im2col`].
+fn col2im(col: &[f32], g: &Geom, rows: Range<usize>, x: &mut [f32]) {
     let sw = g.stride[1];
-    for_each_segment(g, |cols, dst| {
+    for_each_segment(g, rows, |cols, dst| {
         let src = &col[cols];
         match dst {
             None => {}
@@ -181,6 +220,17 @@ fn col2im(col: &[f32], g: &Geom, x: &mut [f32]) {
             }
         }
     });
+}
+
+/// The columns of output rows `rows` of the `[rows_total, l]` row-major matrix `m` (a view).
+fn columns<'a>(
+    m: &'a [f32],
+    rows_total: usize,
+    l: usize,
+    rows: &Range<usize>,
+    ow: usize,
+) -> Mat<'a> {
+    Mat::strided(&m[rows.start * ow..], rows_total, rows.len() * ow, l, 1)
 }
 
 /// `conv2d(x, w) + b` as `[n, o, oh, ow]`.
@@ -200,13 +250,18 @@ pub(super) fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &Geom) -> Vec<
                     row.fill(bias);
                 }
             }
-            if g.pointwise() {
-                matmul(yi, wm, Mat::rows(xi, k, l), b.is_some(), par);
-            } else {
-                with_scratch(k * l, |col| {
-                    im2col(xi, g, col);
-                    matmul(yi, wm, Mat::rows(col, k, l), b.is_some(), par);
-                });
+            for rows in tiles(g) {
+                let dst = &mut yi[rows.start * g.ow..];
+                if g.pointwise() {
+                    let xm = columns(xi, k, l, &rows, g.ow);
+                    matmul(dst, l, wm, xm, b.is_some(), par);
+                } else {
+                    let lt = rows.len() * g.ow;
+                    with_scratch(k * lt, |col| {
+                        im2col(xi, g, rows.clone(), col);
+                        matmul(dst, l, wm, Mat::rows(col, k, lt), b.is_some(), par);
+                    });
+                }
             }
         });
     y
@@ -224,13 +279,15 @@ pub(super) fn x_backward(dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
     dx.par_chunks_mut(g.image())
         .zip(dy.par_chunks(g.o * l))
         .for_each(|(dxi, dyi)| {
-            let dym = Mat::rows(dyi, g.o, l);
             if g.pointwise() {
-                matmul(dxi, wt, dym, false, par);
-            } else {
-                with_scratch(k * l, |col| {
-                    matmul(col, wt, dym, false, par);
-                    col2im(col, g, dxi);
+                matmul(dxi, l, wt, Mat::rows(dyi, g.o, l), false, par);
+                return;
+            }
+            for rows in tiles(g) {
+                let lt = rows.len() * g.ow;
+                with_scratch(k * lt, |col| {
+                    matmul(col, lt, wt, columns(dyi, g.o, l, &rows, g.ow), false, par);
+                    col2im(col, g, rows, dxi);
                 });
             }
         });
@@ -258,17 +315,23 @@ pub(super) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32> {
         .into_par_iter()
         .map(|p| {
             let mut acc = vec![0.0; size];
+            let mut first = true;
             for i in p * per..((p + 1) * per).min(g.n) {
-                let dym = Mat::rows(&dy[i * g.o * l..(i + 1) * g.o * l], g.o, l);
+                let dyi = &dy[i * g.o * l..(i + 1) * g.o * l];
                 let xi = &x[i * g.image()..(i + 1) * g.image()];
-                let accumulate = i > p * per;
-                if g.pointwise() {
-                    matmul(&mut acc, dym, Mat::rows(xi, k, l).t(), accumulate, par);
-                } else {
-                    with_scratch(k * l, |col| {
-                        im2col(xi, g, col);
-                        matmul(&mut acc, dym, Mat::rows(col, k, l).t(), accumulate, par);
-                    });
+                for rows in tiles(g) {
+                    let dym = columns(dyi, g.o, l, &rows, g.ow);
+                    if g.pointwise() {
+                        let xm = columns(xi, k, l, &rows, g.ow);
+                        matmul(&mut acc, k, dym, xm.t(), !first, par);
+                    } else {
+                        let lt = rows.len() * g.ow;
+                        with_scratch(k * lt, |col| {
+                            im2col(xi, g, rows.clone(), col);
+                            matmul(&mut acc, k, dym, Mat::rows(col, k, lt).t(), !first, par);
+                        });
+                    }
+                    first = false;
                 }
             }
             acc

@@ -73,6 +73,17 @@ impl<'a> Mat<'a> {
         }
     }
 
+    /// `data` as a `rows × cols` matrix with element `(i, j)` at `data[i * rs + j * cs]`.
+    pub(super) fn strided(data: &'a [f32], rows: usize, cols: usize, rs: usize, cs: usize) -> Self {
+        Self {
+            data,
+            rows,
+            cols,
+            rs,
+            cs,
+        }
+    }
+
     /// The transposed view (no copy).
     pub(super) fn t(self) -> Self {
         Self {
@@ -91,23 +102,37 @@ impl<'a> Mat<'a> {
     }
 }
 
-/// `dst = lhs × rhs`, or `dst += lhs × rhs` when `accumulate`; `dst` is row-major.
-pub(super) fn matmul(dst: &mut [f32], lhs: Mat, rhs: Mat, accumulate: bool, par: Parallelism) {
+/// `dst = lhs × rhs`, or `dst += lhs × rhs` when `accumulate`; row `i` of `dst` starts at
+/// `dst[i * dst_rs]`.
+pub(super) fn matmul(
+    dst: &mut [f32],
+    dst_rs: usize,
+    lhs: Mat,
+    rhs: Mat,
+    accumulate: bool,
+    par: Parallelism,
+) {
     let (m, k, n) = (lhs.rows, lhs.cols, rhs.cols);
     assert_eq!(k, rhs.rows, "matmul: inner dimensions differ");
-    assert!(dst.len() >= m * n && lhs.in_bounds() && rhs.in_bounds());
+    assert!(lhs.in_bounds() && rhs.in_bounds() && dst_rs >= n);
     if m == 0 || n == 0 {
         return;
     }
+    assert!(
+        dst.len() >= (m - 1) * dst_rs + n,
+        "matmul: destination too small"
+    );
     if k == 0 {
         if !accumulate {
-            dst[..m * n].fill(0.0);
+            dst.chunks_mut(dst_rs)
+                .take(m)
+                .for_each(|r| r[..n].fill(0.0));
         }
         return;
     }
     // SAFETY: the assertions above keep every element gemm reads (`(i, j)` of `lhs` and `rhs`
-    // for i, j below their dimensions) and writes (`dst[i * n + j]`, i < m, j < n) inside the
-    // borrowed slices; `dst` does not alias them (it is borrowed mutably).
+    // for i, j below their dimensions) and writes (`dst[i * dst_rs + j]`, i < m, j < n) inside
+    // the borrowed slices; `dst` does not alias them (it is borrowed mutably).
     unsafe {
         gemm::gemm(
             m,
@@ -115,7 +140,7 @@ pub(super) fn matmul(dst: &mut [f32], lhs: Mat, rhs: Mat, accumulate: bool, par:
             k,
             dst.as_mut_ptr(),
             1,
-            n as isize,
+            dst_rs as isize,
             accumulate,
             lhs.data.as_ptr(),
             lhs.cs as isize,
@@ -167,4 +192,35 @@ pub(super) fn add_into(total: &mut [f32], part: &[f32]) {
     for (t, p) in total.iter_mut().zip(part) {
         *t += p;
     }
+}
+
+/// Single-precision GEMM rate of one core in GFLOP/s (512³ products on this thread, the best of
+/// twenty by this thread's CPU time, so that other processes' load hardly matters): the
+/// benchmarks' hardware floor. NaN if the thread's CPU time cannot be read.
+pub fn sgemm_gflops_one_core() -> f64 {
+    const N: usize = 512;
+    let a: Vec<f32> = (0..N * N).map(|i| (i % 13) as f32 * 0.25).collect();
+    let mut d = vec![0.0; N * N];
+    let best = (0..20)
+        .map(|_| {
+            let t = thread_cpu_seconds();
+            let (a, b) = (Mat::rows(&a, N, N), Mat::rows(&a, N, N));
+            matmul(&mut d, N, a, b, false, Parallelism::None);
+            thread_cpu_seconds() - t
+        })
+        .fold(f64::NAN, f64::min);
+    2.0 * (N * N * N) as f64 / best / 1e9
+}
+
+/// CPU seconds of the calling thread so far (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu_seconds() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one `timespec` into the pointer it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return f64::NAN;
+    }
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }

@@ -77,10 +77,68 @@ fn window(g: &PoolGeom, o: usize, i: usize, size: usize) -> (usize, usize) {
 /// Pools one plane: `out[p]` is the maximum of window `p` and `idx[p]` (when asked for) where
 /// it was found; a window entirely in the padding gives −∞ and index −1, as in Flex.
 fn pool_plane(x: &[f32], g: &PoolGeom, out: &mut [f32], idx: Option<&mut [i64]>) {
+    if g.pad == [0, 0] && g.k == [2, 2] && g.stride == [2, 2] && g.dil == [1, 1] {
+        return pool_plane_2x2(x, g, out, idx);
+    }
     if g.pad == [0, 0] {
         return pool_plane_unpadded(x, g, out, idx);
     }
     pool_plane_padded(x, g, out, idx)
+}
+
+/// [`pool_plane`] for 2×2 windows with stride 2 (the CNN's): two input rows at a time, the
+/// four values of a window compared in Flex's order (row by row, first maximum kept).
+fn pool_plane_2x2(x: &[f32], g: &PoolGeom, out: &mut [f32], idx: Option<&mut [i64]>) {
+    let w = g.w;
+    let rows = |oh: usize| {
+        (
+            &x[2 * oh * w..(2 * oh + 1) * w],
+            &x[(2 * oh + 1) * w..(2 * oh + 2) * w],
+        )
+    };
+    match idx {
+        None => {
+            for (oh, o) in out.chunks_exact_mut(g.ow).enumerate() {
+                let (r0, r1) = rows(oh);
+                for ((o, a), b) in o.iter_mut().zip(r0.chunks_exact(2)).zip(r1.chunks_exact(2)) {
+                    let mut m = a[0];
+                    for v in [a[1], b[0], b[1]] {
+                        if v > m {
+                            m = v;
+                        }
+                    }
+                    *o = m;
+                }
+            }
+        }
+        Some(idx) => {
+            let out = out.chunks_exact_mut(g.ow).zip(idx.chunks_exact_mut(g.ow));
+            for (oh, (o, ix)) in out.enumerate() {
+                let (r0, r1) = rows(oh);
+                let base = (2 * oh * w) as i64;
+                let cells = o.iter_mut().zip(ix.iter_mut());
+                for (ow, ((o, ix), (a, b))) in cells
+                    .zip(r0.chunks_exact(2).zip(r1.chunks_exact(2)))
+                    .enumerate()
+                {
+                    let at0 = base + 2 * ow as i64;
+                    let (mut m, mut at) = (a[0], at0);
+                    for (v, p) in [
+                        (a[1], at0 + 1),
+                        (b[0], at0 + w as i64),
+                        (b[1], at0 + w as i64 + 1),
+                    ] {
+                        if v > m {
+                            m = v;
+                            at = p;
+                        }
+                    }
+                    *o = m;
+                    *ix = at;
+                }
+            }
+        }
+    }
 }
 
 /// [`pool_plane`] without padding: every window lies inside the plane, so the loops need no

@@ -97,23 +97,17 @@ fn geometry_rejects_what_the_fast_path_leaves_to_flex() {
 fn strided_matmul_and_fixed_order_sum() {
     // [[1, 2, 3], [4, 5, 6]] · [[1, 2, 3], [4, 5, 6]]ᵀ, the right operand a transposed view.
     let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let (lhs, rhs) = (Mat::rows(&a, 2, 3), Mat::rows(&a, 2, 3).t());
+    let none = gemm::Parallelism::None;
     let mut d = [0.0; 4];
-    matmul(
-        &mut d,
-        Mat::rows(&a, 2, 3),
-        Mat::rows(&a, 2, 3).t(),
-        false,
-        gemm::Parallelism::None,
-    );
+    matmul(&mut d, 2, lhs, rhs, false, none);
     assert_eq!(d, [14.0, 32.0, 32.0, 77.0]);
-    matmul(
-        &mut d,
-        Mat::rows(&a, 2, 3),
-        Mat::rows(&a, 2, 3).t(),
-        true,
-        gemm::Parallelism::None,
-    );
+    matmul(&mut d, 2, lhs, rhs, true, none);
     assert_eq!(d, [28.0, 64.0, 64.0, 154.0]);
+    // Into the first two columns of a 2×3 row-major buffer.
+    let mut d = [-1.0; 5];
+    matmul(&mut d, 3, lhs, rhs, false, none);
+    assert_eq!(d, [14.0, 32.0, -1.0, 32.0, 77.0]);
     let v: Vec<f32> = (1..=19).map(|i| i as f32).collect();
     assert_eq!(sum(&v), 190.0);
 }
