@@ -29,10 +29,10 @@ pub fn print(label: &str, report: &Report, steps: usize) {
     if report.ops.is_empty() {
         return;
     }
-    let steps = steps.max(1) as f64;
-    let step_total: f64 = report.phases.iter().map(|(_, t)| t).sum::<f64>() / steps;
-    let ms = |s: f64| 1e3 * s / steps;
-    let pct = |s: f64| 100.0 * s / steps / step_total;
+    let n = steps.max(1) as f64;
+    let step_total: f64 = report.phases.iter().map(|(_, t)| t).sum::<f64>() / n;
+    let ms = |s: f64| 1e3 * s / n;
+    let pct = |s: f64| 100.0 * s / n / step_total;
     eprintln!(
         "\n### {label}: one training step = {:.1} ms\n",
         1e3 * step_total
@@ -80,16 +80,24 @@ pub fn print(label: &str, report: &Report, steps: usize) {
         );
     }
 
+    print_ops(report, steps, 30);
+}
+
+/// The `top` slowest (phase, operation) pairs per step, as a Markdown table on stderr.
+pub fn print_ops(report: &Report, steps: usize, top: usize) {
+    let steps = steps.max(1) as f64;
+    let total: f64 = report.phases.iter().map(|(_, t)| t).sum();
+    let ms = |s: f64| 1e3 * s / steps;
     eprintln!("\n| phase | operation | calls/step | ms/step | share | CPU ms/step |");
     eprintln!("| --- | --- | ---: | ---: | ---: | ---: |");
-    for o in report.ops.iter().take(30) {
+    for o in report.ops.iter().take(top) {
         eprintln!(
             "| {} | {} | {:.0} | {:.2} | {:.1} % | {:.2} |",
             o.phase,
             o.op,
             o.calls as f64 / steps,
             ms(o.seconds),
-            pct(o.seconds),
+            100.0 * o.seconds / total,
             ms(o.cpu_seconds)
         );
     }

@@ -38,6 +38,8 @@ mod pool;
 pub mod profile;
 mod random;
 
+pub use kernels::sgemm_gflops_one_core;
+
 /// Flex with faster convolution and max-pool kernels (see the module documentation).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FastCpu;
