@@ -1,6 +1,6 @@
 //! `FloatTensorOps`: every operation is Flex's, but on the fast path the Bernoulli draws
-//! (dropout masks, from [`random`]) and the element-wise arithmetic of large tensors (split
-//! over threads by [`elementwise`]).
+//! (dropout masks, from [`random`]), the element-wise arithmetic of large tensors (split over
+//! threads by [`elementwise`]) and 2-D matrix products (by blocks of rows, [`matmul`]).
 
 use burn_backend::ops::{FloatTensorOps, GridSampleOptions};
 use burn_backend::tensor::{BoolTensor, Device, FloatTensor, IndexingUpdateOp, IntTensor};
@@ -11,6 +11,7 @@ use burn_flex::Flex;
 
 use super::elementwise::{binary, unary};
 use super::kernels::f32_tensor;
+use super::matmul::matmul_2d;
 use super::profile::timed;
 use super::{FastCpu, delegate, fast, random};
 
@@ -72,6 +73,32 @@ impl FloatTensorOps<Self> for FastCpu {
         })
     }
 
+    fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        timed("float_exp", || unary(tensor, f32::exp, Flex::float_exp))
+    }
+
+    fn float_log(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        timed("float_log", || unary(tensor, f32::ln, Flex::float_log))
+    }
+
+    fn float_log1p(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        timed("float_log1p", || {
+            unary(tensor, f32::ln_1p, Flex::float_log1p)
+        })
+    }
+
+    fn float_abs(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        timed("float_abs", || unary(tensor, f32::abs, Flex::float_abs))
+    }
+
+    fn float_neg(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        timed("float_neg", || unary(tensor, |x| -x, Flex::float_neg))
+    }
+
+    fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        timed("float_matmul", || matmul_2d(lhs, rhs, Flex::float_matmul))
+    }
+
     fn float_sqrt(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         timed("float_sqrt", || unary(tensor, f32::sqrt, Flex::float_sqrt))
     }
@@ -87,7 +114,6 @@ impl FloatTensorOps<Self> for FastCpu {
         fn float_div_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
         fn float_remainder(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_remainder_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
-        fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_cross(
             lhs: FloatTensor<Self>,
             rhs: FloatTensor<Self>,
@@ -208,7 +234,6 @@ impl FloatTensorOps<Self> for FastCpu {
             rhs: Scalar,
             out_dtype: BoolDType,
         ) -> BoolTensor<Self>;
-        fn float_neg(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_clamp(tensor: FloatTensor<Self>, min: Scalar, max: Scalar) -> FloatTensor<Self>;
         fn float_clamp_min(tensor: FloatTensor<Self>, min: Scalar) -> FloatTensor<Self>;
         fn float_clamp_max(tensor: FloatTensor<Self>, max: Scalar) -> FloatTensor<Self>;
@@ -250,12 +275,8 @@ impl FloatTensorOps<Self> for FastCpu {
         fn float_cummin(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
         fn float_cummax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
         fn float_cast(tensor: FloatTensor<Self>, dtype: FloatDType) -> FloatTensor<Self>;
-        fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-        fn float_log(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-        fn float_log1p(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_powf(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_powf_scalar_impl(tensor: FloatTensor<Self>, value: Scalar) -> FloatTensor<Self>;
-        fn float_abs(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_cos(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_sin(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_tan(tensor: FloatTensor<Self>) -> FloatTensor<Self>;

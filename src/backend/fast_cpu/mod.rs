@@ -10,7 +10,8 @@
 //!   [`gemm`] call per image, images spread over the rayon pool (`conv.rs`);
 //! * `max_pool2d`, `max_pool2d_with_indices` and its backward: one pass per plane with the
 //!   argmax indices Flex would return (`pool.rs`);
-//! * element-wise arithmetic and relu on large tensors, split over threads (`elementwise.rs`);
+//! * element-wise arithmetic, relu and sigmoid on large tensors, split over threads
+//!   (`elementwise.rs`), and 2-D matrix products by blocks of rows (`matmul.rs`);
 //! * Bernoulli draws (dropout masks) from a ChaCha8 stream of its own (`random.rs`).
 //!
 //! `Autodiff<FastCpu>` calls these through the `ModuleOps` backward hooks, so the speed-up holds
@@ -32,6 +33,7 @@ mod elementwise;
 mod float_ops;
 mod int_ops;
 mod kernels;
+mod matmul;
 mod module_ops;
 mod other_ops;
 mod pool;

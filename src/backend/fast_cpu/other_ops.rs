@@ -1,5 +1,5 @@
-//! `BoolTensorOps`, `QTensorOps` and `ActivationOps`: every operation is Flex's, but relu and
-//! its backward pass on large tensors, split over threads on the fast path ([`elementwise`]).
+//! `BoolTensorOps`, `QTensorOps` and `ActivationOps`: every operation is Flex's, but relu, its
+//! backward pass and sigmoid on large tensors, split over threads on the fast path ([`elementwise`]).
 //!
 //! [`elementwise`]: super::elementwise
 
@@ -161,9 +161,23 @@ impl QTensorOps<Self> for FastCpu {
     });
 }
 
+/// Flex's sigmoid, exact for large |x| on both sides.
+fn sigmoid(x: f32) -> f32 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
+    }
+}
+
 impl ActivationOps<Self> for FastCpu {
     fn relu(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         timed("relu", || unary(tensor, |x| x.max(0.0), Flex::relu))
+    }
+
+    fn sigmoid(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        timed("sigmoid", || unary(tensor, sigmoid, Flex::sigmoid))
     }
 
     fn relu_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -182,7 +196,6 @@ impl ActivationOps<Self> for FastCpu {
         fn prelu(tensor: FloatTensor<Self>, alpha: FloatTensor<Self>) -> FloatTensor<Self>;
         fn gelu(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
-        fn sigmoid(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn sigmoid_backward(
             output: FloatTensor<Self>,
             grad: FloatTensor<Self>,
