@@ -32,7 +32,7 @@ for world in (1, 2):
     else:
         path = glob.glob(f"{out}/{name}{world}/runs/*/metrics.csv")[0]
         row = list(csv.DictReader(open(path)))[0]
-        steps, secs = int(row["epoch_steps"]), float(row["train_seconds"])
+        steps, secs = int(row["epoch_steps"]), float(row["seconds"])
     step = secs / steps
     ar = float(row["allreduce_seconds"]) / steps
     line = (f"{kind} {world} rank(s): {steps} steps, {step*1000:.1f} ms/step, "

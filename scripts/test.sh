@@ -28,6 +28,9 @@ cargo build --release --features mpi --all-targets
 done_stage
 
 stage "tests (default backend + mpi)"
+# Case budgets of the fuzz properties (tests/fuzz_*.rs, ~30 s at 2000 per parser) and of the
+# hostlist property test against scontrol (tests/cluster_hostlist_slurm.rs, ~20 s at 2500).
+export TRAINER_FUZZ_CASES="${TRAINER_FUZZ_CASES:-2000}" TRAINER_HOSTLIST_CASES="${TRAINER_HOSTLIST_CASES:-2500}"
 cargo test --release --features mpi
 done_stage
 

@@ -11,6 +11,7 @@ pub mod backend;
 pub mod bench;
 pub mod cli;
 pub mod cluster;
+pub mod config;
 pub mod data;
 pub mod dist;
 pub mod engine;
@@ -26,17 +27,42 @@ use cli::{Cli, Command, DataCommand};
 
 /// Runs one command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
+    if let Some(toml) = print_config(&cli) {
+        print!("{toml}");
+        return Ok(ExitCode::SUCCESS);
+    }
     match cli.command {
-        Command::TrainMnist(args) => train::mnist::run(args),
+        Command::TrainMnist(args) => train::mnist::run(*args),
+        Command::TrainGnn(args) => train::gnn::run(*args),
         Command::Eval(args) => eval::run(args).map(|_| ExitCode::SUCCESS),
         Command::Bench(args) => bench::mnist::run(args).map(|_| ExitCode::SUCCESS),
+        Command::Plot(a) => {
+            outputs::curves::plot_runs(&a.runs, &a.metric, &a.out)?;
+            eprintln!("wrote {}", a.out.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Env { json } => cluster::cmd_env(json).map(|_| ExitCode::SUCCESS),
         Command::Doctor { require_gpu, json } => cluster::cmd_doctor(require_gpu, json),
-        Command::TrainGnn(args) => train::gnn::run(args),
         Command::SynthConnectome(args) => train::gnn::synth(args).map(|_| ExitCode::SUCCESS),
         Command::MigPick => cluster::cmd_mig_pick(),
         Command::Data {
             command: DataCommand::Fetch(a),
         } => data::fetch::fetch(a.dataset, &a.out, a.mirror.as_deref()).map(|_| ExitCode::SUCCESS),
+        Command::Completions(a) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(a.shell, &mut cmd, "trainer", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+/// The resolved configuration, when a training command was asked to print it.
+fn print_config(cli: &Cli) -> Option<&str> {
+    let run = match &cli.command {
+        Command::TrainMnist(a) => &a.run,
+        Command::TrainGnn(a) => &a.run,
+        _ => return None,
+    };
+    run.print_config
+        .then_some(run.resolved_config.as_deref().unwrap_or_default())
 }

@@ -4,11 +4,15 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = <trainer::cli::Cli as clap::Parser>::parse();
+    let cli = match trainer::config::parse_cli() {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match trainer::run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // `error: …` then one `caused by: …` line per cause: each text is said once.
+            eprint!("{}", trainer::error::render(&err));
             ExitCode::from(trainer::error::exit_code_of(&err))
         }
     }

@@ -1,18 +1,40 @@
-//! Our hostlist expansion against the reference, `scontrol show hostnames`, of a real Slurm.
+//! Our hostlist expansion against the reference, `scontrol show hostnames`, of a real Slurm
+//! (see tests/common/scontrol.rs for where Slurm comes from; without one the tests print SKIP,
+//! or fail with `TRAINER_REQUIRE_SLURM=1`):
 //!
-//! Where Slurm comes from, in order:
-//! 1. `SLURM_CONF` (or `$TRAINER_SLURM_DIR/slurm.conf`, default /tmp/trainer-slurm) of a
-//!    cluster already started with `scripts/slurm-up.sh`;
-//! 2. with `TRAINER_REQUIRE_SLURM=1`: this test runs `scripts/slurm-up.sh` (installs Debian's
-//!    slurm-wlm if missing, starts munged/slurmctld/slurmd) and uses its `SLURM_CONF`;
-//! 3. `scontrol` on PATH but no cluster: a minimal config written for this test (hostname
-//!    expansion needs a config file, not the daemons);
-//! 4. otherwise the test prints a skip line, or fails when `TRAINER_REQUIRE_SLURM=1`.
+//! * hand-picked lists, and the corpus in `tests/corpus/hostlist/*.txt`;
+//! * a property test over generated lists, valid and malformed (prefixes, several bracket
+//!   groups, zero padding, repeats, overlapping and backward ranges, text after brackets, empty
+//!   pieces, huge ranges, stray brackets, cut or spliced text): every list Slurm expands we
+//!   expand the same way, every list Slurm refuses we refuse. Where Slurm prints garbage for a
+//!   malformed list (`node[1-` gives `node]`), we refuse it with a message naming the list.
+//!   `TRAINER_HOSTLIST_CASES` sets the number of generated lists (default 2500).
+
+#[path = "common/hostlist_gen.rs"]
+mod hostlist_gen;
+#[path = "common/scontrol.rs"]
+mod scontrol;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
+use hostlist_gen::hostlist_strategy;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use scontrol::{BROKE, hostnames_conf, scontrol_hostnames};
 use trainer::cluster::hostlist;
+
+fn conf_or_skip() -> Option<PathBuf> {
+    let conf = hostnames_conf();
+    match &conf {
+        Some(c) => println!("comparing against scontrol with SLURM_CONF={}", c.display()),
+        None => println!(
+            "SKIP cluster_hostlist_slurm: scontrol not found; run scripts/slurm-up.sh or set \
+             TRAINER_REQUIRE_SLURM=1 to start Slurm and require this test"
+        ),
+    }
+    conf
+}
 
 /// Lists both sides must expand identically.
 const VALID: &[&str] = &[
@@ -50,116 +72,11 @@ const INVALID: &[&str] = &[
     "n[1-100000000]",
 ];
 
-fn on_path(cmd: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
-        .unwrap_or(false)
-}
-
-fn required() -> bool {
-    std::env::var("TRAINER_REQUIRE_SLURM").is_ok_and(|v| v == "1")
-}
-
-fn existing_conf() -> Option<PathBuf> {
-    if let Some(c) = std::env::var_os("SLURM_CONF").map(PathBuf::from)
-        && c.is_file()
-    {
-        return Some(c);
-    }
-    let dir = std::env::var_os("TRAINER_SLURM_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/trainer-slurm"));
-    let c = dir.join("slurm.conf");
-    c.is_file().then_some(c)
-}
-
-/// Runs scripts/slurm-up.sh and returns the SLURM_CONF it exports.
-fn start_slurm() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slurm-up.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{} failed ({}):\n{}\n{}",
-        script.display(),
-        out.status,
-        stdout,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("export SLURM_CONF="))
-        .map(|s| PathBuf::from(s.trim()))
-        .unwrap_or_else(|| panic!("slurm-up.sh printed no SLURM_CONF:\n{stdout}"))
-}
-
-/// A config just good enough for `scontrol show hostnames` (no daemons needed).
-fn minimal_conf() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("trainer-hostlist-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let conf = dir.join("slurm.conf");
-    std::fs::write(
-        &conf,
-        "ClusterName=hostlisttest\nSlurmctldHost=localhost\nNodeName=localhost CPUs=1\n\
-         PartitionName=p Nodes=localhost Default=YES\n",
-    )
-    .expect("write slurm.conf");
-    conf
-}
-
-/// `Ok(hosts)` or `Err(message)` from scontrol.
-fn scontrol_hostnames(conf: &Path, list: &str) -> Result<Vec<String>, String> {
-    let out = Command::new("scontrol")
-        .args(["show", "hostnames", list])
-        .env("SLURM_CONF", conf)
-        .output()
-        .map_err(|e| format!("running scontrol: {e}"))?;
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    // scontrol 22.05 exits 0 on a bad list and says "Invalid hostlist".
-    if !out.status.success()
-        || stdout.contains("Invalid hostlist")
-        || stderr.contains("Invalid hostlist")
-    {
-        return Err(format!("{stdout}{stderr}"));
-    }
-    Ok(stdout.lines().map(str::to_string).collect())
-}
-
 #[test]
 fn hostlist_expansion_matches_scontrol() {
-    let conf = match existing_conf() {
-        Some(c) if on_path("scontrol") => c,
-        _ if required() => start_slurm(),
-        _ if on_path("scontrol") => minimal_conf(),
-        _ => {
-            println!(
-                "SKIP cluster_hostlist_slurm: scontrol not found; run scripts/slurm-up.sh or set \
-                 TRAINER_REQUIRE_SLURM=1 to start Slurm and require this test"
-            );
-            return;
-        }
+    let Some(conf) = conf_or_skip() else {
+        return;
     };
-    assert!(
-        on_path("scontrol"),
-        "scontrol still missing after slurm-up.sh"
-    );
-    println!(
-        "comparing against scontrol with SLURM_CONF={}",
-        conf.display()
-    );
-
-    // A broken config makes scontrol fail on everything: catch that before blaming the parser.
-    let probe = scontrol_hostnames(&conf, "vm");
-    assert_eq!(
-        probe,
-        Ok(vec!["vm".to_string()]),
-        "scontrol does not work with {}",
-        conf.display()
-    );
 
     let mut mismatches = Vec::new();
     for list in VALID {
@@ -189,4 +106,203 @@ fn hostlist_expansion_matches_scontrol() {
         VALID.len(),
         INVALID.len()
     );
+}
+
+/// The lists of `tests/corpus/hostlist/*.txt`.
+fn corpus() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/hostlist");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/corpus/hostlist")
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .expect("corpus file")
+                .lines()
+                .filter(|l| !l.starts_with('#') && !l.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Lists on which Slurm may print garbage, which we refuse: malformed by the plain grammar
+/// (see [`strictly_malformed`]), or a bracket over 65 536 hosts that two more follow (Slurm
+/// silently keeps 65 536 of them: `a[0-65535,0-5][0][0]`).
+fn slurm_garbage(list: &str) -> bool {
+    strictly_malformed(list)
+        || items(list).iter().any(|item| {
+            let groups: Vec<u64> = item
+                .split('[')
+                .skip(1)
+                .filter_map(|g| g.split(']').next())
+                .map(|inner| {
+                    inner
+                        .split(',')
+                        .map(|p| match p.split_once('-') {
+                            Some((lo, hi)) => match (lo.parse::<u64>(), hi.parse::<u64>()) {
+                                (Ok(lo), Ok(hi)) if hi >= lo => hi - lo + 1,
+                                _ => 1,
+                            },
+                            None => 1,
+                        })
+                        .sum()
+                })
+                .collect();
+            groups.len() > 1 && groups[..groups.len() - 1].iter().any(|&n| n > 65_536)
+        })
+}
+
+/// The items of a list: split at commas and whitespace outside brackets.
+fn items(list: &str) -> Vec<String> {
+    let (mut out, mut cur, mut open) = (Vec::new(), String::new(), false);
+    for c in list.chars() {
+        match c {
+            '[' => open = true,
+            ']' => open = false,
+            ',' | ' ' | '\t' if !open => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur);
+    out
+}
+
+/// Malformed by the plain grammar: brackets balanced and not nested, each holding `N` or `N-M`
+/// pieces of decimal digits that fit in 64 bits. Slurm expands some such lists to garbage
+/// (`node[1-` gives `node]`, `n[ 1]` gives `n01`); we refuse them all.
+fn strictly_malformed(list: &str) -> bool {
+    let number = |s: &str| s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u64>().is_ok();
+    let piece_ok = |p: &str| match p.split_once('-') {
+        Some((lo, hi)) => number(lo) && number(hi),
+        None => number(p),
+    };
+    let (mut open, mut inner) = (false, String::new());
+    for c in list.chars() {
+        match c {
+            '[' if open => return true,
+            '[' => (open, inner) = (true, String::new()),
+            ']' if !open => return true,
+            ']' if !inner.split(',').all(piece_ok) => return true,
+            ']' => open = false,
+            _ if open => inner.push(c),
+            _ => {}
+        }
+    }
+    open
+}
+
+/// A number of 20 digits or more (near or past 2^64).
+fn has_huge_number(list: &str) -> bool {
+    list.split(|c: char| !c.is_ascii_digit())
+        .any(|d| d.len() >= 20)
+}
+
+#[derive(Clone, Copy)]
+enum Class {
+    Expanded = 0,
+    RefusedByBoth = 1,
+    SlurmGarbageRefused = 2,
+    SlurmHung = 3,
+}
+
+fn short<T: std::fmt::Debug>(v: &T) -> String {
+    let s = format!("{v:?}");
+    match s.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
+    }
+}
+
+/// Our expansion or refusal of `list` against scontrol's.
+fn compare(conf: &Path, list: &str) -> Result<Class, String> {
+    let slurm = scontrol_hostnames(conf, list);
+    let ours = hostlist::expand(list);
+    match (&slurm, &ours) {
+        (Ok(s), Ok(o)) if s == o => Ok(Class::Expanded),
+        // Slurm 22.05 loops or segfaults on some lists with numbers near 2^64; ours answered.
+        (Err(h), _) if h == BROKE && has_huge_number(list) => Ok(Class::SlurmHung),
+        (Err(h), _) if h == BROKE => Err(format!(
+            "{list:?}: scontrol hung or crashed, ours {}",
+            short(&ours)
+        )),
+        (Err(_), Err(_)) => Ok(Class::RefusedByBoth),
+        (Ok(_), Err(e)) if slurm_garbage(list) => {
+            let text = e.to_string();
+            if text.contains(&format!("{list:?}")) && !e.reason.is_empty() {
+                Ok(Class::SlurmGarbageRefused)
+            } else {
+                Err(format!("{list:?}: refusal does not name the list: {text}"))
+            }
+        }
+        _ => Err(format!(
+            "{list:?}: scontrol {}, ours {}",
+            short(&slurm),
+            short(&ours)
+        )),
+    }
+}
+
+#[test]
+fn generated_and_corpus_hostlists_match_scontrol() {
+    let Some(conf) = conf_or_skip() else {
+        return;
+    };
+    let counts = [const { AtomicUsize::new(0) }; 4];
+    let corpus = corpus();
+    let failures: Vec<String> = corpus
+        .iter()
+        .filter_map(|l| match compare(&conf, l) {
+            Ok(c) => {
+                counts[c as usize].fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(e) => Some(e),
+        })
+        .collect();
+    assert!(failures.is_empty(), "corpus:\n{}", failures.join("\n"));
+
+    let cases = std::env::var("TRAINER_HOSTLIST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2500);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let t0 = Instant::now();
+    let result = runner.run(&hostlist_strategy(), |list| {
+        let class = compare(&conf, &list).map_err(TestCaseError::fail)?;
+        counts[class as usize].fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}\n(add the minimal list to tests/corpus/hostlist/)");
+    }
+    let [expanded, refused, garbage, hung] = counts.map(|c| c.load(Ordering::Relaxed));
+    println!(
+        "{} corpus + {cases} generated hostlists in {:.1} s: {expanded} expanded alike, \
+         {refused} refused by both, {garbage} garbage from Slurm refused by us, {hung} on which \
+         scontrol hung or crashed (numbers near 2^64)",
+        corpus.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    // The generator must keep producing all three kinds, or the test proves little.
+    let total = (expanded + refused + garbage) as f64;
+    for (n, what) in [
+        (expanded, "expanded"),
+        (refused, "refused"),
+        (garbage, "garbage"),
+    ] {
+        assert!(n as f64 >= 0.05 * total, "only {n} of {total} {what}");
+    }
 }

@@ -43,6 +43,8 @@ fn args(run: &str, batch: usize, extra: &[&str]) -> Vec<String> {
         "results",
         "--run_name",
         run,
+        "--cv_fold",
+        "0",
         "--max_epochs",
         "4",
         "--latent_dim",

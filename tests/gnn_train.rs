@@ -41,6 +41,8 @@ fn train_args<'a>(run_name: &'a str, epochs: &'a str, extra: &[&'a str]) -> Vec<
         "results",
         "--run_name",
         run_name,
+        "--cv_fold",
+        "0",
         "--max_epochs",
         epochs,
         "--latent_dim",
@@ -101,13 +103,15 @@ fn train_gnn_learns_and_writes_every_output() {
     let best_late = val[1..].iter().cloned().fold(f64::INFINITY, f64::min);
     assert!(best_late < first, "validation loss did not fall: {val:?}");
     // Velocity from epoch index 10 on (1-based epoch 11).
-    assert_eq!(rows[9]["enable_vel"], false);
-    assert_eq!(rows[10]["enable_vel"], true);
+    assert_eq!(rows[9]["enable_vel"], 0);
+    assert_eq!(rows[10]["enable_vel"], 1);
 
     let args = json(&run.join("args.json"));
     assert_eq!(args["max_epochs"], 12);
     assert_eq!(args["model"]["latent_dim"], 8);
-    assert_eq!(args["loss"]["lambda_topo"], 0.0);
+    // The reference's default objective: topology loss and GradNorm on.
+    assert_eq!(args["objective"]["topology"]["lambda_topo"], 1e-3);
+    assert_eq!(args["objective"]["topology"]["gradnorm"], "manifold_topo");
 
     let test = json(&run.join("test_metrics.json"));
     for side in ["model", "identity_baseline"] {
@@ -240,4 +244,94 @@ fn train_gnn_rejects_bad_flags() {
     );
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--cv-fold"), "{}", stderr(&o));
+}
+
+#[test]
+fn every_variant_trains_two_epochs_with_finite_metrics() {
+    let t = tempfile::tempdir().unwrap();
+    synth(t.path(), 12, 16, 5);
+    let variants: [(&str, &[&str]); 4] = [
+        ("default", &["--porcelain"]),
+        (
+            "fixed_residual",
+            &["--fixed_support", "--residual_skip", "--lambda_topo", "0"],
+        ),
+        (
+            "innovation",
+            &[
+                "--fixed_support",
+                "--residual_skip",
+                "--innovation_enabled",
+                "--innovation_topm",
+                "20",
+                "--innovation_k_new",
+                "5",
+                "--new_sparse_warmup_epochs",
+                "0",
+                "--lambda_new_reg",
+                "0.1",
+            ],
+        ),
+        (
+            "focal_density",
+            &[
+                "--edge_loss",
+                "focal",
+                "--focal_alpha",
+                "0.25",
+                "--lambda_density",
+                "0.05",
+                "--lambda_full_log_mse",
+                "0.05",
+                "--lambda_zero_log",
+                "0.02",
+                "--val_sc_eval_every",
+                "1",
+                "--compute_mask_auprc",
+            ],
+        ),
+    ];
+    for (name, extra) in variants {
+        let o = run_in(t.path(), &train_args(name, "2", extra));
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        if name == "default" {
+            // The reference's console lines, for scripts that parse them.
+            let out = stdout(&o);
+            assert!(out.contains("Starting fold 1/5 with"), "{out}");
+            assert!(out.contains("Fold 1/5, epoch 2/2, train_loss="), "{out}");
+            assert!(out.contains("monitor(val_loss)="), "{out}");
+        }
+        let run = t.path().join("results/runs").join(name);
+        let rows = rows(&run);
+        assert_eq!(rows.len(), 2, "{name}");
+        for r in &rows {
+            for (k, v) in r.as_object().unwrap() {
+                if let Some(x) = v.as_f64() {
+                    assert!(x.is_finite(), "{name}: {k} = {x}");
+                }
+            }
+        }
+        let test = json(&run.join("test_metrics.json"));
+        for side in ["model", "identity_baseline"] {
+            for (k, v) in test[side].as_object().unwrap() {
+                assert!(v.as_f64().unwrap().is_finite(), "{name}: {side}.{k}");
+            }
+        }
+        assert!(
+            test["skill"]["skill"].as_f64().unwrap().is_finite(),
+            "{name}"
+        );
+        // The variant's own terms ran.
+        let last = rows.last().unwrap();
+        match name {
+            "default" => assert!(last["train_topo"].as_f64().unwrap() > 0.0),
+            "innovation" => assert!(last["train_new_edge_count"].as_f64().unwrap() > 0.0),
+            "focal_density" => {
+                assert!(last["train_density_count"].as_f64().unwrap() > 0.0);
+                assert!(last["val_sc_log_mse"].as_f64().unwrap() > 0.0);
+                assert!(last["train_mask_auprc"].as_f64().unwrap() > 0.0);
+            }
+            _ => assert_eq!(last["train_l_e"].as_f64().unwrap(), 0.0, "no edge loss"),
+        }
+    }
 }

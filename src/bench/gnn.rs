@@ -1,6 +1,11 @@
-//! `trainer bench gnn`: CLG-ODE training cost on a synthetic cohort (reference defaults apart
-//! from epochs): wall seconds per epoch, CPU seconds per training subject per epoch and peak
-//! resident memory, for every compiled backend and usable device, in one run.
+//! `trainer bench gnn`: CLG-ODE training cost on a synthetic cohort, side by side in one run:
+//! the minimal core (no topology loss, no GradNorm) and the reference's default objective
+//! (topology loss + GradNorm), with every term of the schedule on (epoch 20): wall seconds per
+//! epoch, CPU seconds per training subject per epoch and peak resident memory, for every
+//! compiled backend and usable device.
+
+use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
@@ -9,58 +14,115 @@ use serde::Serialize;
 use crate::backend::fast_cpu::profile as op_profile;
 use crate::backend::{self, BackendJob, Placement};
 use crate::cli::BenchArgs;
-use crate::data::connectome::{CohortPaths, LoadOptions, load_cohort, write_synthetic_cohort};
-use crate::models::clg_ode::ClgOdeConfig;
-
+use crate::data::connectome::{
+    Cohort, CohortPaths, LoadOptions, cv_fold, load_cohort, test_split, write_synthetic_cohort,
+};
+use crate::dist::Single;
+use crate::engine::optim::{Adam, Grads};
+use crate::engine::params;
+use crate::engine::seed::epoch_order;
 use crate::engine::usage::{cpu_seconds, peak_rss_bytes};
 use crate::files::write_json;
-use crate::train::gnn::bench_epoch;
+use crate::models::clg_ode::ClgOdeConfig;
+use crate::models::clg_ode::objective::{GradNormScope, Objective, ObjectiveConfig};
+use crate::train::gnn::TEST_SIZE;
+use crate::train::gnn::batch::Sampling;
+use crate::train::gnn::fold_data::FoldData;
+use crate::train::gnn::step::{fold_seed, grads};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct GnnBenchRow {
     pub backend: String,
     pub device: String,
-    /// 0: manifold + KL terms only; 20: velocity and acceleration terms on as well.
-    pub schedule_epoch: usize,
+    /// `core` (λ_topo = 0, no GradNorm) or `default` (the reference's objective).
+    pub objective: &'static str,
     pub training_subjects: usize,
     pub seconds_per_epoch: f64,
     pub cpu_seconds_per_subject: f64,
     pub error: Option<String>,
 }
 
+/// The objectives compared: the minimal core and the reference default.
+fn objectives() -> [(&'static str, ObjectiveConfig); 2] {
+    let mut core = ObjectiveConfig::default();
+    core.topology.lambda_topo = 0.0;
+    core.topology.gradnorm = GradNormScope::None;
+    [("core", core), ("default", ObjectiveConfig::default())]
+}
+
+/// Schedule epoch of the timed epoch: velocity and acceleration on.
+const EPOCH: usize = 20;
+
+/// One training epoch of fold 0 (batch 2, in this process), timed; no files written.
+fn bench_epoch<B: AutodiffBackend>(
+    cohort: Arc<Cohort>,
+    model_cfg: &ClgOdeConfig,
+    obj: ObjectiveConfig,
+    device: &B::Device,
+) -> Result<(usize, f64)> {
+    let seed = 42;
+    let split = test_split(cohort.subjects.len(), TEST_SIZE, seed as u32)?;
+    let fold = cv_fold(&split.trainval, 0, 5)?;
+    let stats = cohort.norm_stats(&fold.train)?;
+    let data = FoldData::new(cohort, &stats, true);
+    let sampling = Sampling::default();
+    let mut objective = Objective::new(obj, seed);
+    B::seed(device, fold_seed(seed, 0));
+    let mut model = model_cfg.init::<B>(device);
+    params::materialize(&model);
+    let mut adam = Adam::<B::InnerBackend>::default();
+    let order: Vec<usize> = epoch_order(fold.train.len(), seed, EPOCH as u64)
+        .into_iter()
+        .map(|i| fold.train[i])
+        .collect();
+    let t0 = Instant::now();
+    for start in (0..order.len()).step_by(2) {
+        let end = (start + 2).min(order.len());
+        let r = grads(
+            &model,
+            &mut objective,
+            &data,
+            &sampling,
+            (seed, 0, EPOCH),
+            &order,
+            start,
+            (start, end),
+            device,
+            &Single,
+        )?;
+        model = adam.step(5e-5, model, Grads::Params(r.grads));
+    }
+    Ok((order.len(), t0.elapsed().as_secs_f64()))
+}
+
 struct Job<'a> {
-    cohort: &'a crate::data::connectome::Cohort,
+    cohort: &'a Arc<Cohort>,
     cfg: &'a ClgOdeConfig,
 }
 
 impl BackendJob for Job<'_> {
-    type Output = Vec<(usize, usize, f64, f64)>;
+    type Output = Vec<(&'static str, usize, f64, f64)>;
     fn run<B: AutodiffBackend>(self, device: B::Device, p: Placement) -> Result<Self::Output> {
         let mut out = Vec::new();
         op_profile::enable(op_profile::requested());
-        for schedule in [0usize, 20] {
+        for (name, obj) in objectives() {
             op_profile::reset();
             op_profile::phase("epoch");
             let cpu0 = cpu_seconds();
-            let r = bench_epoch::<B>(self.cohort, self.cfg, 2, schedule, 42, &device)?;
+            let (subjects, secs) = bench_epoch::<B>(self.cohort.clone(), self.cfg, obj, &device)?;
             let cpu = cpu_seconds() - cpu0;
             let report = op_profile::take();
             if !report.ops.is_empty() {
-                let steps = r.subjects.div_ceil(2);
+                let steps = subjects.div_ceil(2);
                 eprintln!(
-                    "\n### {} CLG-ODE epoch (schedule epoch {schedule}): {steps} steps of 2 \
-                     subjects, {:.1} ms/step",
+                    "\n### {} CLG-ODE epoch ({name} objective): {steps} steps of 2 subjects, \
+                     {:.1} ms/step",
                     p.backend.name(),
-                    1e3 * r.seconds / steps.max(1) as f64
+                    1e3 * secs / steps.max(1) as f64
                 );
                 super::profile::print_ops(&report, steps, 25);
             }
-            out.push((
-                schedule,
-                r.subjects,
-                r.seconds,
-                cpu / r.subjects.max(1) as f64,
-            ));
+            out.push((name, subjects, secs, cpu / subjects.max(1) as f64));
         }
         op_profile::enable(false);
         Ok(out)
@@ -77,7 +139,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     write_synthetic_cohort(&tmp, args.subjects, args.nodes, 1)?;
     let loaded = load_cohort(&CohortPaths::under(&tmp), &LoadOptions::default());
     let _ = std::fs::remove_dir_all(&tmp);
-    let (cohort, _) = loaded?;
+    let cohort = Arc::new(loaded?.0);
     let numeric = cohort
         .subjects
         .first()
@@ -103,11 +165,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         );
         match result {
             Ok(v) => {
-                for (schedule, subjects, secs, cpu) in v {
+                for (objective, subjects, secs, cpu) in v {
                     rows.push(GnnBenchRow {
                         backend: placement.backend.name().into(),
                         device: placement.device.to_string(),
-                        schedule_epoch: schedule,
+                        objective,
                         training_subjects: subjects,
                         seconds_per_epoch: secs,
                         cpu_seconds_per_subject: cpu,
@@ -118,7 +180,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             Err(e) => rows.push(GnnBenchRow {
                 backend: placement.backend.name().into(),
                 device: placement.device.to_string(),
-                schedule_epoch: 0,
+                objective: "",
                 training_subjects: 0,
                 seconds_per_epoch: f64::NAN,
                 cpu_seconds_per_subject: f64::NAN,
@@ -129,14 +191,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let peak = peak_rss_bytes();
     println!(
         "{:<8} {:<8} {:>9} {:>9} {:>12} {:>14}",
-        "backend", "device", "schedule", "subjects", "s/epoch", "CPU s/subject"
+        "backend", "device", "objective", "subjects", "s/epoch", "CPU s/subject"
     );
     for r in &rows {
         println!(
             "{:<8} {:<8} {:>9} {:>9} {:>12.2} {:>14.3}{}",
             r.backend,
             r.device,
-            r.schedule_epoch,
+            r.objective,
             r.training_subjects,
             r.seconds_per_epoch,
             r.cpu_seconds_per_subject,

@@ -2,18 +2,25 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context as _;
-
 use super::doctor::DoctorReport;
 use super::env::{ClusterEnv, detect};
 use super::gpu::probe_driver;
 use super::mig::pick_free_mig;
 use super::vars::Vars;
 use super::visible_devices::VisibleDevices;
+use crate::error::ExitError;
 
-/// The scheduler environment of this process (reads the process environment once).
+/// The scheduler environment of this process (reads the process environment once). A bad
+/// environment exits with [`super::exit_codes::BAD_CLUSTER_ENV`].
 pub fn detect_env() -> anyhow::Result<ClusterEnv> {
-    detect(&Vars::from_process()).context("reading the scheduler environment")
+    detect(&Vars::from_process()).map_err(|e| {
+        ExitError::with_source(
+            super::exit_codes::BAD_CLUSTER_ENV,
+            "reading the scheduler environment",
+            e,
+        )
+        .into()
+    })
 }
 
 /// `trainer env [--json]`: ranks, hosts, rendezvous, job ids and devices.
@@ -107,8 +114,14 @@ fn summarise_hosts(hosts: &[String]) -> String {
 }
 
 /// `trainer doctor [--require-gpu] [--json]`: the report, and its documented exit code.
+///
+/// With `TRAINER_CHECK_NCCL=1` and a usable GPU, it also runs one rank's NCCL all-reduce on the
+/// first visible GPU (builds with `--features cuda,mpi`; `scripts/gpu-check.sh` uses this).
 pub fn cmd_doctor(require_gpu: bool, json: bool) -> anyhow::Result<ExitCode> {
-    let report = DoctorReport::collect(require_gpu);
+    let mut report = DoctorReport::collect(require_gpu);
+    if std::env::var("TRAINER_CHECK_NCCL").is_ok_and(|v| v == "1") && report.exit_code == 0 {
+        report.check_nccl(crate::dist::nccl_self_test(0));
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

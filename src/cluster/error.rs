@@ -1,4 +1,5 @@
-//! Errors from reading the scheduler environment. Each names the variables involved.
+//! Errors from reading the scheduler environment. Each names the variables involved; a cause
+//! (the hostlist's own error) is exposed as `source()` and not repeated in the message.
 
 use super::hostlist::HostlistError;
 
@@ -28,8 +29,8 @@ pub enum EnvError {
     /// Two or more variables disagree, e.g. a rank not below the world size.
     #[error("{0}")]
     Contradiction(String),
-    /// A node list that is not valid hostlist syntax.
-    #[error("{var}: {source}")]
+    /// A node list that is not valid hostlist syntax (the reason is the source).
+    #[error("{var} is not a valid Slurm hostlist")]
     Hostlist {
         /// Variable name.
         var: String,

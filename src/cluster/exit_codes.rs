@@ -8,11 +8,13 @@ pub const OK: u8 = 0;
 /// No NVIDIA driver (libnvidia-ml not loadable or NVML init failed) while a GPU was required.
 /// Fix: run on a GPU node, or use `--device cpu`.
 pub const NO_DRIVER: u8 = 10;
-/// Inside a Singularity/Apptainer container with GPUs allocated but no driver visible: `--nv`
-/// is missing. Fix: `singularity exec --nv IMAGE trainer ...`.
+/// Inside a Singularity/Apptainer container with GPUs allocated but no driver visible, while
+/// the host's `/dev/nvidia*` are there and no driver library is bound: `--nv` is missing.
+/// Fix: `singularity exec --nv IMAGE trainer ...`.
 pub const CONTAINER_MISSING_NV: u8 = 11;
-/// The scheduler allocated GPUs (Slurm/LSF/gflow variables) but no driver is visible outside a
-/// container. Fix: check the node's driver (`nvidia-smi`) and the job's GPU request.
+/// The scheduler allocated GPUs (Slurm/LSF/gflow variables) but no driver is visible: outside a
+/// container, or inside one where `--nv` cannot help (no `/dev/nvidia*`) or was given and the
+/// bound driver does not load. Fix: check the node's driver (`nvidia-smi`) and the GPU request.
 pub const ALLOCATED_GPU_NOT_VISIBLE: u8 = 12;
 /// The driver works but no GPU is visible to this process (`CUDA_VISIBLE_DEVICES` hides all,
 /// or names devices that do not exist). Fix: unset it or list existing devices.

@@ -4,7 +4,16 @@
 //! brackets; each bracket holds comma-separated numbers or `lo-hi` ranges; zero padding is
 //! taken from the low bound (`[08-10]` → `08 09 10`, `[8-10]` → `8 9 10`); several brackets in
 //! one item form a product (`a[1-2]b[3-4]` → `a1b3 a1b4 a2b3 a2b4`); text after the last
-//! bracket is rejected, as Slurm does. Duplicates and order are kept.
+//! bracket is rejected, as Slurm does. Duplicates and order are kept. Limits as Slurm 22.05's:
+//! one range holds at most [`MAX_RANGE`] numbers, and so does each whole bracket that another
+//! bracket follows (`a[0-65530,0-5][0]` is refused; `a[0-65530,0-5]` and `a[0][0-4,0-65531]`
+//! are not).
+//!
+//! Where Slurm prints garbage we refuse with a message naming the list: an unclosed or stray
+//! bracket (`node[1-` gives `node]`), an empty high bound (`n[1-]` gives `n1`), a sign or space
+//! in a number (`n[ 1]` gives `n01`), a number past 2^64 (Slurm saturates), a bracket over the
+//! limit followed by two more (Slurm truncates it to 65 536 hosts). This is checked
+//! against `scontrol show hostnames` by tests/cluster_hostlist_slurm.rs.
 
 /// Most host names one range may produce (Slurm's own limit is of the same order).
 pub const MAX_RANGE: u64 = 65_536;
@@ -83,6 +92,7 @@ fn split_items(list: &str) -> Result<Vec<&str>, String> {
 /// Expands one item such as `rack[1-2]-n[01-04]` and appends the names to `out`.
 fn expand_item(item: &str, out: &mut Vec<String>) -> Result<(), String> {
     // Alternate literal text and bracket groups.
+    let (groups, mut seen) = (item.matches('[').count(), 0);
     let mut names = vec![String::new()];
     let mut rest = item;
     while let Some(open) = rest.find('[') {
@@ -92,6 +102,13 @@ fn expand_item(item: &str, out: &mut Vec<String>) -> Result<(), String> {
         };
         let inner = &rest[open + 1..open + close_rel];
         let numbers = expand_ranges(inner)?;
+        seen += 1;
+        if seen < groups && numbers.len() as u64 > MAX_RANGE {
+            return Err(format!(
+                "[{inner}] has more than {MAX_RANGE} hosts, Slurm's limit for a bracket followed \
+                 by another"
+            ));
+        }
         let product = names.len().saturating_mul(numbers.len());
         if product > MAX_HOSTS {
             return Err(format!("more than {MAX_HOSTS} hosts"));

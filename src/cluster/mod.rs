@@ -6,7 +6,7 @@
 //! [`preflight_cuda`] and the probes touch the process environment or the machine.
 //!
 //! Entry points for the CLI: [`cmd_env`], [`cmd_doctor`], [`cmd_mig_pick`]; for train commands:
-//! [`detect_env`], [`preflight_cuda`] and [`ClusterSummary`] for `run_meta.json`.
+//! [`detect_env`], [`preflight_cuda`] and [`RunCluster`] for `run_meta.json`.
 
 mod commands;
 pub mod container;
@@ -20,14 +20,14 @@ pub mod hostlist;
 pub mod mig;
 pub mod nvrtc;
 pub mod preflight;
-pub mod summary;
+pub mod run_record;
 pub mod vars;
 pub mod visible_devices;
 
 pub use commands::{cmd_doctor, cmd_env, cmd_mig_pick, detect_env, render_env};
-pub use doctor::{DoctorReport, diagnose};
+pub use doctor::{DoctorReport, diagnose, diagnose_with};
 pub use env::{ClusterEnv, SchedulerEnv, SchedulerKind};
 pub use error::EnvError;
 pub use preflight::{PreflightError, preflight_cuda, preflight_cuda_with};
-pub use summary::ClusterSummary;
+pub use run_record::RunCluster;
 pub use vars::Vars;

@@ -1,7 +1,8 @@
 //! The IDX format of MNIST-style datasets: a magic number naming the element type and rank,
-//! big-endian `u32` dimensions, then the raw elements. Files may be gzipped.
+//! big-endian `u32` dimensions, then the raw elements. Files may be gzipped. Nothing is
+//! allocated from a header's claim before the file is known to hold that much.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -14,22 +15,17 @@ pub struct IdxU8 {
     pub data: Vec<u8>,
 }
 
-/// Reads a whole file, transparently un-gzipping it (detected by content, not by name).
-pub fn read_maybe_gz(path: &Path) -> Result<Vec<u8>> {
-    let raw = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::with_capacity(raw.len() * 4);
-        GzDecoder::new(&raw[..])
-            .read_to_end(&mut out)
-            .with_context(|| format!("{}: corrupt or truncated gzip stream", path.display()))?;
-        Ok(out)
-    } else {
-        Ok(raw)
-    }
+/// A checked IDX header: the dimensions, the header's length and the data bytes it claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdxHeader {
+    pub dims: Vec<usize>,
+    pub header_len: usize,
+    pub data_len: usize,
 }
 
-/// Parses an IDX file of `u8` elements with exactly `rank` dimensions.
-pub fn parse_u8(bytes: &[u8], rank: usize, path: &Path) -> Result<IdxU8> {
+/// Checks the header at the start of `bytes` (magic, element type, rank, dimensions whose
+/// product fits in memory arithmetic). Nothing is allocated from the claimed size.
+pub fn parse_header(bytes: &[u8], rank: usize, path: &Path) -> Result<IdxHeader> {
     let name = path.display();
     if bytes.len() < 4 {
         bail!(
@@ -58,10 +54,10 @@ pub fn parse_u8(bytes: &[u8], rank: usize, path: &Path) -> Result<IdxU8> {
             bytes[3]
         );
     }
-    let header = 4 + 4 * rank;
-    if bytes.len() < header {
+    let header_len = 4 + 4 * rank;
+    if bytes.len() < header_len {
         bail!(
-            "{name}: truncated IDX header ({} of {header} bytes)",
+            "{name}: truncated IDX header ({} of {header_len} bytes)",
             bytes.len()
         );
     }
@@ -71,11 +67,20 @@ pub fn parse_u8(bytes: &[u8], rank: usize, path: &Path) -> Result<IdxU8> {
             u32::from_be_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]) as usize
         })
         .collect();
-    let expected = dims
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .with_context(|| format!("{name}: dimensions {dims:?} overflow"))?;
-    let body = bytes.len() - header;
+    let Some(data_len) = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)) else {
+        bail!("{name}: dimensions {dims:?} overflow");
+    };
+    Ok(IdxHeader {
+        dims,
+        header_len,
+        data_len,
+    })
+}
+
+/// The size check shared by both readers: the data must be exactly what the header claims.
+fn check_body(h: &IdxHeader, body: u64, path: &Path) -> Result<()> {
+    let (dims, expected) = (&h.dims, h.data_len as u64);
+    let name = path.display();
     if body < expected {
         bail!("{name}: truncated: dimensions {dims:?} need {expected} data bytes, file has {body}");
     }
@@ -85,16 +90,66 @@ pub fn parse_u8(bytes: &[u8], rank: usize, path: &Path) -> Result<IdxU8> {
             body - expected
         );
     }
+    Ok(())
+}
+
+/// Parses an IDX file of `u8` elements with exactly `rank` dimensions, held in memory.
+pub fn parse_u8(bytes: &[u8], rank: usize, path: &Path) -> Result<IdxU8> {
+    let h = parse_header(bytes, rank, path)?;
+    check_body(&h, (bytes.len() - h.header_len) as u64, path)?;
     Ok(IdxU8 {
-        dims,
-        data: bytes[header..].to_vec(),
+        data: bytes[h.header_len..].to_vec(),
+        dims: h.dims,
     })
 }
 
-/// Reads and parses an IDX file of `u8` elements.
+/// Reads and parses an IDX file of `u8` elements, raw or gzipped (detected by content, not by
+/// name). The data is allocated only once the header's claim is known to match the file: the
+/// file's size for a raw file, the bytes really decompressed for a gzipped one (reading stops
+/// one byte past the claim), so a header claiming 2^31 images costs nothing.
 pub fn read_u8(path: &Path, rank: usize) -> Result<IdxU8> {
-    let bytes = read_maybe_gz(path)?;
-    parse_u8(&bytes, rank, path)
+    let cannot_read = || format!("cannot read {}", path.display());
+    let file = std::fs::File::open(path).with_context(cannot_read)?;
+    let file_len = file.metadata().with_context(cannot_read)?.len();
+    let mut reader = BufReader::new(file);
+    let gz = reader
+        .fill_buf()
+        .with_context(cannot_read)?
+        .starts_with(&[0x1f, 0x8b]);
+    let head_len = 4 + 4 * rank as u64;
+    if !gz {
+        let mut head = Vec::new();
+        read_up_to(&mut reader, &mut head, head_len).with_context(cannot_read)?;
+        let h = parse_header(&head, rank, path)?;
+        check_body(&h, file_len.saturating_sub(h.header_len as u64), path)?;
+        let mut data = Vec::with_capacity(h.data_len);
+        read_up_to(&mut reader, &mut data, h.data_len as u64).with_context(cannot_read)?;
+        // The file shrank under us.
+        check_body(&h, data.len() as u64, path)?;
+        return Ok(IdxU8 { dims: h.dims, data });
+    }
+    let gz_err = || format!("{}: corrupt or truncated gzip stream", path.display());
+    let mut stream = GzDecoder::new(reader);
+    let mut head = Vec::new();
+    read_up_to(&mut stream, &mut head, head_len).with_context(gz_err)?;
+    let h = parse_header(&head, rank, path)?;
+    // Grow with the bytes that really arrive; the claim only caps the read.
+    let hint = usize::try_from(file_len.saturating_mul(4)).unwrap_or(usize::MAX);
+    let mut data = Vec::with_capacity(h.data_len.min(hint));
+    read_up_to(&mut stream, &mut data, h.data_len as u64 + 1).with_context(gz_err)?;
+    let mut body = data.len() as u64;
+    if data.len() > h.data_len {
+        // Count what follows without keeping it (at most 1 GiB more is looked at).
+        body += std::io::copy(&mut (&mut stream).take(1 << 30), &mut std::io::sink())
+            .with_context(gz_err)?;
+    }
+    check_body(&h, body, path)?;
+    Ok(IdxU8 { dims: h.dims, data })
+}
+
+/// Appends at most `limit` bytes of `r` to `out`, stopping early at the end of the stream.
+fn read_up_to(r: &mut impl Read, out: &mut Vec<u8>, limit: u64) -> std::io::Result<()> {
+    r.take(limit).read_to_end(out).map(|_| ())
 }
 
 /// Encodes `u8` data as IDX (used by tests and the synthetic benchmark data).

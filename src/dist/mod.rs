@@ -55,6 +55,18 @@ impl Collective for Single {
     }
 }
 
+/// One rank's NCCL all-reduce on CUDA device `ordinal` ([`nccl::self_test`]).
+#[cfg(all(feature = "mpi", feature = "cuda"))]
+pub fn nccl_self_test(ordinal: usize) -> Result<String> {
+    nccl::self_test(ordinal)
+}
+
+/// One rank's NCCL all-reduce: an error in builds without the `cuda` and `mpi` features.
+#[cfg(not(all(feature = "mpi", feature = "cuda")))]
+pub fn nccl_self_test(_ordinal: usize) -> Result<String> {
+    anyhow::bail!("this binary has no NCCL all-reduce: build it with --features cuda,mpi")
+}
+
 /// Whether this binary can run several ranks.
 pub const MPI_BUILT: bool = cfg!(feature = "mpi");
 

@@ -95,3 +95,18 @@ impl Collective for NcclWorld {
         self.host.broadcast_bytes(buf, root)
     }
 }
+
+/// One rank's NCCL all-reduce on CUDA device `ordinal`, without MPI: the unique id, the
+/// communicator, a device buffer and `ncclAllReduce` all run, so a GPU node's NCCL is checked
+/// before a multi-rank job depends on it (`TRAINER_CHECK_NCCL=1 trainer doctor`).
+pub fn self_test(ordinal: usize) -> Result<String> {
+    let world = NcclWorld::init(Box::new(super::Single), ordinal)?;
+    let mut buf = vec![1.0f32, 2.0, 3.0];
+    world.all_reduce_sum_f32(&mut buf)?;
+    if buf != [1.0, 2.0, 3.0] {
+        bail!("ncclAllReduce over one rank changed [1, 2, 3] into {buf:?}");
+    }
+    Ok(format!(
+        "ncclAllReduce on cuda:{ordinal} (1 rank) returned {buf:?}"
+    ))
+}

@@ -83,6 +83,7 @@ struct Load<'a, B: Backend> {
     source: &'a BTreeMap<String, HostTensor>,
     device: B::Device,
     errors: Vec<String>,
+    missing: Vec<String>,
     used: usize,
 }
 
@@ -97,7 +98,7 @@ impl<B: Backend> ModuleMapper<B> for Load<'_, B> {
         let name = self.path.join(".");
         let (id, tensor, mapper) = param.consume();
         let Some(src) = self.source.get(&name) else {
-            self.errors.push(format!("missing tensor `{name}`"));
+            self.missing.push(name);
             return Param::from_mapped_value(id, tensor, mapper);
         };
         let dims = tensor.dims().to_vec();
@@ -128,18 +129,44 @@ pub fn load<B: Backend, M: Module<B>>(
     source: &BTreeMap<String, HostTensor>,
     device: &B::Device,
 ) -> Result<M> {
+    let (module, missing, _) = load_partial(module, source, device)?;
+    if !missing.is_empty() {
+        let list: Vec<String> = missing
+            .iter()
+            .map(|m| format!("missing tensor `{m}`"))
+            .collect();
+        bail!("checkpoint does not fit the model: {}", list.join("; "));
+    }
+    Ok(module)
+}
+
+/// Like [`load`], but a parameter missing from `source` keeps its value and a tensor of
+/// `source` that is no parameter is ignored (PyTorch's `strict=False`); a shape that differs is
+/// still an error. Returns the module and the missing and unexpected names.
+pub fn load_partial<B: Backend, M: Module<B>>(
+    module: M,
+    source: &BTreeMap<String, HostTensor>,
+    device: &B::Device,
+) -> Result<(M, Vec<String>, Vec<String>)> {
+    let known = names::<B, M>(&module);
     let mut l = Load::<B> {
         path: Vec::new(),
         source,
         device: device.clone(),
         errors: Vec::new(),
+        missing: Vec::new(),
         used: 0,
     };
     let module = module.map(&mut l);
     if !l.errors.is_empty() {
         bail!("checkpoint does not fit the model: {}", l.errors.join("; "));
     }
-    Ok(module)
+    let unexpected = source
+        .keys()
+        .filter(|k| !known.contains(k))
+        .cloned()
+        .collect();
+    Ok((module, l.missing, unexpected))
 }
 
 struct Materialize;

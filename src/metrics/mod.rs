@@ -1,7 +1,10 @@
 //! Evaluation metrics, one file per family.
 //!
 //! * [`sc`]: the CLG-ODE test metrics on structural-connectivity predictions (spec §5.2).
+//! * [`skill`]: a forecast against the identity forecast.
 
 pub mod sc;
+pub mod skill;
 
 pub use sc::{ScMetrics, ks_statistic, pearson, sc_metrics, sparsify_topk};
+pub use skill::Skill;

@@ -45,6 +45,17 @@ impl MetricsFiles {
             .collect()
     }
 
+    /// Appends `row` unless a row with the same values in the `key` columns is there already
+    /// (a resumed run re-appends the row its checkpoint carries, in case the process died
+    /// between writing the checkpoint and the row).
+    pub fn append_unless_present(&self, row: &Map<String, Value>, key: &[String]) -> Result<()> {
+        let same = |r: &Map<String, Value>| key.iter().all(|k| r.get(k) == row.get(k));
+        if self.rows()?.iter().any(same) {
+            return Ok(());
+        }
+        self.append(row)
+    }
+
     /// Appends one row. Columns come from the row's keys, in order; the CSV header is written
     /// with the first row, and later rows must have the same columns.
     pub fn append(&self, row: &Map<String, Value>) -> Result<()> {

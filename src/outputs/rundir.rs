@@ -102,7 +102,7 @@ impl RunMeta {
             world_size: 1,
             argv: std::env::args().collect(),
             cluster: match crate::cluster::detect_env() {
-                Ok(env) => serde_json::to_value(crate::cluster::ClusterSummary::new(
+                Ok(env) => serde_json::to_value(crate::cluster::RunCluster::new(
                     &env,
                     &crate::cluster::Vars::from_process(),
                     None,

@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::cluster::cuda::ComputeCapability;
-use crate::cluster::gpu::{DriverInfo, MigInstance, MigState};
+use crate::cluster::exit_codes as code;
+use crate::cluster::gpu::{DriverInfo, GpuInfo, MigInstance, MigState};
 
 fn vars(pairs: &[(&str, &str)]) -> Vars {
     Vars::from_pairs(pairs.iter().copied())
@@ -44,6 +45,8 @@ fn nvrtc(v: (u32, u32)) -> Option<NvrtcInfo> {
     Some(NvrtcInfo {
         library: "libnvrtc.so.12".into(),
         version: Some(CudaVersion::new(v.0, v.1)),
+        path: None,
+        cudarc_loads_it: true,
     })
 }
 
@@ -257,4 +260,32 @@ fn contradictory_scheduler_variables_fail_with_their_code() {
             .as_deref()
             .is_some_and(|e| e.contains("RANK=3"))
     );
+}
+
+#[test]
+fn nvrtc_13_only_is_found_and_the_symlink_advised() {
+    let only_13 = Some(NvrtcInfo {
+        library: "libnvrtc.so.13".into(),
+        version: Some(CudaVersion::new(13, 0)),
+        path: Some("/usr/local/cuda-13.0/lib64/libnvrtc.so.13".into()),
+        cudarc_loads_it: false,
+    });
+    let r = diagnose(
+        &vars(SLURM_GPU_JOB),
+        present((13, 0), vec![gpu(0, "NVIDIA H100", (9, 0))]),
+        only_13,
+        true,
+    );
+    let w = r
+        .findings
+        .iter()
+        .find(|f| f.message.contains("libnvrtc.so.13"))
+        .expect("a warning about libnvrtc.so.13");
+    assert_eq!(w.level, Level::Warn);
+    let fix = w.fix.as_deref().unwrap_or("");
+    assert!(
+        fix.contains("ln -sf /usr/local/cuda-13.0/lib64/libnvrtc.so.13"),
+        "{fix}"
+    );
+    assert!(r.render().contains("not a name cudarc looks for"));
 }

@@ -100,7 +100,9 @@ pub fn read_sc_matrix(path: &Path) -> Result<Array2<f32>> {
         let line = record.position().map_or(rows as u64 + 1, |p| p.line());
         if rows == 0 {
             cols = record.len();
-            values.reserve(cols * cols);
+            // The first row only claims N rows to come: a row of 50 000 commas must not
+            // reserve N² values (10 GB) before the file shows them. Grow with what arrives.
+            values.reserve(cols);
         } else if record.len() != cols {
             return Err(ConnectomeError::Ragged {
                 path: path.to_path_buf(),

@@ -1,12 +1,9 @@
 //! The building blocks of CLG-ODE (spec §2.2–§2.6), each a Burn module with PyTorch-like init
 //! (Linear: U(±1/√fan_in) for weight and bias; Embedding: N(0, 1)).
 
-use burn::module::Param;
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
 use burn::prelude::*;
-use burn::tensor::activation::{relu, sigmoid};
-
-use super::loss::softplus;
+use burn::tensor::activation::relu;
 
 /// A Linear layer applied to the last dimension of a rank-3 tensor, through one 2-D matmul
 /// (Burn's rank-3 linear would run a batched matmul and a per-batch weight gradient).
@@ -227,75 +224,5 @@ impl<B: Backend> PreparedOde<'_, B> {
             z = z + (k1 + (k2 + k3).mul_scalar(2.0) + k4).mul_scalar(h / 6.0);
         }
         z
-    }
-}
-
-/// Inner-product connection decoder (spec §2.6). All ten calibration scalars of the reference
-/// are kept (so checkpoints carry the same tensors), but only `alpha`, `delta`, `gamma_new` and
-/// `beta_new` are used, as in the reference's default (non-residual) mode; the others receive no
-/// gradient and keep their initial values.
-#[derive(Module, Debug)]
-pub struct ConnDecoder<B: Backend> {
-    pub alpha: Param<Tensor<B, 1>>,
-    pub delta: Param<Tensor<B, 1>>,
-    pub gamma: Param<Tensor<B, 1>>,
-    pub beta: Param<Tensor<B, 1>>,
-    pub residual_scale: Param<Tensor<B, 1>>,
-    pub residual_bias: Param<Tensor<B, 1>>,
-    pub alpha_new: Param<Tensor<B, 1>>,
-    pub delta_new: Param<Tensor<B, 1>>,
-    pub gamma_new: Param<Tensor<B, 1>>,
-    pub beta_new: Param<Tensor<B, 1>>,
-}
-
-/// The decoded connectivity of a batch of states.
-#[derive(Debug, Clone)]
-pub struct ConnOutput<B: Backend> {
-    /// Existence logits ℓ = α(S − δ), [B,N,N] (diagonal left as is).
-    pub logit: Tensor<B, 3>,
-    /// Weights ŵ = softplus(γ'S + β') with zero diagonal, [B,N,N].
-    pub weight: Tensor<B, 3>,
-    /// A_pred = σ(ℓ) ⊙ ŵ, [B,N,N].
-    pub a_pred: Tensor<B, 3>,
-}
-
-impl<B: Backend> ConnDecoder<B> {
-    pub fn new(device: &B::Device) -> Self {
-        let p = |v: f32| Param::from_tensor(Tensor::from_floats([v], device));
-        Self {
-            alpha: p(10.0),
-            delta: p(0.0),
-            gamma: p(1.0),
-            beta: p(0.0),
-            residual_scale: p(1.0),
-            residual_bias: p(0.0),
-            alpha_new: p(10.0),
-            delta_new: p(0.0),
-            gamma_new: p(1.0),
-            beta_new: p(0.0),
-        }
-    }
-
-    /// `z_c` [B,N,L] → logits, weights and A_pred.
-    pub fn forward(&self, z_c: Tensor<B, 3>) -> ConnOutput<B> {
-        let n = z_c.dims()[1];
-        let s = z_c.clone().matmul(z_c.swap_dims(1, 2));
-        let sc = |p: &Param<Tensor<B, 1>>| p.val().reshape([1, 1, 1]);
-        let logit = (s.clone() - sc(&self.delta)) * sc(&self.alpha);
-        let b = s.dims()[0];
-        // [1, N·N] so that the broadcast over the batch hits flex's shared-row fast path.
-        let off_diag = Tensor::<B, 2>::eye(n, &s.device())
-            .neg()
-            .add_scalar(1.0)
-            .reshape([1, n * n]);
-        let weight = (softplus(s * sc(&self.gamma_new) + sc(&self.beta_new)).reshape([b, n * n])
-            * off_diag)
-            .reshape([b, n, n]);
-        let a_pred = sigmoid(logit.clone()) * weight.clone();
-        ConnOutput {
-            logit,
-            weight,
-            a_pred,
-        }
     }
 }

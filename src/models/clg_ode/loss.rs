@@ -68,3 +68,21 @@ pub fn topk_upper_mask(values: &[f32], n: usize, k: usize) -> Vec<f32> {
     }
     mask
 }
+
+/// Element-wise focal loss on logits: `(1 − p_t)^γ · BCE`, times `α_t = y·α + (1 − y)(1 − α)`
+/// when `alpha` is given (no positive-class weight).
+pub fn focal<B: Backend, const D: usize>(
+    logit: Tensor<B, D>,
+    y: Tensor<B, D>,
+    gamma: f64,
+    alpha: Option<f64>,
+) -> Tensor<B, D> {
+    let bce = softplus(logit.clone()) - logit.clone() * y.clone();
+    let p = burn::tensor::activation::sigmoid(logit);
+    let p_t = p.clone() * y.clone() + (p.neg().add_scalar(1.0)) * (y.clone().neg().add_scalar(1.0));
+    let mut loss = p_t.neg().add_scalar(1.0).clamp_min(0.0).powf_scalar(gamma) * bce;
+    if let Some(a) = alpha {
+        loss = loss * y.mul_scalar(2.0 * a - 1.0).add_scalar(1.0 - a);
+    }
+    loss
+}

@@ -12,17 +12,19 @@
 //! * Parameter names follow the reference's, except `net.0`/`net.2` → `fc1`/`fc2`
 //!   (see [`torch_name`]). Burn's Linear weights are [in, out] (PyTorch's transposed).
 
+pub mod decoder;
 pub mod layers;
 pub mod loss;
+pub mod objective;
 #[cfg(test)]
 mod tests;
 
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
+pub use decoder::{ConnDecoder, ConnOutput, DecoderConfig, Start};
 pub use layers::{
-    ConnDecoder, ConnOutput, CovEncoder, GraphEncoder, Mlp2, OdeFunc, linear3,
-    normalized_adjacency, propagate,
+    CovEncoder, GraphEncoder, Mlp2, OdeFunc, linear3, normalized_adjacency, propagate,
 };
 
 /// Name of the model in checkpoint metadata.
@@ -47,6 +49,9 @@ pub struct ClgOdeConfig {
     pub numeric_cov_dim: usize,
     /// RK4 steps per interval (12).
     pub solver_steps: usize,
+    /// The connection decoder's variant.
+    #[serde(default)]
+    pub decoder: DecoderConfig,
 }
 
 impl ClgOdeConfig {
@@ -61,6 +66,7 @@ impl ClgOdeConfig {
             cov_embed_dim: 8,
             numeric_cov_dim: 35,
             solver_steps: 12,
+            decoder: DecoderConfig::default(),
         }
     }
 
@@ -85,6 +91,7 @@ impl ClgOdeConfig {
             conn_decoder: ConnDecoder::new(device),
             latent_dim: l,
             solver_steps: self.solver_steps,
+            decoder: self.decoder.clone(),
         }
     }
 }
@@ -99,6 +106,8 @@ pub struct ClgOde<B: Backend> {
     pub conn_decoder: ConnDecoder<B>,
     pub latent_dim: usize,
     pub solver_steps: usize,
+    #[module(skip)]
+    pub decoder: DecoderConfig,
 }
 
 /// Encoder outputs, each [B,N,L].
@@ -166,14 +175,15 @@ impl<B: Backend> ClgOde<B> {
             .integrate(z0, dt, self.solver_steps)
     }
 
-    /// Decodes states z [B,N,2L].
-    pub fn decode(&self, z: Tensor<B, 3>) -> Decoded<B> {
+    /// Decodes states z [B,N,2L]; `start` (start visit and time of each row) is needed by the
+    /// residual and fixed-support decoders.
+    pub fn decode(&self, z: Tensor<B, 3>, start: Option<&Start<B>>) -> Decoded<B> {
         let l = self.latent_dim;
         let z_m = z.clone().narrow(2, 0, l);
         let z_c = z.narrow(2, l, l);
         Decoded {
             x_hat: self.morph_decoder.forward(z_m),
-            conn: self.conn_decoder.forward(z_c),
+            conn: self.conn_decoder.forward(z_c, &self.decoder, start),
         }
     }
 
@@ -189,14 +199,28 @@ impl<B: Backend> ClgOde<B> {
         site: Tensor<B, 1, Int>,
         numeric: Tensor<B, 2>,
     ) -> ForwardOutput<B> {
-        let enc = self.encode(a_log, x);
+        let b = a_log.dims()[0];
+        let device = a_log.device();
+        let enc = self.encode(a_log.clone(), x);
         let z0 = enc.z0();
         let mut z = vec![z0.clone()];
+        let mut times = vec![Tensor::<B, 1>::zeros([b], &device)];
         if let Some(dt) = dt {
             let cov = self.covariates(sex, site, numeric);
-            z.push(self.integrate(z0, cov, dt));
+            z.push(self.integrate(z0, cov, dt.clone()));
+            times.push(dt);
         }
-        let dec = z.iter().map(|z| self.decode(z.clone())).collect();
+        let dec = z
+            .iter()
+            .zip(times)
+            .map(|(z, t)| {
+                let start = Start {
+                    a0_log: a_log.clone(),
+                    t,
+                };
+                self.decode(z.clone(), Some(&start))
+            })
+            .collect();
         ForwardOutput { enc, z, dec }
     }
 }

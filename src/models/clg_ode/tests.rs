@@ -71,6 +71,7 @@ fn tiny_config(g: &Value) -> ClgOdeConfig {
         cov_embed_dim: u("cov_embed_dim"),
         numeric_cov_dim: u("numeric_cov_dim"),
         solver_steps: u("solver_steps"),
+        decoder: Default::default(),
     }
 }
 

@@ -4,87 +4,80 @@
 //! baseline (visit 0 predicts visit 1).
 
 use burn::prelude::*;
-use burn::tensor::TensorData;
 use ndarray::Array2;
+use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::batch::{FoldData, delta_t};
+use super::batch::{Mode, Sampling, build};
+use super::fold_data::FoldData;
 use crate::data::connectome::par_map;
+use crate::metrics::Skill;
 use crate::metrics::sc::{ScMetrics, sc_metrics};
 use crate::models::clg_ode::ClgOde;
+use crate::models::clg_ode::objective::Objective;
+use crate::models::clg_ode::objective::predict::decode;
 
-/// Predicted A_pred (N×N) of every subject in `subjects`, in order, `chunk` subjects at a time.
+/// Predicted A_pred (N×N) of every subject in `subjects`, in order, `chunk` subjects at a time:
+/// the forecast of visit 1 from visit 0 when there is one, else the reconstruction of visit 0;
+/// decoded as in training at epoch `epoch` (evaluation uses `max_epochs`).
+#[allow(clippy::too_many_arguments)]
 pub fn predict_visit1<B: Backend>(
     model: &ClgOde<B>,
+    obj: &Objective,
     data: &FoldData,
+    sampling: &Sampling,
     subjects: &[usize],
     chunk: usize,
+    epoch: usize,
     device: &B::Device,
 ) -> Vec<Array2<f32>> {
     let n = data.n_nodes();
-    let f = data.cohort.n_metrics();
-    let nc = data.numeric_dim();
+    let nn = n * n;
     let mut out = Vec::with_capacity(subjects.len());
     for part in subjects.chunks(chunk.max(1)) {
-        let b = part.len();
-        let (mut a, mut x, mut sex, mut site, mut num) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let (mut src, mut dts) = (Vec::new(), Vec::new());
-        for (r, &sub) in part.iter().enumerate() {
-            let scans = data.scans(sub);
-            a.extend_from_slice(scans[0].a_log.as_slice().expect("standard layout"));
-            x.extend_from_slice(data.x[sub][0].as_slice().expect("standard layout"));
-            let subject = &data.cohort.subjects[sub];
-            sex.push(subject.sex as i64);
-            site.push(subject.site as i64);
-            num.extend_from_slice(&data.numeric[sub][0]);
-            if scans.len() >= 2 {
-                src.push(r as i64);
-                dts.push(delta_t(scans, 0, 1) as f32);
-            }
-        }
-        let enc = model.encode(
-            Tensor::from_data(TensorData::new(a, [b, n, n]), device),
-            Tensor::from_data(TensorData::new(x, [b, n, f]), device),
-        );
-        let mut z = enc.z0();
-        if !src.is_empty() {
-            // Rows of cat([z0, z1]): the forecast for subjects with a visit 1, else z0.
-            let mut pick: Vec<i64> = (0..b as i64).collect();
-            for (q, &r) in src.iter().enumerate() {
-                pick[r as usize] = (b + q) as i64;
-            }
-            let ns = src.len();
-            let src = Tensor::<B, 1, Int>::from_data(TensorData::new(src, [ns]), device);
-            let cov = model.covariates(
-                Tensor::from_data(TensorData::new(sex, [b]), device),
-                Tensor::from_data(TensorData::new(site, [b]), device),
-                Tensor::from_data(TensorData::new(num, [b, nc]), device),
-            );
-            let z1 = model.integrate(
-                z.clone().select(0, src.clone()),
-                cov.select(0, src),
-                Tensor::from_data(TensorData::new(dts, [ns]), device),
-            );
-            z = Tensor::cat(vec![z, z1], 0)
-                .select(0, Tensor::from_data(TensorData::new(pick, [b]), device));
-        }
-        let pred: Vec<f32> = model
-            .decode(z)
-            .conn
-            .a_pred
-            .into_data()
-            .convert::<f32>()
-            .to_vec()
-            .expect("f32");
-        for r in 0..b {
+        let x = build::<ChaCha8Rng>(data, part, Mode::Forecast, epoch, &obj.cfg, sampling);
+        let d = decode(obj, model, &x, epoch, device);
+        let pred: Vec<f32> = d.a_pred.into_data().convert::<f32>().to_vec().expect("f32");
+        for b in 0..part.len() {
+            // The forecast of subject b if it has one, else its reconstruction (row b).
+            let row = x
+                .preds
+                .iter()
+                .position(|p| p.b == b && p.forecast)
+                .unwrap_or(b);
             out.push(
-                Array2::from_shape_vec((n, n), pred[r * n * n..(r + 1) * n * n].to_vec())
+                Array2::from_shape_vec((n, n), pred[row * nn..(row + 1) * nn].to_vec())
                     .expect("n×n"),
             );
         }
     }
     out
+}
+
+/// A set of predictions scored against the truth, beside the identity forecast.
+#[derive(Debug, Clone, Serialize)]
+pub struct Versus {
+    pub n_subjects: usize,
+    pub model: ScMetrics,
+    pub identity: ScMetrics,
+    pub skill: Skill,
+}
+
+/// Scores `preds` (one per subject of `subjects`) and the identity forecast (visit 0 for visit
+/// 1), averaged over subjects.
+pub fn versus_identity(
+    data: &FoldData,
+    subjects: &[usize],
+    preds: &[Array2<f32>],
+    topo_bins: usize,
+) -> Versus {
+    let t = test_metrics(data, subjects, preds, topo_bins);
+    Versus {
+        n_subjects: subjects.len(),
+        skill: Skill::of(&t.model, &t.identity_baseline),
+        model: t.model,
+        identity: t.identity_baseline,
+    }
 }
 
 /// Test metrics of the model and of the identity baseline, over all test subjects and over the
@@ -95,6 +88,8 @@ pub struct TestMetrics {
     pub n_subjects: usize,
     pub model: ScMetrics,
     pub identity_baseline: ScMetrics,
+    /// The model against the identity baseline.
+    pub skill: Skill,
     pub forecast_only: ForecastOnly,
 }
 
@@ -103,6 +98,7 @@ pub struct ForecastOnly {
     pub n_subjects: usize,
     pub model: ScMetrics,
     pub identity_baseline: ScMetrics,
+    pub skill: Skill,
 }
 
 /// Scores `preds` (one per subject of `subjects`, from [`predict_visit1`]).
@@ -139,10 +135,12 @@ pub fn test_metrics(
         n_subjects: subjects.len(),
         model: ScMetrics::mean(&all_m),
         identity_baseline: ScMetrics::mean(&all_b),
+        skill: Skill::of(&ScMetrics::mean(&all_m), &ScMetrics::mean(&all_b)),
         forecast_only: ForecastOnly {
             n_subjects: fo_m.len(),
             model: ScMetrics::mean(&fo_m),
             identity_baseline: ScMetrics::mean(&fo_b),
+            skill: Skill::of(&ScMetrics::mean(&fo_m), &ScMetrics::mean(&fo_b)),
         },
     }
 }

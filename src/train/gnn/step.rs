@@ -1,32 +1,30 @@
-//! One CLG-ODE training step and the validation loss, on one rank or data-parallel over several.
+//! One CLG-ODE training step's gradients and the validation loss, on one rank or
+//! data-parallel over several.
 //!
 //! Randomness belongs to subjects, not batches: the subject at position `p` of epoch `e`'s order
 //! draws its visits and augmentation from a generator seeded by (seed, fold, e, p). A global
 //! batch therefore scores the same inputs whatever the batch size per rank and the number of
-//! ranks. Each rank scores its contiguous shard of the global batch with the weights of
-//! [`TermWeights`], so the gradients summed over ranks are the gradients of the global batch's
-//! loss, and the terms summed over ranks ([`term_sums`]) are the global batch's terms.
-
-use std::time::Instant;
+//! ranks. Every term of the objective is a sum over this shard's items divided by the item count
+//! of the global batch (summed over ranks before the forward), so the gradients summed over
+//! ranks are the global batch's. GradNorm needs the norms of the manifold and topology
+//! gradients of the global batch: two extra forward/backward passes (Burn's backward consumes
+//! the graph), their gradients summed over ranks, then the weighted total.
 
 use anyhow::Result;
+use burn::module::{AutodiffModule, ParamId};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
 
-use super::batch::{FoldData, HostBatch, LossSettings, Mode, TermWeights, Terms, batch_loss};
-use super::{CV_FOLDS, SPLIT_SEED, TEST_SIZE};
-use crate::data::connectome::{Cohort, cv_fold, test_split};
-use crate::dist::{Collective, Single};
-use crate::engine::ddp::{self, CommStats};
-use crate::engine::optim::{Adam, Grads};
-use crate::engine::params;
-use crate::models::clg_ode::{ClgOde, ClgOdeConfig};
-use crate::train::mnist::{epoch_order, mix};
+use super::batch::{Mode, Sampling, build};
+use super::fold_data::FoldData;
+use crate::dist::Collective;
+use crate::engine::ddp;
+use crate::engine::seed::mix;
+use crate::models::clg_ode::ClgOde;
+use crate::models::clg_ode::objective::{LOSS_TERMS, Objective, ObjectiveInput, Stats};
 
 /// Seed of one fold: weight init and the subjects' generators.
 pub fn fold_seed(seed: u64, fold: usize) -> u64 {
@@ -41,292 +39,189 @@ pub fn subject_rng(seed: u64, fold: usize, epoch: usize, pos: usize) -> ChaCha8R
     ))
 }
 
-/// Sums of a partial epoch's batch terms.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct TermSums {
-    pub batches: usize,
-    pub subjects: usize,
-    pub total: f64,
-    pub manifold: f64,
-    pub kl: f64,
-    pub vel: f64,
-    pub acc: f64,
-    pub l_x: f64,
-    pub l_e: f64,
-    pub l_w: f64,
-    pub vel_count: usize,
-    pub acc_count: usize,
-    pub vel_batches: usize,
-    pub acc_batches: usize,
+/// What a step produced on this rank.
+pub struct StepResult {
+    pub grads: GradientsParams,
+    /// This shard's statistics (sums and counts; they add up over ranks).
+    pub stats: Stats,
+    /// This shard's weighted raw topology values, by slot `3·(position − start) + kind`
+    /// (reconstruction, forecast j, forecast k).
+    pub topo_raw: Vec<(usize, f64)>,
 }
 
-impl TermSums {
-    pub fn add(&mut self, t: &Terms, subjects: usize) {
-        self.batches += 1;
-        self.subjects += subjects;
-        self.total += t.total;
-        self.manifold += t.manifold;
-        self.kl += t.kl;
-        self.l_x += t.l_x;
-        self.l_e += t.l_e;
-        self.l_w += t.l_w;
-        if t.vel_count > 0 {
-            self.vel += t.vel;
-            self.vel_batches += 1;
-            self.vel_count += t.vel_count;
-        }
-        if t.acc_count > 0 {
-            self.acc += t.acc;
-            self.acc_batches += 1;
-            self.acc_count += t.acc_count;
-        }
-    }
-
-    /// Mean over batches of each term (velocity/acceleration over the batches that had one),
-    /// as `<prefix>_<term>` columns.
-    pub fn columns(&self, prefix: &str, row: &mut Map<String, Value>) {
-        let m = |s: f64, n: usize| if n == 0 { 0.0 } else { s / n as f64 };
-        let b = self.batches;
-        for (k, v) in [
-            ("manifold", m(self.manifold, b)),
-            ("kl", m(self.kl, b)),
-            ("vel", m(self.vel, self.vel_batches)),
-            ("acc", m(self.acc, self.acc_batches)),
-            ("l_x", m(self.l_x, b)),
-            ("l_e", m(self.l_e, b)),
-            ("l_w", m(self.l_w, b)),
-        ] {
-            row.insert(format!("{prefix}_{k}"), json!(v));
-        }
-        row.insert(format!("{prefix}_vel_count"), json!(self.vel_count));
-        row.insert(format!("{prefix}_acc_count"), json!(self.acc_count));
-    }
-
-    pub fn mean_total(&self) -> f64 {
-        if self.batches == 0 {
-            f64::NAN
-        } else {
-            self.total / self.batches as f64
-        }
-    }
+/// Where a step's predictions sit among the global batch's topology slots.
+fn topo_slots(x: &ObjectiveInput, first: usize) -> Vec<usize> {
+    let mut forecasts = vec![0usize; x.nb];
+    x.preds
+        .iter()
+        .map(|p| {
+            let kind = if p.forecast {
+                forecasts[p.b] += 1;
+                forecasts[p.b]
+            } else {
+                0
+            };
+            3 * (first + p.b) + kind
+        })
+        .collect()
 }
 
-/// Number of values of [`term_sums`].
-pub const TERM_SUMS: usize = 11;
+/// The global item counts of the objective's terms for this shard's input.
+fn global_counts(
+    obj: &Objective,
+    x: Option<&ObjectiveInput>,
+    epoch: usize,
+    comm: &dyn Collective,
+) -> Result<Vec<f64>> {
+    let mut counts = x.map_or(vec![0.0; LOSS_TERMS.len()], |x| obj.counts(x, epoch));
+    comm.all_reduce_sum_f64(&mut counts)?;
+    Ok(counts)
+}
 
-/// A shard's terms as sums that add up over ranks to the global batch's: each mean times the
-/// count it is a mean over (`subjects` for the manifold and KL terms, items for velocity and
-/// acceleration, predictions for l_x/l_e/l_w), then the counts.
-pub fn term_sums(t: &Terms, subjects: usize) -> Vec<f64> {
-    let (nb, vc, ac, p) = (
-        subjects as f64,
-        t.vel_count as f64,
-        t.acc_count as f64,
-        t.predictions as f64,
-    );
-    let part = |mean: f64, n: f64| if n > 0.0 { mean * n } else { 0.0 };
-    vec![
-        part(t.manifold, nb),
-        part(t.kl, nb),
-        part(t.vel, vc),
-        part(t.acc, ac),
-        part(t.l_x, p),
-        part(t.l_e, p),
-        part(t.l_w, p),
-        nb,
-        vc,
-        ac,
-        p,
+/// The four new-edge scalars: the only parameters trained once the backbone is frozen.
+fn innovation_params<B: Backend>(model: &ClgOde<B>) -> [ParamId; 4] {
+    let d = &model.conn_decoder;
+    [
+        d.alpha_new.id,
+        d.delta_new.id,
+        d.gamma_new.id,
+        d.beta_new.id,
     ]
 }
 
-/// The global batch's terms and subject count from [`term_sums`] summed over ranks.
-pub fn terms_from_sums(v: &[f64], s: &LossSettings) -> (Terms, usize) {
-    let mean = |sum: f64, n: f64| if n > 0.0 { sum / n } else { 0.0 };
-    let (nb, vc, ac, p) = (v[7], v[8], v[9], v[10]);
-    let terms = Terms {
-        total: f64::NAN,
-        manifold: mean(v[0], nb),
-        kl: mean(v[1], nb),
-        vel: mean(v[2], vc),
-        acc: mean(v[3], ac),
-        l_x: mean(v[4], p),
-        l_e: mean(v[5], p),
-        l_w: mean(v[6], p),
-        vel_count: vc as usize,
-        acc_count: ac as usize,
-        predictions: p as usize,
-    }
-    .with_total(s);
-    (terms, nb as usize)
+/// L2 norm of gradients summed over ranks.
+fn global_norm<B: AutodiffBackend>(
+    model: &ClgOde<B>,
+    grads: &GradientsParams,
+    comm: &dyn Collective,
+) -> Result<f64> {
+    let mut flat = ddp::flatten_grads(model, grads).flat;
+    comm.all_reduce_sum_f32(&mut flat)?;
+    Ok(flat
+        .iter()
+        .map(|&g| (g as f64) * (g as f64))
+        .sum::<f64>()
+        .sqrt())
 }
 
-/// Mean validation/test loss over batches of `subjects` (clean inputs, visits 0/1/2), with the
-/// loss schedule of epoch `epoch`. Each batch of `batch_size × ranks` subjects is shared out
-/// over the ranks of `comm` and its terms reduced, so every rank returns the same sums.
+/// Gradients of this rank's shard `order[lo..hi]` (subject indices) of the global batch that
+/// starts at `order[start]`, at `epoch`, with GradNorm (updating the objective's weights) when the
+/// topology term is on.
+#[allow(clippy::too_many_arguments)]
+pub fn grads<B: AutodiffBackend>(
+    model: &ClgOde<B>,
+    obj: &mut Objective,
+    data: &FoldData,
+    sampling: &Sampling,
+    (seed, fold, epoch): (u64, usize, usize),
+    order: &[usize],
+    start: usize,
+    (lo, hi): (usize, usize),
+    device: &B::Device,
+    comm: &dyn Collective,
+) -> Result<StepResult> {
+    let x = (lo < hi).then(|| {
+        let mut rngs: Vec<ChaCha8Rng> = (lo..hi)
+            .map(|pos| subject_rng(seed, fold, epoch, pos))
+            .collect();
+        build(
+            data,
+            &order[lo..hi],
+            Mode::Train(&mut rngs),
+            epoch,
+            &obj.cfg,
+            sampling,
+        )
+    });
+    let counts = global_counts(obj, x.as_ref(), epoch, comm)?;
+    let frozen = obj.cfg.innovation.frozen(epoch);
+    let mut weights = obj.state.gradnorm.weights;
+    if obj.cfg.gradnorm_on() && !frozen {
+        // Losses and gradient norms of the manifold and topology terms of the global batch.
+        let mut ln = [0.0f64; 2];
+        let mut g = [0.0f64; 2];
+        for (k, term) in [(0usize, 0usize), (1, 4)] {
+            let grads = match &x {
+                Some(x) => {
+                    let fwd = obj.forward(model, x, epoch, device);
+                    ln[k] = fwd.stats.sum(LOSS_TERMS[term]);
+                    let loss = fwd.sums[term].clone().div_scalar(counts[term].max(1.0));
+                    GradientsParams::from_grads(loss.backward(), model)
+                }
+                None => GradientsParams::new(),
+            };
+            g[k] = global_norm(model, &grads, comm)?;
+        }
+        comm.all_reduce_sum_f64(&mut ln)?;
+        let l = [ln[0] / counts[0].max(1.0), ln[1] / counts[4].max(1.0)];
+        let t = &obj.cfg;
+        weights = obj
+            .state
+            .gradnorm
+            .update(l, g, [t.lambda_manifold, t.topology.lambda_topo]);
+    }
+    let Some(x) = x else {
+        return Ok(StepResult {
+            grads: GradientsParams::new(),
+            stats: Stats::default(),
+            topo_raw: Vec::new(),
+        });
+    };
+    let fwd = obj.forward(model, &x, epoch, device);
+    let coefs = obj.coefficients(epoch, weights);
+    let loss = obj.combine(&fwd.sums, &coefs, &counts, device);
+    let mut grads = GradientsParams::from_grads(loss.backward(), model);
+    if frozen {
+        let mut kept = GradientsParams::new();
+        for id in innovation_params(model) {
+            if let Some(g) = grads.remove::<B::InnerBackend, 1>(id) {
+                kept.register::<B::InnerBackend, 1>(id, g);
+            }
+        }
+        grads = kept;
+    }
+    let slots = topo_slots(&x, lo - start);
+    Ok(StepResult {
+        grads,
+        stats: fwd.stats,
+        topo_raw: slots.into_iter().zip(fwd.topo_raw).collect(),
+    })
+}
+
+/// Validation/test statistics and mean batch total over `subjects` (clean inputs, visits
+/// 0/1/2) at `epoch`. Each batch of `batch_size × ranks` subjects is shared out over the ranks
+/// and its statistics reduced, so every rank returns the same values.
 #[allow(clippy::too_many_arguments)]
 pub fn eval_loss<B: Backend>(
     model: &ClgOde<B>,
+    obj: &Objective,
     data: &FoldData,
+    sampling: &Sampling,
     subjects: &[usize],
     batch_size: usize,
     epoch: usize,
-    settings: &LossSettings,
     device: &B::Device,
     comm: &dyn Collective,
-) -> Result<TermSums> {
+) -> Result<(Stats, f64)> {
     let (rank, world) = (comm.rank(), comm.size());
-    let mut sums = TermSums::default();
+    let mut sums = Stats::default();
+    let (mut total, mut batches) = (0.0, 0usize);
     for part in subjects.chunks(batch_size.max(1) * world) {
         let (lo, hi) = ddp::shard(0, part.len(), rank, world);
         let mut v = if lo < hi {
-            let hb =
-                HostBatch::build::<ChaCha8Rng>(data, &part[lo..hi], Mode::Eval, epoch, settings);
-            let (_, terms) = batch_loss(model, &hb, settings, TermWeights::ONE, device);
-            term_sums(&terms, hi - lo)
+            let x = build::<ChaCha8Rng>(data, &part[lo..hi], Mode::Eval, epoch, &obj.cfg, sampling);
+            obj.forward(model, &x, epoch, device).stats.v
         } else {
-            vec![0.0; TERM_SUMS]
+            Stats::default().v
         };
         comm.all_reduce_sum_f64(&mut v)?;
-        let (terms, n) = terms_from_sums(&v, settings);
-        sums.add(&terms, n);
+        let stats = Stats::from_slice(&v);
+        total += obj.total(&stats, epoch, obj.state.gradnorm.weights);
+        batches += 1;
+        sums.merge(&stats);
     }
-    Ok(sums)
+    Ok((sums, total / batches.max(1) as f64))
 }
 
-/// What every training step of one fold shares.
-pub struct StepContext<'a, B: Backend> {
-    pub data: &'a FoldData<'a>,
-    pub settings: &'a LossSettings,
-    pub device: &'a B::Device,
-    pub comm: &'a dyn Collective,
-    pub seed: u64,
-    pub fold: usize,
-}
-
-impl<B: AutodiffBackend> StepContext<'_, B> {
-    /// One optimiser step on the global batch `order[start..end]` of epoch `epoch`, of which
-    /// this rank scores its shard. Returns the new model (the same on every rank), this rank's
-    /// terms and its number of subjects; the caller reduces them with [`term_sums`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn train_step(
-        &self,
-        model: ClgOde<B>,
-        adam: &mut Adam<B::InnerBackend>,
-        lr: f64,
-        epoch: usize,
-        order: &[usize],
-        (start, end): (usize, usize),
-        stats: &mut CommStats,
-    ) -> Result<(ClgOde<B>, Terms, usize)> {
-        let (rank, world) = (self.comm.rank(), self.comm.size());
-        let (lo, hi) = ddp::shard(start, end, rank, world);
-        let hb = (lo < hi).then(|| {
-            let mut rngs: Vec<ChaCha8Rng> = (lo..hi)
-                .map(|pos| subject_rng(self.seed, self.fold, epoch, pos))
-                .collect();
-            HostBatch::build(
-                self.data,
-                &order[lo..hi],
-                Mode::Train(&mut rngs),
-                epoch,
-                self.settings,
-            )
-        });
-        // Velocity and acceleration items of the whole global batch, for this shard's weights.
-        let local = hb.as_ref().map_or([0.0, 0.0], |hb| {
-            [hb.vel_items() as f64, hb.acc_items() as f64]
-        });
-        let mut all = local;
-        self.comm.all_reduce_sum_f64(&mut all)?;
-        let share = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-        let w = TermWeights {
-            subjects: (hi - lo) as f64 / (end - start).max(1) as f64,
-            vel: share(local[0], all[0]),
-            acc: share(local[1], all[1]),
-        };
-        let (grads, terms) = match &hb {
-            Some(hb) => {
-                let (loss, terms) = batch_loss(&model, hb, self.settings, w, self.device);
-                (GradientsParams::from_grads(loss.backward(), &model), terms)
-            }
-            None => (GradientsParams::new(), Terms::default()),
-        };
-        let grads = if world == 1 {
-            Grads::Params(grads)
-        } else {
-            ddp::all_reduce_grads(self.comm, &model, grads, 1.0, self.device, stats)?
-        };
-        Ok((adam.step(lr, model, grads), terms, hi - lo))
-    }
-}
-
-/// Timing of one training epoch, for `trainer bench gnn`.
-#[derive(Debug, Clone, Serialize)]
-pub struct EpochBench {
-    pub subjects: usize,
-    pub steps: usize,
-    pub seconds: f64,
-    pub seconds_per_subject: f64,
-    pub mean_loss: f64,
-}
-
-/// Runs one training epoch (fold 0's training subjects, default settings, `epoch` selects the
-/// loss schedule: 0 = manifold + KL only, ≥ 20 = all terms) in this process and times it. No
-/// files are written.
-pub fn bench_epoch<B: AutodiffBackend>(
-    cohort: &Cohort,
-    model_cfg: &ClgOdeConfig,
-    batch_size: usize,
-    epoch: usize,
-    seed: u64,
-    device: &B::Device,
-) -> Result<EpochBench> {
-    let split = test_split(cohort.subjects.len(), TEST_SIZE, SPLIT_SEED)?;
-    let fold = cv_fold(&split.trainval, 0, CV_FOLDS)?;
-    let stats = cohort.norm_stats(&fold.train)?;
-    let data = FoldData::new(cohort, &stats);
-    let settings = LossSettings::default();
-    let ctx = StepContext::<B> {
-        data: &data,
-        settings: &settings,
-        device,
-        comm: &Single,
-        seed,
-        fold: 0,
-    };
-    B::seed(device, fold_seed(seed, 0));
-    let mut model = model_cfg.init::<B>(device);
-    params::materialize(&model);
-    let mut adam = Adam::<B::InnerBackend>::default();
-    let order: Vec<usize> = epoch_order(fold.train.len(), seed, epoch as u64)
-        .into_iter()
-        .map(|i| fold.train[i])
-        .collect();
-    let mut comm = CommStats::default();
-    let t0 = Instant::now();
-    let mut sums = TermSums::default();
-    let batch = batch_size.max(1);
-    for start in (0..order.len()).step_by(batch) {
-        let end = (start + batch).min(order.len());
-        let (m, terms, n) = ctx.train_step(
-            model,
-            &mut adam,
-            5e-5,
-            epoch,
-            &order,
-            (start, end),
-            &mut comm,
-        )?;
-        model = m;
-        sums.add(&terms, n);
-    }
-    let seconds = t0.elapsed().as_secs_f64();
-    Ok(EpochBench {
-        subjects: order.len(),
-        steps: sums.batches,
-        seconds,
-        seconds_per_subject: seconds / order.len().max(1) as f64,
-        mean_loss: sums.mean_total(),
-    })
-}
+/// The model's inner module, for evaluation (re-exported for the job).
+pub type Valid<B> = <ClgOde<B> as AutodiffModule<B>>::InnerModule;

@@ -2,32 +2,73 @@
 //! scored on the held-out test subjects; writes `test_metrics.json`, `test_sc_metrics.json` and
 //! `clg_ode_results.json` (the reference's file names).
 
+use std::path::{Path, PathBuf};
+
 use anyhow::{Context, Result};
 use burn::prelude::*;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::batch::FoldData;
 use super::evaluate::{predict_visit1, test_metrics};
+use super::fold_data::FoldData;
 use super::step::eval_loss;
-use super::{CV_FOLDS, FoldResult, GnnConfig, Prepared, TOPO_BINS};
+use super::{GnnConfig, Prepared};
 use crate::dist::Single;
+use crate::engine::StageResult;
 use crate::engine::checkpoint::Checkpoint;
 use crate::engine::params;
 use crate::files::write_json;
+use crate::models::clg_ode::objective::Objective;
+
+/// One finished fold, as `clg_ode_results.json` reports it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FoldResult {
+    pub fold: usize,
+    pub best_val_loss: f64,
+    pub best_epoch: usize,
+    pub epochs_run: usize,
+    pub stopped_early: bool,
+    pub best_checkpoint: Option<PathBuf>,
+    pub last_checkpoint: Option<PathBuf>,
+}
+
+impl FoldResult {
+    /// The engine's record of stage `s`, which trained fold `fold`.
+    pub fn from_stage(s: &StageResult, fold: usize) -> Self {
+        Self {
+            fold,
+            best_val_loss: s.best_value.unwrap_or(f64::NAN),
+            best_epoch: s.best_epoch,
+            epochs_run: s.epochs_run,
+            stopped_early: s.stopped_early,
+            best_checkpoint: s.best_checkpoint.clone(),
+            last_checkpoint: s.last_checkpoint.clone(),
+        }
+    }
+}
 
 /// Scores the test subjects and writes the result files into the run directory.
 pub fn score_test<B: Backend>(
     config: &GnnConfig,
+    objective: &Objective,
     prep: &Prepared,
     finished: &[FoldResult],
+    run_dir: &Path,
     device: &B::Device,
 ) -> Result<()> {
     let cohort = &prep.cohort;
-    let run_dir = &config.results_dir;
+    // The best fold: the best monitored value in the monitor's direction.
+    let higher_better = config
+        .monitor
+        .as_ref()
+        .is_some_and(|m| m.mode == crate::engine::Mode::Max);
     let best_fold = finished
         .iter()
-        .filter(|f| f.best_val_loss.is_finite())
-        .min_by(|a, b| a.best_val_loss.total_cmp(&b.best_val_loss))
+        .filter(|f| f.best_val_loss.is_finite() && f.best_checkpoint.is_some())
+        .min_by(|a, b| {
+            let o = a.best_val_loss.total_cmp(&b.best_val_loss);
+            if higher_better { o.reverse() } else { o }
+        })
         .cloned()
         .context("no fold produced a finite validation loss")?;
     let split = prep
@@ -36,48 +77,67 @@ pub fn score_test<B: Backend>(
         .find(|s| s.fold == best_fold.fold)
         .context("best fold not in the fold list")?;
     let stats = cohort.norm_stats(&split.train)?;
-    let data = FoldData::new(cohort, &stats);
-    let ck = Checkpoint::load(&best_fold.best_checkpoint)?;
+    let data = FoldData::new(cohort.clone(), &stats, config.sampling.include_s_mean);
+    let best_path = best_fold
+        .best_checkpoint
+        .clone()
+        .context("the best fold has no best checkpoint")?;
+    let ck = Checkpoint::load(&best_path)?;
     let model = params::load(
         config.model.init::<B>(device),
         &ck.with_prefix("model"),
         device,
     )?;
-    let test_sums = eval_loss(
+    let (_, test_loss) = eval_loss(
         &model,
+        objective,
         &data,
+        &config.sampling,
         &prep.test,
         config.batch_size,
         config.max_epochs,
-        &config.loss,
         device,
         &Single,
     )?;
-    let preds = predict_visit1(&model, &data, &prep.test, 8, device);
-    let test = test_metrics(&data, &prep.test, &preds, TOPO_BINS);
+    let preds = predict_visit1(
+        &model,
+        objective,
+        &data,
+        &config.sampling,
+        &prep.test,
+        8,
+        config.max_epochs,
+        device,
+    );
+    let test = test_metrics(&data, &prep.test, &preds, config.topo_bins);
     let mut test_json = serde_json::to_value(&test)?;
     if let Value::Object(m) = &mut test_json {
-        m.insert("test_loss".into(), json!(test_sums.mean_total()));
+        m.insert("test_loss".into(), json!(test_loss));
         m.insert("best_fold".into(), json!(best_fold.fold));
         m.insert("checkpoint".into(), json!(best_fold.best_checkpoint));
     }
     write_json(&run_dir.join("test_metrics.json"), &test_json)?;
     write_json(&run_dir.join("test_sc_metrics.json"), &test.model.to_map())?;
+    let monitor = config
+        .monitor
+        .as_ref()
+        .map_or("val_loss", |m| m.metric.as_str());
     let results = json!({
         "cv_folds": finished.iter().map(|f| json!({
-            "fold": f.fold, "best_val_loss": f.best_val_loss, "best_monitor_metric": "val_loss",
+            "fold": f.fold, "best_val_loss": f.best_val_loss, "best_monitor_metric": monitor,
             "best_monitor": f.best_val_loss, "best_epoch": f.best_epoch,
             "epochs_run": f.epochs_run, "stopped_early": f.stopped_early,
             "best_model_path": f.best_checkpoint, "last_model_path": f.last_checkpoint,
         })).collect::<Vec<_>>(),
         "cv_fold": config.cv_fold,
-        "cv_folds_total": CV_FOLDS,
+        "cv_folds_total": config.cv_folds,
         "best_cv_score": best_fold.best_val_loss,
         "best_fold": best_fold.fold,
         "best_model_path": best_fold.best_checkpoint,
-        "test_loss": test_sums.mean_total(),
+        "test_loss": test_loss,
         "test_sc_metrics": test.model.to_map(),
         "test_identity_baseline_sc_metrics": test.identity_baseline.to_map(),
+        "test_skill": test.skill,
         "n_subjects": cohort.subjects.len(),
         "n_trainval": prep.trainval.len(),
         "n_test": prep.test.len(),
@@ -85,13 +145,14 @@ pub fn score_test<B: Backend>(
     write_json(&run_dir.join("clg_ode_results.json"), &results)?;
     eprintln!(
         "[train-gnn] test ({} subjects, fold {} best epoch {}): loss {:.4}, sc_log_mse {:.4} \
-         (identity {:.4}), pearson_sparse {:.4} (identity {:.4})",
+         (identity {:.4}, skill {:+.3}), pearson_sparse {:.4} (identity {:.4})",
         prep.test.len(),
         best_fold.fold,
         best_fold.best_epoch,
-        test_sums.mean_total(),
+        test_loss,
         test.model.sc_log_mse,
         test.identity_baseline.sc_log_mse,
+        test.skill.skill,
         test.model.sc_log_pearson_sparse,
         test.identity_baseline.sc_log_pearson_sparse,
     );

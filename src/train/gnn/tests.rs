@@ -1,103 +1,107 @@
-//! Tests of batch building and the batch loss on a small synthetic cohort.
+//! Tests of batch building, the objective on real batches and the data-parallel
+//! decomposition, on a small synthetic cohort.
+
+use std::sync::Arc;
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
-
-use super::batch::{
-    FoldData, HostBatch, LossSettings, Mode, TermWeights, batch_loss, sample_visits,
-};
-use super::step::{StepContext, term_sums, terms_from_sums};
-use super::*;
-use crate::data::connectome::{CohortPaths, LoadOptions, load_cohort, write_synthetic_cohort};
-use crate::dist::Single;
-use crate::engine::ddp::{CommStats, flatten_grads};
-use crate::models::clg_ode::ClgOdeConfig;
 use burn::optim::GradientsParams;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use super::batch::{Mode, Sampling, build, long_visits, sample_visits};
+use super::fold_data::FoldData;
+use super::step::{self, eval_loss};
+use super::*;
+use crate::data::connectome::Cohort;
+use crate::dist::Single;
+use crate::engine::ddp::flatten_grads;
+use crate::engine::optim::{Adam, Grads};
+use crate::models::clg_ode::objective::{GradNormScope, Objective, ObjectiveConfig, Stats};
+use crate::models::clg_ode::{ClgOde, ClgOdeConfig};
+
 type AB = Autodiff<Flex>;
 
-fn cohort(subjects: usize, nodes: usize) -> (tempfile::TempDir, Cohort) {
+fn cohort(subjects: usize, nodes: usize) -> (tempfile::TempDir, Arc<Cohort>) {
     let dir = tempfile::tempdir().unwrap();
     write_synthetic_cohort(dir.path(), subjects, nodes, 1).unwrap();
     let (c, _) = load_cohort(&CohortPaths::under(dir.path()), &LoadOptions::default()).unwrap();
-    (dir, c)
+    (dir, Arc::new(c))
+}
+
+/// Fold 0 of a cohort, its data and a small model.
+fn setup(c: &Arc<Cohort>) -> (crate::data::connectome::FoldSplit, FoldData, ClgOdeConfig) {
+    let split = test_split(c.subjects.len(), TEST_SIZE, 42).unwrap();
+    let fold = cv_fold(&split.trainval, 0, 5).unwrap();
+    let stats = c.norm_stats(&fold.train).unwrap();
+    let data = FoldData::new(c.clone(), &stats, true);
+    let mut cfg = ClgOdeConfig::new(c.n_metrics(), c.site_vocab);
+    cfg.latent_dim = 8;
+    cfg.hidden_dim = 16;
+    cfg.solver_steps = 2;
+    (fold, data, cfg)
 }
 
 #[test]
-fn clg_gnn_eval_loss_same_on_autodiff_and_valid() {
+fn clg_gnn_eval_loss_same_on_autodiff_and_valid_and_training_lowers_it() {
     let (_d, c) = cohort(12, 20);
-    let prep_split = test_split(c.subjects.len(), TEST_SIZE, SPLIT_SEED).unwrap();
-    let fold = cv_fold(&prep_split.trainval, 0, CV_FOLDS).unwrap();
-    let stats = c.norm_stats(&fold.train).unwrap();
-    let data = FoldData::new(&c, &stats);
+    let (fold, data, cfg) = setup(&c);
     let dev = burn::backend::flex::FlexDevice;
-    let mut cfg = ClgOdeConfig::new(c.n_metrics(), c.site_vocab);
-    cfg.latent_dim = 16;
-    cfg.hidden_dim = 32;
-    cfg.solver_steps = 3;
-    let model = cfg.init::<AB>(&dev);
-    let s = LossSettings::default();
+    let mut model = cfg.init::<AB>(&dev);
+    let s = Sampling::default();
+    let mut obj = Objective::new(ObjectiveConfig::default(), 1);
     for subjects in [&fold.train, &fold.val] {
-        let a = eval_loss(&model, &data, subjects, 2, 25, &s, &dev, &Single).unwrap();
-        let b = eval_loss(&model.valid(), &data, subjects, 2, 25, &s, &dev, &Single).unwrap();
-        assert!((a.total - b.total).abs() <= 1e-4 * a.total.abs().max(1.0));
+        let (_, a) = eval_loss(&model, &obj, &data, &s, subjects, 2, 25, &dev, &Single).unwrap();
+        let (_, b) = eval_loss(
+            &model.valid(),
+            &obj,
+            &data,
+            &s,
+            subjects,
+            2,
+            25,
+            &dev,
+            &Single,
+        )
+        .unwrap();
+        assert!((a - b).abs() <= 1e-4 * a.abs().max(1.0), "{a} vs {b}");
     }
-    // A training batch and an eval batch of the same subjects score alike (small noise).
-    let mut rngs = [1, 2].map(ChaCha8Rng::seed_from_u64);
-    let part = &fold.train[..2];
-    let hb = HostBatch::build(&data, part, Mode::Train(&mut rngs), 0, &s);
-    let (_, t) = batch_loss(&model, &hb, &s, TermWeights::ONE, &dev);
-    let hb = HostBatch::build::<ChaCha8Rng>(&data, part, Mode::Eval, 0, &s);
-    let (_, e) = batch_loss(&model, &hb, &s, TermWeights::ONE, &dev);
-    assert!((t.total - e.total).abs() < 0.05 * e.total);
-    // Training steps lower the training loss and keep the validation loss finite.
-    let mut adam = crate::engine::optim::Adam::default();
-    let mut model = model;
-    let loss = |m: &ClgOde<Flex>, subjects: &[usize]| {
-        eval_loss(m, &data, subjects, 2, 0, &s, &dev, &Single)
+    let loss = |m: &ClgOde<Flex>, obj: &Objective| {
+        eval_loss(m, obj, &data, &s, &fold.train, 2, 0, &dev, &Single)
             .unwrap()
-            .mean_total()
+            .1
     };
-    let before_val = loss(&model.valid(), &fold.val);
-    let before = loss(&model.valid(), &fold.train);
-    let ctx = StepContext::<AB> {
-        data: &data,
-        settings: &s,
-        device: &dev,
-        comm: &Single,
-        seed: 1,
-        fold: 0,
-    };
-    let mut stats = CommStats::default();
-    for step in 0..12usize {
-        let start = (step * 2) % 6;
-        let (m, terms, n) = ctx
-            .train_step(
-                model,
-                &mut adam,
-                1e-3,
-                0,
-                &fold.train,
-                (start, start + 2),
-                &mut stats,
-            )
-            .unwrap();
-        model = m;
-        assert_eq!(n, 2);
-        assert!(terms.total.is_finite());
+    let before = loss(&model.valid(), &obj);
+    let mut adam = Adam::default();
+    for i in 0..12usize {
+        let start = (i * 2) % 6;
+        let r = step::grads(
+            &model,
+            &mut obj,
+            &data,
+            &s,
+            (1, 0, 0),
+            &fold.train,
+            start,
+            (start, start + 2),
+            &dev,
+            &Single,
+        )
+        .unwrap();
+        assert_eq!(r.stats.count("manifold"), 2.0);
+        assert_eq!(r.topo_raw.len(), r.stats.count("topo") as usize);
+        model = adam.step(1e-3, model, Grads::Params(r.grads));
     }
-    let after = loss(&model.valid(), &fold.train);
-    let after_val = loss(&model.valid(), &fold.val);
+    let after = loss(&model.valid(), &obj);
     assert!(after < before, "train loss {before} -> {after}");
-    assert!(after_val.is_finite() && before_val.is_finite());
+    // GradNorm ran and moved the weights away from (1, 1).
+    assert_ne!(obj.state.gradnorm.weights, [1.0, 1.0]);
 }
 
 #[test]
 fn clg_gnn_visit_sampling() {
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    for len in 1..6 {
+    for len in 1..7 {
         for _ in 0..50 {
             let v = sample_visits(len, 0.7, &mut rng);
             match (v.j, v.k) {
@@ -106,80 +110,101 @@ fn clg_gnn_visit_sampling() {
                 (None, None) => assert!(len == 1 && v.i == 0),
                 _ => panic!("k without j"),
             }
+            let l = long_visits(len, &mut rng);
+            if len >= 4 {
+                assert_eq!((l.j, l.k), (Some(l.i + 1), Some(len - 1)));
+                assert!(l.i + 1 < len - 1);
+            }
         }
     }
 }
 
-/// The data-parallel decomposition: scoring two shards of a batch with their [`TermWeights`]
-/// and adding the gradients (what the all-reduce does) gives the whole batch's gradient, and
-/// the shards' [`term_sums`] add up to the whole batch's terms. Epoch 25 turns the velocity and
-/// acceleration terms on, whose means run over items rather than subjects; their gradients are
-/// also compared alone (subject terms weighted 0), since the manifold term dwarfs them.
+/// The data-parallel decomposition: two shards of a batch, each divided by the batch's item
+/// counts (what the ranks sum before the forward), give gradients that add up to the whole
+/// batch's, and statistics that add up to its statistics. Epoch 25 turns on velocity and
+/// acceleration (means over items), the topology loss and the per-prediction penalties (means
+/// over predictions), so that every kind of count is exercised.
 #[test]
 fn clg_gnn_shards_add_up_to_the_batch() {
     let (_d, c) = cohort(12, 20);
-    let split = test_split(c.subjects.len(), TEST_SIZE, SPLIT_SEED).unwrap();
-    let fold = cv_fold(&split.trainval, 0, CV_FOLDS).unwrap();
-    let stats = c.norm_stats(&fold.train).unwrap();
-    let data = FoldData::new(&c, &stats);
+    let (fold, data, cfg) = setup(&c);
     let dev = burn::backend::flex::FlexDevice;
-    let mut cfg = ClgOdeConfig::new(c.n_metrics(), c.site_vocab);
-    cfg.latent_dim = 8;
-    cfg.hidden_dim = 16;
-    cfg.solver_steps = 2;
     let model = cfg.init::<AB>(&dev);
-    let s = LossSettings::default();
+    let mut oc = ObjectiveConfig {
+        lambda_full_log_mse: 0.1,
+        lambda_density: 0.05,
+        lambda_delta_log: 0.01,
+        ..ObjectiveConfig::default()
+    };
+    oc.topology.gradnorm = GradNormScope::None;
+    let obj = Objective::new(oc, 3);
+    let s = Sampling::default();
     let epoch = 25;
     let subjects = &fold.train[..3];
-    let build = |lo: usize, hi: usize| {
+    let input = |lo: usize, hi: usize| {
         let mut r: Vec<ChaCha8Rng> = (lo..hi)
             .map(|p| step::subject_rng(9, 0, epoch, p))
             .collect();
-        HostBatch::build(&data, &subjects[lo..hi], Mode::Train(&mut r), epoch, &s)
+        build(
+            &data,
+            &subjects[lo..hi],
+            Mode::Train(&mut r),
+            epoch,
+            &obj.cfg,
+            &s,
+        )
     };
-    let grads = |hb: &HostBatch, w: TermWeights| {
-        let (loss, t) = batch_loss(&model, hb, &s, w, &dev);
+    let coefs = obj.coefficients(epoch, [1.0, 1.0]);
+    let run = |x: &crate::models::clg_ode::objective::ObjectiveInput, counts: &[f64]| {
+        let fwd = obj.forward(&model, x, epoch, &dev);
+        let loss = obj.combine(&fwd.sums, &coefs, counts, &dev);
         let g = GradientsParams::from_grads(loss.backward(), &model);
-        (flatten_grads(&model, &g).flat, t)
+        (flatten_grads(&model, &g).flat, fwd.stats)
     };
-    let full = build(0, 3);
-    let shards = [(build(0, 1), 1usize), (build(1, 3), 2)];
-    let items = |f: fn(&HostBatch) -> usize| shards.iter().map(|(h, _)| f(h)).sum::<usize>();
-    let (vel_all, acc_all) = (items(HostBatch::vel_items), items(HostBatch::acc_items));
+    let full = input(0, 3);
+    let whole_counts = obj.counts(&full, epoch);
     assert!(
-        vel_all > 0 && acc_all > 0,
-        "the test needs velocity and acceleration items"
+        full.vel.len() + full.acc.len() > 0,
+        "the test needs velocity items"
     );
-    for subject_terms in [1.0, 0.0] {
-        let one = TermWeights {
-            subjects: subject_terms,
-            ..TermWeights::ONE
-        };
-        let (g_full, whole) = grads(&full, one);
-        let mut g_sum = vec![0.0f32; g_full.len()];
-        let mut sums = vec![0.0; step::TERM_SUMS];
-        for (hb, n) in &shards {
-            let w = TermWeights {
-                subjects: subject_terms * *n as f64 / 3.0,
-                vel: hb.vel_items() as f64 / vel_all as f64,
-                acc: hb.acc_items() as f64 / acc_all as f64,
-            };
-            let (g, t) = grads(hb, w);
-            g_sum.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
-            let part = term_sums(&t, *n);
-            sums.iter_mut().zip(part).for_each(|(a, b)| *a += b);
+    let (g_full, whole) = run(&full, &whole_counts);
+    let shards = [input(0, 1), input(1, 3)];
+    let mut global = vec![0.0; whole_counts.len()];
+    for x in &shards {
+        for (a, b) in global.iter_mut().zip(obj.counts(x, epoch)) {
+            *a += b;
         }
-        let (summed, n) = terms_from_sums(&sums, &s);
-        assert_eq!((n, summed.vel_count), (3, whole.vel_count));
-        assert!((summed.total - whole.total).abs() <= 1e-5 * whole.total.abs());
-        let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-        let diff: Vec<f32> = g_full.iter().zip(&g_sum).map(|(a, b)| a - b).collect();
-        assert!(norm(&g_full) > 0.0);
-        assert!(
-            norm(&diff) <= 1e-5 * norm(&g_full),
-            "gradients differ by {} (norm {}) with subject terms x{subject_terms}",
-            norm(&diff),
-            norm(&g_full)
-        );
     }
+    assert_eq!(global, whole_counts);
+    let mut g_sum = vec![0.0f32; g_full.len()];
+    let mut stats = Stats::default();
+    for x in &shards {
+        let (g, st) = run(x, &global);
+        g_sum.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
+        stats.merge(&st);
+    }
+    for name in [
+        "manifold", "topo", "full_log", "density", "vel", "acc", "kl",
+    ] {
+        let (a, b) = (stats.sum(name), whole.sum(name));
+        assert!(
+            (a - b).abs() <= 1e-4 * b.abs().max(1e-6),
+            "{name}: {a} vs {b}"
+        );
+        assert_eq!(stats.count(name), whole.count(name), "{name}");
+    }
+    let (t_sum, t_whole) = (
+        obj.total(&stats, epoch, [1.0, 1.0]),
+        obj.total(&whole, epoch, [1.0, 1.0]),
+    );
+    assert!((t_sum - t_whole).abs() <= 1e-5 * t_whole.abs());
+    let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let diff: Vec<f32> = g_full.iter().zip(&g_sum).map(|(a, b)| a - b).collect();
+    assert!(norm(&g_full) > 0.0);
+    assert!(
+        norm(&diff) <= 1e-4 * norm(&g_full),
+        "gradients differ by {} (norm {})",
+        norm(&diff),
+        norm(&g_full)
+    );
 }

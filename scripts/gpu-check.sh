@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# One-shot GPU check: everything CUDA the trainer does, on one GPU machine, in one go.
+#
+#   scripts/gpu-check.sh [--bin PATH] [--features-bin PATH] [--libtorch DIR] [--data-dir DIR]
+#                        [--out FILE] [--work DIR]
+#
+#   --bin           the default release binary (target/release/trainer)
+#   --features-bin  a `--features tch,cuda,mpi` release binary (target/features/release/trainer,
+#                   as scripts/test.sh builds it)
+#   --libtorch DIR  LibTorch's lib/ of PyTorch 2.9.0 (default: from LD_LIBRARY_PATH)
+#   --data-dir DIR  MNIST-format IDX files (default: Debian's Fashion-MNIST if installed, else
+#                   a small synthetic set written here)
+#   --out FILE      the JSON report (default gpu-check.json)
+#
+# Steps, in order; the first failure stops the script with that step's exit code and names it:
+#   nvrtc            find libnvrtc as cudarc will: the binary's CUDA 12.8 bindings look for
+#                    libnvrtc.so / .so.12 / .so.11 …, never .so.13; a node with only CUDA 13's
+#                    libnvrtc.so.13 (driver 580) gets a directory with a libnvrtc.so symlink
+#                    first on LD_LIBRARY_PATH (the report says which file was used)
+#   doctor           `trainer doctor --require-gpu --json` (default binary): no GPU stops here
+#                    with doctor's exit code (10 no driver, 11 missing --nv, …)
+#   doctor-features  the same with the features binary, plus one rank's NCCL all-reduce
+#                    (TRAINER_CHECK_NCCL=1); its NVRTC finding says which library loaded
+#   mnist-cuda       train-mnist, 1 epoch, --backend cuda --device cuda
+#   mnist-tch        train-mnist, 1 epoch, --backend tch --device cuda
+#   gnn-cuda         train-gnn, 2 epochs on a synthetic cohort, --backend cuda --device cuda
+#   bench            trainer bench mnist: every compiled backend and device (CPU vs GPU)
+#   mig-pick         trainer mig-pick, a dry run: 0 (a free slice), 20 (MIG off) or 21 (all busy)
+set -uo pipefail
+
+BIN=target/release/trainer
+FBIN=target/features/release/trainer
+LIBTORCH=""
+DATA=""
+OUT=gpu-check.json
+WORK=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin) BIN=$2; shift 2 ;;
+    --features-bin) FBIN=$2; shift 2 ;;
+    --libtorch) LIBTORCH=$2; shift 2 ;;
+    --data-dir) DATA=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --work) WORK=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$WORK" ] || WORK=$(mktemp -d -t gpu-check.XXXXXX)
+mkdir -p "$WORK"
+T0=$(date +%s)
+STEPS=""    # JSON objects of the steps run, comma separated
+EXTRA=""    # further top-level JSON members, each ending in a comma
+
+# JSON string of $1.
+jstr() {
+  printf '"%s"' "$(printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' \
+    | tr -d '\000-\010\013-\037' | awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }')"
+}
+
+# The report so far; $1 = the failed step or empty, $2 = exit code.
+write_report() {
+  local failed=null
+  [ -n "$1" ] && failed=$(jstr "$1")
+  printf '{%s"failed":%s,"exit_code":%s,"seconds":%s,"work_dir":%s,"steps":[%s]}\n' \
+    "$EXTRA" "$failed" "$2" "$(( $(date +%s) - T0 ))" "$(jstr "$WORK")" "$STEPS" >"$OUT"
+}
+
+# judge NAME "OK_CODES" RC COMMAND LOG: records a step that ran; stops the script on failure.
+judge() {
+  local name=$1 ok=$2 rc=$3 cmd=$4 log=$5 passed=false
+  case " $ok " in *" $rc "*) passed=true ;; esac
+  [ -n "$STEPS" ] && STEPS="$STEPS,"
+  STEPS="$STEPS{\"name\":$(jstr "$name"),\"command\":$(jstr "$cmd"),\"exit_code\":$rc,\"ok\":$passed,\"seconds\":$(( $(date +%s) - STEP_T0 )),\"log_tail\":$(jstr "$(tail -n 15 "$log")")}"
+  if [ "$passed" != true ]; then
+    local code=$rc
+    [ "$code" -eq 0 ] && code=1
+    write_report "$name" "$code"
+    tail -n 15 "$log" >&2
+    echo "gpu-check: FAILED at step '$name' (exit $rc); report in $OUT, logs in $WORK" >&2
+    exit "$code"
+  fi
+}
+
+# step NAME "OK_CODES" CMD...: runs CMD (output in $WORK/NAME.log) and judges it.
+step() {
+  local name=$1 ok=$2
+  shift 2
+  echo "gpu-check: $name: $*" >&2
+  STEP_T0=$(date +%s)
+  "$@" >"$WORK/$name.log" 2>&1
+  judge "$name" "$ok" $? "$*" "$WORK/$name.log"
+}
+
+# --- nvrtc: what cudarc (CUDA 12.8 bindings) will load ----------------------------------------
+find_lib() { # the first file named $1 in LD_LIBRARY_PATH, the CUDA dirs or ldconfig's cache
+  local d
+  for d in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }} /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 \
+    /usr/local/cuda-*/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do
+    [ -e "$d/$1" ] && { readlink -f "$d/$1"; return 0; }
+  done
+  ldconfig -p 2>/dev/null | awk -v n="$1" '$1 == n { print $NF; exit }'
+}
+NVRTC_USED="" NVRTC_NOTE=""
+for name in libnvrtc.so libnvrtc.so.12 libnvrtc.so.11; do
+  f=$(find_lib "$name")
+  if [ -n "$f" ]; then NVRTC_USED=$f; NVRTC_NOTE="found as $name, a name cudarc looks for"; break; fi
+done
+if [ -z "$NVRTC_USED" ]; then
+  f=$(find_lib libnvrtc.so.13)
+  if [ -n "$f" ]; then
+    mkdir -p "$WORK/nvrtc"
+    ln -sf "$f" "$WORK/nvrtc/libnvrtc.so"
+    export LD_LIBRARY_PATH="$WORK/nvrtc:$(dirname "$f")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    NVRTC_USED=$f
+    NVRTC_NOTE="only CUDA 13's libnvrtc.so.13: linked as $WORK/nvrtc/libnvrtc.so, first on LD_LIBRARY_PATH (CUDA 13 does not compile for V100)"
+  else
+    NVRTC_NOTE="no libnvrtc.so, .so.12, .so.11 or .so.13 found: the cuda backend cannot compile kernels"
+  fi
+fi
+echo "gpu-check: nvrtc: ${NVRTC_USED:-none} ($NVRTC_NOTE)" >&2
+EXTRA="\"nvrtc\":{\"file\":$(jstr "$NVRTC_USED"),\"note\":$(jstr "$NVRTC_NOTE")},"
+[ -n "$LIBTORCH" ] && export LD_LIBRARY_PATH="$LIBTORCH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# --- doctor (default binary): without a GPU the script stops here with doctor's code --------
+echo "gpu-check: doctor: $BIN doctor --require-gpu --json" >&2
+STEP_T0=$(date +%s)
+"$BIN" doctor --require-gpu --json >"$WORK/doctor.json" 2>"$WORK/doctor.log"
+rc=$?
+if [ -s "$WORK/doctor.json" ]; then
+  EXTRA="$EXTRA\"doctor\":$(tr -d '\n' <"$WORK/doctor.json"),"
+  grep -o '"message": "[^"]*"' "$WORK/doctor.json" | sed 's/"message": //' >>"$WORK/doctor.log"
+fi
+judge doctor 0 "$rc" "$BIN doctor --require-gpu --json" "$WORK/doctor.log"
+
+# --- the features binary: tch + cuda (+ mpi for NCCL) ----------------------------------------
+[ -x "$FBIN" ] || { STEPS="${STEPS:+$STEPS,}{\"name\":\"features-bin\",\"ok\":false,\"command\":$(jstr "$FBIN")}"; write_report features-bin 1; echo "gpu-check: FAILED at step 'features-bin': $FBIN is not an executable" >&2; exit 1; }
+step doctor-features 0 env TRAINER_CHECK_NCCL=1 "$FBIN" doctor --require-gpu
+
+if [ -z "$DATA" ]; then
+  if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    DATA=/usr/share/datasets/fashion-mnist
+  else # a small synthetic MNIST-format set: random pixels, labels 0..9
+    DATA=$WORK/mnist
+    mkdir -p "$DATA"
+    be32() { printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 & 255)))"; }
+    for split in train:2000 t10k:500; do
+      p=${split%%:*} n=${split##*:}
+      { printf '\x00\x00\x08\x03'; be32 "$n"; be32 28; be32 28; head -c $((n * 784)) /dev/urandom; } >"$DATA/$p-images-idx3-ubyte"
+      { printf '\x00\x00\x08\x01'; be32 "$n"; for _ in $(seq $((n / 10))); do printf '\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09'; done; } >"$DATA/$p-labels-idx1-ubyte"
+    done
+  fi
+fi
+EXTRA="$EXTRA\"data_dir\":$(jstr "$DATA"),"
+
+MNIST=(train-mnist --data-dir "$DATA" --epochs 1 --limit-train 2000 --limit-test 500)
+step mnist-cuda 0 "$FBIN" "${MNIST[@]}" --backend cuda --device cuda --out "$WORK/mnist-cuda"
+step mnist-tch 0 "$FBIN" "${MNIST[@]}" --backend tch --device cuda --out "$WORK/mnist-tch"
+step synth-cohort 0 "$FBIN" synth-connectome --subjects 20 --nodes 100 --seed 1 --out "$WORK/cohort"
+step gnn-cuda 0 "$FBIN" train-gnn --sc-dir "$WORK/cohort/sc" --morph-root "$WORK/cohort/morph" \
+  --subject-info-csv "$WORK/cohort/subject_info_sc.csv" --results-dir "$WORK/gnn" \
+  --cv-fold 0 --max-epochs 2 --backend cuda --device cuda
+step bench 0 "$FBIN" bench mnist --data-dir "$DATA" --steps 20 --json "$WORK/bench.json"
+[ -s "$WORK/bench.json" ] && EXTRA="$EXTRA\"bench\":$(tr -d '\n' <"$WORK/bench.json"),"
+step mig-pick "0 20 21" "$FBIN" mig-pick
+
+write_report "" 0
+echo "gpu-check: all steps passed in $(( $(date +%s) - T0 )) s; report in $OUT" >&2

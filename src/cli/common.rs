@@ -1,0 +1,132 @@
+//! Flag groups shared by the training commands: where a job runs (cluster), and the run
+//! directory, resume, stop and early-stopping behaviour (run).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::backend::{BackendKind, DeviceSpec};
+use crate::engine::{Mode, Monitor};
+
+/// `--help` headings, also the sections of `config.toml`.
+pub const DATA: &str = "Data";
+pub const MODEL: &str = "Model";
+pub const OPTIM: &str = "Optimisation";
+pub const RUN: &str = "Run";
+pub const CLUSTER: &str = "Cluster";
+
+/// Where a job runs: backend and device, chosen at run time among what was compiled in.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = CLUSTER)]
+pub struct DeviceArgs {
+    /// Tensor backend: flex (pure-Rust CPU, always built), tch (LibTorch, cargo feature `tch`),
+    /// cuda (CubeCL CUDA, cargo feature `cuda`). Default: flex on CPU, cuda (else tch) on a GPU.
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendKind>,
+    /// Device: `cpu`, `cuda` (= `cuda:0`) or `cuda:N` (index among CUDA_VISIBLE_DEVICES).
+    #[arg(long, default_value = "cpu")]
+    pub device: DeviceSpec,
+}
+
+/// Run directory, configuration file, resume and stop behaviour shared by the training
+/// commands.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = RUN)]
+pub struct RunArgs {
+    /// Read flags from a TOML file (keys are flag names, e.g. `batch_size = 32`, at the top
+    /// level or under [data], [model], [optimisation], [run], [cluster]). Flags given on the
+    /// command line override it. Every run directory gets the resolved `config.toml`, which
+    /// repeats the run when passed back here.
+    #[arg(long, value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+    /// Print the resolved configuration (defaults, file and flags) as TOML and exit.
+    #[arg(long)]
+    pub print_config: bool,
+    /// Run directory. Default: `<root>/<run name>` (root `runs/`, or `<results-dir>/runs/`), the
+    /// run name being `<YYYYmmdd_HHMMSS>_<job id or "local">` unless `--run-name` is given.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Name of the run directory under the root (used when `--out` is not given).
+    #[arg(long, alias = "run_name")]
+    pub run_name: Option<String>,
+    /// Resume from a checkpoint file, or `auto`: the latest checkpoint of this run directory
+    /// (`--out`, `--run-name`, or the directory of the same scheduler job id). `auto` starts fresh
+    /// when there is none.
+    #[arg(long)]
+    pub resume: Option<String>,
+    /// Also write a checkpoint every N optimiser steps (0: only at the end of each epoch).
+    #[arg(long, default_value_t = 0)]
+    pub checkpoint_every: u64,
+    /// Seconds between plain progress lines when stderr is not a terminal (a Slurm log).
+    #[arg(long, default_value_t = 10.0)]
+    pub log_every_secs: f64,
+    /// Stop (checkpoint, exit as if interrupted) after this many optimiser steps in this
+    /// process. For tests and for splitting long runs into queue-sized pieces.
+    #[arg(long)]
+    pub stop_after_steps: Option<u64>,
+    /// Also append every step's global loss to `steps.csv` (step, epoch, loss, lr).
+    #[arg(long)]
+    pub log_steps: bool,
+    /// Signals that mean "checkpoint and requeue" (exit 75); other handled signals (of TERM,
+    /// INT, USR1, USR2) checkpoint and exit with 128 + the signal number.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "USR1,USR2",
+        help_heading = CLUSTER
+    )]
+    pub requeue_signal: Vec<String>,
+    /// On a requeue signal under Slurm, also run `scontrol requeue <job>` (`<array job>_<task>`
+    /// for array tasks). Without `scontrol` (inside a container) only exit 75, so that the batch
+    /// script requeues.
+    #[arg(long, help_heading = CLUSTER)]
+    pub requeue: bool,
+    /// The resolved configuration as TOML (filled in after parsing; written to `config.toml`).
+    #[arg(skip)]
+    pub resolved_config: Option<String>,
+}
+
+/// Early stopping and best-checkpoint selection.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = OPTIM)]
+pub struct EarlyStopArgs {
+    /// Metric that picks the best epoch (written as the best checkpoint) and, with
+    /// `--patience`, stops training early: a column of the evaluation (`test_accuracy`,
+    /// `val_loss`, …).
+    #[arg(long, alias = "early_stop_metric")]
+    pub early_stop_metric: Option<String>,
+    /// Whether lower (min) or higher (max) values of that metric are better. Default: max for
+    /// accuracy, Pearson and skill metrics, else min.
+    #[arg(long, value_enum, alias = "early_stop_mode")]
+    pub early_stop_mode: Option<Mode>,
+    /// Epochs without a strict improvement of the metric before training stops.
+    #[arg(long)]
+    pub patience: Option<usize>,
+}
+
+impl EarlyStopArgs {
+    /// The monitor these flags ask for, if any; `default` when no metric is given.
+    pub fn monitor(&self, default: Option<&str>) -> Option<Monitor> {
+        let metric = self.early_stop_metric.as_deref().or(default)?.to_string();
+        let mode = self
+            .early_stop_mode
+            .unwrap_or_else(|| default_mode(&metric));
+        Some(Monitor {
+            metric,
+            mode,
+            patience: self.patience,
+        })
+    }
+}
+
+/// Higher is better for accuracies, correlations and skills.
+pub fn default_mode(metric: &str) -> Mode {
+    if ["accuracy", "pearson", "skill"]
+        .iter()
+        .any(|w| metric.contains(w))
+    {
+        Mode::Max
+    } else {
+        Mode::Min
+    }
+}

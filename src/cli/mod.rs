@@ -1,0 +1,68 @@
+//! Command-line interface: one clap struct per sub-command, flags documented where they are
+//! defined, so `trainer <cmd> --help` answers the common questions. Training flags are grouped
+//! under headings (data, model, optimisation, run, cluster); [`crate::config`] layers a TOML
+//! file under them.
+
+pub mod common;
+pub mod tools;
+pub mod train;
+
+use clap::{Parser, Subcommand};
+
+pub use common::{DeviceArgs, EarlyStopArgs, RunArgs};
+pub use tools::{
+    BenchArgs, BenchTarget, CompletionsArgs, DataCommand, EvalArgs, FetchArgs, PlotArgs, SynthArgs,
+};
+pub use train::{GnnArgs, MnistArgs};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "trainer",
+    version,
+    about = "Train deep-learning models on shared GPU clusters, from one binary"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Train the classic MNIST CNN on MNIST-format IDX data (MNIST, Fashion-MNIST).
+    TrainMnist(Box<MnistArgs>),
+    /// Train CLG-ODE (coupled latent graph ODE) on a structural-connectome cohort.
+    TrainGnn(Box<GnnArgs>),
+    /// Accuracy and confusion matrix of an MNIST checkpoint on the test split.
+    Eval(EvalArgs),
+    /// Throughput benchmarks over every compiled backend and usable device.
+    Bench(BenchArgs),
+    /// Overlay the curves of several runs (metrics.jsonl) in one SVG or PNG image.
+    Plot(PlotArgs),
+    /// Print the scheduler environment: ranks, hosts, rendezvous address/port, job ids, devices.
+    Env {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check the NVIDIA driver, GPUs, CUDA runtime and container before spending a queue slot.
+    /// Each failure has its own exit code (see README, "Exit codes").
+    Doctor {
+        /// Fail (non-zero exit) when no usable GPU is found.
+        #[arg(long)]
+        require_gpu: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the UUID of a free MIG instance, for `export CUDA_VISIBLE_DEVICES=$(trainer mig-pick)`.
+    MigPick,
+    /// Write a synthetic connectome cohort (SC CSVs, morphology, subject table) for tests.
+    SynthConnectome(SynthArgs),
+    /// Dataset utilities.
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
+    },
+    /// Print a shell completion script: `source <(trainer completions bash)`.
+    Completions(CompletionsArgs),
+}

@@ -1,0 +1,226 @@
+//! The findings of `trainer doctor`: no driver (inside or outside a container), CUDA runtime
+//! against the driver, and each visible GPU.
+
+use super::Level;
+use super::VisibleGpu;
+use super::diagnose::Findings;
+use crate::cluster::container::{Container, NV_LIBS_DIR, NvEvidence};
+use crate::cluster::cuda::{CudaVersion, min_compute_capability, min_runtime_for};
+use crate::cluster::exit_codes as code;
+use crate::cluster::gpu::GpuInfo;
+use crate::cluster::nvrtc::NvrtcInfo;
+
+/// What is known when no NVIDIA driver loaded.
+pub(super) struct NoDriver<'a> {
+    /// Why NVML did not load.
+    pub reason: &'a str,
+    /// The container, if inside one.
+    pub container: Option<&'a Container>,
+    /// What the container shows of `--nv` (`None`: not probed).
+    pub nv: Option<&'a NvEvidence>,
+    /// Scheduler variables showing allocated GPUs, as `VAR=value`.
+    pub allocation: &'a [String],
+    /// A GPU was required.
+    pub require_gpu: bool,
+}
+
+/// The finding when NVML did not load. Inside a container, the driver libraries bound into
+/// `/.singularity.d/libs` tell that `--nv` was given, and `/dev/nvidia*` that the host has a
+/// driver: "add --nv" is said only when it can help.
+pub(super) fn no_driver(f: &mut Findings, c: &NoDriver<'_>) {
+    let allocated = !c.allocation.is_empty();
+    let alloc = c.allocation.join(" ");
+    let wanted = allocated || c.require_gpu;
+    // Allocated GPUs that cannot be used have their own code; a plain requirement is "no driver".
+    let failing = if allocated {
+        code::ALLOCATED_GPU_NOT_VISIBLE
+    } else {
+        code::NO_DRIVER
+    };
+    let since = if allocated {
+        format!(" although GPUs were allocated ({alloc})")
+    } else {
+        String::new()
+    };
+    match (c.container, c.nv) {
+        (Some(ct), Some(nv)) if wanted && nv.nv_bound() => f.fail(
+            failing,
+            format!(
+                "--nv is given (the host's {} are bound into /{NV_LIBS_DIR}) but the NVIDIA \
+                 driver does not load inside the {} container{since}: {}",
+                nv.driver_libs.join(", "),
+                ct.runtime,
+                c.reason
+            ),
+            "run `nvidia-smi` on the node outside the container: if it fails the node's driver \
+             is broken (tell the admins); if it works, the bound libraries do not match the \
+             loaded kernel driver",
+        ),
+        (Some(ct), Some(nv)) if wanted && !nv.host_has_devices() => f.fail(
+            failing,
+            format!(
+                "no NVIDIA driver inside the {} container{since}, and no /dev/nvidia* device \
+                 either: this node shows no NVIDIA driver, so --nv cannot help",
+                ct.runtime
+            ),
+            "run on a GPU node where `nvidia-smi` works (given --nv on a node without a driver, \
+             Apptainer warns \"Could not find any nv files on this host!\"), or use --device cpu",
+        ),
+        (Some(ct), Some(nv)) if wanted => f.fail(
+            if allocated {
+                code::CONTAINER_MISSING_NV
+            } else {
+                code::NO_DRIVER
+            },
+            format!(
+                "no NVIDIA driver inside the {} container{since} although the host's /dev/{} \
+                 are there: add --nv",
+                ct.runtime,
+                nv.devices.join(", /dev/")
+            ),
+            &format!("{} exec --nv IMAGE trainer ...", ct.runtime),
+        ),
+        (Some(ct), None) if allocated => f.fail(
+            code::CONTAINER_MISSING_NV,
+            format!(
+                "no NVIDIA driver inside the {} container{since}: add --nv",
+                ct.runtime
+            ),
+            &format!("{} exec --nv IMAGE trainer ...", ct.runtime),
+        ),
+        (None, _) if allocated => f.fail(
+            code::ALLOCATED_GPU_NOT_VISIBLE,
+            format!(
+                "GPUs were allocated ({alloc}) but no NVIDIA driver was found: {}",
+                c.reason
+            ),
+            "run `nvidia-smi` on the node; if it fails the node's driver is broken, tell the admins",
+        ),
+        (ct, _) if c.require_gpu => f.fail(
+            code::NO_DRIVER,
+            format!("no NVIDIA driver: {}", c.reason),
+            if ct.is_some() {
+                "run on a GPU node with `--gres=gpu:1` and pass --nv to the container, or use \
+                 --device cpu"
+            } else {
+                "run on a GPU node (e.g. `sbatch -p q_ai4 --gres=gpu:1`) or use --device cpu"
+            },
+        ),
+        _ => f.push(
+            Level::Info,
+            None,
+            "no NVIDIA driver: training runs on the CPU".into(),
+            None,
+        ),
+    }
+}
+
+pub(super) fn check_runtime(
+    f: &mut Findings,
+    effective: CudaVersion,
+    driver: Option<CudaVersion>,
+    nvrtc: Option<&NvrtcInfo>,
+) {
+    match nvrtc {
+        None => f.push(
+            Level::Warn,
+            None,
+            "NVRTC (libnvrtc) not found: the CUDA backend compiles kernels with it at run time".into(),
+            Some("load the CUDA module (`module load cuda/12.x`) or use an image that ships libnvrtc"),
+        ),
+        Some(n) if !n.cudarc_loads_it => {
+            let target = n.path.as_deref().unwrap_or(&n.library);
+            f.push(
+                Level::Warn,
+                None,
+                format!(
+                    "NVRTC is there only as {} (CUDA {}), a name this build's CUDA {} bindings \
+                     do not look for: the cuda backend will not find it",
+                    n.library,
+                    n.version.map_or("?".into(), |v| v.to_string()),
+                    crate::cluster::nvrtc::cudarc_major()
+                ),
+                Some(&format!(
+                    "mkdir -p ~/.trainer-nvrtc && ln -sf {target} ~/.trainer-nvrtc/libnvrtc.so && \
+                     export LD_LIBRARY_PATH=~/.trainer-nvrtc:$LD_LIBRARY_PATH (scripts/gpu-check.sh \
+                     does this); CUDA 13 no longer compiles for V100"
+                )),
+            );
+        }
+        Some(_) => {}
+    }
+    match driver {
+        Some(d) if effective > d => f.fail(
+            code::RUNTIME_NEWER_THAN_DRIVER,
+            format!("CUDA runtime {effective} is newer than the driver supports ({d}); the rule is runtime ≤ driver"),
+            "use a build or image for CUDA ≤ the driver's (e.g. CUDA 11.8/12.x), or ask for a newer driver",
+        ),
+        Some(d) => f.push(
+            Level::Ok,
+            None,
+            format!("CUDA runtime {effective} ≤ driver's CUDA {d}"),
+            None,
+        ),
+        None => f.push(
+            Level::Warn,
+            None,
+            "the driver did not report its CUDA version; cannot check runtime ≤ driver".into(),
+            None,
+        ),
+    }
+}
+
+pub(super) fn check_gpu(f: &mut Findings, g: &GpuInfo, v: &VisibleGpu, runtime: CudaVersion) {
+    if let Some(cc) = g.compute_capability {
+        let min = min_compute_capability(runtime);
+        let needs = min_runtime_for(cc);
+        if cc < min {
+            f.fail(
+                code::UNSUPPORTED_COMPUTE_CAPABILITY,
+                format!(
+                    "GPU {} ({}, compute capability {cc}) is not targeted by CUDA {runtime}, whose oldest is {min}",
+                    g.index, g.name
+                ),
+                "use a CUDA 12 build (CUDARC_CUDA_VERSION=12080) for Volta/V100, or another partition",
+            );
+        } else if runtime < needs {
+            f.fail(
+                code::UNSUPPORTED_COMPUTE_CAPABILITY,
+                format!(
+                    "GPU {} ({}, compute capability {cc}) needs CUDA ≥ {needs}, this runtime is {runtime}",
+                    g.index, g.name
+                ),
+                "use a newer CUDA build or image",
+            );
+        } else {
+            f.push(
+                Level::Ok,
+                None,
+                format!(
+                    "GPU {} {} (cc {cc}) is supported by CUDA {runtime}",
+                    g.index, g.name
+                ),
+                None,
+            );
+        }
+    }
+    let selected_by_mig = v
+        .selected_by
+        .as_deref()
+        .is_some_and(|s| s.starts_with("MIG-"));
+    if let Some(m) = &g.mig
+        && m.enabled
+        && !selected_by_mig
+    {
+        f.push(
+            Level::Warn,
+            None,
+            format!(
+                "GPU {} has MIG on ({} instances): CUDA needs a MIG- UUID in CUDA_VISIBLE_DEVICES",
+                g.index,
+                m.instances.len()
+            ),
+            Some("export CUDA_VISIBLE_DEVICES=$(trainer mig-pick)"),
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! The decision tree of `trainer doctor`: scheduler, container, driver, visible GPUs, runtime.
+
+use super::checks::{NoDriver, check_gpu, check_runtime, no_driver};
+use super::{DoctorReport, Finding, Level, RuntimeCheck, SMALL_MODEL_HINT, VisibleGpu};
+use crate::cluster::container::{NvEvidence, detect_container};
+use crate::cluster::cuda::runtime_target;
+use crate::cluster::env::{detect, gpu_allocation};
+use crate::cluster::exit_codes as code;
+use crate::cluster::gpu::{DriverProbe, GpuInfo};
+use crate::cluster::nvrtc::NvrtcInfo;
+use crate::cluster::vars::Vars;
+use crate::cluster::visible_devices::{DeviceId, VisibleDevices, VisibleForm};
+use crate::error::chain_text;
+
+/// Which physical GPUs `CUDA_VISIBLE_DEVICES` selects (all when unset; UUID prefixes match).
+pub fn visible_gpus(visible: &VisibleDevices, gpus: &[GpuInfo]) -> Vec<VisibleGpu> {
+    if visible.form == VisibleForm::Unset {
+        return gpus
+            .iter()
+            .map(|g| VisibleGpu {
+                index: g.index,
+                selected_by: None,
+            })
+            .collect();
+    }
+    let mut out: Vec<VisibleGpu> = Vec::new();
+    for d in &visible.devices {
+        let found = gpus.iter().find(|g| match d {
+            DeviceId::Index(i) => g.index == *i,
+            DeviceId::GpuUuid(u) => g.uuid.starts_with(u.as_str()),
+            DeviceId::MigUuid(u) => {
+                g.mig
+                    .iter()
+                    .flat_map(|m| &m.instances)
+                    .any(|m| m.uuid == *u)
+                    || u.strip_prefix("MIG-")
+                        .is_some_and(|rest| rest.starts_with(g.uuid.as_str()))
+            }
+        });
+        if let Some(g) = found
+            && !out.iter().any(|v| v.index == g.index)
+        {
+            out.push(VisibleGpu {
+                index: g.index,
+                selected_by: Some(d.to_string()),
+            });
+        }
+    }
+    out
+}
+
+pub(super) struct Findings(Vec<Finding>);
+
+impl Findings {
+    pub(super) fn push(
+        &mut self,
+        level: Level,
+        code: Option<u8>,
+        message: String,
+        fix: Option<&str>,
+    ) {
+        self.0.push(Finding {
+            level,
+            code,
+            message,
+            fix: fix.map(str::to_string),
+        });
+    }
+    pub(super) fn fail(&mut self, code: u8, message: String, fix: &str) {
+        self.push(Level::Fail, Some(code), message, Some(fix));
+    }
+}
+
+/// Diagnoses from variables, a driver probe and an NVRTC probe. Pure: no I/O. Inside a
+/// container nothing is known of `--nv` here (see [`diagnose_with`]).
+pub fn diagnose(
+    vars: &Vars,
+    driver: DriverProbe,
+    nvrtc: Option<NvrtcInfo>,
+    require_gpu: bool,
+) -> DoctorReport {
+    diagnose_with(vars, driver, nvrtc, None, require_gpu)
+}
+
+/// [`diagnose`] with what the container shows of `--nv` (`None`: not probed). Pure: no I/O.
+pub fn diagnose_with(
+    vars: &Vars,
+    driver: DriverProbe,
+    nvrtc: Option<NvrtcInfo>,
+    nv: Option<NvEvidence>,
+    require_gpu: bool,
+) -> DoctorReport {
+    let mut f = Findings(Vec::new());
+    let (cluster, cluster_error) = match detect(vars) {
+        Ok(env) => (Some(env), None),
+        Err(e) => {
+            let text = chain_text(&e);
+            f.fail(
+                code::BAD_CLUSTER_ENV,
+                format!("scheduler variables: {text}"),
+                "fix or unset the variable named above (see `trainer env`)",
+            );
+            (None, Some(text))
+        }
+    };
+    let container = detect_container(vars);
+    let visible = VisibleDevices::from_vars(vars);
+    let allocation = gpu_allocation(vars);
+    let alloc_text: Vec<String> = allocation
+        .iter()
+        .map(|a| format!("{}={}", a.var, a.value))
+        .collect();
+    let build_target = runtime_target(vars);
+    let effective = nvrtc
+        .as_ref()
+        .and_then(|n| n.version)
+        .unwrap_or(build_target.version);
+    let driver_supports = driver.info().and_then(|d| d.cuda_driver_version);
+
+    if !visible.invalid.is_empty() {
+        f.push(
+            Level::Warn,
+            None,
+            format!("CUDA_VISIBLE_DEVICES: {}", visible.describe()),
+            Some("list indices, GPU- or MIG- UUIDs separated by commas"),
+        );
+    }
+
+    let mut visible_list = Vec::new();
+    match driver.info() {
+        None => {
+            let reason = match &driver {
+                DriverProbe::Absent { reason } => reason.as_str(),
+                DriverProbe::Present(_) => "",
+            };
+            let ctx = NoDriver {
+                reason,
+                container: container.as_ref(),
+                nv: nv.as_ref(),
+                allocation: &alloc_text,
+                require_gpu,
+            };
+            no_driver(&mut f, &ctx);
+        }
+        Some(info) => {
+            f.push(
+                Level::Ok,
+                None,
+                format!(
+                    "NVIDIA driver {} with {} GPU(s)",
+                    info.driver_version,
+                    info.gpus.len()
+                ),
+                None,
+            );
+            visible_list = visible_gpus(&visible, &info.gpus);
+            let gpu_wanted = require_gpu || !allocation.is_empty() || !visible_list.is_empty();
+            if visible_list.is_empty() {
+                let msg = format!(
+                    "no GPU visible to this process (CUDA_VISIBLE_DEVICES: {}; the driver sees {})",
+                    visible.describe(),
+                    info.gpus.len()
+                );
+                if require_gpu || !allocation.is_empty() {
+                    f.fail(
+                        code::NO_VISIBLE_GPU,
+                        msg,
+                        "unset CUDA_VISIBLE_DEVICES or list GPUs that exist (`nvidia-smi -L`)",
+                    );
+                } else {
+                    f.push(Level::Info, None, msg, None);
+                }
+            }
+            if gpu_wanted {
+                check_runtime(&mut f, effective, driver_supports, nvrtc.as_ref());
+                for v in &visible_list {
+                    if let Some(g) = info.gpus.iter().find(|g| g.index == v.index) {
+                        check_gpu(&mut f, g, v, effective);
+                    }
+                }
+            }
+        }
+    }
+    f.push(Level::Info, None, SMALL_MODEL_HINT.into(), None);
+
+    let exit_code =
+        f.0.iter()
+            .find(|x| x.level == Level::Fail)
+            .and_then(|x| x.code)
+            .unwrap_or(code::OK);
+    DoctorReport {
+        cluster,
+        cluster_error,
+        container,
+        nv,
+        driver,
+        visible_devices: visible,
+        visible_gpus: visible_list,
+        gpu_allocation: allocation,
+        runtime: RuntimeCheck {
+            build_target,
+            nvrtc,
+            effective,
+            driver_supports,
+        },
+        require_gpu,
+        findings: f.0,
+        exit_code,
+    }
+}

@@ -1,0 +1,154 @@
+//! `trainer doctor`: is this process set up to train on a GPU, and if not, why and how to fix it.
+//!
+//! [`diagnose`] is pure: it takes the variables, a [`DriverProbe`], the NVRTC probe and what a
+//! container shows of `--nv` ([`NvEvidence`]), so every diagnosis (missing `--nv`, `--nv` on a
+//! node without a driver, runtime newer than the driver, V100 under CUDA 13, ...) is unit-tested
+//! without a GPU. Only [`DoctorReport::collect`] probes the real machine.
+//!
+//! One concern per file: [`diagnose`](fn@diagnose) (the decision tree), `checks` (runtime, GPU
+//! and container findings), `render` (the text report).
+
+mod checks;
+mod diagnose;
+mod render;
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::container::{Container, NvEvidence, detect_container};
+use super::cuda::{CudaVersion, RuntimeTarget};
+use super::env::{AllocationVar, ClusterEnv};
+use super::gpu::{DriverProbe, probe_driver};
+use super::nvrtc::{NvrtcInfo, cudarc_major, probe_nvrtc};
+use super::vars::Vars;
+use super::visible_devices::VisibleDevices;
+
+pub use diagnose::{diagnose, diagnose_with, visible_gpus};
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// A check that passed.
+    Ok,
+    /// Something worth knowing.
+    Info,
+    /// Likely a problem, but training can go on.
+    Warn,
+    /// Training on the GPU will not work; carries an exit code.
+    Fail,
+}
+
+/// One line of the diagnosis.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Severity.
+    pub level: Level,
+    /// Exit code for failures (see [`super::exit_codes`]).
+    pub code: Option<u8>,
+    /// What was found.
+    pub message: String,
+    /// One-line fix.
+    pub fix: Option<String>,
+}
+
+/// A GPU that this process can see through `CUDA_VISIBLE_DEVICES`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VisibleGpu {
+    /// NVML index of the physical GPU.
+    pub index: u32,
+    /// The `CUDA_VISIBLE_DEVICES` entry that selects it (`None` when the variable is unset).
+    pub selected_by: Option<String>,
+}
+
+/// The CUDA runtime check: runtime ≤ driver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuntimeCheck {
+    /// The version this build targets (constant, build-time `CUDARC_CUDA_VERSION`, or override).
+    pub build_target: RuntimeTarget,
+    /// The NVRTC library found at run time.
+    pub nvrtc: Option<NvrtcInfo>,
+    /// The version compared with the driver: NVRTC's if found, else the build target.
+    pub effective: CudaVersion,
+    /// Newest CUDA the driver supports.
+    pub driver_supports: Option<CudaVersion>,
+}
+
+/// Everything doctor found, serialisable for `--json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DoctorReport {
+    /// The scheduler environment, when it could be read.
+    pub cluster: Option<ClusterEnv>,
+    /// Why it could not be read.
+    pub cluster_error: Option<String>,
+    /// Singularity/Apptainer, if inside one.
+    pub container: Option<Container>,
+    /// Inside a container: what `--nv` left there (driver libraries, `/dev/nvidia*`).
+    pub nv: Option<NvEvidence>,
+    /// The driver probe.
+    pub driver: DriverProbe,
+    /// `CUDA_VISIBLE_DEVICES` as read.
+    pub visible_devices: VisibleDevices,
+    /// GPUs visible to this process.
+    pub visible_gpus: Vec<VisibleGpu>,
+    /// Scheduler variables showing GPUs were allocated.
+    pub gpu_allocation: Vec<AllocationVar>,
+    /// Runtime against driver.
+    pub runtime: RuntimeCheck,
+    /// A GPU was required (`--require-gpu`, or a train command with `--device cuda`).
+    pub require_gpu: bool,
+    /// Findings in order.
+    pub findings: Vec<Finding>,
+    /// Exit code: the first failure's, or 0.
+    pub exit_code: u8,
+}
+
+/// The hint printed for every run: small models do not need a GPU.
+pub const SMALL_MODEL_HINT: &str = "CPU is enough for small models (connectomes under ~1k nodes, graph metrics, MNIST smoke tests): `--device cpu` leaves the GPU queue to others";
+
+impl DoctorReport {
+    /// Probes this machine (process environment, NVML, NVRTC, and inside a container what
+    /// `--nv` bound) and diagnoses.
+    pub fn collect(require_gpu: bool) -> Self {
+        let vars = Vars::from_process();
+        let driver = probe_driver(&vars);
+        let nvrtc = if driver.info().is_some() {
+            probe_nvrtc(cudarc_major())
+        } else {
+            None
+        };
+        let nv = detect_container(&vars).map(|_| NvEvidence::probe(Path::new("/")));
+        diagnose_with(&vars, driver, nvrtc, nv, require_gpu)
+    }
+
+    /// Adds the outcome of an NCCL all-reduce check; a failure exits with 1.
+    pub fn check_nccl(&mut self, outcome: anyhow::Result<String>) {
+        let finding = match outcome {
+            Ok(msg) => Finding {
+                level: Level::Ok,
+                code: None,
+                message: msg,
+                fix: None,
+            },
+            Err(e) => Finding {
+                level: Level::Fail,
+                code: Some(crate::error::GENERAL),
+                message: format!("NCCL all-reduce: {e:#}"),
+                fix: Some("check libnccl.so (NCCL 2.x) on LD_LIBRARY_PATH".into()),
+            },
+        };
+        if finding.level == Level::Fail && self.exit_code == super::exit_codes::OK {
+            self.exit_code = crate::error::GENERAL;
+        }
+        self.findings.push(finding);
+    }
+
+    /// The failures.
+    pub fn failures(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| f.level == Level::Fail)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,228 @@
+//! Reading a cohort's three inputs (SC directory, morphology tree, subject table) on all cores.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use ndarray::{Array1, Array2, s};
+
+use super::{Cohort, CohortPaths, LoadOptions, LoadReport, Scan, Subject};
+use crate::data::connectome::morph::{MorphLayout, index_morphology, load_morph};
+use crate::data::connectome::naming::{UNKNOWN_SESSION_RANK, session_rank};
+use crate::data::connectome::preprocess::{ecc, preprocess, strengths};
+use crate::data::connectome::sc::{ScFile, group_sequences, list_sc_files, read_sc_matrix};
+use crate::data::connectome::subjects::{SEX_VOCAB, ScanInfo, read_subject_table};
+use crate::data::connectome::{ConnectomeError, Result, par_map};
+
+struct Job {
+    file: ScFile,
+    morph: Option<PathBuf>,
+}
+
+struct Loaded {
+    a_raw: Array2<f32>,
+    a_log: Array2<f32>,
+    s: f64,
+    s_mean: f64,
+    ecc: Array1<f64>,
+    x: Option<crate::data::connectome::morph::MorphFile>,
+}
+
+/// Load a cohort from its three inputs (spec §1), reading files on all cores.
+///
+/// Errors (each naming the file): unreadable/empty inputs, malformed SC matrices, SC files
+/// whose size differs from the first loaded one, morphology files without a usable column or
+/// with non-numeric cells, fewer morphology ROIs than SC nodes, a subject table without
+/// `scanid`, or no subject left. Everything the reference drops or patches silently is listed in
+/// the returned [`LoadReport`].
+pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, LoadReport)> {
+    let mut report = LoadReport::default();
+    let files = list_sc_files(&paths.sc_dir)?;
+    report.sc_files = files.len();
+    let mut seen = HashSet::new();
+    for f in &files {
+        if session_rank(&f.session) == UNKNOWN_SESSION_RANK {
+            report.non_canonical_sessions.push(f.file_name.clone());
+        }
+        if !seen.insert(f.scan_id.clone()) {
+            report.duplicate_sc_scan_ids.push(f.scan_id.clone());
+        }
+    }
+
+    let index = index_morphology(&paths.morph_root)?;
+    report.morph_files_indexed = index.files.len();
+    report.morph_ignored_no_subject = index.ignored_no_subject.clone();
+    report.morph_ignored_no_session = index.ignored_no_session.clone();
+    report.morph_duplicates = index.duplicates.clone();
+    let layout_file = index
+        .first
+        .clone()
+        .expect("index_morphology errors when empty");
+    let layout = MorphLayout::infer(&layout_file, &opts.metrics)?;
+    report.morph_layout_file = layout_file.clone();
+
+    let table = read_subject_table(&paths.subject_info_csv)?;
+    report.table_duplicate_scan_ids = table.duplicate_scan_ids.clone();
+    report.table_rows_without_scanid = table.rows_without_scanid;
+
+    // Sequences, dropping scans without morphology (and subjects left empty).
+    let mut plan: Vec<(String, usize)> = Vec::new(); // (subject, number of jobs)
+    let mut jobs = Vec::new();
+    for (subject, scans) in group_sequences(files) {
+        let before = jobs.len();
+        for file in scans {
+            let morph = index.files.get(&file.scan_id).cloned();
+            if morph.is_none() {
+                report.scans_without_morph.push(file.scan_id.clone());
+                if opts.require_morph {
+                    continue;
+                }
+            }
+            jobs.push(Job { file, morph });
+        }
+        if jobs.len() == before {
+            report.subjects_dropped.push(subject);
+        } else {
+            plan.push((subject, jobs.len() - before));
+        }
+    }
+    if jobs.is_empty() {
+        return Err(ConnectomeError::NothingLeft {
+            dropped: report.scans_without_morph.len(),
+        });
+    }
+
+    let topo_bins = opts.topo_bins;
+    let loaded = par_map(&jobs, |job| -> Result<Loaded> {
+        let a = read_sc_matrix(&job.file.path)?;
+        let (a_raw, a_log) = preprocess(a.view());
+        let (s, s_mean) = strengths(a_raw.view());
+        let ecc = ecc(a_log.view(), topo_bins);
+        let x = job
+            .morph
+            .as_deref()
+            .map(|p| load_morph(p, &layout))
+            .transpose()?;
+        Ok(Loaded {
+            a_raw,
+            a_log,
+            s,
+            s_mean,
+            ecc,
+            x,
+        })
+    });
+    let loaded: Vec<Loaded> = loaded.into_iter().collect::<Result<_>>()?;
+
+    let n_nodes = loaded[0].a_raw.nrows();
+    for (job, l) in jobs.iter().zip(&loaded) {
+        if l.a_raw.nrows() != n_nodes {
+            return Err(ConnectomeError::NodeCountMismatch {
+                path: job.file.path.clone(),
+                found: l.a_raw.nrows(),
+                first: jobs[0].file.path.clone(),
+                expected: n_nodes,
+            });
+        }
+    }
+    if layout.rois.len() < n_nodes {
+        return Err(ConnectomeError::TooFewRois {
+            path: layout_file,
+            n_rois: layout.rois.len(),
+            n_nodes,
+        });
+    }
+    report.morph_rois_truncated = layout.rois.len() - n_nodes;
+    let n_metrics = layout.metrics.len();
+    let vol_metrics: Vec<usize> = (0..n_metrics)
+        .filter(|&m| layout.metrics[m].to_lowercase().contains("vol"))
+        .collect();
+
+    let mut jobs = jobs.into_iter().zip(loaded);
+    let mut subjects = Vec::with_capacity(plan.len());
+    for (id, n_jobs) in plan {
+        let mut scans = Vec::with_capacity(n_jobs);
+        let (mut sex, mut site) = (0, 0);
+        for (visit, (job, l)) in jobs.by_ref().take(n_jobs).enumerate() {
+            let info = table.rows.get(&job.file.scan_id).copied();
+            let info = info.unwrap_or_else(|| {
+                report.scans_not_in_table.push(job.file.scan_id.clone());
+                ScanInfo {
+                    age: f64::NAN,
+                    sex: 0,
+                    site: 0,
+                    icv: f64::NAN,
+                }
+            });
+            let age_from_table = info.age.is_finite();
+            if !age_from_table && table.rows.contains_key(&job.file.scan_id) {
+                report.ages_not_finite.push(job.file.scan_id.clone());
+            }
+            if sex == 0 {
+                sex = info.sex;
+            }
+            if site == 0 {
+                site = info.site;
+            }
+            let mut x = match l.x {
+                Some(m) => {
+                    if !m.had_data_row {
+                        report
+                            .morph_files_without_data
+                            .push(job.morph.clone().unwrap_or_default());
+                    }
+                    report.morph_nan_cells +=
+                        m.x.slice(s![..n_nodes, ..])
+                            .iter()
+                            .filter(|v| v.is_nan())
+                            .count();
+                    m.x.slice(s![..n_nodes, ..]).to_owned()
+                }
+                None => Array2::zeros((n_nodes, n_metrics)),
+            };
+            if info.icv.is_finite() && info.icv > 0.0 {
+                for &m in &vol_metrics {
+                    x.column_mut(m)
+                        .mapv_inplace(|v| (f64::from(v) / info.icv) as f32);
+                }
+            }
+            scans.push(Scan {
+                scan_id: job.file.scan_id,
+                session: job.file.session,
+                sc_path: job.file.path,
+                morph_path: job.morph,
+                a_raw: l.a_raw,
+                a_log: l.a_log,
+                x,
+                age: if age_from_table {
+                    info.age
+                } else {
+                    visit as f64
+                },
+                age_from_table,
+                icv: info.icv,
+                s: l.s,
+                s_mean: l.s_mean,
+                ecc: l.ecc,
+            });
+        }
+        subjects.push(Subject {
+            id,
+            sex,
+            site,
+            scans,
+        });
+    }
+    report.n_subjects = subjects.len();
+    report.n_scans = subjects.iter().map(|s| s.scans.len()).sum();
+    let cohort = Cohort {
+        subjects,
+        n_nodes,
+        rois: layout.rois[..n_nodes].to_vec(),
+        metrics: layout.metrics.clone(),
+        topo_bins,
+        sex_vocab: SEX_VOCAB,
+        site_vocab: table.site_vocab(),
+        sites: table.sites,
+    };
+    Ok((cohort, report))
+}

@@ -1,0 +1,96 @@
+//! What the loader dropped, patched or ignored, said once at the end of loading.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// What the loader dropped, patched or ignored (the reference does these silently).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LoadReport {
+    pub sc_files: usize,
+    /// SC file names whose session is empty or not one of the four canonical ids. They are kept
+    /// (rank 999, sorted after the canonical visits), as in the reference; an empty session
+    /// gives the scanid `<subject>` which no morphology file can match.
+    pub non_canonical_sessions: Vec<String>,
+    /// scanids that more than one SC file maps to (all are kept, sharing morphology and age).
+    pub duplicate_sc_scan_ids: Vec<String>,
+    pub morph_files_indexed: usize,
+    pub morph_ignored_no_subject: Vec<PathBuf>,
+    pub morph_ignored_no_session: Vec<PathBuf>,
+    pub morph_duplicates: Vec<PathBuf>,
+    /// The file the ROI/metric order was inferred from.
+    pub morph_layout_file: PathBuf,
+    /// ROIs of the layout beyond N, dropped (reference: rows beyond max_nodes are truncated).
+    pub morph_rois_truncated: usize,
+    /// Scans without a morphology file: dropped (require_morph) or given zero morphology.
+    pub scans_without_morph: Vec<String>,
+    /// Subjects left with no scan after dropping, hence dropped.
+    pub subjects_dropped: Vec<String>,
+    /// Morphology files with a header but no data row (all-zero morphology).
+    pub morph_files_without_data: Vec<PathBuf>,
+    /// NaN morphology cells kept as NaN (they make the fold statistics NaN).
+    pub morph_nan_cells: usize,
+    /// Kept scans absent from the subject table: age = visit index, sex/site unknown.
+    pub scans_not_in_table: Vec<String>,
+    /// Kept scans whose table age is missing or unparsable: age = visit index.
+    pub ages_not_finite: Vec<String>,
+    pub table_duplicate_scan_ids: Vec<String>,
+    pub table_rows_without_scanid: usize,
+    pub n_subjects: usize,
+    pub n_scans: usize,
+}
+
+impl fmt::Display for LoadReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} subjects, {} scans from {} SC files; morphology: {} indexed ({} ignored, {} duplicates)",
+            self.n_subjects,
+            self.n_scans,
+            self.sc_files,
+            self.morph_files_indexed,
+            self.morph_ignored_no_subject.len() + self.morph_ignored_no_session.len(),
+            self.morph_duplicates.len()
+        )?;
+        let notes = [
+            (self.scans_without_morph.len(), "scans without morphology"),
+            (
+                self.subjects_dropped.len(),
+                "subjects dropped (no scan left)",
+            ),
+            (
+                self.non_canonical_sessions.len(),
+                "SC files with a non-canonical session",
+            ),
+            (self.duplicate_sc_scan_ids.len(), "duplicate SC scan ids"),
+            (
+                self.scans_not_in_table.len(),
+                "scans missing from the subject table (age = visit index)",
+            ),
+            (
+                self.ages_not_finite.len(),
+                "scans without a usable age (age = visit index)",
+            ),
+            (
+                self.morph_files_without_data.len(),
+                "morphology files without a data row",
+            ),
+            (self.morph_nan_cells, "NaN morphology cells"),
+            (
+                self.morph_rois_truncated,
+                "morphology ROIs beyond N truncated",
+            ),
+            (
+                self.table_duplicate_scan_ids.len(),
+                "duplicate scanids in the subject table",
+            ),
+        ];
+        for (n, what) in notes {
+            if n > 0 {
+                write!(f, "; {n} {what}")?;
+            }
+        }
+        Ok(())
+    }
+}

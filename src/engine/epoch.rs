@@ -1,0 +1,276 @@
+//! The epochs of one stage: training steps (shard, step, all-reduce, optimiser, stop votes),
+//! then the epoch's end ([`super::epoch_end`]).
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use burn::tensor::backend::AutodiffBackend;
+
+use super::checkpoint::Checkpoint;
+use super::ddp;
+use super::optim::{Adam, Grads};
+use super::params::{self, HostTensor};
+use super::progress::Progress;
+use super::run::Ctx;
+use super::seed::epoch_order;
+use super::state::{Position, Saved};
+use super::stop::StopReason;
+use super::{Batch, Job, Row, Stage};
+
+pub(super) type Weights = Vec<(String, HostTensor)>;
+
+/// One stage in progress: its job, set-up, optimiser and best weights so far.
+pub(super) struct StageRun<'j, B: AutodiffBackend, J: Job<B>> {
+    pub job: &'j mut J,
+    pub stage: Stage,
+    pub names: Vec<String>,
+    pub adam: Adam<B::InnerBackend>,
+    pub best: Option<Weights>,
+}
+
+/// How the steps of an epoch ended: trained through, or stopped by a request after a step.
+enum EpochEnd {
+    Trained(Trained),
+    /// The reason, and the 1-based epoch and step it came after.
+    Stopped(StopReason, usize, usize),
+}
+
+/// What the steps of an epoch measured.
+pub(super) struct Trained {
+    pub seconds: f64,
+    pub cpu_seconds: f64,
+    pub allreduce_seconds: f64,
+    pub items: usize,
+}
+
+impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
+    /// Runs the stage's remaining epochs; returns the final model and, when a stop request
+    /// ended the run, its exit code.
+    pub fn run(
+        &mut self,
+        ctx: &mut Ctx<'_, B>,
+        pos: &mut Position,
+        mut model: J::Model,
+    ) -> Result<(J::Model, Option<ExitCode>)> {
+        let stage_index = pos.stage;
+        while pos.stage == stage_index {
+            let (m, end) = self.train_epoch(ctx, pos, model)?;
+            model = m;
+            match end {
+                EpochEnd::Trained(trained) => self.end_epoch(ctx, pos, &model, trained)?,
+                EpochEnd::Stopped(reason, epoch, step) => {
+                    return Ok((model, Some(self.stop_code(ctx, reason, epoch, step))));
+                }
+            }
+        }
+        Ok((model, None))
+    }
+
+    pub(super) fn label(&self) -> String {
+        if self.stage.label.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", self.stage.label)
+        }
+    }
+
+    /// The remaining steps of the current epoch.
+    fn train_epoch(
+        &mut self,
+        ctx: &mut Ctx<'_, B>,
+        pos: &mut Position,
+        mut model: J::Model,
+    ) -> Result<(J::Model, EpochEnd)> {
+        let (rank, world) = (ctx.comm.rank(), ctx.comm.size());
+        let spec = &ctx.spec;
+        let items = self.stage.items;
+        let epoch = pos.epoch;
+        let order = epoch_order(items, self.stage.shuffle_seed, epoch as u64);
+        let lr = self.job.lr(epoch);
+        let global_batch = spec.batch_size * world;
+        let mut progress = Progress::new(
+            format!(
+                "{} {}epoch {}/{}",
+                ctx.tag,
+                self.label(),
+                epoch + 1,
+                spec.epochs
+            ),
+            items.div_ceil(global_batch) as u64,
+            pos.epoch_items.div_ceil(global_batch) as u64,
+            ctx.run.log_every_secs,
+            ctx.main(),
+        );
+        let t0 = Instant::now();
+        let cpu0 = super::usage::cpu_seconds();
+        let comm0 = ctx.comm_stats.time;
+        let mut items_here = 0usize;
+        while pos.epoch_items < items {
+            let start = pos.epoch_items;
+            let end = (start + global_batch).min(items);
+            let (lo, hi) = ddp::shard(start, end, rank, world);
+            let out = self.job.step(
+                &model,
+                &Batch {
+                    stage: pos.stage,
+                    epoch,
+                    global_step: pos.global_step,
+                    order: &order,
+                    start,
+                    end,
+                    lo,
+                    hi,
+                    device: ctx.device,
+                    comm: ctx.comm,
+                },
+            )?;
+            let grads = if world == 1 {
+                Grads::Params(out.grads)
+            } else {
+                ddp::all_reduce_grads(
+                    ctx.comm,
+                    &model,
+                    out.grads,
+                    out.grad_weight,
+                    ctx.device,
+                    &mut ctx.comm_stats,
+                )?
+            };
+            model = self.adam.step(lr, model, grads);
+            // One small reduction carries the step's sums and any pending stop request, so
+            // that every rank stops after the same step.
+            let mut sums = out.sums;
+            let stop = ddp::sum_with_stop(
+                ctx.comm,
+                &mut sums,
+                ctx.steps_here + 1,
+                ctx.run.stop_after_steps,
+            )?;
+            let (loss, add) = self.job.step_loss(&sums);
+            let step_in_epoch = end.div_ceil(global_batch);
+            if !loss.is_finite() {
+                bail!(
+                    "training diverged at {}epoch {} step {step_in_epoch}: loss is {loss}",
+                    self.label(),
+                    epoch + 1
+                );
+            }
+            pos.accumulate(&add);
+            pos.epoch_items = end;
+            pos.global_step += 1;
+            ctx.steps_here += 1;
+            items_here += end - start;
+            if ctx.main() && ctx.run.log_steps {
+                append_step(ctx, pos.global_step, epoch + 1, loss, lr)?;
+            }
+            let rate = items_here as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+            progress.update(step_in_epoch as u64, loss, rate);
+            if let Some(reason) = stop {
+                progress.finish();
+                self.save(ctx, pos, &model, None)?;
+                return Ok((model, EpochEnd::Stopped(reason, epoch + 1, step_in_epoch)));
+            }
+            if ctx.run.checkpoint_every > 0
+                && pos.global_step.is_multiple_of(ctx.run.checkpoint_every)
+            {
+                self.save(ctx, pos, &model, None)?;
+            }
+        }
+        progress.finish();
+        let seconds = t0.elapsed().as_secs_f64();
+        // CPU time of all ranks together.
+        let mut cpu = [super::usage::cpu_seconds() - cpu0];
+        ctx.comm.all_reduce_sum_f64(&mut cpu)?;
+        Ok((
+            model,
+            EpochEnd::Trained(Trained {
+                seconds,
+                cpu_seconds: cpu[0],
+                allreduce_seconds: (ctx.comm_stats.time - comm0).as_secs_f64(),
+                items: items_here,
+            }),
+        ))
+    }
+
+    /// After a stop request: the checkpoint is written; logs and returns the exit code.
+    fn stop_code(
+        &self,
+        ctx: &Ctx<'_, B>,
+        reason: StopReason,
+        epoch: usize,
+        step: usize,
+    ) -> ExitCode {
+        if !ctx.main() {
+            return ctx.requeue.exit_code(reason);
+        }
+        eprintln!(
+            "{} stopping at {}epoch {epoch} step {step} ({}): checkpoint written to {}; resume \
+             with --resume auto",
+            ctx.tag,
+            self.label(),
+            reason.describe(),
+            ctx.run_dir.join("checkpoints/last.safetensors").display(),
+        );
+        ctx.requeue.finish(reason, &ctx.tag)
+    }
+
+    /// Writes the resume checkpoint `last.safetensors` (rank 0), and `epoch_NNN.safetensors`
+    /// at the end of an epoch when the job keeps them. `row`: the epoch's metrics row.
+    pub(super) fn save(
+        &self,
+        ctx: &Ctx<'_, B>,
+        pos: &Position,
+        model: &J::Model,
+        row: Option<&Row>,
+    ) -> Result<()> {
+        if !ctx.main() {
+            return Ok(());
+        }
+        let mut ck = Checkpoint::default();
+        for (name, t) in params::collect(model) {
+            ck.floats.insert(format!("model.{name}"), t);
+        }
+        self.adam.save_into(&self.names, &mut ck);
+        ck.metadata
+            .insert("model".into(), ctx.spec.model_name.into());
+        ck.metadata.insert("config".into(), ctx.config.clone());
+        Saved {
+            position: pos.clone(),
+            job_state: self.job.save_state(),
+            row: row.cloned(),
+            best: self.best.clone(),
+        }
+        .write_into(&mut ck, &ctx.fingerprint, ctx.spec.seed)?;
+        let dir = ctx.run_dir.join("checkpoints");
+        if ctx.spec.epoch_checkpoints
+            && let Some(epoch) = row.and_then(|r| r.get("epoch")).and_then(|e| e.as_u64())
+        {
+            ck.save(&dir.join(format!("epoch_{epoch:03}.safetensors")))?;
+        }
+        ck.save(&dir.join("last.safetensors"))
+    }
+}
+
+/// Appends one line to `steps.csv` (a log: plain append, header on creation).
+fn append_step<B: AutodiffBackend>(
+    ctx: &Ctx<'_, B>,
+    step: u64,
+    epoch: usize,
+    loss: f64,
+    lr: f64,
+) -> Result<()> {
+    use std::io::Write;
+    let path = ctx.run_dir.join("steps.csv");
+    let new = !path.exists();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("cannot append to {}", path.display()))?;
+    if new {
+        writeln!(f, "step,epoch,loss,lr")?;
+    }
+    writeln!(f, "{step},{epoch},{loss},{lr}")?;
+    Ok(())
+}

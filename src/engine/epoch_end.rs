@@ -1,0 +1,186 @@
+//! The end of an epoch: evaluation, monitor, model files (best, last), the metrics row, the
+//! resume checkpoint and the curves.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use burn::module::AutodiffModule;
+use burn::tensor::backend::AutodiffBackend;
+use serde_json::json;
+
+use super::checkpoint::Checkpoint;
+use super::epoch::{StageRun, Trained, Weights};
+use super::params;
+use super::progress::fmt_secs;
+use super::run::Ctx;
+use super::state::{Position, StageResult};
+use super::{EvalCtx, Job};
+use crate::outputs::curves;
+
+impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
+    /// Evaluation, monitor, model files, metrics row, checkpoint and curves of the epoch that
+    /// just finished training.
+    pub(super) fn end_epoch(
+        &mut self,
+        ctx: &mut Ctx<'_, B>,
+        pos: &mut Position,
+        model: &J::Model,
+        trained: Trained,
+    ) -> Result<()> {
+        let spec = ctx.spec.clone();
+        let (epoch, stage_index) = (pos.epoch, pos.stage);
+        self.job.end_epoch(epoch, &pos.acc);
+        let (train_loss, train_detail) = self.job.train_columns(&pos.acc);
+        let t_eval = Instant::now();
+        let valid = model.valid();
+        let eval = self.job.evaluate(
+            &valid,
+            &EvalCtx {
+                stage: stage_index,
+                epoch,
+                device: ctx.device,
+                comm: ctx.comm,
+            },
+        )?;
+        let eval_seconds = t_eval.elapsed().as_secs_f64();
+
+        let mut improved = false;
+        let mut monitored = None;
+        if let Some(m) = &spec.monitor {
+            let value = eval.get(&m.metric).with_context(|| {
+                let names: Vec<&str> = eval
+                    .head
+                    .keys()
+                    .chain(eval.detail.keys())
+                    .map(String::as_str)
+                    .collect();
+                format!(
+                    "early-stopping metric `{}` is not one this job evaluates; choose one of: {}",
+                    m.metric,
+                    names.join(", ")
+                )
+            })?;
+            improved = pos.monitor.record(m, value, epoch + 1);
+            monitored = Some(value);
+        }
+        let files = self.job.model_file(stage_index)?;
+        let ckpt_dir = ctx.run_dir.join("checkpoints");
+        let best_path = match (&files, &spec.monitor) {
+            (Some(f), _) => Some(ckpt_dir.join(format!("{}_best.safetensors", f.stem))),
+            (None, Some(_)) => Some(ckpt_dir.join("best.safetensors")),
+            (None, None) => None,
+        };
+        let last_path = files
+            .as_ref()
+            .map(|f| ckpt_dir.join(format!("{}_last.safetensors", f.stem)));
+        if ctx.main() {
+            let weights = params::collect(&valid);
+            let model_file = |path: &std::path::Path, weights: &Weights| -> Result<()> {
+                let mut ck = Checkpoint::default();
+                for (name, t) in weights {
+                    ck.floats.insert(format!("model.{name}"), t.clone());
+                }
+                if let Some(f) = &files {
+                    ck.metadata.extend(f.metadata.clone());
+                }
+                ck.metadata.insert("model".into(), spec.model_name.into());
+                ck.metadata.insert("epoch".into(), (epoch + 1).to_string());
+                if let (Some(m), Some(v)) = (&spec.monitor, monitored) {
+                    ck.metadata.insert(m.metric.clone(), v.to_string());
+                }
+                ck.save(path)
+            };
+            if improved && let Some(p) = &best_path {
+                model_file(p, &weights)?;
+            }
+            if let Some(p) = &last_path {
+                model_file(p, &weights)?;
+            }
+            if improved {
+                self.best = Some(weights);
+            }
+        }
+
+        let mut row = self.stage.columns.clone();
+        row.insert("epoch".into(), json!(epoch + 1));
+        row.insert("train_loss".into(), json!(train_loss));
+        row.extend(eval.head.clone());
+        if let (Some(m), Some(v)) = (&spec.monitor, monitored) {
+            row.insert("monitor_metric".into(), json!(m.metric));
+            row.insert("monitor_value".into(), json!(v));
+        }
+        row.extend(train_detail);
+        row.extend(eval.detail.clone());
+        row.extend(self.job.epoch_columns(epoch));
+        if let Some(m) = &spec.monitor {
+            row.insert(format!("best_{}", m.metric), json!(pos.monitor.best));
+            row.insert("is_best".into(), json!(improved));
+        }
+        let per_s = trained.items as f64 / trained.seconds.max(1e-9);
+        row.insert("lr".into(), json!(self.job.lr(epoch)));
+        row.insert("steps".into(), json!(pos.global_step));
+        row.insert(format!("{}_per_s", spec.unit), json!(per_s));
+        row.insert("seconds".into(), json!(trained.seconds));
+        row.insert("allreduce_seconds".into(), json!(trained.allreduce_seconds));
+        if spec.cpu_columns {
+            let global_batch = spec.batch_size * ctx.comm.size();
+            row.insert(
+                "epoch_steps".into(),
+                json!(self.stage.items.div_ceil(global_batch)),
+            );
+            row.insert("train_cpu_seconds".into(), json!(trained.cpu_seconds));
+            row.insert(
+                "train_cpu_seconds_per_item".into(),
+                json!(trained.cpu_seconds / trained.items.max(1) as f64),
+            );
+            row.insert("eval_seconds".into(), json!(eval_seconds));
+        }
+
+        pos.epoch = epoch + 1;
+        pos.epoch_items = 0;
+        pos.acc.clear();
+        let stopped_early = spec
+            .monitor
+            .as_ref()
+            .is_some_and(|m| pos.monitor.exhausted(m));
+        let stage_done = stopped_early || pos.epoch >= spec.epochs;
+        if stage_done {
+            pos.finish_stage(StageResult {
+                stage: stage_index,
+                best_value: pos.monitor.best,
+                best_epoch: pos.monitor.best_epoch,
+                epochs_run: pos.epoch,
+                stopped_early,
+                best_checkpoint: best_path.filter(|_| pos.monitor.best.is_some()),
+                last_checkpoint: last_path,
+            });
+        }
+        self.save(ctx, pos, model, Some(&row))?;
+        if ctx.main() {
+            ctx.metrics.append(&row)?;
+            curves::write(&ctx.run_dir, &ctx.metrics.rows()?, &spec.plot)?;
+            eprintln!(
+                "{} {}epoch {}/{}: train loss {train_loss:.4}, {}{}, {per_s:.0} {}/s, {}",
+                ctx.tag,
+                self.label(),
+                epoch + 1,
+                spec.epochs,
+                eval.summary,
+                if improved { " (best)" } else { "" },
+                spec.unit,
+                fmt_secs(trained.seconds)
+            );
+            if stopped_early {
+                eprintln!(
+                    "{} {}early stop after {} epochs without improvement",
+                    ctx.tag,
+                    self.label(),
+                    pos.finished
+                        .last()
+                        .map_or(0, |s| s.epochs_run - s.best_epoch)
+                );
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,119 @@
+//! Early stopping and best-model selection on a named metric with a direction.
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+/// Whether lower or higher values of the monitored metric are better.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Min,
+    Max,
+}
+
+/// The metric that picks the best epoch and, with a patience, stops a stage early.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Monitor {
+    /// A column of the job's evaluation (e.g. `val_loss`, `test_accuracy`).
+    pub metric: String,
+    pub mode: Mode,
+    /// Epochs without a strict improvement before the stage stops; `None`: never stop early.
+    pub patience: Option<usize>,
+}
+
+impl Monitor {
+    /// Fails, naming the choices, when `metric` is not one the job evaluates.
+    pub fn check(&self, available: &[&str]) -> Result<()> {
+        if !available.contains(&self.metric.as_str()) {
+            bail!(
+                "early-stopping metric `{}` is not one this job evaluates; choose one of: {}",
+                self.metric,
+                available.join(", ")
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether `value` strictly improves on `best` (a non-finite value never does).
+    pub fn improves(&self, value: f64, best: Option<f64>) -> bool {
+        value.is_finite()
+            && best.is_none_or(|b| match self.mode {
+                Mode::Min => value < b,
+                Mode::Max => value > b,
+            })
+    }
+}
+
+/// Where a stage stands against its monitor.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MonitorState {
+    pub best: Option<f64>,
+    /// 1-based epoch of the best value (0: none yet).
+    pub best_epoch: usize,
+    pub bad_epochs: usize,
+}
+
+impl MonitorState {
+    /// Records epoch `epoch` (1-based) with `value`; returns whether it is the new best.
+    pub fn record(&mut self, monitor: &Monitor, value: f64, epoch: usize) -> bool {
+        if monitor.improves(value, self.best) {
+            self.best = Some(value);
+            self.best_epoch = epoch;
+            self.bad_epochs = 0;
+            true
+        } else {
+            self.bad_epochs += 1;
+            false
+        }
+    }
+
+    /// Whether the patience is spent.
+    pub fn exhausted(&self, monitor: &Monitor) -> bool {
+        monitor.patience.is_some_and(|p| self.bad_epochs >= p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(mode: Mode, patience: Option<usize>) -> Monitor {
+        Monitor {
+            metric: "x".into(),
+            mode,
+            patience,
+        }
+    }
+
+    #[test]
+    fn min_and_max_and_patience() {
+        let min = m(Mode::Min, Some(2));
+        let mut s = MonitorState::default();
+        assert!(s.record(&min, 3.0, 1));
+        assert!(!s.record(&min, 3.0, 2), "equal is not an improvement");
+        assert!(!s.exhausted(&min));
+        assert!(!s.record(&min, f64::NAN, 3));
+        assert!(s.exhausted(&min));
+        assert_eq!((s.best, s.best_epoch), (Some(3.0), 1));
+
+        let max = m(Mode::Max, None);
+        let mut s = MonitorState::default();
+        assert!(s.record(&max, 0.5, 1));
+        assert!(s.record(&max, 0.7, 2));
+        assert!(!s.record(&max, 0.6, 3));
+        for e in 4..100 {
+            s.record(&max, 0.0, e);
+        }
+        assert!(!s.exhausted(&max), "no patience: never exhausted");
+        assert_eq!(s.best_epoch, 2);
+    }
+
+    #[test]
+    fn unknown_metric_names_the_choices() {
+        let e = m(Mode::Min, None)
+            .check(&["val_loss", "val_mse"])
+            .unwrap_err();
+        assert!(e.to_string().contains("val_loss, val_mse"), "{e}");
+        assert!(m(Mode::Min, None).check(&["x"]).is_ok());
+    }
+}

@@ -1,0 +1,227 @@
+//! [`train`]: set-up, resume and the stages of a run; the epochs are in [`super::epoch`].
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Result;
+use burn::tensor::backend::AutodiffBackend;
+use serde_json::{Value, json};
+
+use super::checkpoint::Checkpoint;
+use super::ddp::{self, CommStats};
+use super::epoch::StageRun;
+use super::optim::Adam;
+use super::params;
+use super::progress::fmt_secs;
+use super::state::{Position, Saved};
+use super::stop::{self, RequeuePolicy};
+use super::{Done, Job, JobSpec, Row, RunInfo};
+use crate::backend::Placement;
+use crate::cli::RunArgs;
+use crate::dist::Collective;
+use crate::files::{write_atomic, write_json};
+use crate::outputs::metrics::MetricsFiles;
+use crate::outputs::rundir::{self, RunMeta};
+
+/// What every epoch of a run shares.
+pub(super) struct Ctx<'a, B: AutodiffBackend> {
+    pub spec: JobSpec,
+    pub tag: String,
+    pub comm: &'a dyn Collective,
+    pub device: &'a B::Device,
+    pub run: &'a RunArgs,
+    pub run_dir: PathBuf,
+    pub requeue: RequeuePolicy,
+    pub metrics: MetricsFiles,
+    pub fingerprint: Value,
+    /// The resolved configuration, stored in every checkpoint's metadata.
+    pub config: String,
+    pub comm_stats: CommStats,
+    /// Optimiser steps taken by this process (for `--stop-after-steps`).
+    pub steps_here: u64,
+}
+
+impl<B: AutodiffBackend> Ctx<'_, B> {
+    pub fn main(&self) -> bool {
+        self.comm.rank() == 0
+    }
+}
+
+/// Runs `job` to the end (or to a stop request) in the run directory given by `run` (default
+/// root `runs_root`), on `device`, over the ranks of `comm`. Returns the process exit code.
+pub fn train<B: AutodiffBackend, J: Job<B>>(
+    mut job: J,
+    comm: &dyn Collective,
+    run: &RunArgs,
+    runs_root: &Path,
+    device: B::Device,
+    placement: Placement,
+) -> Result<ExitCode> {
+    let spec = job.spec().clone();
+    let tag = format!("[{}]", spec.name);
+    let requeue = RequeuePolicy::from_args(run)?;
+    let main = comm.rank() == 0;
+    let run_dir = rundir::shared(comm, run, runs_root)?;
+    stop::install()?;
+    let resume = rundir::resume_source(run.resume.as_deref(), &run_dir)?;
+    let info = RunInfo {
+        run_dir: run_dir.clone(),
+        world_size: comm.size(),
+        placement,
+        resumed_from: resume.clone(),
+        collective: comm.name(),
+    };
+    let config = job.config(&info)?;
+    let fingerprint = job.fingerprint();
+
+    let mut pos = Position::default();
+    let mut saved: Option<(Checkpoint, Saved)> = None;
+    if let Some(path) = &resume {
+        let ck = Checkpoint::load(path)?;
+        let order = params::names(&job.init_model(0, &device)?);
+        let s = Saved::read(&ck, path, spec.model_name, &fingerprint, &order)?;
+        job.load_state(&s.job_state)?;
+        pos = s.position.clone();
+        if main {
+            eprintln!(
+                "{tag} resuming from {} at {}epoch {} item {}",
+                path.display(),
+                if spec.stages > 1 {
+                    format!("stage {}/{} ", pos.stage + 1, spec.stages)
+                } else {
+                    String::new()
+                },
+                pos.epoch + 1,
+                pos.epoch_items
+            );
+        }
+        saved = Some((ck, s));
+    }
+
+    let metrics = MetricsFiles::new(&run_dir);
+    if main {
+        write_json(&run_dir.join("args.json"), &config)?;
+        if let Some(toml) = &run.resolved_config {
+            write_atomic(&run_dir.join("config.toml"), |w| {
+                Ok(std::io::Write::write_all(w, toml.as_bytes())?)
+            })?;
+        }
+        write_meta(&job, &spec, &info)?;
+        if let Some(row) = saved.as_ref().and_then(|(_, s)| s.row.as_ref()) {
+            // The process may have died between the epoch's checkpoint and its metrics row.
+            metrics.append_unless_present(row, &stage_key_columns(row))?;
+        }
+    }
+
+    let mut ctx = Ctx::<B> {
+        tag,
+        comm,
+        device: &device,
+        run,
+        run_dir: run_dir.clone(),
+        requeue,
+        metrics,
+        fingerprint,
+        config: serde_json::to_string(&config)?,
+        comm_stats: CommStats::default(),
+        steps_here: 0,
+        spec,
+    };
+    let started = Instant::now();
+    while pos.stage < ctx.spec.stages {
+        // A checkpoint written at a stage boundary holds the previous stage's weights: the new
+        // stage starts fresh.
+        let mid_stage = saved.is_some() && (pos.epoch > 0 || pos.epoch_items > 0);
+        let stage = job.begin_stage(pos.stage, mid_stage)?;
+        let mut model = job.init_model(pos.stage, &device)?;
+        params::materialize(&model);
+        let names = params::names(&model);
+        let mut adam = Adam::<B::InnerBackend>::default();
+        let mut best = None;
+        match saved.take() {
+            Some((ck, s)) if mid_stage => {
+                model = params::load(model, &ck.with_prefix("model"), &device)?;
+                adam.load_from(&names, &ck, &device)?;
+                best = s.best;
+            }
+            _ => model = ddp::broadcast_params(comm, model, &device)?,
+        }
+        if main && !stage.label.is_empty() {
+            eprintln!(
+                "{} {}: {} training items",
+                ctx.tag, stage.label, stage.items
+            );
+        }
+        let label = stage.label.clone();
+        let mut sr = StageRun {
+            job: &mut job,
+            stage,
+            names,
+            adam,
+            best,
+        };
+        let (model, stopped) = sr.run(&mut ctx, &mut pos, model)?;
+        if let Some(code) = stopped {
+            return Ok(code);
+        }
+        let what = if label.is_empty() {
+            String::new()
+        } else {
+            format!("{label} ")
+        };
+        ddp::log_digest(&ctx.tag, &what, comm, &model);
+    }
+    ctx.comm_stats.log(&ctx.tag, comm);
+    job.finish(&Done {
+        run_dir: &run_dir,
+        stages: &pos.finished,
+        device: &device,
+        comm,
+    })?;
+    if main {
+        eprintln!(
+            "{} done in {}; run directory {}",
+            ctx.tag,
+            fmt_secs(started.elapsed().as_secs_f64()),
+            run_dir.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The columns that identify a row: the stage columns and `epoch` (everything before
+/// `train_loss`).
+fn stage_key_columns(row: &Row) -> Vec<String> {
+    row.keys()
+        .take_while(|k| k.as_str() != "train_loss")
+        .cloned()
+        .collect()
+}
+
+fn write_meta<B: AutodiffBackend, J: Job<B>>(
+    job: &J,
+    spec: &JobSpec,
+    info: &RunInfo,
+) -> Result<()> {
+    let placement = info.placement;
+    let mut meta = RunMeta::new(
+        &info.run_dir,
+        placement.backend.name(),
+        &placement.device.to_string(),
+    );
+    meta.world_size = info.world_size;
+    let extra = &mut meta.extra;
+    extra.insert(
+        "effective_batch_size".into(),
+        json!(spec.batch_size * info.world_size),
+    );
+    extra.insert("per_rank_batch_size".into(), json!(spec.batch_size));
+    extra.insert("collective".into(), json!(info.collective));
+    extra.insert(
+        "resumed_from".into(),
+        json!(info.resumed_from.as_ref().map(|p| p.display().to_string())),
+    );
+    extra.extend(job.meta(info));
+    write_json(&info.run_dir.join("run_meta.json"), &meta)
+}

@@ -1,0 +1,254 @@
+//! Where a run stands, and the resume checkpoint that carries it: weights, optimiser state, the
+//! best weights of the stage in progress, the position in the loop, the epoch's running sums and
+//! the job's own state. A checkpoint resumes on any number of ranks: positions are counted in
+//! items of the epoch's order, not in per-rank steps.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Row;
+use super::checkpoint::Checkpoint;
+use super::monitor::MonitorState;
+use super::params::HostTensor;
+
+/// Position in the loop: everything besides weights and optimiser state needed to resume.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Position {
+    /// Index of the stage in progress (the number of stages once all are done).
+    pub stage: usize,
+    /// Epochs done in this stage.
+    pub epoch: usize,
+    /// Items of this epoch's order already trained on, by all ranks together.
+    pub epoch_items: usize,
+    pub global_step: u64,
+    /// Running sums of this epoch's steps (the job decides what they are).
+    pub acc: Vec<f64>,
+    pub monitor: MonitorState,
+    pub finished: Vec<StageResult>,
+}
+
+impl Position {
+    /// Epochs done over all stages.
+    pub fn total_epochs(&self) -> usize {
+        self.finished.iter().map(|s| s.epochs_run).sum::<usize>() + self.epoch
+    }
+
+    /// Adds a step's contribution to the epoch's running sums.
+    pub fn accumulate(&mut self, add: &[f64]) {
+        if self.acc.len() < add.len() {
+            self.acc.resize(add.len(), 0.0);
+        }
+        for (a, x) in self.acc.iter_mut().zip(add) {
+            *a += x;
+        }
+    }
+
+    /// Closes the stage in progress and moves to the next one.
+    pub fn finish_stage(&mut self, result: StageResult) {
+        self.finished.push(result);
+        *self = Position {
+            stage: self.stage + 1,
+            global_step: self.global_step,
+            finished: std::mem::take(&mut self.finished),
+            ..Default::default()
+        };
+    }
+}
+
+/// One finished stage (a cross-validation fold, or the whole run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageResult {
+    pub stage: usize,
+    /// Best value of the monitored metric (`None` without a monitor or a finite value).
+    pub best_value: Option<f64>,
+    /// 1-based epoch of the best value (0: none).
+    pub best_epoch: usize,
+    pub epochs_run: usize,
+    pub stopped_early: bool,
+    /// The best epoch's model file, when the job names one.
+    pub best_checkpoint: Option<PathBuf>,
+    pub last_checkpoint: Option<PathBuf>,
+}
+
+/// Everything a resume checkpoint holds besides weights and optimiser state.
+#[derive(Debug)]
+pub struct Saved {
+    pub position: Position,
+    pub job_state: Value,
+    /// The metrics row of the epoch that ended with this checkpoint, if it did.
+    pub row: Option<Row>,
+    pub best: Option<Vec<(String, HostTensor)>>,
+}
+
+/// Metadata keys of a resume checkpoint.
+const RUN_STATE: &str = "run_state";
+const JOB_STATE: &str = "job_state";
+const FINGERPRINT: &str = "fingerprint";
+const METRICS_ROW: &str = "metrics_row";
+
+impl Saved {
+    /// Writes the engine's part into `ck` (weights and optimiser state are added by the caller).
+    pub fn write_into(&self, ck: &mut Checkpoint, fingerprint: &Value, seed: u64) -> Result<()> {
+        let p = &self.position;
+        ck.counters
+            .insert("train.epoch".into(), p.total_epochs() as i64);
+        ck.counters
+            .insert("train.epoch_samples".into(), p.epoch_items as i64);
+        ck.counters
+            .insert("train.global_step".into(), p.global_step as i64);
+        ck.counters.insert("rng.seed".into(), seed as i64);
+        if let Some(best) = &self.best {
+            for (name, t) in best {
+                ck.floats.insert(format!("best.{name}"), t.clone());
+            }
+        }
+        ck.metadata
+            .insert(RUN_STATE.into(), serde_json::to_string(p)?);
+        ck.metadata
+            .insert(JOB_STATE.into(), serde_json::to_string(&self.job_state)?);
+        ck.metadata
+            .insert(FINGERPRINT.into(), fingerprint.to_string());
+        if let Some(row) = &self.row {
+            ck.metadata
+                .insert(METRICS_ROW.into(), serde_json::to_string(row)?);
+        }
+        Ok(())
+    }
+
+    /// Reads the engine's part of a resume checkpoint written for `model` with settings
+    /// `fingerprint`; `order` lists the parameter names (for the best weights).
+    pub fn read(
+        ck: &Checkpoint,
+        path: &Path,
+        model: &str,
+        fingerprint: &Value,
+        order: &[String],
+    ) -> Result<Self> {
+        let name = path.display();
+        match ck.metadata.get("model") {
+            Some(m) if m == model => {}
+            other => bail!(
+                "{name}: not a checkpoint of this job's model (model is {other:?}, expected \
+                 \"{model}\")"
+            ),
+        }
+        let state = ck
+            .metadata
+            .get(RUN_STATE)
+            .with_context(|| format!("{name}: not a resume checkpoint (no run state)"))?;
+        let saved: Value = match ck.metadata.get(FINGERPRINT) {
+            Some(f) => serde_json::from_str(f)
+                .with_context(|| format!("{name}: unreadable settings fingerprint"))?,
+            None => bail!("{name}: the checkpoint has no settings fingerprint"),
+        };
+        if &saved != fingerprint {
+            bail!(
+                "{name}: the checkpoint was written with other settings ({saved}); this run has \
+                 {fingerprint}: resume with the same flags"
+            );
+        }
+        let position: Position =
+            serde_json::from_str(state).with_context(|| format!("{name}: unreadable run state"))?;
+        let job_state = match ck.metadata.get(JOB_STATE) {
+            Some(s) => {
+                serde_json::from_str(s).with_context(|| format!("{name}: unreadable job state"))?
+            }
+            None => Value::Null,
+        };
+        let row = match ck.metadata.get(METRICS_ROW) {
+            Some(s) => Some(
+                serde_json::from_str(s)
+                    .with_context(|| format!("{name}: unreadable metrics row"))?,
+            ),
+            None => None,
+        };
+        let b = ck.with_prefix("best");
+        let best = (!b.is_empty()).then(|| {
+            order
+                .iter()
+                .filter_map(|n| b.get(n).cloned().map(|t| (n.clone(), t)))
+                .collect()
+        });
+        Ok(Self {
+            position,
+            job_state,
+            row,
+            best,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn resume_state_round_trips_and_checks_its_settings() {
+        let mut position = Position {
+            epoch: 2,
+            epoch_items: 64,
+            global_step: 30,
+            ..Default::default()
+        };
+        position.accumulate(&[1.5, 2.0]);
+        position.accumulate(&[0.5, 1.0, 3.0]);
+        assert_eq!(position.acc, [2.0, 3.0, 3.0]);
+        let best = vec![(
+            "w".to_string(),
+            HostTensor {
+                shape: vec![1],
+                data: vec![4.0],
+            },
+        )];
+        let mut row = Row::new();
+        row.insert("epoch".into(), json!(2));
+        let saved = Saved {
+            position: position.clone(),
+            job_state: json!({"scale": 1.25}),
+            row: Some(row.clone()),
+            best: Some(best.clone()),
+        };
+        let mut ck = Checkpoint::default();
+        ck.metadata.insert("model".into(), "m".into());
+        let fp = json!({"seed": 1});
+        saved.write_into(&mut ck, &fp, 1).unwrap();
+        let bytes = ck.to_bytes().unwrap();
+        let ck = Checkpoint::from_bytes(&bytes, Path::new("c")).unwrap();
+        assert_eq!(ck.counter("train.epoch").unwrap(), 2);
+        let back = Saved::read(&ck, Path::new("c"), "m", &fp, &["w".into()]).unwrap();
+        assert_eq!(back.position, position);
+        assert_eq!(back.job_state, json!({"scale": 1.25}));
+        assert_eq!(back.row, Some(row));
+        assert_eq!(back.best, Some(best));
+        let err = Saved::read(&ck, Path::new("c"), "m", &json!({"seed": 2}), &[]).unwrap_err();
+        assert!(err.to_string().contains("other settings"), "{err}");
+        let err = Saved::read(&ck, Path::new("c"), "other", &fp, &[]).unwrap_err();
+        assert!(err.to_string().contains("expected \"other\""), "{err}");
+    }
+
+    #[test]
+    fn finishing_a_stage_keeps_the_step_count_and_results() {
+        let mut p = Position {
+            epoch: 3,
+            global_step: 12,
+            acc: vec![1.0],
+            ..Default::default()
+        };
+        p.finish_stage(StageResult {
+            stage: 0,
+            best_value: Some(1.0),
+            best_epoch: 2,
+            epochs_run: 3,
+            stopped_early: false,
+            best_checkpoint: None,
+            last_checkpoint: None,
+        });
+        assert_eq!((p.stage, p.epoch, p.global_step), (1, 0, 12));
+        assert!(p.acc.is_empty());
+        assert_eq!(p.total_epochs(), 3);
+    }
+}

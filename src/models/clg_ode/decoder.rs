@@ -1,0 +1,170 @@
+//! The connection decoder (spec §2.6) and its variants (porting note §2.4): the expected
+//! weight σ(ℓ)·ŵ of the original model, the log-space residual skip on the start visit, and the
+//! fixed support of the start visit.
+
+use burn::module::Param;
+use burn::prelude::*;
+use burn::tensor::activation::sigmoid;
+use serde::{Deserialize, Serialize};
+
+use super::loss::softplus;
+
+/// How the decoder turns scores into weights (reference flags `--residual_skip`,
+/// `--residual_tau`, `--residual_cap`, `--residual_no_dt_gate`, `--fixed_support`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecoderConfig {
+    /// weight = expm1(log A0 + g(t)·cap·tanh(ρS + b)·1[A0 > 0]) instead of softplus(γ'S + β').
+    pub residual_skip: bool,
+    /// τ of the Δt gate g(t) = t / (t + τ).
+    pub residual_tau: f64,
+    /// cap of the residual.
+    pub residual_cap: f64,
+    /// g ≡ 1 (also at t = 0).
+    pub residual_no_dt_gate: bool,
+    /// A_pred = max(weight, 0)·1[A0 > 0] (no existence probability).
+    pub fixed_support: bool,
+}
+
+impl Default for DecoderConfig {
+    fn default() -> Self {
+        Self {
+            residual_skip: false,
+            residual_tau: 1.0,
+            residual_cap: 0.5,
+            residual_no_dt_gate: false,
+            fixed_support: false,
+        }
+    }
+}
+
+impl DecoderConfig {
+    /// Whether decoding needs the start visit and the prediction time.
+    pub fn needs_start(&self) -> bool {
+        self.residual_skip || self.fixed_support
+    }
+}
+
+/// What a prediction starts from: the start visit's log-domain SC (the model's input) and the
+/// time since it (0 for a reconstruction), one per batch row.
+#[derive(Debug, Clone)]
+pub struct Start<B: Backend> {
+    /// log1p(A0), [B,N,N].
+    pub a0_log: Tensor<B, 3>,
+    /// [B].
+    pub t: Tensor<B, 1>,
+}
+
+/// Inner-product connection decoder. All ten calibration scalars of the reference are kept (so
+/// checkpoints carry the same tensors); `gamma` and `beta` are unused in every mode, as in the
+/// reference.
+#[derive(Module, Debug)]
+pub struct ConnDecoder<B: Backend> {
+    pub alpha: Param<Tensor<B, 1>>,
+    pub delta: Param<Tensor<B, 1>>,
+    pub gamma: Param<Tensor<B, 1>>,
+    pub beta: Param<Tensor<B, 1>>,
+    pub residual_scale: Param<Tensor<B, 1>>,
+    pub residual_bias: Param<Tensor<B, 1>>,
+    pub alpha_new: Param<Tensor<B, 1>>,
+    pub delta_new: Param<Tensor<B, 1>>,
+    pub gamma_new: Param<Tensor<B, 1>>,
+    pub beta_new: Param<Tensor<B, 1>>,
+}
+
+/// The decoded connectivity of a batch of states.
+#[derive(Debug, Clone)]
+pub struct ConnOutput<B: Backend> {
+    /// Existence logits ℓ = α(S − δ), [B,N,N] (diagonal left as is).
+    pub logit: Tensor<B, 3>,
+    /// The weight of the mode: softplus(γ'S + β'), or the residual weight; zero diagonal.
+    pub weight: Tensor<B, 3>,
+    /// New-edge logits α_new(S − δ_new) (innovation module).
+    pub l_new: Tensor<B, 3>,
+    /// softplus(γ'S + β') with zero diagonal (the new-edge weight; equal to `weight` without
+    /// the residual skip).
+    pub w_new: Tensor<B, 3>,
+    /// The prediction: σ(ℓ)·max(weight, 0), or max(weight, 0)·1[A0 > 0] with fixed support.
+    pub a_pred: Tensor<B, 3>,
+}
+
+/// `[1, N·N]` with ones off the diagonal (a shape flex broadcasts fast over a batch).
+pub fn off_diagonal<B: Backend>(n: usize, device: &B::Device) -> Tensor<B, 2> {
+    Tensor::<B, 2>::eye(n, device)
+        .neg()
+        .add_scalar(1.0)
+        .reshape([1, n * n])
+}
+
+/// Zeroes the diagonal of every matrix of `x` [B,N,N].
+pub fn zero_diagonal<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
+    let [b, n, _] = x.dims();
+    let off = off_diagonal::<B>(n, &x.device());
+    (x.reshape([b, n * n]) * off).reshape([b, n, n])
+}
+
+impl<B: Backend> ConnDecoder<B> {
+    pub fn new(device: &B::Device) -> Self {
+        let p = |v: f32| Param::from_tensor(Tensor::from_floats([v], device));
+        Self {
+            alpha: p(10.0),
+            delta: p(0.0),
+            gamma: p(1.0),
+            beta: p(0.0),
+            residual_scale: p(1.0),
+            residual_bias: p(0.0),
+            alpha_new: p(10.0),
+            delta_new: p(0.0),
+            gamma_new: p(1.0),
+            beta_new: p(0.0),
+        }
+    }
+
+    /// `z_c` [B,N,L] → logits, weights and A_pred. `start` is needed by the residual and
+    /// fixed-support modes (see [`DecoderConfig::needs_start`]).
+    pub fn forward(
+        &self,
+        z_c: Tensor<B, 3>,
+        cfg: &DecoderConfig,
+        start: Option<&Start<B>>,
+    ) -> ConnOutput<B> {
+        let s = z_c.clone().matmul(z_c.swap_dims(1, 2));
+        let sc = |p: &Param<Tensor<B, 1>>| p.val().reshape([1, 1, 1]);
+        let logit = (s.clone() - sc(&self.delta)) * sc(&self.alpha);
+        let l_new = (s.clone() - sc(&self.delta_new)) * sc(&self.alpha_new);
+        let w_new = zero_diagonal(softplus(
+            s.clone() * sc(&self.gamma_new) + sc(&self.beta_new),
+        ));
+        let start = start.filter(|_| cfg.needs_start());
+        let weight = match (cfg.residual_skip, start) {
+            (true, Some(st)) => {
+                let b = s.dims()[0];
+                let r = (s * sc(&self.residual_scale) + sc(&self.residual_bias))
+                    .tanh()
+                    .mul_scalar(cfg.residual_cap);
+                let support = st.a0_log.clone().greater_elem(0.0).float();
+                let gate = if cfg.residual_no_dt_gate {
+                    Tensor::<B, 1>::ones([b], &r.device())
+                } else {
+                    st.t.clone() / st.t.clone().add_scalar(cfg.residual_tau)
+                };
+                let step = r * support * gate.reshape([b, 1, 1]);
+                zero_diagonal((st.a0_log.clone() + step).exp().sub_scalar(1.0))
+            }
+            _ => w_new.clone(),
+        };
+        let a_pred = match (cfg.fixed_support, start) {
+            (true, Some(st)) => {
+                let support = st.a0_log.clone().greater_elem(0.0).float();
+                zero_diagonal(weight.clone().clamp_min(0.0) * support)
+            }
+            _ => sigmoid(logit.clone()) * weight.clone().clamp_min(0.0),
+        };
+        ConnOutput {
+            logit,
+            weight,
+            l_new,
+            w_new,
+            a_pred,
+        }
+    }
+}

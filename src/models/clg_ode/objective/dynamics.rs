@@ -1,0 +1,86 @@
+//! The latent-dynamics terms (spec §3.6): KL of the start visits' encodings, and the velocity
+//! and acceleration of forecast trajectories against the observed encodings (stop-gradient).
+//! Each returns its sum over items.
+
+use burn::prelude::*;
+
+use super::input::{ObjectiveInput, i1, t1};
+use crate::models::clg_ode::Encoded;
+use crate::models::clg_ode::loss::{huber, kl_mean};
+
+/// Σ over the batch's subjects of KL(μ_m, lv_m) + KL(μ_c, lv_c) of the clean start visits.
+pub fn kl_sum<B: Backend>(enc: &Encoded<B>, nb: usize) -> Tensor<B, 1> {
+    (kl_mean(
+        enc.mu_m.clone().narrow(0, 0, nb),
+        enc.logvar_m.clone().narrow(0, 0, nb),
+    ) + kl_mean(
+        enc.mu_c.clone().narrow(0, 0, nb),
+        enc.logvar_c.clone().narrow(0, 0, nb),
+    ))
+    .sum()
+}
+
+fn select<B: Backend>(t: &Tensor<B, 3>, idx: Vec<i64>) -> Tensor<B, 3> {
+    let device = t.device();
+    t.clone().select(0, i1::<B>(idx, &device))
+}
+
+fn column<B: Backend>(v: Vec<f32>, device: &B::Device) -> Tensor<B, 3> {
+    t1::<B>(v, device).reshape([-1, 1, 1])
+}
+
+/// Σ over velocity items of Huber-mean((z_j^pred − z_i)/Δt − sg((z_j^obs − z_i)/Δt)).
+/// `z_fore` are the trajectories' end states, `z_clean` the start encodings, `z_all` every
+/// encoder row.
+pub fn velocity_sum<B: Backend>(
+    x: &ObjectiveInput,
+    z_fore: &Tensor<B, 3>,
+    z_clean: &Tensor<B, 3>,
+    z_all: &Tensor<B, 3>,
+) -> Tensor<B, 1> {
+    let device = z_fore.device();
+    let it = &x.vel;
+    let zpj = select(z_fore, it.iter().map(|v| v.traj_j as i64).collect());
+    let zei = select(z_clean, it.iter().map(|v| v.b as i64).collect());
+    let zej = select(z_all, it.iter().map(|v| v.enc_j as i64).collect()).detach();
+    let dt = column::<B>(it.iter().map(|v| v.dt_ij).collect(), &device);
+    let v_model = (zpj - zei.clone()) / dt.clone();
+    let v_obs = ((zej - zei) / dt).detach();
+    let items = it.len();
+    huber(v_model - v_obs)
+        .reshape([items as i32, -1])
+        .mean_dim(1)
+        .sum()
+}
+
+/// Σ over acceleration items of Huber-mean(a_model − sg(a_obs)),
+/// a = 2(v_jk − v_ij)/(Δt_ij + Δt_jk).
+pub fn acceleration_sum<B: Backend>(
+    x: &ObjectiveInput,
+    z_fore: &Tensor<B, 3>,
+    z_clean: &Tensor<B, 3>,
+    z_all: &Tensor<B, 3>,
+) -> Tensor<B, 1> {
+    let device = z_fore.device();
+    let it = &x.acc;
+    let zpj = select(z_fore, it.iter().map(|v| v.traj_j as i64).collect());
+    let zpk = select(z_fore, it.iter().map(|v| v.traj_k as i64).collect());
+    let zei = select(z_clean, it.iter().map(|v| v.b as i64).collect());
+    let zej = select(z_all, it.iter().map(|v| v.enc_j as i64).collect()).detach();
+    let zek = select(z_all, it.iter().map(|v| v.enc_k as i64).collect()).detach();
+    let dij = column::<B>(it.iter().map(|v| v.dt_ij).collect(), &device);
+    let djk = column::<B>(it.iter().map(|v| v.dt_jk).collect(), &device);
+    let denom = (dij.clone() + djk.clone()).mul_scalar(0.5);
+    let accel = |zi: Tensor<B, 3>, zj: Tensor<B, 3>, zk: Tensor<B, 3>| {
+        let v_ij = (zj.clone() - zi) / dij.clone();
+        let v_jk = (zk - zj) / djk.clone();
+        (v_jk - v_ij) / denom.clone()
+    };
+    let a_model = accel(zei.clone(), zpj, zpk);
+    let a_obs = accel(zei.detach(), zej, zek).detach();
+    let items = it.len();
+    huber(a_model - a_obs)
+        .reshape([items as i32, -1])
+        .mean_dim(1)
+        .sum()
+}

@@ -1,0 +1,118 @@
+//! What the objective scores, on the host: the encoder inputs of a batch, the forecasts to
+//! integrate, and for every prediction (reconstructions first, then forecasts) its target, its
+//! start visit and its weight. The training layer builds it from the cohort.
+
+use burn::prelude::*;
+use burn::tensor::TensorData;
+
+/// A velocity item: subject `b`, its i→j trajectory, the encoder row of visit j, Δt_ij.
+#[derive(Debug, Clone, Copy)]
+pub struct VelItem {
+    pub b: usize,
+    pub traj_j: usize,
+    pub enc_j: usize,
+    pub dt_ij: f32,
+}
+
+/// An acceleration item (subjects with a visit k).
+#[derive(Debug, Clone, Copy)]
+pub struct AccItem {
+    pub b: usize,
+    pub traj_j: usize,
+    pub traj_k: usize,
+    pub enc_j: usize,
+    pub enc_k: usize,
+    pub dt_ij: f32,
+    pub dt_jk: f32,
+}
+
+/// One prediction: a reconstruction of the start visit (`t` = 0) or a forecast.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pred {
+    /// The subject (batch row).
+    pub b: usize,
+    /// 1, or 0.5 for the i→k forecast.
+    pub weight: f32,
+    /// Time since the start visit (0 for a reconstruction), years.
+    pub t: f32,
+    pub forecast: bool,
+}
+
+/// A batch on the host.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectiveInput {
+    pub nb: usize,
+    pub n: usize,
+    pub f: usize,
+    /// Encoder inputs, `[rows, N, N]` and `[rows, N, F]`: rows `0..nb` are the clean start
+    /// visits; then the (augmented) reconstruction inputs and the observed visits j/k of the
+    /// velocity and acceleration terms.
+    pub enc_a: Vec<f32>,
+    pub enc_x: Vec<f32>,
+    pub enc_rows: usize,
+    /// The encoder row each reconstruction decodes (one per subject).
+    pub d_rows: Vec<i64>,
+    pub sex: Vec<i64>,
+    pub site: Vec<i64>,
+    /// `[nb, numeric_dim]` covariates of the start visits.
+    pub numeric: Vec<f32>,
+    pub numeric_dim: usize,
+    /// Forecast trajectories: the subject and Δt of each.
+    pub traj_src: Vec<i64>,
+    pub traj_dt: Vec<f32>,
+    /// Reconstructions (one per subject, in subject order), then the trajectories' forecasts.
+    pub preds: Vec<Pred>,
+    /// Per prediction: the target's z-scored morphology `[P,N,F]`, raw SC `[P,N,N]`, and the
+    /// start visit's log-domain SC `[P,N,N]`.
+    pub target_x: Vec<f32>,
+    pub target_raw: Vec<f32>,
+    pub start_log: Vec<f32>,
+    pub vel: Vec<VelItem>,
+    pub acc: Vec<AccItem>,
+}
+
+impl ObjectiveInput {
+    pub fn n_preds(&self) -> usize {
+        self.preds.len()
+    }
+
+    /// The raw target of prediction `p`, row-major N×N.
+    pub fn target(&self, p: usize) -> &[f32] {
+        let nn = self.n * self.n;
+        &self.target_raw[p * nn..(p + 1) * nn]
+    }
+
+    /// The start visit's log SC of prediction `p`, row-major N×N.
+    pub fn start(&self, p: usize) -> &[f32] {
+        let nn = self.n * self.n;
+        &self.start_log[p * nn..(p + 1) * nn]
+    }
+
+    /// Positive upper-triangle entries of prediction `p`'s target (k of the top-k).
+    pub fn npos(&self, p: usize) -> usize {
+        let (n, t) = (self.n, self.target(p));
+        (0..n)
+            .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
+            .filter(|&(i, j)| t[i * n + j] > 0.0)
+            .count()
+    }
+}
+
+pub(crate) fn t1<B: Backend>(v: Vec<f32>, device: &B::Device) -> Tensor<B, 1> {
+    let n = v.len();
+    Tensor::from_data(TensorData::new(v, [n]), device)
+}
+
+pub(crate) fn i1<B: Backend>(v: Vec<i64>, device: &B::Device) -> Tensor<B, 1, Int> {
+    let n = v.len();
+    Tensor::from_data(TensorData::new(v, [n]), device)
+}
+
+pub(crate) fn t3<B: Backend>(v: Vec<f32>, shape: [usize; 3], device: &B::Device) -> Tensor<B, 3> {
+    Tensor::from_data(TensorData::new(v, shape), device)
+}
+
+/// A tensor's values on the host as f32.
+pub(crate) fn host<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
+    t.into_data().convert::<f32>().to_vec().unwrap_or_default()
+}

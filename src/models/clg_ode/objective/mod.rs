@@ -1,0 +1,184 @@
+//! The CLG-ODE objective (spec §3.6 and porting note §2): everything a batch of subjects is
+//! scored with. The batch's encoder calls, forecasts and decodings run at once; then each term
+//! is one small piece: the reconstructions ([`terms`]), KL, velocity and acceleration
+//! ([`dynamics`]), the topology loss ([`topology`]), the new-edge module ([`innovation`]) and the
+//! diagnostics ([`diagnostics`]). GradNorm's weights and the topology scale are the objective's
+//! state ([`ObjectiveState`]), saved in checkpoints.
+//!
+//! Every term is a mean over its items (subjects, predictions, velocity items, …). A forward
+//! returns each term's *sum* over this shard's items; the loss divides by the item counts of the
+//! whole (global) batch, so the gradients of the shards of a data-parallel batch add up to the
+//! batch's, and the statistics ([`stats::Stats`]) add up over ranks, batches and epochs.
+
+pub mod config;
+pub mod diagnostics;
+pub mod dynamics;
+pub mod gradnorm;
+pub mod innovation;
+pub mod input;
+pub mod predict;
+pub mod stats;
+pub mod terms;
+pub mod topology;
+
+use burn::prelude::*;
+use serde::{Deserialize, Serialize};
+
+pub use config::{EdgeLoss, GradNormScope, InnovationConfig, ObjectiveConfig, TopologyConfig};
+pub use gradnorm::GradNorm;
+pub use input::{AccItem, ObjectiveInput, Pred, VelItem};
+pub use stats::Stats;
+
+use crate::models::clg_ode::ClgOde;
+
+/// The terms that enter the batch total, in this order.
+pub const LOSS_TERMS: [&str; 12] = [
+    "manifold",
+    "kl",
+    "vel",
+    "acc",
+    "topo",
+    "full_log",
+    "zero_log",
+    "delta_log",
+    "density",
+    "new_edge",
+    "new_sparse",
+    "new_reg",
+];
+
+/// What the objective carries from batch to batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObjectiveState {
+    pub gradnorm: GradNorm,
+    /// The topology scale S (starts at 1, updated after every training epoch).
+    pub topo_scale: f64,
+}
+
+impl Default for ObjectiveState {
+    fn default() -> Self {
+        Self {
+            gradnorm: GradNorm::default(),
+            topo_scale: 1.0,
+        }
+    }
+}
+
+/// The objective: settings, state and the topology probes.
+#[derive(Debug, Clone)]
+pub struct Objective {
+    pub cfg: ObjectiveConfig,
+    pub state: ObjectiveState,
+    /// Seed of the topology probes.
+    pub seed: u64,
+    /// Probe vectors to use instead of drawing them (`[V, N]` row-major; for comparisons with
+    /// the reference's own probes).
+    pub fixed_probes: Option<Vec<f32>>,
+}
+
+/// One forward pass over a batch shard.
+pub struct Forward<B: Backend> {
+    /// Per [`LOSS_TERMS`] entry, the sum over this shard's items `[1]`.
+    pub sums: Vec<Tensor<B, 1>>,
+    /// Host values and item counts of every statistic.
+    pub stats: Stats,
+    /// Weighted raw topology value of every prediction (for the scale update).
+    pub topo_raw: Vec<f64>,
+}
+
+impl Objective {
+    pub fn new(cfg: ObjectiveConfig, seed: u64) -> Self {
+        Self {
+            cfg,
+            state: ObjectiveState::default(),
+            seed,
+            fixed_probes: None,
+        }
+    }
+
+    /// The item count of every [`LOSS_TERMS`] entry for this shard (known before the forward,
+    /// so that a data-parallel step can sum them over ranks first).
+    pub fn counts(&self, x: &ObjectiveInput, epoch: usize) -> Vec<f64> {
+        let c = &self.cfg;
+        let p = x.n_preds() as f64;
+        let on = |b: bool| if b { p } else { 0.0 };
+        let innov = predict::innovation_plans_possible(self, x, epoch) as f64;
+        vec![
+            x.nb as f64,
+            x.nb as f64,
+            x.vel.len() as f64,
+            x.acc.len() as f64,
+            p,
+            on(c.lambda_full_log_mse > 0.0),
+            on(c.lambda_zero_log > 0.0 && c.zero_log_factor(epoch) > 0.0),
+            on(c.lambda_delta_log > 0.0),
+            on(c.lambda_density > 0.0 && c.density_factor(epoch) > 0.0),
+            innov,
+            innov,
+            innov,
+        ]
+    }
+
+    /// The coefficient of each [`LOSS_TERMS`] mean in the total at `epoch`, with GradNorm
+    /// weights `w` (manifold, topology).
+    pub fn coefficients(&self, epoch: usize, w: [f64; 2]) -> Vec<f64> {
+        let c = &self.cfg;
+        let t = &c.topology;
+        vec![
+            c.lambda_manifold * w[0],
+            c.lambda_kl.max(0.0),
+            if c.vel_on(epoch) { c.lambda_vel } else { 0.0 },
+            if c.acc_on(epoch) { c.lambda_acc } else { 0.0 },
+            if c.topo_on() {
+                t.lambda_topo * w[1] * c.topo_warmup_factor(epoch)
+            } else {
+                0.0
+            },
+            c.lambda_full_log_mse,
+            c.lambda_zero_log * c.zero_log_factor(epoch),
+            c.lambda_delta_log,
+            c.lambda_density * c.density_factor(epoch),
+            1.0,
+            1.0,
+            1.0,
+        ]
+    }
+
+    /// Σ coefficient × sum / count over the terms (a term without items adds nothing).
+    pub fn combine<B: Backend>(
+        &self,
+        sums: &[Tensor<B, 1>],
+        coefs: &[f64],
+        counts: &[f64],
+        device: &B::Device,
+    ) -> Tensor<B, 1> {
+        let mut total = Tensor::<B, 1>::zeros([1], device);
+        for ((s, &c), &n) in sums.iter().zip(coefs).zip(counts) {
+            if c != 0.0 && n > 0.0 {
+                total = total + s.clone().mul_scalar(c / n);
+            }
+        }
+        total
+    }
+
+    /// The batch total on the host from (global) statistics.
+    pub fn total(&self, stats: &Stats, epoch: usize, w: [f64; 2]) -> f64 {
+        self.coefficients(epoch, w)
+            .iter()
+            .zip(LOSS_TERMS)
+            .filter(|(c, _)| **c != 0.0)
+            .map(|(c, t)| c * stats.mean(t))
+            .sum()
+    }
+
+    /// Scores a batch shard with `model` at `epoch` (0-based; evaluation uses `max_epochs`).
+    pub fn forward<B: Backend>(
+        &self,
+        model: &ClgOde<B>,
+        x: &ObjectiveInput,
+        epoch: usize,
+        device: &B::Device,
+    ) -> Forward<B> {
+        predict::forward(self, model, x, epoch, device)
+    }
+}

@@ -1,0 +1,384 @@
+//! Curves of training runs drawn with plotters: `curves.svg` in every run directory (rewritten at
+//! each epoch's end) and the overlays of `trainer plot`. SVG, or PNG with an embedded font (no
+//! system font library is needed).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::{Context, Result, anyhow, bail};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde_json::Value;
+
+use crate::engine::Row;
+use crate::files::write_atomic;
+
+/// One chart of `curves.svg`: metrics columns against the epoch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Panel {
+    pub title: String,
+    /// Columns drawn as lines with a marker per epoch.
+    pub series: Vec<String>,
+    /// Columns drawn as dashed reference lines (e.g. the identity baseline).
+    pub baselines: Vec<String>,
+}
+
+impl Panel {
+    pub fn new(title: &str, series: &[&str], baselines: &[&str]) -> Self {
+        Self {
+            title: title.into(),
+            series: series.iter().map(|s| s.to_string()).collect(),
+            baselines: baselines.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+/// A line of a chart: `(epoch, value)` points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+    pub dashed: bool,
+}
+
+/// A chart: a title and its lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chart {
+    pub title: String,
+    pub lines: Vec<Line>,
+}
+
+/// The stage of a row ("fold 0"): the values of the columns before `epoch`.
+pub fn stage_of(row: &Row) -> String {
+    row.iter()
+        .take_while(|(k, _)| k.as_str() != "epoch")
+        .map(|(k, v)| format!("{k} {}", v.to_string().trim_matches('"')))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `(epoch, value)` of `column` in each row of `rows` that has a finite value, grouped by stage
+/// (in order of appearance).
+pub fn column_by_stage(rows: &[Row], column: &str) -> Vec<(String, Vec<(f64, f64)>)> {
+    let mut groups: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for row in rows {
+        let (Some(e), Some(v)) = (
+            row.get("epoch").and_then(Value::as_f64),
+            row.get(column).and_then(Value::as_f64),
+        ) else {
+            continue;
+        };
+        if !v.is_finite() {
+            continue;
+        }
+        let stage = stage_of(row);
+        match groups.iter_mut().find(|(s, _)| *s == stage) {
+            Some((_, pts)) => pts.push((e, v)),
+            None => groups.push((stage, vec![(e, v)])),
+        }
+    }
+    groups
+}
+
+/// The charts of one run's `curves.svg`.
+pub fn run_charts(rows: &[Row], panels: &[Panel]) -> Vec<Chart> {
+    panels
+        .iter()
+        .map(|p| {
+            let mut lines = Vec::new();
+            let cols = p.series.iter().map(|c| (c, false));
+            for (col, dashed) in cols.chain(p.baselines.iter().map(|c| (c, true))) {
+                let groups = column_by_stage(rows, col);
+                let several = groups.len() > 1;
+                for (stage, points) in groups {
+                    let label = if several && !stage.is_empty() {
+                        format!("{col} ({stage})")
+                    } else {
+                        col.clone()
+                    };
+                    lines.push(Line {
+                        label,
+                        points,
+                        dashed,
+                    });
+                }
+            }
+            Chart {
+                title: p.title.clone(),
+                lines,
+            }
+        })
+        .collect()
+}
+
+/// Rewrites `<run_dir>/curves.svg` from the run's metrics rows.
+pub fn write(run_dir: &Path, rows: &[Row], panels: &[Panel]) -> Result<()> {
+    if panels.is_empty() {
+        return Ok(());
+    }
+    render(&run_charts(rows, panels), &run_dir.join("curves.svg"))
+}
+
+const PANEL_HEIGHT: u32 = 320;
+const WIDTH: u32 = 900;
+
+/// Draws `charts` one above the other into `out`: SVG, or PNG when `out` ends in `.png`.
+/// Written atomically.
+pub fn render(charts: &[Chart], out: &Path) -> Result<()> {
+    register_font();
+    let size = (WIDTH, PANEL_HEIGHT * charts.len().max(1) as u32);
+    let ext = out
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => {
+            let mut svg = String::new();
+            {
+                let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+                draw(&root, charts)?;
+                root.present().map_err(plot_err)?;
+            }
+            write_atomic(out, |w| Ok(w.write_all(svg.as_bytes())?))
+        }
+        Some("png") => {
+            let mut rgb = vec![0u8; (size.0 * size.1 * 3) as usize];
+            {
+                let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+                draw(&root, charts)?;
+                root.present().map_err(plot_err)?;
+            }
+            write_atomic(out, |w| {
+                use image::ImageEncoder;
+                image::codecs::png::PngEncoder::new(w)
+                    .write_image(&rgb, size.0, size.1, image::ColorType::Rgb8)
+                    .context("PNG encoding failed")
+            })
+        }
+        _ => bail!("{}: the plot file must end in .svg or .png", out.display()),
+    }
+}
+
+/// Text needs a font (to measure it in SVG, to draw it in PNG): DejaVu Sans, embedded in the
+/// binary.
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            dejavu::sans::regular(),
+        );
+    });
+}
+
+fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow!("drawing the plot failed: {e:?}")
+}
+
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, charts: &[Chart]) -> Result<()> {
+    root.fill(&WHITE).map_err(plot_err)?;
+    let areas = root.split_evenly((charts.len().max(1), 1));
+    for (area, chart) in areas.iter().zip(charts) {
+        draw_chart(area, chart)?;
+    }
+    Ok(())
+}
+
+/// The x and y ranges covering every finite point, padded.
+fn ranges(chart: &Chart) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
+    let pts = chart.lines.iter().flat_map(|l| l.points.iter());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        return (0.0..1.0, 0.0..1.0);
+    }
+    let pad_y = if y1 > y0 {
+        0.05 * (y1 - y0)
+    } else {
+        0.1 * y0.abs().max(1e-3)
+    };
+    let pad_x = if x1 > x0 { 0.02 * (x1 - x0) } else { 0.5 };
+    (x0 - pad_x..x1 + pad_x, y0 - pad_y..y1 + pad_y)
+}
+
+fn draw_chart<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, chart: &Chart) -> Result<()> {
+    let (xr, yr) = ranges(chart);
+    // About one x label per epoch (at most 12), printed as whole epochs.
+    let epochs = (xr.end - xr.start).round().clamp(1.0, 11.0) as usize + 1;
+    let mut c = ChartBuilder::on(area)
+        .caption(&chart.title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(32)
+        .y_label_area_size(64)
+        .build_cartesian_2d(xr, yr)
+        .map_err(plot_err)?;
+    c.configure_mesh()
+        .x_desc("epoch")
+        .x_labels(epochs)
+        .x_label_formatter(&|x| {
+            if (x - x.round()).abs() < 1e-6 {
+                format!("{x:.0}")
+            } else {
+                String::new()
+            }
+        })
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(plot_err)?;
+    for (i, line) in chart.lines.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let style = color.stroke_width(2);
+        let pts = line.points.clone();
+        let series = if line.dashed {
+            c.draw_series(DashedLineSeries::new(pts, 8, 5, style))
+                .map_err(plot_err)?
+        } else {
+            c.draw_series(
+                line.points
+                    .iter()
+                    .map(|&p| Circle::new(p, 3, color.filled())),
+            )
+            .map_err(plot_err)?;
+            c.draw_series(LineSeries::new(pts, style))
+                .map_err(plot_err)?
+        };
+        series
+            .label(line.label.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 14, y + 4)], color.filled()));
+    }
+    if !chart.lines.is_empty() {
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK.mix(0.3))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(plot_err)?;
+    }
+    Ok(())
+}
+
+/// `trainer plot RUN_DIR… --out F --metric NAME…`: one chart per metric, one line per run
+/// (and stage). Without `--metric`: `train_loss` and the first of `val_loss`/`test_loss` found.
+pub fn plot_runs(runs: &[std::path::PathBuf], metrics: &[String], out: &Path) -> Result<()> {
+    if runs.is_empty() {
+        bail!("give at least one run directory");
+    }
+    let mut rows: BTreeMap<usize, Vec<Row>> = BTreeMap::new();
+    for (i, dir) in runs.iter().enumerate() {
+        let r = crate::outputs::metrics::MetricsFiles::new(dir).rows()?;
+        if r.is_empty() {
+            bail!(
+                "{}: no metrics rows (metrics.jsonl missing or empty): not a run directory?",
+                dir.display()
+            );
+        }
+        rows.insert(i, r);
+    }
+    let metrics: Vec<String> = if metrics.is_empty() {
+        let mut m = vec!["train_loss".to_string()];
+        if let Some(eval) = ["val_loss", "test_loss"]
+            .into_iter()
+            .find(|c| rows.values().flatten().any(|r| r.contains_key(*c)))
+        {
+            m.push(eval.into());
+        }
+        m
+    } else {
+        metrics.to_vec()
+    };
+    let mut charts = Vec::new();
+    for metric in &metrics {
+        let mut lines = Vec::new();
+        for (i, dir) in runs.iter().enumerate() {
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| dir.display().to_string());
+            let groups = column_by_stage(&rows[&i], metric);
+            let several = groups.len() > 1;
+            for (stage, points) in groups {
+                let label = if several && !stage.is_empty() {
+                    format!("{name} ({stage})")
+                } else {
+                    name.clone()
+                };
+                lines.push(Line {
+                    label,
+                    points,
+                    dashed: false,
+                });
+            }
+        }
+        if lines.is_empty() {
+            bail!("no run has a metric `{metric}` in its metrics.jsonl");
+        }
+        charts.push(Chart {
+            title: metric.clone(),
+            lines,
+        });
+    }
+    render(&charts, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn row(v: Value) -> Row {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn columns_group_by_stage_and_skip_missing_values() {
+        let rows = vec![
+            row(json!({"fold": 0, "epoch": 1, "train_loss": 2.0, "val_loss": 3.0})),
+            row(json!({"fold": 0, "epoch": 2, "train_loss": 1.0})),
+            row(json!({"fold": 1, "epoch": 1, "train_loss": 4.0, "val_loss": null})),
+        ];
+        let g = column_by_stage(&rows, "train_loss");
+        assert_eq!(
+            g,
+            vec![
+                ("fold 0".to_string(), vec![(1.0, 2.0), (2.0, 1.0)]),
+                ("fold 1".to_string(), vec![(1.0, 4.0)])
+            ]
+        );
+        assert_eq!(column_by_stage(&rows, "val_loss").len(), 1);
+        let charts = run_charts(&rows, &[Panel::new("loss", &["train_loss"], &["val_loss"])]);
+        let labels: Vec<&str> = charts[0].lines.iter().map(|l| l.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["train_loss (fold 0)", "train_loss (fold 1)", "val_loss"]
+        );
+        assert!(charts[0].lines[2].dashed);
+    }
+
+    #[test]
+    fn renders_svg_and_png_and_refuses_other_extensions() {
+        let dir = tempfile::tempdir().unwrap();
+        let chart = Chart {
+            title: "loss".into(),
+            lines: vec![Line {
+                label: "a".into(),
+                points: vec![(1.0, 2.0), (2.0, 1.0), (3.0, 0.5)],
+                dashed: false,
+            }],
+        };
+        render(std::slice::from_ref(&chart), &dir.path().join("c.svg")).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("c.svg")).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("polyline"), "{svg}");
+        render(std::slice::from_ref(&chart), &dir.path().join("c.png")).unwrap();
+        let png = std::fs::read(dir.path().join("c.png")).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+        assert!(render(&[chart], &dir.path().join("c.pdf")).is_err());
+    }
+}
