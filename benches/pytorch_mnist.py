@@ -1,5 +1,6 @@
 """PyTorch's examples/mnist CNN, timed like `trainer bench mnist`: training and inference img/s
-at batch 64 on the same data, warm-up excluded. For comparing the trainer's backends with
+at batch 64 on the same data, warm-up excluded, and the cores each phase kept busy (process CPU
+time over wall time). For comparing the trainer's backends with
 PyTorch itself on the same cores:
 
     eval "$(scripts/setup-torch.sh)"   # PyTorch 2.9.0 venv
@@ -65,24 +66,30 @@ def main():
     model.train()
     for i in range(total):
         if i == a.warmup:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
         xb, yb = x[i * bs:(i + 1) * bs], y[i * bs:(i + 1) * bs]
         opt.zero_grad()
         F.cross_entropy(model(xb), yb).backward()
         opt.step()
-    train = bs * a.steps / (time.perf_counter() - t0)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    train, train_threads = bs * a.steps / wall, cpu / wall
     model.eval()
     with torch.no_grad():
         for i in range(total):
             if i == a.warmup:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
             model(x[i * bs:(i + 1) * bs]).argmax(1)
-    infer = bs * a.steps / (time.perf_counter() - t0)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    infer, infer_threads = bs * a.steps / wall, cpu / wall
     if a.json:
         print(json.dumps({"torch": torch.__version__, "threads": a.threads,
-                          "train_img_per_s": train, "infer_img_per_s": infer}))
+                          "interop_threads": torch.get_num_interop_threads(),
+                          "train_img_per_s": train, "infer_img_per_s": infer,
+                          "train_threads_used": train_threads,
+                          "infer_threads_used": infer_threads}))
     else:
-        print(f"pytorch {torch.__version__} threads {a.threads}: train {train:.1f} img/s, infer {infer:.1f} img/s")
+        print(f"pytorch {torch.__version__} threads {a.threads}: train {train:.1f} img/s "
+              f"({train_threads:.2f} cores busy), infer {infer:.1f} img/s ({infer_threads:.2f})")
 
 
 if __name__ == "__main__":

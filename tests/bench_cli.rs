@@ -38,3 +38,49 @@ fn bench_mnist_reports_flex() {
     assert!(flex["train_img_per_s"].as_f64().unwrap() > 0.0);
     assert!(flex["error"].is_null());
 }
+
+#[test]
+fn bench_mnist_compares_chosen_backends_with_spread_threads_and_floor() {
+    let t = tempfile::tempdir().unwrap();
+    let json_path = t.path().join("bench.json");
+    let o = run_in(
+        t.path(),
+        &[
+            "bench",
+            "mnist",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--batch-size",
+            "4",
+            "--rounds",
+            "2",
+            "--backends",
+            "flex-plain,flex",
+            "--json",
+            json_path.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("load average before"), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["backend"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["flex-plain", "flex"]);
+    for r in rows {
+        assert_eq!(r["rounds"], 2);
+        let train = &r["train"];
+        let spread = &train["img_per_s"];
+        assert!(spread["min"].as_f64().unwrap() <= spread["median"].as_f64().unwrap());
+        assert!(spread["median"].as_f64().unwrap() <= spread["max"].as_f64().unwrap());
+        assert!(train["threads_used"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(train["floor_fraction"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(json["floor"]["train_img_per_s"].as_f64().unwrap() > 0.0);
+}

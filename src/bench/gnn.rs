@@ -11,6 +11,7 @@ use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
 use serde::Serialize;
 
+use crate::backend::fast_cpu::profile as op_profile;
 use crate::backend::{self, BackendJob, Placement};
 use crate::cli::BenchArgs;
 use crate::data::connectome::{
@@ -101,14 +102,29 @@ struct Job<'a> {
 
 impl BackendJob for Job<'_> {
     type Output = Vec<(&'static str, usize, f64, f64)>;
-    fn run<B: AutodiffBackend>(self, device: B::Device, _p: Placement) -> Result<Self::Output> {
+    fn run<B: AutodiffBackend>(self, device: B::Device, p: Placement) -> Result<Self::Output> {
         let mut out = Vec::new();
+        op_profile::enable(op_profile::requested());
         for (name, obj) in objectives() {
+            op_profile::reset();
+            op_profile::phase("epoch");
             let cpu0 = cpu_seconds();
             let (subjects, secs) = bench_epoch::<B>(self.cohort.clone(), self.cfg, obj, &device)?;
             let cpu = cpu_seconds() - cpu0;
+            let report = op_profile::take();
+            if !report.ops.is_empty() {
+                let steps = subjects.div_ceil(2);
+                eprintln!(
+                    "\n### {} CLG-ODE epoch ({name} objective): {steps} steps of 2 subjects, \
+                     {:.1} ms/step",
+                    p.backend.name(),
+                    1e3 * secs / steps.max(1) as f64
+                );
+                super::profile::print_ops(&report, steps, 25);
+            }
             out.push((name, subjects, secs, cpu / subjects.max(1) as f64));
         }
+        op_profile::enable(false);
         Ok(out)
     }
 }
@@ -133,7 +149,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     cfg.numeric_cov_dim = numeric;
     cfg.sex_vocab = cohort.sex_vocab;
     let mut rows = Vec::new();
-    for placement in backend::available_placements() {
+    for placement in super::selected_placements(&args.backends) {
+        let Ok(placement) = placement else { continue };
         eprintln!(
             "[bench] gnn on {} {} ...",
             placement.backend.name(),

@@ -1,39 +1,32 @@
 //! `trainer bench mnist`: training and inference throughput of the MNIST CNN on every compiled
-//! backend and usable device, in one run, warm-up excluded.
+//! backend and usable device (and PyTorch), in one run, warm-up excluded.
+//!
+//! Built to be trusted on a shared machine: the contenders run in interleaved rounds whose
+//! order rotates, so that the machine's load hits them alike; each figure is the median over
+//! rounds with its spread; each contender's busy cores (process CPU time over wall time) are
+//! measured rather than assumed; the ratio to PyTorch and the fraction of the hardware floor
+//! (see [`Floor`]) are printed; the load average before and after is printed too.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use burn::module::AutodiffModule;
 use burn::nn::loss::CrossEntropyLoss;
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
-use serde::Serialize;
 
-use crate::backend::{self, BackendJob, Placement};
+use super::report::{
+    BenchRow, Floor, Measure, PhaseFigures, Rate, Spread, load_average, print_table,
+};
+use crate::backend::fast_cpu::{self, profile as op_profile};
+use crate::backend::{self, BackendJob, BackendKind, Placement};
 use crate::cli::BenchArgs;
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
-use crate::models::cnn::MnistCnn;
-
 use crate::engine::optim::{Adam, Grads};
 use crate::files::write_json;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct BenchRow {
-    pub backend: String,
-    pub device: String,
-    pub batch_size: usize,
-    pub steps: usize,
-    /// Rounds the figures are the median of.
-    pub rounds: usize,
-    pub train_img_per_s: f64,
-    pub infer_img_per_s: f64,
-    pub error: Option<String>,
-}
+use crate::models::cnn::MnistCnn;
 
 struct BenchJob<'a> {
     data: &'a MnistSplit,
@@ -55,42 +48,77 @@ fn batch<B: Backend>(
     )
 }
 
+/// Wall and process CPU time since a start.
+struct Clock(Instant, f64);
+
+impl Clock {
+    fn start() -> Self {
+        Self(Instant::now(), op_profile::cpu_seconds())
+    }
+
+    fn rate(&self, images: usize) -> Rate {
+        let wall = self.0.elapsed().as_secs_f64();
+        Rate {
+            img_per_s: images as f64 / wall,
+            threads: (op_profile::cpu_seconds() - self.1) / wall,
+        }
+    }
+}
+
 impl BackendJob for BenchJob<'_> {
-    type Output = (f64, f64);
-    fn run<B: AutodiffBackend>(self, device: B::Device, _p: Placement) -> Result<(f64, f64)> {
+    type Output = Measure;
+    fn run<B: AutodiffBackend>(self, device: B::Device, p: Placement) -> Result<Measure> {
         let (bs, steps, warmup) = (self.args.batch_size, self.args.steps, self.args.warmup);
+        op_profile::enable(op_profile::requested());
         B::seed(&device, 1);
         let mut model = MnistCnn::<B>::new(&device, true);
         crate::engine::params::materialize(&model);
         let mut adam = Adam::<B::InnerBackend>::default();
         let loss_fn = CrossEntropyLoss::new(None, &device);
-        let mut timed = None;
+        let mut clock = Clock::start();
         for step in 0..warmup + steps {
             if step == warmup {
-                timed = Some(Instant::now());
+                clock = Clock::start();
+                op_profile::reset();
             }
+            op_profile::phase("data");
             let (x, y) = batch::<B>(self.data, step, bs, &device);
+            op_profile::phase("forward");
             let loss = loss_fn.forward(model.forward(x), y);
+            op_profile::phase("backward");
             let grads = GradientsParams::from_grads(loss.backward(), &model);
+            op_profile::phase("optimizer");
             model = adam.step(1e-3, model, Grads::Params(grads));
         }
         // Reading a value waits for queued device work.
         let _ = crate::engine::params::collect(&model);
-        let train =
-            (bs * steps) as f64 / timed.map(|t| t.elapsed().as_secs_f64()).unwrap_or(f64::NAN);
+        let train = clock.rate(bs * steps);
+        let label = format!("{} training step, batch {bs}", p.backend.name());
+        super::profile::print(&label, &op_profile::take(), steps);
 
         let eval = model.valid();
-        let mut timed = None;
+        let mut clock = Clock::start();
         for step in 0..warmup + steps {
             if step == warmup {
-                timed = Some(Instant::now());
+                clock = Clock::start();
+                op_profile::reset();
             }
+            op_profile::phase("inference");
             let (x, _) = batch::<B::InnerBackend>(self.data, step, bs, &device);
             let _ = eval.forward(x).argmax(1).into_data();
         }
-        let infer =
-            (bs * steps) as f64 / timed.map(|t| t.elapsed().as_secs_f64()).unwrap_or(f64::NAN);
-        Ok((train, infer))
+        let infer = clock.rate(bs * steps);
+        let report = op_profile::take();
+        op_profile::enable(false);
+        if !report.ops.is_empty() {
+            let ms = 1e3 * report.phases.iter().map(|p| p.1).sum::<f64>() / steps as f64;
+            eprintln!(
+                "\n### {} inference, batch {bs}: {ms:.1} ms per batch",
+                p.backend.name()
+            );
+            super::profile::print_ops(&report, steps, 12);
+        }
+        Ok(Measure { train, infer })
     }
 }
 
@@ -111,57 +139,6 @@ fn synthetic(n: usize) -> MnistSplit {
     }
 }
 
-/// PyTorch's examples/mnist CNN timed the same way (`benches/pytorch_mnist.py`).
-const PYTORCH_SCRIPT: &str = include_str!("../../benches/pytorch_mnist.py");
-
-/// Runs the PyTorch script with `python`; returns (train, infer) img/s and the torch version.
-fn pytorch(python: &Path, args: &BenchArgs) -> Result<(f64, f64, String)> {
-    use std::io::Write;
-    let threads = cpu_threads();
-    let mut cmd = Command::new(python);
-    cmd.arg("-");
-    match &args.data_dir {
-        Some(d) => cmd.arg(d),
-        None => cmd.arg("--synthetic"),
-    };
-    cmd.args(["--steps", &args.steps.to_string()])
-        .args(["--warmup", &args.warmup.to_string()])
-        .args(["--batch-size", &args.batch_size.to_string()])
-        .args(["--threads", &threads.to_string(), "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("--pytorch {}: cannot start it", python.display()))?;
-    child
-        .stdin
-        .take()
-        .context("no stdin")?
-        .write_all(PYTORCH_SCRIPT.as_bytes())?;
-    let out = child.wait_with_output()?;
-    if !out.status.success() {
-        bail!(
-            "--pytorch {}: the PyTorch benchmark failed ({}): {}",
-            python.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v: serde_json::Value = text
-        .lines()
-        .last()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .with_context(|| format!("--pytorch {}: no JSON result in {text:?}", python.display()))?;
-    let num = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    Ok((
-        num("train_img_per_s"),
-        num("infer_img_per_s"),
-        v["torch"].as_str().unwrap_or("?").to_string(),
-    ))
-}
-
 /// Threads the CPU backends use: `RAYON_NUM_THREADS` if set, else every available core.
 fn cpu_threads() -> usize {
     std::env::var("RAYON_NUM_THREADS")
@@ -171,28 +148,41 @@ fn cpu_threads() -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
-}
-
 /// One contender of the benchmark and its figures over the rounds.
 struct Contender {
     backend: String,
     device: String,
+    /// `None` for PyTorch.
     placement: Option<Placement>,
-    train: Vec<f64>,
-    infer: Vec<f64>,
+    rounds: Vec<Measure>,
     error: Option<String>,
+}
+
+impl Contender {
+    fn new(backend: &str, device: &str, placement: Option<Placement>) -> Self {
+        Self {
+            backend: backend.into(),
+            device: device.into(),
+            placement,
+            rounds: Vec::new(),
+            error: None,
+        }
+    }
+}
+
+/// Our contenders: `--backends`, else every compiled backend on every usable device.
+fn contenders(wanted: &[BackendKind]) -> Vec<Contender> {
+    super::selected_placements(wanted)
+        .into_iter()
+        .map(|p| match p {
+            Ok(p) => Contender::new(p.backend.name(), &p.device.to_string(), Some(p)),
+            Err(kind) => {
+                let mut c = Contender::new(kind.name(), "-", None);
+                c.error = Some("not compiled into this binary, or no usable device".into());
+                c
+            }
+        })
+        .collect()
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
@@ -206,29 +196,21 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Some(d) => mnist::load_split(d, Split::Train)?,
         None => synthetic(4096),
     };
-    let mut all: Vec<Contender> = backend::available_placements()
-        .into_iter()
-        .map(|p| Contender {
-            backend: p.backend.name().into(),
-            device: p.device.to_string(),
-            placement: Some(p),
-            train: vec![],
-            infer: vec![],
-            error: None,
-        })
-        .collect();
+    let load_before = load_average();
+    let threads = cpu_threads();
+    let floor = Floor::new(threads, fast_cpu::sgemm_gflops_one_core());
+    let mut all = contenders(&args.backends);
     if args.pytorch.is_some() {
-        all.push(Contender {
-            backend: "pytorch".into(),
-            device: "cpu".into(),
-            placement: None,
-            train: vec![],
-            infer: vec![],
-            error: None,
-        });
+        all.push(Contender::new("pytorch", "cpu", None));
     }
+    let n = all.len();
     for round in 0..args.rounds {
-        for c in all.iter_mut().filter(|c| c.error.is_none()) {
+        // Each round starts one contender later, so that none always follows the same one.
+        for i in (0..n).map(|i| (i + round) % n) {
+            let c = &mut all[i];
+            if c.error.is_some() {
+                continue;
+            }
             eprintln!(
                 "[bench] round {}/{}: {} on {} ...",
                 round + 1,
@@ -236,77 +218,82 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 c.backend,
                 c.device
             );
+            let job = BenchJob {
+                data: &data,
+                args: &args,
+            };
             let result = match (c.placement, &args.pytorch) {
-                (Some(p), _) => backend::dispatch(
-                    p,
-                    BenchJob {
-                        data: &data,
-                        args: &args,
-                    },
-                ),
-                (None, Some(python)) => pytorch(python, &args).map(|(t, i, version)| {
-                    c.backend = format!("pytorch {version}");
-                    (t, i)
-                }),
+                (Some(p), _) => backend::dispatch(p, job),
+                (None, Some(python)) => {
+                    super::pytorch::run(python, &args, threads).map(|(m, label)| {
+                        c.backend = label;
+                        m
+                    })
+                }
                 (None, None) => continue,
             };
             match result {
-                Ok((t, i)) => {
-                    c.train.push(t);
-                    c.infer.push(i);
-                }
+                Ok(m) => c.rounds.push(m),
                 Err(e) => c.error = Some(format!("{e:#}")),
             }
         }
     }
+    let load_after = load_average();
+    let pytorch = all
+        .iter()
+        .find(|c| c.placement.is_none() && c.error.is_none() && !c.rounds.is_empty());
+    let reference = pytorch.map(|c| {
+        (
+            Spread::of(c.rounds.iter().map(|m| m.train.img_per_s)).median,
+            Spread::of(c.rounds.iter().map(|m| m.infer.img_per_s)).median,
+        )
+    });
     let rows: Vec<BenchRow> = all
         .into_iter()
-        .map(|c| BenchRow {
-            backend: c.backend,
-            device: c.device,
-            batch_size: args.batch_size,
-            steps: args.steps,
-            rounds: c.train.len(),
-            train_img_per_s: median(c.train),
-            infer_img_per_s: median(c.infer),
-            error: c.error,
+        .map(|c| {
+            let train: Vec<Rate> = c.rounds.iter().map(|m| m.train).collect();
+            let infer: Vec<Rate> = c.rounds.iter().map(|m| m.infer).collect();
+            let train = PhaseFigures::new(&train, reference.map(|r| r.0), floor.train_img_per_s);
+            let infer = PhaseFigures::new(&infer, reference.map(|r| r.1), floor.infer_img_per_s);
+            BenchRow {
+                backend: c.backend,
+                device: c.device,
+                batch_size: args.batch_size,
+                steps: args.steps,
+                rounds: c.rounds.len(),
+                train_img_per_s: train.img_per_s.median,
+                infer_img_per_s: infer.img_per_s.median,
+                train,
+                infer,
+                error: c.error,
+            }
         })
         .collect();
+    print_table(&rows, &floor);
+    let fmt_load = |l: Option<[f64; 3]>| {
+        l.map_or_else(
+            || "unknown".into(),
+            |l| format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2]),
+        )
+    };
     println!(
-        "{:<20} {:<8} {:>6} {:>14} {:>14}",
-        "backend", "device", "batch", "train img/s", "infer img/s"
+        "batch {}, {} steps after {} warm-up, {} rounds, {threads} threads; load average \
+         before {}, after {}",
+        args.batch_size,
+        args.steps,
+        args.warmup,
+        args.rounds,
+        fmt_load(load_before),
+        fmt_load(load_after)
     );
-    for r in &rows {
-        println!(
-            "{:<20} {:<8} {:>6} {:>14.1} {:>14.1}{}",
-            r.backend,
-            r.device,
-            r.batch_size,
-            r.train_img_per_s,
-            r.infer_img_per_s,
-            r.error
-                .as_deref()
-                .map(|e| format!("  error: {e}"))
-                .unwrap_or_default()
-        );
-    }
     let json = serde_json::json!({
-        "target": "mnist", "rounds": args.rounds,
-        "threads": cpu_threads(), "rows": rows,
+        "target": "mnist", "rounds": args.rounds, "threads": threads,
+        "load_average_before": load_before, "load_average_after": load_after,
+        "floor": floor, "rows": rows,
     });
     println!("{}", serde_json::to_string(&json)?);
     if let Some(path) = &args.json {
         write_json(path, &json)?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn median_of_rounds() {
-        assert_eq!(super::median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(super::median(vec![4.0, 1.0, f64::NAN, 2.0]), 2.0);
-        assert!(super::median(vec![]).is_nan());
-    }
 }

@@ -2,3 +2,35 @@
 
 pub mod gnn;
 pub mod mnist;
+pub mod profile;
+pub mod pytorch;
+pub mod report;
+
+use crate::backend::{self, BackendKind, DeviceSpec, Placement};
+
+/// The placements `--backends` asks for (`Err(kind)` for one this binary cannot run here), or
+/// every compiled backend on every usable device when it is empty.
+pub fn selected_placements(wanted: &[BackendKind]) -> Vec<Result<Placement, BackendKind>> {
+    let mut candidates = backend::available_placements();
+    if wanted.is_empty() {
+        return candidates.into_iter().map(Ok).collect();
+    }
+    candidates.push(Placement {
+        backend: BackendKind::FlexPlain,
+        device: DeviceSpec::Cpu,
+    });
+    let mut out = Vec::new();
+    for kind in wanted {
+        let before = out.len();
+        out.extend(
+            candidates
+                .iter()
+                .filter(|p| p.backend == *kind)
+                .map(|p| Ok(*p)),
+        );
+        if out.len() == before {
+            out.push(Err(*kind));
+        }
+    }
+    out
+}

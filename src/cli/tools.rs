@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::common::DeviceArgs;
+use crate::backend::BackendKind;
 
 #[derive(Args, Debug, Clone)]
 pub struct EvalArgs {
@@ -57,6 +58,10 @@ pub struct BenchArgs {
     /// the same data, batch, steps and as many threads as this process's backends.
     #[arg(long, value_name = "PYTHON")]
     pub pytorch: Option<PathBuf>,
+    /// Only these of our backends, comma-separated (e.g. `flex,tch`; `flex-plain` is Flex with
+    /// its own kernels, for comparison). Default: every compiled backend and usable device.
+    #[arg(long, value_delimiter = ',')]
+    pub backends: Vec<BackendKind>,
     /// Also write the JSON result to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,

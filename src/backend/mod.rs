@@ -5,24 +5,34 @@
 //! that was not compiled in, or for a CUDA device on a machine without an NVIDIA driver, is an
 //! [`ExitError`] with code [`BACKEND_UNAVAILABLE`], never a panic (Burn's CUDA device panics in a
 //! worker thread when libcuda is missing, so the driver is checked before any device is made).
+//!
+//! On the CPU, `flex` is [`fast_cpu::FastCpu`]: Flex with faster convolution and max-pool
+//! kernels; the hidden `flex-plain` runs the same type with Flex's own kernels (for comparison).
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
 use anyhow::Result;
-use burn::backend::{Autodiff, Flex};
+use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{BACKEND_UNAVAILABLE, ExitError};
 
+pub mod fast_cpu;
+
+use fast_cpu::{FastCpu, Kernels};
+
 /// The tensor backends this binary knows about.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum BackendKind {
-    /// Pure-Rust CPU backend (always compiled).
+    /// Pure-Rust CPU backend (always compiled): Flex with fast convolution and pooling.
     Flex,
+    /// Flex with its own convolution and pooling kernels (for comparisons and tests).
+    #[value(hide = true)]
+    FlexPlain,
     /// LibTorch through tch (cargo feature `tch`).
     Tch,
     /// CubeCL CUDA (cargo feature `cuda`).
@@ -33,6 +43,7 @@ impl BackendKind {
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Flex => "flex",
+            BackendKind::FlexPlain => "flex-plain",
             BackendKind::Tch => "tch",
             BackendKind::Cuda => "cuda",
         }
@@ -41,7 +52,7 @@ impl BackendKind {
     /// Whether this binary was built with the backend.
     pub fn compiled(self) -> bool {
         match self {
-            BackendKind::Flex => true,
+            BackendKind::Flex | BackendKind::FlexPlain => true,
             BackendKind::Tch => cfg!(feature = "tch"),
             BackendKind::Cuda => cfg!(feature = "cuda"),
         }
@@ -131,7 +142,7 @@ pub fn resolve(backend: Option<BackendKind>, device: DeviceSpec) -> Result<Place
         )));
     }
     match (backend, device) {
-        (BackendKind::Flex, DeviceSpec::Cuda(_)) => Err(unavailable(
+        (BackendKind::Flex | BackendKind::FlexPlain, DeviceSpec::Cuda(_)) => Err(unavailable(
             "the flex backend runs on the CPU only: use --backend cuda or --backend tch with \
              --device cuda",
         )),
@@ -194,8 +205,12 @@ pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output
         preflight()?;
     }
     match (placement.backend, placement.device) {
-        (BackendKind::Flex, _) => {
-            job.run::<Autodiff<Flex>>(burn::backend::flex::FlexDevice, placement)
+        (BackendKind::Flex | BackendKind::FlexPlain, _) => {
+            fast_cpu::set_kernels(match placement.backend {
+                BackendKind::FlexPlain => Kernels::Plain,
+                _ => Kernels::Fast,
+            });
+            job.run::<Autodiff<FastCpu>>(burn_flex::FlexDevice, placement)
         }
         #[cfg(feature = "tch")]
         (BackendKind::Tch, device) => {

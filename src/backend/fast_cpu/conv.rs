@@ -1,0 +1,354 @@
+//! 2-D convolution (`groups == 1`, any stride, padding and dilation), forward and backward, as
+//! one GEMM per image over a 2-D im2col in a per-thread scratch buffer:
+//!
+//! * forward: `y_i[O, L] = W[O, K] · col(x_i)[K, L] (+ b)`;
+//! * input gradient: `dcol = Wᵀ[K, O] · dy_i[O, L]`, scattered back by col2im;
+//! * weight gradient: `dW[O, K] = Σ_i dy_i[O, L] · col(x_i)ᵀ[L, K]`, summed over a fixed
+//!   partition of the batch so that the result does not depend on the number of threads;
+//! * bias gradient: `db[o] = Σ_i Σ_l dy_i[o, l]`.
+//!
+//! with `K = C·KH·KW` and `L = OH·OW`. A large image is done in tiles of output rows, so that
+//! the scratch buffer stays small (2 MB). Images run in parallel on the rayon pool; a batch smaller than the pool hands the spare
+//! threads to the GEMMs instead.
+
+use std::ops::Range;
+
+use burn_backend::ops::ConvOptions;
+use rayon::prelude::*;
+
+use super::kernels::{Mat, add_into, inner_par, matmul, sum, with_scratch};
+
+/// Shapes of one convolution: input `[n, c, h, w]`, weight `[o, c, kh, kw]`, output
+/// `[n, o, oh, ow]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Geom {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub o: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub stride: [usize; 2],
+    pub pad: [usize; 2],
+    pub dil: [usize; 2],
+    pub oh: usize,
+    pub ow: usize,
+}
+
+impl Geom {
+    /// The geometry of `conv2d(x, weight, options)`, or `None` when the fast path does not
+    /// handle it (grouped convolution, mismatched channels, an empty output).
+    pub fn new(x: &[usize], weight: &[usize], options: &ConvOptions<2>) -> Option<Self> {
+        let (&[n, c, h, w], &[o, wc, kh, kw]) = (x, weight) else {
+            return None;
+        };
+        if options.groups != 1 || wc != c {
+            return None;
+        }
+        let out = |size: usize, k: usize, i: usize| {
+            let span = options.dilation[i] * (k.max(1) - 1) + 1;
+            (size + 2 * options.padding[i])
+                .checked_sub(span)
+                .map(|d| d / options.stride[i] + 1)
+        };
+        let (oh, ow) = (out(h, kh, 0)?, out(w, kw, 1)?);
+        Some(Self {
+            n,
+            c,
+            h,
+            w,
+            o,
+            kh,
+            kw,
+            stride: options.stride,
+            pad: options.padding,
+            dil: options.dilation,
+            oh,
+            ow,
+        })
+    }
+
+    /// Rows of the im2col matrix: `c · kh · kw`.
+    pub fn k(&self) -> usize {
+        self.c * self.kh * self.kw
+    }
+
+    /// Columns of the im2col matrix: `oh · ow`.
+    pub fn l(&self) -> usize {
+        self.oh * self.ow
+    }
+
+    fn image(&self) -> usize {
+        self.c * self.h * self.w
+    }
+
+    /// A 1×1 convolution with stride 1 and no padding: the image is its own im2col matrix.
+    fn pointwise(&self) -> bool {
+        self.kh == 1 && self.kw == 1 && self.stride == [1, 1] && self.pad == [0, 0]
+    }
+}
+
+/// The output positions `p` along one axis whose input index `p·stride + offset − pad` lies in
+/// `0..size`: a range `lo..hi` (empty when there are none).
+fn valid(out: usize, stride: usize, offset: usize, pad: usize, size: usize) -> (usize, usize) {
+    let lo = pad.saturating_sub(offset).div_ceil(stride);
+    let hi = (size + pad)
+        .saturating_sub(offset)
+        .div_ceil(stride)
+        .min(out);
+    (lo.min(hi), hi)
+}
+
+/// Bytes of im2col values per tile. Measured on the MNIST CNN's conv2 (one 663 KB im2col
+/// matrix per image), whole images beat tiles that fit a 512 KiB L2 (the GEMMs get narrower),
+/// so tiles only bound the scratch memory of large images.
+const TILE_BYTES: usize = 2 << 20;
+
+/// Output rows per tile (depends on the shapes only, so results never depend on the machine).
+fn tile_rows(g: &Geom) -> usize {
+    (TILE_BYTES / (4 * g.k() * g.ow).max(1)).clamp(1, g.oh.max(1))
+}
+
+/// The tiles of output rows of one image.
+fn tiles(g: &Geom) -> impl Iterator<Item = Range<usize>> + use<> {
+    let (step, oh) = (tile_rows(g), g.oh);
+    (0..oh).step_by(step).map(move |r| r..(r + step).min(oh))
+}
+
+/// Visits the im2col block of output rows `rows` of one image (`K × rows.len()·ow`, row-major)
+/// segment by segment: `f(cols, Some(start))` for a run of positions of one output row reading
+/// the input from index `start` on (every `stride[1]`-th value), `f(cols, None)` for positions
+/// that fall into the padding.
+fn for_each_segment(g: &Geom, rows: Range<usize>, mut f: impl FnMut(Range<usize>, Option<usize>)) {
+    let ([sh, sw], [ph, pw], [dh, dw]) = (g.stride, g.pad, g.dil);
+    let lt = rows.len() * g.ow;
+    for c in 0..g.c {
+        for i in 0..g.kh {
+            let (oh_lo, oh_hi) = valid(g.oh, sh, i * dh, ph, g.h);
+            let (lo, hi) = (
+                oh_lo.clamp(rows.start, rows.end),
+                oh_hi.clamp(rows.start, rows.end),
+            );
+            let (lo, hi) = (lo.min(hi), hi);
+            for j in 0..g.kw {
+                let row = ((c * g.kh + i) * g.kw + j) * lt;
+                let (ow_lo, ow_hi) = valid(g.ow, sw, j * dw, pw, g.w);
+                f(row..row + (lo - rows.start) * g.ow, None);
+                f(row + (hi - rows.start) * g.ow..row + lt, None);
+                for oh in lo..hi {
+                    let ih = oh * sh + i * dh - ph;
+                    let seg = row + (oh - rows.start) * g.ow;
+                    f(seg..seg + ow_lo, None);
+                    f(seg + ow_hi..seg + g.ow, None);
+                    if ow_lo < ow_hi {
+                        let iw = ow_lo * sw + j * dw - pw;
+                        f(seg + ow_lo..seg + ow_hi, Some((c * g.h + ih) * g.w + iw));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `col = im2col(x)` for output rows `rows` of one image `x[c, h, w]`.
+fn im2col(x: &[f32], g: &Geom, rows: Range<usize>, col: &mut [f32]) {
+    let sw = g.stride[1];
+    for_each_segment(g, rows, |cols, src| {
+        let dst = &mut col[cols];
+        match src {
+            None => dst.fill(0.0),
+            Some(s) if sw == 1 => copy(dst, &x[s..s + dst.len()]),
+            Some(s) => {
+                for (d, v) in dst.iter_mut().zip(x[s..].iter().step_by(sw)) {
+                    *d = *v;
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+pub(super) fn im2col_for_test(x: &[f32], g: &Geom, col: &mut [f32]) {
+    for rows in tiles(g) {
+        let lt = rows.len() * g.ow;
+        let mut tile = vec![f32::NAN; g.k() * lt];
+        im2col(x, g, rows.clone(), &mut tile);
+        for (r, chunk) in tile.chunks(lt.max(1)).enumerate() {
+            col[r * g.l() + rows.start * g.ow..][..lt].copy_from_slice(chunk);
+        }
+    }
+}
+
+#[cfg(test)]
+pub(super) fn col2im_for_test(col: &[f32], g: &Geom, x: &mut [f32]) {
+    for rows in tiles(g) {
+        let lt = rows.len() * g.ow;
+        let tile: Vec<f32> = (0..g.k())
+            .flat_map(|r| col[r * g.l() + rows.start * g.ow..][..lt].iter().copied())
+            .collect();
+        col2im(&tile, g, rows, x);
+    }
+}
+
+/// `dst = src` for the short runs of im2col (an output row, often a few dozen values), eight
+/// values at a time: `copy_from_slice` would call `memmove` for each run.
+fn copy(dst: &mut [f32], src: &[f32]) {
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (d, s) in (&mut d).zip(&mut s) {
+        let s: &[f32; 8] = s.try_into().expect("chunks of 8");
+        d.copy_from_slice(s);
+    }
+    for (d, s) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *d = *s;
+    }
+}
+
+/// `x += col2im(col)` for output rows `rows` of one image: the adjoint of [`im2col`].
+fn col2im(col: &[f32], g: &Geom, rows: Range<usize>, x: &mut [f32]) {
+    let sw = g.stride[1];
+    for_each_segment(g, rows, |cols, dst| {
+        let src = &col[cols];
+        match dst {
+            None => {}
+            Some(d) if sw == 1 => add_into(&mut x[d..d + src.len()], src),
+            Some(d) => {
+                for (v, s) in x[d..].iter_mut().step_by(sw).zip(src) {
+                    *v += s;
+                }
+            }
+        }
+    });
+}
+
+/// The columns of output rows `rows` of the `[rows_total, l]` row-major matrix `m` (a view).
+fn columns<'a>(
+    m: &'a [f32],
+    rows_total: usize,
+    l: usize,
+    rows: &Range<usize>,
+    ow: usize,
+) -> Mat<'a> {
+    Mat::strided(&m[rows.start * ow..], rows_total, rows.len() * ow, l, 1)
+}
+
+/// `conv2d(x, w) + b` as `[n, o, oh, ow]`.
+pub(super) fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &Geom) -> Vec<f32> {
+    let (k, l) = (g.k(), g.l());
+    let mut y = vec![0.0; g.n * g.o * l];
+    if y.is_empty() {
+        return y;
+    }
+    let par = inner_par(g.n);
+    let wm = Mat::rows(w, g.o, k);
+    y.par_chunks_mut(g.o * l)
+        .zip(x.par_chunks(g.image().max(1)))
+        .for_each(|(yi, xi)| {
+            if let Some(b) = b {
+                for (row, &bias) in yi.chunks_mut(l).zip(b) {
+                    row.fill(bias);
+                }
+            }
+            for rows in tiles(g) {
+                let dst = &mut yi[rows.start * g.ow..];
+                if g.pointwise() {
+                    let xm = columns(xi, k, l, &rows, g.ow);
+                    matmul(dst, l, wm, xm, b.is_some(), par);
+                } else {
+                    let lt = rows.len() * g.ow;
+                    with_scratch(k * lt, |col| {
+                        im2col(xi, g, rows.clone(), col);
+                        matmul(dst, l, wm, Mat::rows(col, k, lt), b.is_some(), par);
+                    });
+                }
+            }
+        });
+    y
+}
+
+/// The gradient with respect to the input `[n, c, h, w]`, given `dy` `[n, o, oh, ow]`.
+pub(super) fn x_backward(dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
+    let (k, l) = (g.k(), g.l());
+    let mut dx = vec![0.0; g.n * g.image()];
+    if dx.is_empty() || l == 0 {
+        return dx;
+    }
+    let par = inner_par(g.n);
+    let wt = Mat::rows(w, g.o, k).t();
+    dx.par_chunks_mut(g.image())
+        .zip(dy.par_chunks(g.o * l))
+        .for_each(|(dxi, dyi)| {
+            if g.pointwise() {
+                matmul(dxi, l, wt, Mat::rows(dyi, g.o, l), false, par);
+                return;
+            }
+            for rows in tiles(g) {
+                let lt = rows.len() * g.ow;
+                with_scratch(k * lt, |col| {
+                    matmul(col, lt, wt, columns(dyi, g.o, l, &rows, g.ow), false, par);
+                    col2im(col, g, rows, dxi);
+                });
+            }
+        });
+    dx
+}
+
+/// Upper bound on the memory of the per-part weight gradients (bytes).
+const PARTIALS_BYTES: usize = 64 << 20;
+/// Upper bound on the number of parts the batch is cut into for the weight gradient.
+const MAX_PARTS: usize = 16;
+
+/// The gradient with respect to the weight `[o, c, kh, kw]`.
+pub(super) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32> {
+    let (k, l, size) = (g.k(), g.l(), g.o * g.k());
+    if g.n == 0 || size == 0 || l == 0 {
+        return vec![0.0; size];
+    }
+    // The batch is cut into parts that depend on the shapes only (never on the thread
+    // count), each summed into its own buffer, and the parts added in order: the result is
+    // the same on every machine and every run.
+    let parts = g.n.min(MAX_PARTS).min((PARTIALS_BYTES / (4 * size)).max(1));
+    let per = g.n.div_ceil(parts);
+    let par = inner_par(parts);
+    let partials: Vec<Vec<f32>> = (0..g.n.div_ceil(per))
+        .into_par_iter()
+        .map(|p| {
+            let mut acc = vec![0.0; size];
+            let mut first = true;
+            for i in p * per..((p + 1) * per).min(g.n) {
+                let dyi = &dy[i * g.o * l..(i + 1) * g.o * l];
+                let xi = &x[i * g.image()..(i + 1) * g.image()];
+                for rows in tiles(g) {
+                    let dym = columns(dyi, g.o, l, &rows, g.ow);
+                    if g.pointwise() {
+                        let xm = columns(xi, k, l, &rows, g.ow);
+                        matmul(&mut acc, k, dym, xm.t(), !first, par);
+                    } else {
+                        let lt = rows.len() * g.ow;
+                        with_scratch(k * lt, |col| {
+                            im2col(xi, g, rows.clone(), col);
+                            matmul(&mut acc, k, dym, Mat::rows(col, k, lt).t(), !first, par);
+                        });
+                    }
+                    first = false;
+                }
+            }
+            acc
+        })
+        .collect();
+    let mut parts = partials.into_iter();
+    let mut total = parts.next().unwrap_or_else(|| vec![0.0; size]);
+    for part in parts {
+        add_into(&mut total, &part);
+    }
+    total
+}
+
+/// The gradient with respect to the bias `[o]`: the sum of `dy` `[n, o, l]` over `n` and `l`.
+pub(super) fn bias_backward(dy: &[f32], n: usize, o: usize, l: usize) -> Vec<f32> {
+    (0..o)
+        .into_par_iter()
+        .map(|c| (0..n).map(|i| sum(&dy[(i * o + c) * l..][..l])).sum())
+        .collect()
+}

@@ -1,0 +1,226 @@
+//! What the fast kernels share: tensors in and out of Flex, per-thread scratch buffers, a
+//! bounds-checked strided GEMM, the split of work between images and GEMM threads, and a sum
+//! whose order does not depend on the thread count.
+
+use std::cell::RefCell;
+
+use burn_backend::{Bytes, DType, Shape, TensorMetadata};
+use burn_flex::{FlexTensor, Layout};
+use gemm::Parallelism;
+
+/// Whether `t` holds `f32` values.
+pub(super) fn is_f32(t: &FlexTensor) -> bool {
+    t.dtype() == DType::F32
+}
+
+/// The dimensions of `t`.
+pub(super) fn dims(t: &FlexTensor) -> Vec<usize> {
+    t.shape().to_vec()
+}
+
+/// A contiguous `f32` tensor made from `data`.
+pub(super) fn f32_tensor(data: Vec<f32>, dims: &[usize]) -> FlexTensor {
+    debug_assert_eq!(data.len(), dims.iter().product::<usize>());
+    let layout = Layout::contiguous(Shape::from(dims.to_vec()));
+    FlexTensor::new(Bytes::from_elems(data), layout, DType::F32)
+}
+
+/// A contiguous `i64` tensor made from `data`.
+pub(super) fn i64_tensor(data: Vec<i64>, dims: &[usize]) -> FlexTensor {
+    debug_assert_eq!(data.len(), dims.iter().product::<usize>());
+    let layout = Layout::contiguous(Shape::from(dims.to_vec()));
+    FlexTensor::new(Bytes::from_elems(data), layout, DType::I64)
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on this thread's scratch buffer of `len` values (contents unspecified), kept
+/// between calls so that a training step allocates no im2col buffers.
+pub(super) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.len() < len {
+                buf.resize(len, 0.0);
+            }
+            f(&mut buf[..len])
+        }
+        // Re-entered on this thread (a GEMM worker ran another task): use a fresh buffer.
+        Err(_) => f(&mut vec![0.0; len]),
+    })
+}
+
+/// A strided matrix view: element `(i, j)` is `data[i * rs + j * cs]`.
+#[derive(Clone, Copy)]
+pub(super) struct Mat<'a> {
+    data: &'a [f32],
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a> Mat<'a> {
+    /// `data` as a row-major `rows × cols` matrix.
+    pub(super) fn rows(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        Self {
+            data,
+            rows,
+            cols,
+            rs: cols,
+            cs: 1,
+        }
+    }
+
+    /// `data` as a `rows × cols` matrix with element `(i, j)` at `data[i * rs + j * cs]`.
+    pub(super) fn strided(data: &'a [f32], rows: usize, cols: usize, rs: usize, cs: usize) -> Self {
+        Self {
+            data,
+            rows,
+            cols,
+            rs,
+            cs,
+        }
+    }
+
+    /// The transposed view (no copy).
+    pub(super) fn t(self) -> Self {
+        Self {
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+            ..self
+        }
+    }
+
+    fn in_bounds(&self) -> bool {
+        self.rows == 0
+            || self.cols == 0
+            || (self.rows - 1) * self.rs + (self.cols - 1) * self.cs < self.data.len()
+    }
+}
+
+/// `dst = lhs × rhs`, or `dst += lhs × rhs` when `accumulate`; row `i` of `dst` starts at
+/// `dst[i * dst_rs]`.
+pub(super) fn matmul(
+    dst: &mut [f32],
+    dst_rs: usize,
+    lhs: Mat,
+    rhs: Mat,
+    accumulate: bool,
+    par: Parallelism,
+) {
+    let (m, k, n) = (lhs.rows, lhs.cols, rhs.cols);
+    assert_eq!(k, rhs.rows, "matmul: inner dimensions differ");
+    assert!(lhs.in_bounds() && rhs.in_bounds() && dst_rs >= n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        dst.len() >= (m - 1) * dst_rs + n,
+        "matmul: destination too small"
+    );
+    if k == 0 {
+        if !accumulate {
+            dst.chunks_mut(dst_rs)
+                .take(m)
+                .for_each(|r| r[..n].fill(0.0));
+        }
+        return;
+    }
+    // SAFETY: the assertions above keep every element gemm reads (`(i, j)` of `lhs` and `rhs`
+    // for i, j below their dimensions) and writes (`dst[i * dst_rs + j]`, i < m, j < n) inside
+    // the borrowed slices; `dst` does not alias them (it is borrowed mutably).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            dst_rs as isize,
+            accumulate,
+            lhs.data.as_ptr(),
+            lhs.cs as isize,
+            lhs.rs as isize,
+            rhs.data.as_ptr(),
+            rhs.cs as isize,
+            rhs.rs as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            par,
+        )
+    }
+}
+
+/// Threads of the rayon pool the kernels run on.
+pub(super) fn threads() -> usize {
+    rayon::current_num_threads()
+}
+
+/// GEMM parallelism for one of `tasks` tasks that run at once: none when the tasks already
+/// keep every thread busy, else the threads left to each task.
+pub(super) fn inner_par(tasks: usize) -> Parallelism {
+    let t = threads();
+    if t <= 1 || tasks >= t {
+        Parallelism::None
+    } else {
+        Parallelism::Rayon((t / tasks.max(1)).max(1))
+    }
+}
+
+/// The sum of `x` in a fixed order (eight interleaved partial sums, which vectorise).
+pub(super) fn sum(x: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let chunks = x.chunks_exact(8);
+    let rest: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += v;
+        }
+    }
+    acc.iter().sum::<f32>() + rest
+}
+
+/// `total += part`, element-wise.
+pub(super) fn add_into(total: &mut [f32], part: &[f32]) {
+    for (t, p) in total.iter_mut().zip(part) {
+        *t += p;
+    }
+}
+
+/// Single-precision GEMM rate of one core in GFLOP/s (512³ products on this thread, the best of
+/// twenty by this thread's CPU time, so that other processes' load hardly matters): the
+/// benchmarks' hardware floor. NaN if the thread's CPU time cannot be read.
+pub fn sgemm_gflops_one_core() -> f64 {
+    const N: usize = 512;
+    let a: Vec<f32> = (0..N * N).map(|i| (i % 13) as f32 * 0.25).collect();
+    let mut d = vec![0.0; N * N];
+    let best = (0..20)
+        .map(|_| {
+            let t = thread_cpu_seconds();
+            let (a, b) = (Mat::rows(&a, N, N), Mat::rows(&a, N, N));
+            matmul(&mut d, N, a, b, false, Parallelism::None);
+            thread_cpu_seconds() - t
+        })
+        .fold(f64::NAN, f64::min);
+    2.0 * (N * N * N) as f64 / best / 1e9
+}
+
+/// CPU seconds of the calling thread so far (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu_seconds() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one `timespec` into the pointer it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return f64::NAN;
+    }
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}

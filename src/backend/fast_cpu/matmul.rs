@@ -1,0 +1,78 @@
+//! 2-D `f32` matrix products (the linear layers, CLG-ODE's per-node MLPs) split into blocks of
+//! rows, one single-threaded GEMM per block on the rayon pool. Flex hands such products to one
+//! multi-threaded GEMM, which on these tall-and-narrow shapes (800 × 128 · 128 × 128, 64 × 9216
+//! · 9216 × 128) keeps barely more than one core busy. The blocks depend on the shapes only, so
+//! a result never depends on the number of threads. Any operand layout with non-negative
+//! strides is read in place (a transposed weight is never copied).
+
+use burn_backend::DType;
+use burn_flex::FlexTensor;
+use gemm::Parallelism;
+use rayon::prelude::*;
+
+use super::fast;
+use super::kernels::{Mat, f32_tensor, matmul};
+
+/// Products smaller than this (m·n·k) run as one GEMM on the calling thread.
+const MIN_SPLIT: usize = 1 << 20;
+
+/// Rows per block of a product with `m` rows: about an eighth of them, 32 to 256, a multiple of
+/// 16 (the GEMM micro-kernel's height).
+fn block_rows(m: usize) -> usize {
+    (m / 8).clamp(32, 256) / 16 * 16
+}
+
+/// `t` as a strided matrix view when it is a 2-D `f32` tensor with non-negative strides.
+fn view(t: &FlexTensor) -> Option<(&[f32], usize, usize, usize, usize)> {
+    let layout = t.layout();
+    let (&[rows, cols], &[rs, cs]) = (layout.shape().as_slice(), layout.strides()) else {
+        return None;
+    };
+    if t.dtype() != DType::F32 || rs < 0 || cs < 0 {
+        return None;
+    }
+    let data: &[f32] = t.storage();
+    Some((
+        &data[layout.start_offset()..],
+        rows,
+        cols,
+        rs as usize,
+        cs as usize,
+    ))
+}
+
+/// `lhs × rhs` for 2-D `f32` operands, or `flex(lhs, rhs)` for anything else.
+pub(super) fn matmul_2d(
+    lhs: FlexTensor,
+    rhs: FlexTensor,
+    flex: impl FnOnce(FlexTensor, FlexTensor) -> FlexTensor,
+) -> FlexTensor {
+    let (Some(a), Some(b)) = (view(&lhs), view(&rhs)) else {
+        return flex(lhs, rhs);
+    };
+    let ((a, m, k, ars, acs), (b, kb, n, brs, bcs)) = (a, b);
+    if !fast() || k != kb {
+        return flex(lhs, rhs);
+    }
+    let mut out = vec![0.0; m * n];
+    let rhs_m = Mat::strided(b, k, n, brs, bcs);
+    if m * n * k < MIN_SPLIT || m < 2 * block_rows(m) {
+        let lhs_m = Mat::strided(a, m, k, ars, acs);
+        let par = if m * n * k < MIN_SPLIT {
+            Parallelism::None
+        } else {
+            Parallelism::Rayon(0)
+        };
+        matmul(&mut out, n, lhs_m, rhs_m, false, par);
+    } else {
+        let rows = block_rows(m);
+        out.par_chunks_mut(rows * n)
+            .enumerate()
+            .for_each(|(i, dst)| {
+                let r = dst.len() / n;
+                let lhs_m = Mat::strided(&a[i * rows * ars..], r, k, ars, acs);
+                matmul(dst, n, lhs_m, rhs_m, false, Parallelism::None);
+            });
+    }
+    f32_tensor(out, &[m, n])
+}

@@ -1,0 +1,140 @@
+//! `FastCpu`: Burn's Flex CPU backend with faster convolution and max-pool kernels.
+//!
+//! Every tensor operation is Flex's own (same tensor type, [`FlexTensor`], same device), except
+//! the few that dominate the MNIST CNN's training step, which Flex 0.21 routes through a 3-D
+//! path with NHWC copies, per-tile allocations and, for the backward passes, Burn's generic
+//! transposed convolution:
+//!
+//! * `conv2d` and its three backward passes (`conv2d_x_backward`, `conv2d_weight_backward`,
+//!   `conv2d_bias_backward`): 2-D im2col of one image into a per-thread scratch buffer and one
+//!   [`gemm`] call per image, images spread over the rayon pool (`conv.rs`);
+//! * `max_pool2d`, `max_pool2d_with_indices` and its backward: one pass per plane with the
+//!   argmax indices Flex would return (`pool.rs`);
+//! * element-wise arithmetic, relu and sigmoid on large tensors, split over threads
+//!   (`elementwise.rs`), and 2-D matrix products by blocks of rows (`matmul.rs`);
+//! * Bernoulli draws (dropout masks) from a ChaCha8 stream of its own (`random.rs`).
+//!
+//! `Autodiff<FastCpu>` calls these through the `ModuleOps` backward hooks, so the speed-up holds
+//! for training as well as for inference. Only `f32` tensors take the fast path (and, for
+//! convolutions, `groups == 1`); anything else is handed to Flex unchanged.
+//!
+//! The plain path stays one switch away: [`set_kernels`]`(Kernels::Plain)` (the hidden
+//! `--backend flex-plain`) sends every operation to Flex, with Burn's default backward passes,
+//! exactly as `Autodiff<Flex>` does; the numerics tests compare the fast path with
+//! `Autodiff<Flex>` itself. [`profile`] times every operation when `TRAINER_OP_PROFILE=1`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use burn_backend::{Backend, BackendTypes, DType, DTypeUsageSet};
+use burn_flex::{Flex, FlexDevice, FlexQTensor, FlexTensor};
+
+mod conv;
+mod elementwise;
+mod float_ops;
+mod int_ops;
+mod kernels;
+mod matmul;
+mod module_ops;
+mod other_ops;
+mod pool;
+pub mod profile;
+mod random;
+
+pub use kernels::sgemm_gflops_one_core;
+
+/// Flex with faster convolution and max-pool kernels (see the module documentation).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FastCpu;
+
+/// Which kernels [`FastCpu`] runs for the operations it overrides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernels {
+    /// im2col + GEMM convolutions and one-pass max-pool (the default).
+    Fast,
+    /// Flex's own operations and Burn's default backward passes, as `Autodiff<Flex>`.
+    Plain,
+}
+
+static PLAIN: AtomicBool = AtomicBool::new(false);
+
+/// Selects the kernels of every [`FastCpu`] operation from now on (process-wide).
+pub fn set_kernels(kernels: Kernels) {
+    PLAIN.store(kernels == Kernels::Plain, Ordering::Relaxed);
+}
+
+/// The kernels in use.
+pub fn kernels() -> Kernels {
+    if PLAIN.load(Ordering::Relaxed) {
+        Kernels::Plain
+    } else {
+        Kernels::Fast
+    }
+}
+
+fn fast() -> bool {
+    !PLAIN.load(Ordering::Relaxed)
+}
+
+static FAST_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// How many operations the fast kernels ran so far (the others went to Flex): lets tests check
+/// that they exercise the fast path rather than the fallback.
+pub fn fast_calls() -> u64 {
+    FAST_CALLS.load(Ordering::Relaxed)
+}
+
+fn count_fast_call() {
+    FAST_CALLS.fetch_add(1, Ordering::Relaxed);
+}
+
+impl BackendTypes for FastCpu {
+    type Device = FlexDevice;
+    type FloatTensorPrimitive = FlexTensor;
+    type FloatElem = f32;
+    type IntTensorPrimitive = FlexTensor;
+    type IntElem = i32;
+    type BoolTensorPrimitive = FlexTensor;
+    type BoolElem = bool;
+    type QuantizedTensorPrimitive = FlexQTensor;
+}
+
+impl Backend for FastCpu {
+    fn name(_device: &Self::Device) -> String {
+        "flex-fast".into()
+    }
+
+    fn seed(device: &Self::Device, seed: u64) {
+        Flex::seed(device, seed);
+        random::seed(seed);
+    }
+
+    fn dtype_usage(device: &Self::Device, dtype: DType) -> DTypeUsageSet {
+        Flex::dtype_usage(device, dtype)
+    }
+
+    fn device_count(type_id: u16) -> usize {
+        Flex::device_count(type_id)
+    }
+}
+
+impl burn_backend::ops::TransactionOps<Self> for FastCpu {}
+
+/// Implements trait methods by calling Flex's implementation of the same trait, each call timed
+/// by [`profile`]. The lists follow the `impl … for Flex` blocks of burn-flex 0.21.0
+/// (`src/ops/{float,int,bool,qtensor,activation,module}.rs`); a method Flex leaves to the
+/// trait's default is left to the default here too.
+macro_rules! delegate {
+    ($tr:ident { $(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }) => {
+        $(
+            fn $name($($arg: $ty),*) -> $ret {
+                $crate::backend::fast_cpu::profile::timed(stringify!($name), move || {
+                    <burn_flex::Flex as $tr<burn_flex::Flex>>::$name($($arg),*)
+                })
+            }
+        )*
+    };
+}
+use delegate;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,113 @@
+//! Unit tests of the kernels' index arithmetic; `tests/fast_cpu.rs` compares whole operations
+//! with Flex.
+
+use burn_backend::ops::ConvOptions;
+
+use super::conv::{Geom, col2im_for_test, im2col_for_test};
+use super::kernels::{Mat, matmul, sum};
+
+fn geom(
+    x: [usize; 4],
+    w: [usize; 4],
+    stride: [usize; 2],
+    pad: [usize; 2],
+    dil: [usize; 2],
+) -> Geom {
+    Geom::new(&x, &w, &ConvOptions::new(stride, pad, dil, 1)).unwrap()
+}
+
+/// The im2col matrix by its definition, one value at a time.
+fn im2col_naive(x: &[f32], g: &Geom) -> Vec<f32> {
+    let mut col = vec![0.0; g.k() * g.l()];
+    for c in 0..g.c {
+        for i in 0..g.kh {
+            for j in 0..g.kw {
+                for oh in 0..g.oh {
+                    for ow in 0..g.ow {
+                        let ih = (oh * g.stride[0] + i * g.dil[0]) as isize - g.pad[0] as isize;
+                        let iw = (ow * g.stride[1] + j * g.dil[1]) as isize - g.pad[1] as isize;
+                        let inside =
+                            (0..g.h as isize).contains(&ih) && (0..g.w as isize).contains(&iw);
+                        let row = (c * g.kh + i) * g.kw + j;
+                        col[row * g.l() + oh * g.ow + ow] = if inside {
+                            x[(c * g.h + ih as usize) * g.w + iw as usize]
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+            }
+        }
+    }
+    col
+}
+
+fn cases() -> Vec<Geom> {
+    vec![
+        geom([1, 1, 28, 28], [32, 1, 3, 3], [1, 1], [0, 0], [1, 1]),
+        geom([1, 3, 9, 10], [4, 3, 3, 3], [2, 2], [1, 0], [1, 1]),
+        geom([1, 2, 11, 9], [3, 2, 2, 3], [2, 1], [2, 1], [2, 1]),
+        geom([1, 2, 4, 4], [1, 2, 5, 5], [1, 3], [3, 2], [1, 1]),
+        geom([1, 2, 5, 6], [1, 2, 1, 1], [1, 1], [0, 0], [1, 1]),
+    ]
+}
+
+#[test]
+fn im2col_follows_its_definition() {
+    for g in cases() {
+        let x: Vec<f32> = (0..g.c * g.h * g.w).map(|i| i as f32 + 1.0).collect();
+        let mut col = vec![f32::NAN; g.k() * g.l()];
+        im2col_for_test(&x, &g, &mut col);
+        assert_eq!(col, im2col_naive(&x, &g), "{g:?}");
+    }
+}
+
+#[test]
+fn col2im_is_the_adjoint_of_im2col() {
+    // <im2col(x), c> = <x, col2im(c)> for every x and c.
+    for g in cases() {
+        let x: Vec<f32> = (0..g.c * g.h * g.w)
+            .map(|i| ((i * 7) % 5) as f32 - 2.0)
+            .collect();
+        let c: Vec<f32> = (0..g.k() * g.l())
+            .map(|i| ((i * 3) % 7) as f32 - 3.0)
+            .collect();
+        let mut back = vec![0.0; x.len()];
+        col2im_for_test(&c, &g, &mut back);
+        let lhs: f32 = im2col_naive(&x, &g)
+            .iter()
+            .zip(&c)
+            .map(|(a, b)| a * b)
+            .sum();
+        let rhs: f32 = x.iter().zip(&back).map(|(a, b)| a * b).sum();
+        assert_eq!(lhs, rhs, "{g:?}");
+    }
+}
+
+#[test]
+fn geometry_rejects_what_the_fast_path_leaves_to_flex() {
+    let opt = |groups| ConvOptions::new([1, 1], [0, 0], [1, 1], groups);
+    assert!(Geom::new(&[1, 4, 5, 5], &[4, 2, 3, 3], &opt(2)).is_none());
+    assert!(Geom::new(&[1, 3, 5, 5], &[4, 2, 3, 3], &opt(1)).is_none());
+    assert!(Geom::new(&[1, 3, 2, 5], &[4, 3, 3, 3], &opt(1)).is_none());
+    assert!(Geom::new(&[3, 5, 5], &[4, 3, 3, 3], &opt(1)).is_none());
+}
+
+#[test]
+fn strided_matmul_and_fixed_order_sum() {
+    // [[1, 2, 3], [4, 5, 6]] · [[1, 2, 3], [4, 5, 6]]ᵀ, the right operand a transposed view.
+    let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let (lhs, rhs) = (Mat::rows(&a, 2, 3), Mat::rows(&a, 2, 3).t());
+    let none = gemm::Parallelism::None;
+    let mut d = [0.0; 4];
+    matmul(&mut d, 2, lhs, rhs, false, none);
+    assert_eq!(d, [14.0, 32.0, 32.0, 77.0]);
+    matmul(&mut d, 2, lhs, rhs, true, none);
+    assert_eq!(d, [28.0, 64.0, 64.0, 154.0]);
+    // Into the first two columns of a 2×3 row-major buffer.
+    let mut d = [-1.0; 5];
+    matmul(&mut d, 3, lhs, rhs, false, none);
+    assert_eq!(d, [14.0, 32.0, -1.0, 32.0, 77.0]);
+    let v: Vec<f32> = (1..=19).map(|i| i as f32).collect();
+    assert_eq!(sum(&v), 190.0);
+}

@@ -1,0 +1,381 @@
+//! The fast CPU kernels (`FastCpu`, what `--backend flex` runs) against plain Burn
+//! (`Autodiff<Flex>`, Burn's own operations and default backward passes): forward outputs and
+//! gradients on random inputs agree to a relative error of 1e-4, for the MNIST CNN's layer
+//! shapes and for odd ones (batch 1, padding, stride 2, dilation, 1×1, no bias), and the whole
+//! CNN's logits and parameter gradients agree too; 2-D matrix products (also of transposed
+//! views) agree, and the threaded element-wise operations give Flex's values exactly.
+
+use burn::backend::{Autodiff, Flex};
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::nn::loss::CrossEntropyLoss;
+use burn::prelude::*;
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::module::{conv2d, max_pool2d, max_pool2d_with_indices};
+use burn::tensor::ops::ConvOptions;
+use burn::tensor::{Distribution, TensorData};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use trainer::backend::fast_cpu::{FastCpu, fast_calls};
+use trainer::engine::params;
+use trainer::models::cnn::MnistCnn;
+
+type Fast = Autodiff<FastCpu>;
+type Plain = Autodiff<Flex>;
+
+const TOLERANCE: f32 = 1e-4;
+
+fn random(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+fn tensor<B: Backend, const D: usize>(data: &[f32], shape: [usize; D]) -> Tensor<B, D> {
+    Tensor::from_data(TensorData::new(data.to_vec(), shape), &Default::default())
+}
+
+fn host<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
+    t.into_data().to_vec::<f32>().unwrap()
+}
+
+/// max |a − b| / max |b|.
+fn rel_err(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "different lengths");
+    let diff = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max);
+    let scale = b.iter().map(|y| y.abs()).fold(0.0, f32::max);
+    diff / scale.max(f32::MIN_POSITIVE)
+}
+
+fn assert_close(what: &str, fast: &[f32], plain: &[f32]) {
+    let e = rel_err(fast, plain);
+    eprintln!("{what}: relative error {e:.1e}");
+    assert!(
+        e <= TOLERANCE,
+        "{what}: relative error {e:e} > {TOLERANCE:e}"
+    );
+}
+
+struct Conv {
+    x: [usize; 4],
+    w: [usize; 4],
+    bias: bool,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+}
+
+impl Conv {
+    fn new(x: [usize; 4], w: [usize; 4]) -> Self {
+        Self {
+            x,
+            w,
+            bias: true,
+            stride: [1, 1],
+            padding: [0, 0],
+            dilation: [1, 1],
+        }
+    }
+
+    fn options(&self) -> ConvOptions<2> {
+        ConvOptions::new(self.stride, self.padding, self.dilation, 1)
+    }
+
+    /// Output, and gradients of `sum(output · r)` for input, weight and bias.
+    fn run<B: AutodiffBackend>(&self, seed: u64) -> [Vec<f32>; 4] {
+        let n = |s: [usize; 4]| s.iter().product::<usize>();
+        let x = tensor::<B, 4>(&random(n(self.x), seed), self.x).require_grad();
+        let w = tensor::<B, 4>(&random(n(self.w), seed + 1), self.w).require_grad();
+        let b = self
+            .bias
+            .then(|| tensor::<B, 1>(&random(self.w[0], seed + 2), [self.w[0]]).require_grad());
+        let y = conv2d(x.clone(), w.clone(), b.clone(), self.options());
+        let dims = y.dims();
+        let r = tensor::<B, 4>(&random(dims.iter().product(), seed + 3), dims);
+        let grads = (y.clone() * r).sum().backward();
+        let db = b.map(|b| host(b.grad(&grads).unwrap())).unwrap_or_default();
+        [
+            host(y),
+            host(x.grad(&grads).unwrap()),
+            host(w.grad(&grads).unwrap()),
+            db,
+        ]
+    }
+
+    fn check(&self, name: &str) {
+        let calls = fast_calls();
+        let fast = self.run::<Fast>(7);
+        assert!(
+            fast_calls() >= calls + 3,
+            "{name}: the fast kernels did not run"
+        );
+        let plain = self.run::<Plain>(7);
+        for (i, part) in ["output", "input grad", "weight grad", "bias grad"]
+            .iter()
+            .enumerate()
+        {
+            assert_close(&format!("{name}: {part}"), &fast[i], &plain[i]);
+        }
+        // Inference (no autodiff) takes the same kernels.
+        let n = |s: [usize; 4]| s.iter().product::<usize>();
+        let (x, w) = (random(n(self.x), 7), random(n(self.w), 8));
+        let b = self.bias.then(|| random(self.w[0], 9));
+        let y_fast = conv2d(
+            tensor::<FastCpu, 4>(&x, self.x),
+            tensor::<FastCpu, 4>(&w, self.w),
+            b.as_ref().map(|b| tensor::<FastCpu, 1>(b, [self.w[0]])),
+            self.options(),
+        );
+        let y_plain = conv2d(
+            tensor::<Flex, 4>(&x, self.x),
+            tensor::<Flex, 4>(&w, self.w),
+            b.as_ref().map(|b| tensor::<Flex, 1>(b, [self.w[0]])),
+            self.options(),
+        );
+        assert_close(&format!("{name}: inference"), &host(y_fast), &host(y_plain));
+    }
+}
+
+#[test]
+fn conv2d_matches_plain_burn_on_the_cnn_layers() {
+    Conv::new([16, 1, 28, 28], [32, 1, 3, 3]).check("conv1 of the CNN");
+    Conv::new([16, 32, 26, 26], [64, 32, 3, 3]).check("conv2 of the CNN");
+}
+
+#[test]
+fn conv2d_matches_plain_burn_on_odd_shapes() {
+    Conv::new([1, 3, 9, 7], [5, 3, 3, 3]).check("batch 1");
+    Conv {
+        padding: [1, 1],
+        ..Conv::new([2, 3, 8, 8], [4, 3, 3, 3])
+    }
+    .check("padding 1");
+    Conv {
+        stride: [2, 2],
+        padding: [1, 0],
+        ..Conv::new([3, 3, 9, 10], [4, 3, 3, 3])
+    }
+    .check("stride 2");
+    Conv {
+        stride: [2, 1],
+        dilation: [2, 1],
+        padding: [2, 1],
+        ..Conv::new([2, 2, 11, 9], [3, 2, 2, 3])
+    }
+    .check("dilation 2, 2×3 kernel");
+    Conv::new([2, 8, 5, 5], [4, 8, 1, 1]).check("1×1");
+    Conv {
+        bias: false,
+        ..Conv::new([2, 3, 6, 6], [2, 3, 3, 3])
+    }
+    .check("no bias");
+}
+
+struct Pool {
+    x: [usize; 4],
+    k: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+}
+
+impl Pool {
+    fn new(x: [usize; 4]) -> Self {
+        Self {
+            x,
+            k: [2, 2],
+            stride: [2, 2],
+            padding: [0, 0],
+            dilation: [1, 1],
+        }
+    }
+
+    /// Output, indices and the gradient of `sum(output · r)`.
+    fn run<B: AutodiffBackend>(&self) -> (Vec<f32>, Vec<i64>, Vec<f32>) {
+        let x = tensor::<B, 4>(&random(self.x.iter().product(), 3), self.x).require_grad();
+        let (k, s, p, d) = (self.k, self.stride, self.padding, self.dilation);
+        let (_, idx) = max_pool2d_with_indices(x.clone(), k, s, p, d, false);
+        let y = max_pool2d(x.clone(), k, s, p, d, false);
+        let dims = y.dims();
+        let r = tensor::<B, 4>(&random(dims.iter().product(), 4), dims);
+        let grads = (y.clone() * r).sum().backward();
+        let idx = idx.into_data().convert::<i64>().to_vec::<i64>().unwrap();
+        (host(y), idx, host(x.grad(&grads).unwrap()))
+    }
+
+    fn check(&self, name: &str) {
+        let calls = fast_calls();
+        let (y, idx, dx) = self.run::<Fast>();
+        assert!(
+            fast_calls() >= calls + 3,
+            "{name}: the fast kernels did not run"
+        );
+        let (y_ref, idx_ref, dx_ref) = self.run::<Plain>();
+        assert_close(&format!("{name}: output"), &y, &y_ref);
+        assert_eq!(idx, idx_ref, "{name}: indices");
+        assert_close(&format!("{name}: input grad"), &dx, &dx_ref);
+        let x = random(self.x.iter().product(), 3);
+        let (k, s, p, d) = (self.k, self.stride, self.padding, self.dilation);
+        let fast = max_pool2d(tensor::<FastCpu, 4>(&x, self.x), k, s, p, d, false);
+        let plain = max_pool2d(tensor::<Flex, 4>(&x, self.x), k, s, p, d, false);
+        assert_close(&format!("{name}: inference"), &host(fast), &host(plain));
+    }
+}
+
+#[test]
+fn max_pool_matches_plain_burn() {
+    Pool::new([16, 64, 24, 24]).check("pool of the CNN");
+    Pool::new([1, 2, 5, 7]).check("batch 1, odd sizes");
+    Pool {
+        k: [3, 3],
+        padding: [1, 1],
+        ..Pool::new([2, 3, 9, 8])
+    }
+    .check("3×3, stride 2, padding 1");
+    Pool {
+        k: [2, 3],
+        stride: [1, 2],
+        dilation: [2, 1],
+        ..Pool::new([2, 2, 8, 9])
+    }
+    .check("dilation 2");
+}
+
+/// Every parameter's gradient, in visiting order.
+struct GradsOf<'a, B: AutodiffBackend>(&'a B::Gradients, Vec<Vec<f32>>);
+
+impl<B: AutodiffBackend> ModuleVisitor<B> for GradsOf<'_, B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        self.1.push(host(param.val().grad(self.0).unwrap()));
+    }
+}
+
+/// Logits and parameter gradients of the CNN (no dropout) with the weights of `init`.
+fn cnn_step<B: AutodiffBackend>(init: &[(String, params::HostTensor)]) -> Vec<Vec<f32>> {
+    let dev = Default::default();
+    let source = init.iter().cloned().collect();
+    let model = params::load(MnistCnn::<B>::new(&dev, false), &source, &dev).unwrap();
+    let x = tensor::<B, 4>(&random(8 * 784, 11), [8, 1, 28, 28]);
+    let y = Tensor::<B, 1, Int>::from_data(
+        TensorData::new((0..8).map(|i| (i * 3 % 10) as i64).collect(), [8]),
+        &dev,
+    );
+    let logits = model.forward(x);
+    let grads = CrossEntropyLoss::new(None, &dev)
+        .forward(logits.clone(), y)
+        .backward();
+    let mut v = GradsOf::<B>(&grads, vec![host(logits)]);
+    model.visit(&mut v);
+    v.1
+}
+
+#[test]
+fn the_cnn_step_matches_plain_burn() {
+    let dev = Default::default();
+    let model = MnistCnn::<Plain>::new(&dev, false);
+    let init: Vec<_> = params::collect(&model)
+        .into_iter()
+        .map(|(name, mut t)| {
+            // Larger than the default initialisation, so that every layer matters.
+            t.data.iter_mut().for_each(|v| *v *= 2.0);
+            (name, t)
+        })
+        .collect();
+    let fast = cnn_step::<Fast>(&init);
+    let plain = cnn_step::<Plain>(&init);
+    let names: Vec<String> = std::iter::once("logits".to_string())
+        .chain(init.iter().map(|(n, _)| format!("grad of {n}")))
+        .collect();
+    assert_eq!(fast.len(), names.len());
+    for ((f, p), name) in fast.iter().zip(&plain).zip(&names) {
+        assert_close(name, f, p);
+    }
+}
+
+#[test]
+fn dropout_masks_are_seeded() {
+    let draw = || {
+        FastCpu::seed(&Default::default(), 5);
+        let t = Tensor::<FastCpu, 1>::random(
+            [10_000],
+            Distribution::Bernoulli(0.75),
+            &Default::default(),
+        );
+        host(t)
+    };
+    let (a, b) = (draw(), draw());
+    assert_eq!(a, b);
+    let kept = a.iter().filter(|&&v| v == 1.0).count();
+    assert!(a.iter().all(|&v| v == 0.0 || v == 1.0));
+    assert!(
+        (7_200..7_800).contains(&kept),
+        "{kept} of 10000 kept at p = 0.75"
+    );
+}
+
+#[test]
+fn matmul_matches_flex() {
+    for (m, k, n) in [
+        (800, 128, 128),
+        (64, 9216, 128),
+        (3, 5, 2),
+        (1, 7, 1),
+        (513, 33, 17),
+    ] {
+        let (a, b) = (random(m * k, 21), random(k * n, 22));
+        let fast = tensor::<FastCpu, 2>(&a, [m, k]).matmul(tensor::<FastCpu, 2>(&b, [k, n]));
+        let plain = tensor::<Flex, 2>(&a, [m, k]).matmul(tensor::<Flex, 2>(&b, [k, n]));
+        assert_close(&format!("{m}x{k} · {k}x{n}"), &host(fast), &host(plain));
+        // A transposed view as the right operand (a linear layer's input gradient).
+        let bt = tensor::<FastCpu, 2>(&b, [n, k]).swap_dims(0, 1);
+        let fast = tensor::<FastCpu, 2>(&a, [m, k]).matmul(bt);
+        let bt = tensor::<Flex, 2>(&b, [n, k]).swap_dims(0, 1);
+        let plain = tensor::<Flex, 2>(&a, [m, k]).matmul(bt);
+        assert_close(&format!("{m}x{k} · ({n}x{k})ᵀ"), &host(fast), &host(plain));
+    }
+}
+
+#[test]
+fn threaded_element_wise_ops_give_flex_values_exactly() {
+    let n = 100_003;
+    let (a, b) = (random(n, 31), random(n, 32));
+    let f = || (tensor::<FastCpu, 1>(&a, [n]), tensor::<FastCpu, 1>(&b, [n]));
+    let p = || (tensor::<Flex, 1>(&a, [n]), tensor::<Flex, 1>(&b, [n]));
+    let (x, y) = f();
+    let fast = [
+        host(x.clone() + y.clone()),
+        host(x.clone() - y.clone()),
+        host(x.clone() * y.clone()),
+        host(x.clone() / y.clone()),
+        host(x.clone().exp()),
+        host(x.clone().abs().log()),
+        host(x.clone().abs().log1p()),
+        host(x.clone().abs().sqrt()),
+        host(x.clone().neg().mul_scalar(1.5).add_scalar(0.25)),
+        host(burn::tensor::activation::sigmoid(
+            x.clone().mul_scalar(20.0),
+        )),
+        host(burn::tensor::activation::relu(x)),
+    ];
+    let (x, y) = p();
+    let plain = [
+        host(x.clone() + y.clone()),
+        host(x.clone() - y.clone()),
+        host(x.clone() * y.clone()),
+        host(x.clone() / y.clone()),
+        host(x.clone().exp()),
+        host(x.clone().abs().log()),
+        host(x.clone().abs().log1p()),
+        host(x.clone().abs().sqrt()),
+        host(x.clone().neg().mul_scalar(1.5).add_scalar(0.25)),
+        host(burn::tensor::activation::sigmoid(
+            x.clone().mul_scalar(20.0),
+        )),
+        host(burn::tensor::activation::relu(x)),
+    ];
+    for (i, (f, p)) in fast.iter().zip(&plain).enumerate() {
+        assert!(f == p, "operation {i} differs from Flex");
+    }
+}
