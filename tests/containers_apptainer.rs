@@ -195,12 +195,14 @@ fn trainer_cpu_def_builds_and_runs_under_a_real_apptainer() {
     let state = slurm::wait_for_job(&conf, &job, Duration::from_secs(300));
     let log = std::fs::read_to_string(work.join(format!("outputs/logs/mnist_q_ai4_{job}.out")))
         .unwrap_or_default();
-    // The real container ran the preflight with --nv; the test Slurm's GPUs have no driver, so
-    // the doctor stops the job before any training (11: inside a container, no driver visible).
+    // The real container ran the preflight with --nv; the test Slurm's GPUs have no driver and
+    // the node has no /dev/nvidia*, so the doctor stops the job before any training with 12 (no
+    // driver on this node: --nv cannot help), not 11 (a forgotten --nv).
     assert_eq!(state, "FAILED", "{log}");
     assert!(log.contains("container              apptainer"), "{log}");
     assert!(
-        log.contains("preflight failed with exit code 11: not training"),
+        log.contains("preflight failed with exit code 12: not training")
+            && log.contains("--nv cannot help"),
         "{log}"
     );
     assert!(!log.contains("[train-mnist]"), "{log}");

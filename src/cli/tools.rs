@@ -106,6 +106,10 @@ pub struct SynthArgs {
     pub out: PathBuf,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Signal-to-noise ratio of the two-year change of an edge against the scan noise (larger:
+    /// cleaner scans, higher best skill ≈ snr/(1 + snr)).
+    #[arg(long, default_value_t = crate::data::connectome::SynthOptions::DEFAULT_SNR)]
+    pub snr: f64,
 }
 
 /// `trainer plot`.

@@ -34,7 +34,7 @@ pub use dataset::{
 };
 pub use preprocess::{ecc, normalize_adj, preprocess, strengths};
 pub use split::{FoldSplit, TestSplit, cv_fold, group_kfold_fold, numpy_permutation, test_split};
-pub use synth::{SynthSummary, write_synthetic_cohort};
+pub use synth::{SynthOptions, SynthSummary, write_synthetic_cohort, write_synthetic_cohort_with};
 
 /// Everything that can go wrong while reading a cohort. Each variant names the offending file.
 #[derive(Debug, thiserror::Error)]

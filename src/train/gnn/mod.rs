@@ -43,8 +43,8 @@ use burn::tensor::backend::AutodiffBackend;
 use crate::backend::{self, BackendJob, Placement};
 use crate::cli::{GnnArgs, SynthArgs};
 use crate::data::connectome::{
-    Cohort, CohortPaths, FoldSplit, LoadOptions, cv_fold, load_cohort, test_split,
-    write_synthetic_cohort,
+    Cohort, CohortPaths, FoldSplit, LoadOptions, SynthOptions, cv_fold, load_cohort, test_split,
+    write_synthetic_cohort_with,
 };
 use crate::engine;
 
@@ -71,7 +71,15 @@ pub const DEVIATIONS: &[&str] = &[
 
 /// `trainer synth-connectome`.
 pub fn synth(args: SynthArgs) -> Result<()> {
-    let summary = write_synthetic_cohort(&args.out, args.subjects, args.nodes, args.seed)?;
+    let summary = write_synthetic_cohort_with(
+        &args.out,
+        &SynthOptions {
+            subjects: args.subjects,
+            nodes: args.nodes,
+            seed: args.seed,
+            snr: args.snr,
+        },
+    )?;
     println!("{}", serde_json::to_string_pretty(&summary)?);
     Ok(())
 }

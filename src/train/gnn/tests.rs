@@ -9,6 +9,8 @@ use burn::optim::GradientsParams;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::data::connectome::write_synthetic_cohort;
+
 use super::batch::{Mode, Sampling, build, long_visits, sample_visits};
 use super::fold_data::FoldData;
 use super::step::{self, eval_loss};
