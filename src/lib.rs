@@ -41,6 +41,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             eprintln!("wrote {}", a.out.display());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Compare(a) => {
+            outputs::compare::run(&a.runs, a.json, a.plot.as_deref()).map(|_| ExitCode::SUCCESS)
+        }
         Command::Env { json } => cluster::cmd_env(json).map(|_| ExitCode::SUCCESS),
         Command::Doctor { require_gpu, json } => cluster::cmd_doctor(require_gpu, json),
         Command::SynthConnectome(args) => train::gnn::synth(args).map(|_| ExitCode::SUCCESS),

@@ -11,7 +11,8 @@ use clap::{Parser, Subcommand};
 
 pub use common::{DeviceArgs, EarlyStopArgs, RunArgs};
 pub use tools::{
-    BenchArgs, BenchTarget, CompletionsArgs, DataCommand, EvalArgs, FetchArgs, PlotArgs, SynthArgs,
+    BenchArgs, BenchTarget, CompareArgs, CompletionsArgs, DataCommand, EvalArgs, FetchArgs,
+    PlotArgs, SynthArgs,
 };
 pub use train::{GnnArgs, MnistArgs};
 
@@ -38,6 +39,9 @@ pub enum Command {
     Bench(BenchArgs),
     /// Overlay the curves of several runs (metrics.jsonl) in one SVG or PNG image.
     Plot(PlotArgs),
+    /// Test results of CLG-ODE runs side by side, each against the identity forecast; with
+    /// --plot, the validation skill per epoch of every run.
+    Compare(CompareArgs),
     /// Print the scheduler environment: ranks, hosts, rendezvous address/port, job ids, devices.
     Env {
         /// Machine-readable output.

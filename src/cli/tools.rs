@@ -112,6 +112,20 @@ pub struct SynthArgs {
     pub snr: f64,
 }
 
+/// `trainer compare`.
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// Run directories of `trainer train-gnn` (each with its `clg_ode_results.json`).
+    #[arg(required = true)]
+    pub runs: Vec<PathBuf>,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the validation skill per epoch of every run to this `.svg` or `.png`.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
 /// `trainer plot`.
 #[derive(Args, Debug, Clone)]
 pub struct PlotArgs {

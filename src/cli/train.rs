@@ -110,6 +110,10 @@ pub struct GnnArgs {
     /// No Δt gate on the residual (also at Δt = 0).
     #[arg(long, alias = "residual_no_dt_gate", help_heading = MODEL)]
     pub residual_no_dt_gate: bool,
+    /// Initial ρ of the residual (not a reference flag; the reference starts at 1, where the
+    /// tanh is saturated; 0 starts at the identity forecast).
+    #[arg(long, alias = "residual_scale_init", default_value_t = 1.0, help_heading = MODEL)]
+    pub residual_scale_init: f64,
     /// Predict only on the start visit's edges: no edge-existence loss, a support-only weight loss.
     #[arg(long, alias = "fixed_support", help_heading = MODEL)]
     pub fixed_support: bool,

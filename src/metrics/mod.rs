@@ -2,9 +2,11 @@
 //!
 //! * [`sc`]: the CLG-ODE test metrics on structural-connectivity predictions (spec §5.2).
 //! * [`skill`]: a forecast against the identity forecast.
+//! * [`topology`]: exact Betti curves, degree and strength correlations.
 
 pub mod sc;
 pub mod skill;
+pub mod topology;
 
 pub use sc::{ScMetrics, ks_statistic, pearson, sc_metrics, sparsify_topk};
 pub use skill::Skill;

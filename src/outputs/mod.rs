@@ -1,5 +1,7 @@
-//! What a run leaves behind: the run directory, its metrics files and its plots.
+//! What a run leaves behind: the run directory, its metrics files and its plots, and the
+//! comparison of several runs.
 
+pub mod compare;
 pub mod curves;
 pub mod metrics;
 pub mod rundir;

@@ -23,6 +23,15 @@ pub struct DecoderConfig {
     pub residual_no_dt_gate: bool,
     /// A_pred = max(weight, 0)·1[A0 > 0] (no existence probability).
     pub fixed_support: bool,
+    /// Initial ρ (the reference: 1). The score S = z·zᵀ of a fresh model is large, so with ρ = 1
+    /// the tanh starts saturated: every edge moves by ±cap and barely learns. ρ = 0 starts at the
+    /// identity forecast, with gradients.
+    #[serde(default = "one")]
+    pub residual_scale_init: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 impl Default for DecoderConfig {
@@ -33,6 +42,7 @@ impl Default for DecoderConfig {
             residual_cap: 0.5,
             residual_no_dt_gate: false,
             fixed_support: false,
+            residual_scale_init: 1.0,
         }
     }
 }
@@ -104,13 +114,18 @@ pub fn zero_diagonal<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
 
 impl<B: Backend> ConnDecoder<B> {
     pub fn new(device: &B::Device) -> Self {
+        Self::with_residual_scale(1.0, device)
+    }
+
+    /// [`Self::new`] with ρ = `rho` (see [`DecoderConfig::residual_scale_init`]).
+    pub fn with_residual_scale(rho: f64, device: &B::Device) -> Self {
         let p = |v: f32| Param::from_tensor(Tensor::from_floats([v], device));
         Self {
             alpha: p(10.0),
             delta: p(0.0),
             gamma: p(1.0),
             beta: p(0.0),
-            residual_scale: p(1.0),
+            residual_scale: p(rho as f32),
             residual_bias: p(0.0),
             alpha_new: p(10.0),
             delta_new: p(0.0),

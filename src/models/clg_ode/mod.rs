@@ -88,7 +88,10 @@ impl ClgOdeConfig {
             ),
             ode_func: OdeFunc::new(l, self.cov_dim(), h, device),
             morph_decoder: Mlp2::new(l, h, f, device),
-            conn_decoder: ConnDecoder::new(device),
+            conn_decoder: ConnDecoder::with_residual_scale(
+                self.decoder.residual_scale_init,
+                device,
+            ),
             latent_dim: l,
             solver_steps: self.solver_steps,
             decoder: self.decoder.clone(),

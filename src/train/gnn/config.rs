@@ -116,6 +116,7 @@ fn model_config(args: &GnnArgs, cohort: &Cohort, numeric_dim: usize) -> ClgOdeCo
             residual_cap: args.residual_cap,
             residual_no_dt_gate: args.residual_no_dt_gate,
             fixed_support: args.fixed_support,
+            residual_scale_init: args.residual_scale_init,
         },
     }
 }

@@ -13,6 +13,7 @@ use super::fold_data::FoldData;
 use crate::data::connectome::par_map;
 use crate::metrics::Skill;
 use crate::metrics::sc::{ScMetrics, sc_metrics};
+use crate::metrics::topology::ExactTopology;
 use crate::models::clg_ode::ClgOde;
 use crate::models::clg_ode::objective::Objective;
 use crate::models::clg_ode::objective::predict::decode;
@@ -142,5 +143,40 @@ pub fn test_metrics(
             identity_baseline: ScMetrics::mean(&fo_b),
             skill: Skill::of(&ScMetrics::mean(&fo_m), &ScMetrics::mean(&fo_b)),
         },
+    }
+}
+
+/// Exact topology (Betti curves at `bins` thresholds, degree and strength correlations) of the
+/// model's predictions and of the identity forecast, averaged over subjects.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExactVersus {
+    pub thresholds: usize,
+    pub model: ExactTopology,
+    pub identity_baseline: ExactTopology,
+}
+
+/// See [`ExactVersus`]; the truth is visit 1 when there is one, else visit 0 (as in
+/// [`test_metrics`]).
+pub fn exact_topology(
+    data: &FoldData,
+    subjects: &[usize],
+    preds: &[Array2<f32>],
+    bins: usize,
+) -> ExactVersus {
+    let items: Vec<(usize, &Array2<f32>)> = subjects.iter().copied().zip(preds).collect();
+    let scored: Vec<(ExactTopology, ExactTopology)> = par_map(&items, |&(sub, pred)| {
+        let scans = data.scans(sub);
+        let a0 = &scans[0].a_raw;
+        let truth = scans.get(1).map_or(a0, |s| &s.a_raw);
+        (
+            ExactTopology::of(pred.view(), truth.view(), bins),
+            ExactTopology::of(a0.view(), truth.view(), bins),
+        )
+    });
+    let (m, b): (Vec<_>, Vec<_>) = scored.into_iter().unzip();
+    ExactVersus {
+        thresholds: bins,
+        model: ExactTopology::mean(&m),
+        identity_baseline: ExactTopology::mean(&b),
     }
 }

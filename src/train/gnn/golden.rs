@@ -675,6 +675,7 @@ fn whole_batch_objective_matches_the_reference() {
             residual_cap: a.residual_cap,
             residual_no_dt_gate: a.residual_no_dt_gate,
             fixed_support: a.fixed_support,
+            residual_scale_init: 1.0,
         };
         let model = golden_model::<B>(g, dec, &dev());
         let epoch = case["epoch"].as_u64().unwrap() as usize;

@@ -9,7 +9,7 @@ use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::evaluate::{predict_visit1, test_metrics};
+use super::evaluate::{exact_topology, predict_visit1, test_metrics};
 use super::fold_data::FoldData;
 use super::step::eval_loss;
 use super::{GnnConfig, Prepared};
@@ -110,8 +110,10 @@ pub fn score_test<B: Backend>(
         device,
     );
     let test = test_metrics(&data, &prep.test, &preds, config.topo_bins);
+    let exact = exact_topology(&data, &prep.test, &preds, objective.cfg.topology.loss_bins);
     let mut test_json = serde_json::to_value(&test)?;
     if let Value::Object(m) = &mut test_json {
+        m.insert("exact_topology".into(), serde_json::to_value(&exact)?);
         m.insert("test_loss".into(), json!(test_loss));
         m.insert("best_fold".into(), json!(best_fold.fold));
         m.insert("checkpoint".into(), json!(best_fold.best_checkpoint));
@@ -138,9 +140,11 @@ pub fn score_test<B: Backend>(
         "test_sc_metrics": test.model.to_map(),
         "test_identity_baseline_sc_metrics": test.identity_baseline.to_map(),
         "test_skill": test.skill,
+        "test_exact_topology": exact,
         "n_subjects": cohort.subjects.len(),
         "n_trainval": prep.trainval.len(),
         "n_test": prep.test.len(),
+        "cpu_seconds": crate::engine::usage::cpu_seconds(),
     });
     write_json(&run_dir.join("clg_ode_results.json"), &results)?;
     eprintln!(

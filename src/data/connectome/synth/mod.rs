@@ -3,13 +3,17 @@
 //! the best one possible, without real data.
 //!
 //! Ground truth ([`truth`]; logs natural, ages in years):
+//! * Each node has a maturity v (by network: Default 0.85, Cont 0.8, SalVentAttn 0.65,
+//!   DorsAttn 0.6, Vis 0.45, SomMot 0.35, Limbic 0.3, ± N(0, 0.05)); mature nodes are hubs,
+//!   with hub factor f = (0.5 + v)/1.07.
 //! * A population template graph on Schaefer-like ROIs (two hemispheres × seven networks):
-//!   pairs inside one module are edges with probability 0.35, others with 0.13 (≈ 13–14 %
-//!   density); each template edge has a base log weight N(1.2, 0.7).
-//! * **Dynamics**: each node has a maturity v (by network: Default 0.85, Cont 0.8, SalVentAttn
-//!   0.65, DorsAttn 0.6, Vis 0.45, SomMot 0.35, Limbic 0.3, ± N(0, 0.05)); an edge's log weight
-//!   changes at `0.25·(v_i·v_j − 0.3)` per year at age 9 (**growth** between associative
-//!   networks, **decline** between sensory and limbic ones), scaled by the subject's **sex**
+//!   pairs inside one module are edges with probability 0.35·f_i·f_j, others with 0.13·f_i·f_j
+//!   (≈ 14 % density); each template edge has a base log weight
+//!   N(1.2, 0.7) + 0.4·ln(f_i·f_j).
+//! * **Dynamics**: an edge's log weight changes at `0.06 + 0.25·(v_i·v_j − 0.45)` per year at
+//!   age 9: every connection strengthens a little (white matter matures as a whole), edges
+//!   between associative networks **grow** faster, edges between sensory and limbic ones
+//!   **decline**. The rate is scaled by the subject's **sex**
 //!   (females ×1.3, males ×0.7) and **site** (×0.8 … ×1.2 over five sites), and slowing with
 //!   **age** (rate ∝ exp(−(age − 9)/6)). An edge whose true log weight falls below −0.9 is
 //!   **pruned** (weight 0).

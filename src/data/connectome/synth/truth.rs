@@ -5,7 +5,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// Networks of the Schaefer-like atlas, with their maturity v: an edge's log weight changes at
-/// RATE·(v_i·v_j − THETA) per year (at age 9), so edges between associative networks
+/// GLOBAL_RATE + RATE·(v_i·v_j − THETA) per year (at age 9), so edges between associative networks
 /// strengthen and edges between sensory or limbic nodes weaken (and may be pruned).
 pub const NETWORKS: [(&str, f64); 7] = [
     ("Vis", 0.45),
@@ -18,7 +18,9 @@ pub const NETWORKS: [(&str, f64); 7] = [
 ];
 /// Log weight per year at age 9 of an edge with v_i·v_j − THETA = 1.
 pub const RATE: f64 = 0.25;
-pub const THETA: f64 = 0.3;
+/// Log weight per year at age 9 that every edge gains (white matter matures as a whole).
+pub const GLOBAL_RATE: f64 = 0.06;
+pub const THETA: f64 = 0.45;
 /// Sites and their gain on the rate of change (scanner and protocol differences).
 pub const SITES: [(&str, f64); 5] = [
     ("site01", 0.8),
@@ -85,16 +87,23 @@ pub fn template(nodes: usize, seed: u64) -> Template {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (rois, module, network) = roi_names(nodes);
     let mut edges = Vec::with_capacity(nodes * nodes.saturating_sub(1) / 2);
-    for i in 0..nodes {
-        for j in i + 1..nodes {
-            let p = if module[i] == module[j] { 0.35 } else { 0.13 };
-            edges.push(rng.random_bool(p).then(|| 1.2 + 0.7 * normal(&mut rng)));
-        }
-    }
-    let v = network
+    let v: Vec<f64> = network
         .iter()
         .map(|&k| (NETWORKS[k].1 + 0.05 * normal(&mut rng)).clamp(0.0, 1.0))
         .collect();
+    // Mature (associative) nodes are hubs: more and stronger edges.
+    let hub: Vec<f64> = v.iter().map(|v| (0.5 + v) / 1.07).collect();
+    for i in 0..nodes {
+        for j in i + 1..nodes {
+            let p = if module[i] == module[j] { 0.35 } else { 0.13 };
+            let p = (p * hub[i] * hub[j]).min(0.9);
+            let strength = 0.4 * (hub[i] * hub[j]).ln();
+            edges.push(
+                rng.random_bool(p)
+                    .then(|| 1.2 + strength + 0.7 * normal(&mut rng)),
+            );
+        }
+    }
     let morph = (0..nodes)
         .map(|_| {
             std::array::from_fn(|m| {
@@ -194,7 +203,7 @@ pub fn gain(s: &Subject) -> f64 {
 
 /// The yearly rate (at age 9, before the subject's gain) of pair (i, j).
 pub fn edge_rate(t: &Template, (i, j): (usize, usize)) -> f64 {
-    RATE * (t.v[i] * t.v[j] - THETA)
+    GLOBAL_RATE + RATE * (t.v[i] * t.v[j] - THETA)
 }
 
 /// The true log weight of pair `k` = (i, j) of subject `s` at age `a`, `None` when absent or
