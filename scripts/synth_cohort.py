@@ -46,9 +46,10 @@ def age_speed(age):
 
 
 def developed(age):
-    """Integral of age_speed from 9 to age (midpoint rule, fine grid)."""
+    """Integral of age_speed from 9 to age (trapezoid rule, fine grid)."""
     grid = np.linspace(9.0, age, 200)
-    return float(np.trapezoid(age_speed(grid), grid)) if age > 9.0 else 0.0
+    trapezoid = getattr(np, "trapezoid", None) or np.trapz  # numpy < 2 has only trapz
+    return float(trapezoid(age_speed(grid), grid)) if age > 9.0 else 0.0
 
 
 def prune_threshold(age):
