@@ -102,6 +102,17 @@ pub struct ForecastOnly {
     pub skill: Skill,
 }
 
+/// Subject `sub`'s visit 0 (the identity forecast) and what a prediction is scored against:
+/// visit 1 when there is one (`true`: a forecast), else visit 0 (a reconstruction).
+fn start_and_truth(data: &FoldData, sub: usize) -> (&Array2<f32>, &Array2<f32>, bool) {
+    let scans = data.scans(sub);
+    let a0 = &scans[0].a_raw;
+    match scans.get(1) {
+        Some(s) => (a0, &s.a_raw, true),
+        None => (a0, a0, false),
+    }
+}
+
 /// Scores `preds` (one per subject of `subjects`, from [`predict_visit1`]).
 pub fn test_metrics(
     data: &FoldData,
@@ -111,15 +122,9 @@ pub fn test_metrics(
 ) -> TestMetrics {
     let items: Vec<(usize, &Array2<f32>)> = subjects.iter().copied().zip(preds).collect();
     let scored: Vec<(bool, ScMetrics, ScMetrics)> = par_map(&items, |&(sub, pred)| {
-        let scans = data.scans(sub);
-        let a0 = &scans[0].a_raw;
-        let truth = if scans.len() >= 2 {
-            &scans[1].a_raw
-        } else {
-            a0
-        };
+        let (a0, truth, forecast) = start_and_truth(data, sub);
         (
-            scans.len() >= 2,
+            forecast,
             sc_metrics(pred.view(), truth.view(), a0.view(), topo_bins),
             sc_metrics(a0.view(), truth.view(), a0.view(), topo_bins),
         )
@@ -165,9 +170,7 @@ pub fn exact_topology(
 ) -> ExactVersus {
     let items: Vec<(usize, &Array2<f32>)> = subjects.iter().copied().zip(preds).collect();
     let scored: Vec<(ExactTopology, ExactTopology)> = par_map(&items, |&(sub, pred)| {
-        let scans = data.scans(sub);
-        let a0 = &scans[0].a_raw;
-        let truth = scans.get(1).map_or(a0, |s| &s.a_raw);
+        let (a0, truth, _) = start_and_truth(data, sub);
         (
             ExactTopology::of(pred.view(), truth.view(), bins),
             ExactTopology::of(a0.view(), truth.view(), bins),

@@ -15,6 +15,7 @@ use super::columns::{settings_columns, val_sc_columns};
 use super::config::{GnnConfig, gnn_config};
 use super::evaluate::{predict_visit1, versus_identity};
 use super::fold_data::FoldData;
+use super::porcelain;
 use super::step::{Valid, eval_loss, fold_seed, grads};
 use super::test_set::{FoldResult, score_test};
 use super::{Prepared, fold_stem};
@@ -371,20 +372,15 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
         if self.main && self.args.porcelain {
             let monitor = self.spec.monitor.as_ref();
             let name = monitor.map_or("val_loss", |m| m.metric.as_str());
-            let value = head
-                .get(name)
-                .or_else(|| detail.get(name))
-                .and_then(Value::as_f64)
-                .unwrap_or(f64::NAN);
             println!(
-                "Fold {}/{}, epoch {}/{}, train_loss={:.4}, val_loss={:.4}, monitor({name})={:.6}",
-                self.fold_ids[*stage] + 1,
-                self.args.cv_folds,
-                ctx.epoch + 1,
-                self.args.max_epochs,
-                self.train_loss,
-                val_loss,
-                value
+                "{}",
+                porcelain::epoch_line(
+                    (self.fold_ids[*stage], self.args.cv_folds),
+                    (ctx.epoch, self.args.max_epochs),
+                    self.train_loss,
+                    val_loss,
+                    (name, [&head, &detail]),
+                )
             );
         }
         Ok(Evaluation {

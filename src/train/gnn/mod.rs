@@ -31,6 +31,7 @@ pub mod fold_data;
 #[cfg(test)]
 mod golden;
 mod job;
+mod porcelain;
 pub mod step;
 pub mod test_set;
 

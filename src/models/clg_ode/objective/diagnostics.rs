@@ -16,6 +16,23 @@ pub struct MaskDiag {
     pub auprc: f64,
 }
 
+impl MaskDiag {
+    /// The metrics columns (without prefix), in the reference's order. recall@k equals
+    /// precision@k: k is the number of true edges.
+    pub fn columns(&self) -> [(&'static str, f64); 8] {
+        [
+            ("mask_ratio", self.ratio),
+            ("mask_mean_p", self.mean_p),
+            ("mask_p10", self.p10),
+            ("mask_p50", self.p50),
+            ("mask_p90", self.p90),
+            ("mask_precision_at_k", self.precision_at_k),
+            ("mask_recall_at_k", self.precision_at_k),
+            ("mask_auprc", self.auprc),
+        ]
+    }
+}
+
 /// Average precision (scikit-learn's `average_precision_score`): Σ (R_n − R_{n−1})·P_n over
 /// the distinct scores in decreasing order, ties taken together.
 pub fn average_precision(scores: &[f64], labels: &[bool]) -> f64 {

@@ -374,16 +374,7 @@ fn diagnostics_into(stats: &mut Stats, x: &ObjectiveInput, logit: &[f32], y: &[f
             }
         }
         if let Some(m) = mask_diagnostics(&p, &edge, auprc) {
-            for (name, v) in [
-                ("mask_ratio", m.ratio),
-                ("mask_mean_p", m.mean_p),
-                ("mask_p10", m.p10),
-                ("mask_p50", m.p50),
-                ("mask_p90", m.p90),
-                ("mask_precision_at_k", m.precision_at_k),
-                ("mask_recall_at_k", m.precision_at_k),
-                ("mask_auprc", m.auprc),
-            ] {
+            for (name, v) in m.columns() {
                 stats.add(name, v, 1.0);
             }
         }

@@ -1,0 +1,99 @@
+//! Port-level golden tests of the objective's extras against values computed by the
+//! reference's own code (`tests/golden/clg_ode_extras_golden.py` →
+//! `tests/fixtures/clg-ode-extras-golden.json`). Each case's reference flags go through our
+//! command line, so the flag → setting mapping is checked on the way.
+//!
+//! This file: loading the golden and our flags; [`terms`]: one test per term (topology,
+//! GradNorm, decoder, edge losses, mask diagnostics, innovation); [`batch`]: the reference's
+//! tiny model on its batch, the whole objective and GradNorm from our own gradients.
+
+use burn::backend::Flex;
+use burn::module::Param;
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use serde_json::Value;
+
+use super::config::objective_config;
+use crate::cli::{Command, GnnArgs};
+use crate::models::clg_ode::objective::config::linear_factor;
+use crate::models::clg_ode::objective::diagnostics::mask_diagnostics;
+use crate::models::clg_ode::objective::stats::STATS;
+use crate::models::clg_ode::objective::topology::{self, heat_trace};
+use crate::models::clg_ode::objective::{GradNorm, ObjectiveConfig, innovation};
+use crate::models::clg_ode::{ConnDecoder, DecoderConfig, Start};
+
+type B = Flex;
+
+mod batch;
+mod terms;
+
+fn golden() -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/clg-ode-extras-golden.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn dev() -> burn::backend::flex::FlexDevice {
+    burn::backend::flex::FlexDevice
+}
+
+/// A number of the golden (non-finite ones are strings).
+fn num(v: &Value) -> f64 {
+    match v {
+        Value::String(s) => s.parse().unwrap(),
+        v => v.as_f64().unwrap(),
+    }
+}
+
+fn flat(v: &Value) -> Vec<f64> {
+    match v {
+        Value::Array(a) => a.iter().flat_map(flat).collect(),
+        v => vec![num(v)],
+    }
+}
+
+fn flat32(v: &Value) -> Vec<f32> {
+    flat(v).into_iter().map(|x| x as f32).collect()
+}
+
+/// `trainer train-gnn <paths> <flags>` parsed by our command line.
+fn args(flags: &Value) -> GnnArgs {
+    let mut argv: Vec<String> = [
+        "trainer",
+        "train-gnn",
+        "--sc_dir",
+        "s",
+        "--morph_root",
+        "m",
+        "--subject_info_csv",
+        "t",
+        "--results_dir",
+        "r",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Value::Array(f) = flags {
+        argv.extend(f.iter().map(|v| v.as_str().unwrap().to_string()));
+    }
+    match crate::config::parse_from(argv.into_iter().map(Into::into).collect())
+        .unwrap()
+        .command
+    {
+        Command::TrainGnn(a) => *a,
+        _ => unreachable!(),
+    }
+}
+
+fn objective(flags: &Value) -> ObjectiveConfig {
+    objective_config(&args(flags))
+}
+
+fn close(a: f64, b: f64, rel: f64, what: &str) {
+    assert!(
+        (a - b).abs() <= rel * b.abs().max(1e-12) + 1e-12,
+        "{what}: ours {a}, reference {b}"
+    );
+}
