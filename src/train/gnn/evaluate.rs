@@ -3,14 +3,20 @@
 //! visit 0 — scored with [`sc_metrics`] and averaged over subjects; next to it the identity
 //! baseline (visit 0 predicts visit 1).
 
+use anyhow::Result;
 use burn::prelude::*;
+use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::batch::{Mode, Sampling, build};
+use super::columns::val_sc_columns;
 use super::fold_data::FoldData;
+use super::step::{Valid, eval_loss};
+use crate::cli::GnnArgs;
 use crate::data::connectome::par_map;
+use crate::engine::{EvalCtx, Evaluation, Row};
 use crate::metrics::Skill;
 use crate::metrics::sc::{ScMetrics, sc_metrics};
 use crate::metrics::topology::ExactTopology;
@@ -53,6 +59,68 @@ pub fn predict_visit1<B: Backend>(
         }
     }
     out
+}
+
+/// One validation pass over `val`: the loss terms and, when `sc_due`, the SC metrics of the
+/// forecasts beside the identity's and the skill. Returns the engine's evaluation (`val_loss`,
+/// the `val_*` columns, the log line's part) and the validation loss.
+#[allow(clippy::too_many_arguments)]
+pub fn validate<B: AutodiffBackend>(
+    model: &Valid<B>,
+    obj: &Objective,
+    data: &FoldData,
+    sampling: &Sampling,
+    val: &[usize],
+    args: &GnnArgs,
+    sc_due: bool,
+    ctx: &EvalCtx<'_, B>,
+) -> Result<(Evaluation, f64)> {
+    let (stats, val_loss) = eval_loss(
+        model,
+        obj,
+        data,
+        sampling,
+        val,
+        args.batch_size,
+        ctx.epoch,
+        ctx.device,
+        ctx.comm,
+    )?;
+    let mut head = Row::new();
+    head.insert("val_loss".into(), serde_json::json!(val_loss));
+    let mut detail = Row::new();
+    stats.columns("val", &mut detail);
+    let mut summary = format!("val loss {val_loss:.4}");
+    let sc = sc_due.then(|| {
+        let preds = predict_visit1(
+            model,
+            obj,
+            data,
+            sampling,
+            val,
+            8,
+            args.max_epochs,
+            ctx.device,
+        );
+        let v = versus_identity(data, val, &preds, args.topo_bins);
+        summary.push_str(&format!(
+            ", val sc_log_mse {:.4} (identity {:.4}, skill {:+.3})",
+            v.model.sc_log_mse, v.identity.sc_log_mse, v.skill.skill
+        ));
+        v
+    });
+    val_sc_columns(
+        sc.as_ref(),
+        stats.mean("density"),
+        args.early_stop_density_weight,
+        &mut detail,
+    );
+    let evaluation = Evaluation {
+        head,
+        detail,
+        summary,
+    };
+    Ok((evaluation, val_loss))
 }
 
 /// A set of predictions scored against the truth, beside the identity forecast.

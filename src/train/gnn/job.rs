@@ -11,12 +11,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::batch::Sampling;
-use super::columns::{settings_columns, val_sc_columns};
+use super::columns::settings_columns;
 use super::config::{GnnConfig, gnn_config};
-use super::evaluate::{predict_visit1, versus_identity};
+use super::evaluate::validate;
 use super::fold_data::FoldData;
 use super::porcelain;
-use super::step::{Valid, eval_loss, fold_seed, grads};
+use super::step::{Valid, fold_seed, grads};
 use super::test_set::{FoldResult, score_test};
 use super::{Prepared, fold_stem};
 use crate::cli::GnnArgs;
@@ -324,51 +324,16 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
 
     fn evaluate(&mut self, model: &Valid<B>, ctx: &EvalCtx<'_, B>) -> Result<Evaluation> {
         let (stage, data, _) = self.current()?;
-        let split = &self.prep.folds[*stage];
-        let sampling = self.sampling();
-        let (stats, val_loss) = eval_loss(
+        let (evaluation, val_loss) = validate(
             model,
             &self.objective,
             data,
-            sampling,
-            &split.val,
-            self.args.batch_size,
-            ctx.epoch,
-            ctx.device,
-            ctx.comm,
+            self.sampling(),
+            &self.prep.folds[*stage].val,
+            &self.args,
+            self.val_sc_due(ctx.epoch),
+            ctx,
         )?;
-        let mut head = Row::new();
-        head.insert("val_loss".into(), json!(val_loss));
-        let mut detail = Row::new();
-        stats.columns("val", &mut detail);
-        let mut summary = format!("val loss {val_loss:.4}");
-        let sc = if self.val_sc_due(ctx.epoch) {
-            let preds = predict_visit1(
-                model,
-                &self.objective,
-                data,
-                sampling,
-                &split.val,
-                8,
-                self.args.max_epochs,
-                ctx.device,
-            );
-            let v = versus_identity(data, &split.val, &preds, self.args.topo_bins);
-            summary.push_str(&format!(
-                ", val sc_log_mse {:.4} (identity {:.4}, skill {:+.3})",
-                v.model.sc_log_mse, v.identity.sc_log_mse, v.skill.skill
-            ));
-            Some(v)
-        } else {
-            None
-        };
-        let density = stats.mean("density");
-        val_sc_columns(
-            sc.as_ref(),
-            density,
-            self.args.early_stop_density_weight,
-            &mut detail,
-        );
         if self.main && self.args.porcelain {
             let monitor = self.spec.monitor.as_ref();
             let name = monitor.map_or("val_loss", |m| m.metric.as_str());
@@ -379,15 +344,11 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
                     (ctx.epoch, self.args.max_epochs),
                     self.train_loss,
                     val_loss,
-                    (name, [&head, &detail]),
+                    (name, [&evaluation.head, &evaluation.detail]),
                 )
             );
         }
-        Ok(Evaluation {
-            head,
-            detail,
-            summary,
-        })
+        Ok(evaluation)
     }
 
     fn epoch_columns(&self, epoch: usize) -> Row {
