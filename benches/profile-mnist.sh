@@ -10,6 +10,7 @@
 #      thread pool, grouped the same way for both backends.
 #
 #   benches/profile-mnist.sh [DATA_DIR] [STEPS]        # default: Debian's Fashion-MNIST, 20
+#   BACKENDS="flex tch" benches/profile-mnist.sh       # other backends (tch: a --features tch build)
 #
 # Needs a release build (`cargo build --release`); TRAINER=path overrides the binary. The
 # machine's load average is printed first: on a shared machine, compare the two backends of
@@ -19,13 +20,14 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 trainer="${TRAINER:-$here/target/release/trainer}"
 data="${1:-/usr/share/datasets/fashion-mnist}"
 steps="${2:-20}"
+backends="${BACKENDS:-flex-plain flex}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 echo "## load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 echo
 echo "## 1. Per operation"
-for backend in flex-plain flex; do
+for backend in $backends; do
   TRAINER_OP_PROFILE=1 "$trainer" bench mnist --data-dir "$data" --steps "$steps" \
     --backends "$backend" 2>"$work/ops.txt" >/dev/null
   grep -v '^\[bench\]' "$work/ops.txt"
@@ -37,7 +39,7 @@ if ! command -v perf >/dev/null || ! perf record -o "$work/probe" -- true >/dev/
   echo "perf is not available here (Debian: apt-get install linux-perf); skipped"
   exit 0
 fi
-for backend in flex-plain flex; do
+for backend in $backends; do
   perf record -F 999 -o "$work/$backend.data" -- \
     "$trainer" bench mnist --data-dir "$data" --steps "$steps" --backends "$backend" \
     >/dev/null 2>&1

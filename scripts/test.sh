@@ -50,7 +50,8 @@ if [ "${TRAINER_SKIP_FEATURES:-0}" != 1 ]; then
   cargo build --release --features tch,cuda,mpi --all-targets
   done_stage
   stage "tests (tch + cuda + mpi)"
-  cargo test --release --features tch,cuda,mpi --lib --test backend_errors --test backend_tch
+  cargo test --release --features tch,cuda,mpi --lib --test backend_errors --test backend_tch \
+    --test fast_tch
   done_stage
 fi
 echo "=== all stages done in $(( $(date +%s) - T_ALL )) s"

@@ -8,6 +8,8 @@
 //!
 //! On the CPU, `flex` is [`fast_cpu::FastCpu`]: Flex with faster convolution and max-pool
 //! kernels; the hidden `flex-plain` runs the same type with Flex's own kernels (for comparison).
+//! `tch` is `fast_tch::FastTch`: LibTorch with the convolution gradients PyTorch itself would run
+//! (the hidden `tch-plain` is burn-tch's `LibTorch` unchanged).
 
 use std::fmt;
 use std::str::FromStr;
@@ -21,6 +23,25 @@ use serde::{Deserialize, Serialize};
 use crate::error::{BACKEND_UNAVAILABLE, ExitError};
 
 pub mod fast_cpu;
+#[cfg(feature = "tch")]
+pub mod fast_tch;
+pub mod profile;
+
+/// Implements trait methods by calling `$inner`'s implementation of the same trait, each call
+/// timed by the [operation profile](profile): the backends that wrap another one override a few
+/// operations and hand every other one to the backend they wrap.
+macro_rules! delegate_to {
+    ($inner:ty => $tr:ident { $(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }) => {
+        $(
+            fn $name($($arg: $ty),*) -> $ret {
+                $crate::backend::profile::timed(stringify!($name), move || {
+                    <$inner as $tr<$inner>>::$name($($arg),*)
+                })
+            }
+        )*
+    };
+}
+pub(crate) use delegate_to;
 
 use fast_cpu::{FastCpu, Kernels};
 
@@ -35,6 +56,9 @@ pub enum BackendKind {
     FlexPlain,
     /// LibTorch through tch (cargo feature `tch`).
     Tch,
+    /// burn-tch's LibTorch backend without our convolution gradients (for comparisons and tests).
+    #[value(hide = true)]
+    TchPlain,
     /// CubeCL CUDA (cargo feature `cuda`).
     Cuda,
 }
@@ -45,6 +69,7 @@ impl BackendKind {
             BackendKind::Flex => "flex",
             BackendKind::FlexPlain => "flex-plain",
             BackendKind::Tch => "tch",
+            BackendKind::TchPlain => "tch-plain",
             BackendKind::Cuda => "cuda",
         }
     }
@@ -53,7 +78,7 @@ impl BackendKind {
     pub fn compiled(self) -> bool {
         match self {
             BackendKind::Flex | BackendKind::FlexPlain => true,
-            BackendKind::Tch => cfg!(feature = "tch"),
+            BackendKind::Tch | BackendKind::TchPlain => cfg!(feature = "tch"),
             BackendKind::Cuda => cfg!(feature = "cuda"),
         }
     }
@@ -213,13 +238,16 @@ pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output
             job.run::<Autodiff<FastCpu>>(burn_flex::FlexDevice, placement)
         }
         #[cfg(feature = "tch")]
-        (BackendKind::Tch, device) => {
+        (BackendKind::Tch | BackendKind::TchPlain, device) => {
             use burn::backend::libtorch::{LibTorch, LibTorchDevice};
             let dev = match device {
                 DeviceSpec::Cpu => LibTorchDevice::Cpu,
                 DeviceSpec::Cuda(i) => LibTorchDevice::Cuda(i),
             };
-            job.run::<Autodiff<LibTorch>>(dev, placement)
+            match placement.backend {
+                BackendKind::TchPlain => job.run::<Autodiff<LibTorch>>(dev, placement),
+                _ => job.run::<Autodiff<fast_tch::FastTch>>(dev, placement),
+            }
         }
         #[cfg(feature = "cuda")]
         (BackendKind::Cuda, DeviceSpec::Cuda(i)) => {

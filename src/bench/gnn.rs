@@ -11,7 +11,7 @@ use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
 use serde::Serialize;
 
-use crate::backend::fast_cpu::profile as op_profile;
+use crate::backend::profile as op_profile;
 use crate::backend::{self, BackendJob, Placement};
 use crate::cli::BenchArgs;
 use crate::data::connectome::{

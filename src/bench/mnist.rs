@@ -20,7 +20,8 @@ use burn::tensor::backend::AutodiffBackend;
 use super::report::{
     BenchRow, Floor, Measure, PhaseFigures, Rate, Spread, load_average, print_table,
 };
-use crate::backend::fast_cpu::{self, profile as op_profile};
+use crate::backend::fast_cpu;
+use crate::backend::profile as op_profile;
 use crate::backend::{self, BackendJob, BackendKind, Placement};
 use crate::cli::BenchArgs;
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};

@@ -15,10 +15,14 @@ pub fn selected_placements(wanted: &[BackendKind]) -> Vec<Result<Placement, Back
     if wanted.is_empty() {
         return candidates.into_iter().map(Ok).collect();
     }
-    candidates.push(Placement {
-        backend: BackendKind::FlexPlain,
-        device: DeviceSpec::Cpu,
-    });
+    for backend in [BackendKind::FlexPlain, BackendKind::TchPlain] {
+        if backend.compiled() {
+            candidates.push(Placement {
+                backend,
+                device: DeviceSpec::Cpu,
+            });
+        }
+    }
     let mut out = Vec::new();
     for kind in wanted {
         let before = out.len();

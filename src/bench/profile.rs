@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::backend::fast_cpu::profile::Report;
+use crate::backend::profile::Report;
 
 /// What an operation is part of in the MNIST CNN's step.
 fn category(phase: &str, op: &str) -> &'static str {

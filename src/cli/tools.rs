@@ -59,7 +59,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PYTHON")]
     pub pytorch: Option<PathBuf>,
     /// Only these of our backends, comma-separated (e.g. `flex,tch`; `flex-plain` is Flex with
-    /// its own kernels, for comparison). Default: every compiled backend and usable device.
+    /// its own kernels, `tch-plain` burn-tch without our convolution gradients, for
+    /// comparison). Default: every compiled backend and usable device.
     #[arg(long, value_delimiter = ',')]
     pub backends: Vec<BackendKind>,
     /// Also write the JSON result to this file.

@@ -21,7 +21,7 @@ use super::kernels::{Mat, add_into, inner_par, matmul, sum, with_scratch};
 /// Shapes of one convolution: input `[n, c, h, w]`, weight `[o, c, kh, kw]`, output
 /// `[n, o, oh, ow]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Geom {
+pub(crate) struct Geom {
     pub n: usize,
     pub c: usize,
     pub h: usize,
@@ -300,7 +300,7 @@ const PARTIALS_BYTES: usize = 64 << 20;
 const MAX_PARTS: usize = 16;
 
 /// The gradient with respect to the weight `[o, c, kh, kw]`.
-pub(super) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32> {
+pub(crate) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32> {
     let (k, l, size) = (g.k(), g.l(), g.o * g.k());
     if g.n == 0 || size == 0 || l == 0 {
         return vec![0.0; size];
@@ -346,7 +346,7 @@ pub(super) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32> {
 }
 
 /// The gradient with respect to the bias `[o]`: the sum of `dy` `[n, o, l]` over `n` and `l`.
-pub(super) fn bias_backward(dy: &[f32], n: usize, o: usize, l: usize) -> Vec<f32> {
+pub(crate) fn bias_backward(dy: &[f32], n: usize, o: usize, l: usize) -> Vec<f32> {
     (0..o)
         .into_par_iter()
         .map(|c| (0..n).map(|i| sum(&dy[(i * o + c) * l..][..l])).sum())

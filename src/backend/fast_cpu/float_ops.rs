@@ -12,8 +12,8 @@ use burn_flex::Flex;
 use super::elementwise::{binary, unary};
 use super::kernels::f32_tensor;
 use super::matmul::matmul_2d;
-use super::profile::timed;
 use super::{FastCpu, delegate, fast, random};
+use crate::backend::profile::timed;
 
 impl FloatTensorOps<Self> for FastCpu {
     async fn float_into_data(tensor: FloatTensor<Self>) -> Result<TensorData, ExecutionError> {

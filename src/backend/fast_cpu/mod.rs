@@ -21,7 +21,8 @@
 //! The plain path stays one switch away: [`set_kernels`]`(Kernels::Plain)` (the hidden
 //! `--backend flex-plain`) sends every operation to Flex, with Burn's default backward passes,
 //! exactly as `Autodiff<Flex>` does; the numerics tests compare the fast path with
-//! `Autodiff<Flex>` itself. [`profile`] times every operation when `TRAINER_OP_PROFILE=1`.
+//! `Autodiff<Flex>` itself. [`profile`](super::profile) times every operation when
+//! `TRAINER_OP_PROFILE=1`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -37,9 +38,13 @@ mod matmul;
 mod module_ops;
 mod other_ops;
 mod pool;
-pub mod profile;
 mod random;
 
+/// The weight and bias gradients of a convolution, also used by the `tch` backend on the CPU.
+#[cfg(feature = "tch")]
+pub(crate) use conv::{
+    Geom as ConvGeom, bias_backward as conv_bias_backward, weight_backward as conv_weight_backward,
+};
 pub use kernels::sgemm_gflops_one_core;
 
 /// Flex with faster convolution and max-pool kernels (see the module documentation).
@@ -120,18 +125,12 @@ impl Backend for FastCpu {
 impl burn_backend::ops::TransactionOps<Self> for FastCpu {}
 
 /// Implements trait methods by calling Flex's implementation of the same trait, each call timed
-/// by [`profile`]. The lists follow the `impl … for Flex` blocks of burn-flex 0.21.0
-/// (`src/ops/{float,int,bool,qtensor,activation,module}.rs`); a method Flex leaves to the
-/// trait's default is left to the default here too.
+/// by the [operation profile](super::profile). The lists follow the `impl … for Flex` blocks of
+/// burn-flex 0.21.0 (`src/ops/{float,int,bool,qtensor,activation,module}.rs`); a method Flex
+/// leaves to the trait's default is left to the default here too.
 macro_rules! delegate {
-    ($tr:ident { $(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }) => {
-        $(
-            fn $name($($arg: $ty),*) -> $ret {
-                $crate::backend::fast_cpu::profile::timed(stringify!($name), move || {
-                    <burn_flex::Flex as $tr<burn_flex::Flex>>::$name($($arg),*)
-                })
-            }
-        )*
+    ($tr:ident { $($body:tt)* }) => {
+        $crate::backend::delegate_to!(burn_flex::Flex => $tr { $($body)* });
     };
 }
 use delegate;

@@ -11,8 +11,8 @@ use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
 use burn_flex::{Flex, FlexTensor};
 
 use super::kernels::{dims, f32_tensor, i64_tensor, is_f32};
-use super::profile::timed;
 use super::{FastCpu, conv, count_fast_call, delegate, fast, pool};
+use crate::backend::profile::timed;
 
 /// The convolution geometry when the fast kernels handle it.
 fn conv_geom(x: &FlexTensor, weight: &FlexTensor, options: &ConvOptions<2>) -> Option<conv::Geom> {

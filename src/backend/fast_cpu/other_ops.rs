@@ -12,8 +12,8 @@ use burn_backend::{
 use burn_flex::Flex;
 
 use super::elementwise::{binary, unary};
-use super::profile::timed;
 use super::{FastCpu, delegate};
+use crate::backend::profile::timed;
 
 impl BoolTensorOps<Self> for FastCpu {
     async fn bool_into_data(tensor: BoolTensor<Self>) -> Result<TensorData, ExecutionError> {

@@ -1,5 +1,6 @@
-//! Wall time of every [`FastCpu`](super::FastCpu) operation, by phase of the training step, for
-//! `trainer bench mnist` with `TRAINER_OP_PROFILE=1` (`benches/profile-mnist.sh`).
+//! Wall time of every operation of the CPU backends that wrap another one (`flex`:
+//! [`FastCpu`](super::fast_cpu::FastCpu); `tch`: `FastTch`), by phase of the training step, for
+//! `trainer bench mnist|gnn` with `TRAINER_OP_PROFILE=1` (`benches/profile-mnist.sh`).
 //!
 //! Off by default: then `timed` costs one relaxed atomic load. When on, an operation called
 //! inside another one (a Burn default built from other operations) is counted in the outer one

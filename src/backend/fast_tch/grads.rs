@@ -1,0 +1,90 @@
+//! The backward passes `FastTch` computes itself (see the module documentation of
+//! [`fast_tch`](super)); any case they do not cover goes to burn-tch unchanged.
+
+use burn::backend::libtorch::{LibTorch, TchTensor};
+use burn_backend::ops::{ConvOptions, ModuleOps};
+use tch::{Device, Kind, Tensor};
+
+use crate::backend::fast_cpu::{ConvGeom, conv_bias_backward, conv_weight_backward};
+
+/// The gradient of `conv2d(x, weight)` with respect to `weight`, for the output gradient `dy`.
+pub(super) fn conv2d_weight(
+    x: TchTensor,
+    weight: TchTensor,
+    dy: TchTensor,
+    options: ConvOptions<2>,
+) -> TchTensor {
+    match cpu_geom(&x.tensor, &weight.tensor, &dy.tensor, &options) {
+        Some(g) => {
+            super::count_cpu_call();
+            let (x, dy) = (x.tensor.contiguous(), dy.tensor.contiguous());
+            let dw = conv_weight_backward(f32_slice(&x), f32_slice(&dy), &g);
+            cpu_tensor(&dw, &[g.o, g.c, g.kh, g.kw])
+        }
+        None => <LibTorch as ModuleOps<LibTorch>>::conv2d_weight_backward(x, weight, dy, options),
+    }
+}
+
+/// The gradient with respect to the bias `[o]`: `dy` `[n, o, oh, ow]` summed over all but `o`.
+pub(super) fn conv2d_bias(x: TchTensor, bias: TchTensor, dy: TchTensor) -> TchTensor {
+    let (ds, bs) = (dy.tensor.size(), bias.tensor.size());
+    if ds.len() != 4 || bs != [ds[1]] {
+        return <LibTorch as ModuleOps<LibTorch>>::conv2d_bias_backward(x, bias, dy);
+    }
+    let [n, o, oh, ow] = [ds[0], ds[1], ds[2], ds[3]].map(|d| d as usize);
+    if cpu_f32(&dy.tensor) {
+        let dy = dy.tensor.contiguous();
+        cpu_tensor(&conv_bias_backward(f32_slice(&dy), n, o, oh * ow), &[o])
+    } else {
+        let kind = dy.tensor.kind();
+        TchTensor::new(
+            dy.tensor
+                .sum_dim_intlist([0i64, 2, 3].as_slice(), false, kind),
+        )
+    }
+}
+
+/// The gradient of `relu` from its output: `grad` where `output > 0`, else 0, in one LibTorch
+/// kernel (`threshold_backward`, what PyTorch runs) instead of Burn's compare + masked fill.
+pub(super) fn relu(output: TchTensor, grad: TchTensor) -> TchTensor {
+    TchTensor::new(output.tensor.threshold_backward(&grad.tensor, 0.0))
+}
+
+fn cpu_f32(t: &Tensor) -> bool {
+    t.device() == Device::Cpu && t.kind() == Kind::Float
+}
+
+/// The convolution's geometry when the CPU kernel handles it: `f32` tensors on the CPU, no
+/// groups, and `dy` of the output's shape.
+fn cpu_geom(x: &Tensor, w: &Tensor, dy: &Tensor, options: &ConvOptions<2>) -> Option<ConvGeom> {
+    if !(cpu_f32(x) && cpu_f32(w) && cpu_f32(dy)) {
+        return None;
+    }
+    let dims = |t: &Tensor| -> Option<Vec<usize>> {
+        t.size()
+            .into_iter()
+            .map(|d| usize::try_from(d).ok())
+            .collect()
+    };
+    let g = ConvGeom::new(&dims(x)?, &dims(w)?, options)?;
+    (dims(dy)? == [g.n, g.o, g.oh, g.ow]).then_some(g)
+}
+
+/// A LibTorch CPU tensor holding a copy of `data`.
+fn cpu_tensor(data: &[f32], dims: &[usize]) -> TchTensor {
+    let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+    TchTensor::new(Tensor::from_slice(data).view(dims.as_slice()))
+}
+
+/// The elements of a contiguous `f32` CPU tensor.
+fn f32_slice(t: &Tensor) -> &[f32] {
+    let n = t.numel();
+    if n == 0 {
+        return &[];
+    }
+    debug_assert!(t.is_contiguous() && cpu_f32(t));
+    // SAFETY: `t` is a contiguous CPU tensor of kind Float (checked by the callers) holding `n`
+    // elements from `data_ptr` (which includes the storage offset); the slice borrows `t`, which
+    // keeps the storage alive, and nothing writes to it meanwhile.
+    unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, n) }
+}
