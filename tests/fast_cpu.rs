@@ -11,166 +11,58 @@ use burn::nn::loss::CrossEntropyLoss;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::module::{conv2d, max_pool2d, max_pool2d_with_indices};
-use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Distribution, TensorData};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use trainer::backend::fast_cpu::{FastCpu, fast_calls};
 use trainer::engine::params;
 use trainer::models::cnn::MnistCnn;
 
+mod common;
+
+use common::numerics::{Conv, assert_close, host, random, tensor};
+
 type Fast = Autodiff<FastCpu>;
 type Plain = Autodiff<Flex>;
 
-const TOLERANCE: f32 = 1e-4;
-
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
-}
-
-fn tensor<B: Backend, const D: usize>(data: &[f32], shape: [usize; D]) -> Tensor<B, D> {
-    Tensor::from_data(TensorData::new(data.to_vec(), shape), &Default::default())
-}
-
-fn host<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
-    t.into_data().to_vec::<f32>().unwrap()
-}
-
-/// max |a − b| / max |b|.
-fn rel_err(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "different lengths");
-    let diff = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max);
-    let scale = b.iter().map(|y| y.abs()).fold(0.0, f32::max);
-    diff / scale.max(f32::MIN_POSITIVE)
-}
-
-fn assert_close(what: &str, fast: &[f32], plain: &[f32]) {
-    let e = rel_err(fast, plain);
-    eprintln!("{what}: relative error {e:.1e}");
+/// The fast path's output and gradients against plain Burn's, the fast kernels having run, and
+/// the same for inference (no autodiff).
+fn check(name: &str, conv: &Conv) {
+    let calls = fast_calls();
+    let fast = conv.run::<Fast>(7);
     assert!(
-        e <= TOLERANCE,
-        "{what}: relative error {e:e} > {TOLERANCE:e}"
+        fast_calls() >= calls + 3,
+        "{name}: the fast kernels did not run"
     );
-}
-
-struct Conv {
-    x: [usize; 4],
-    w: [usize; 4],
-    bias: bool,
-    stride: [usize; 2],
-    padding: [usize; 2],
-    dilation: [usize; 2],
-}
-
-impl Conv {
-    fn new(x: [usize; 4], w: [usize; 4]) -> Self {
-        Self {
-            x,
-            w,
-            bias: true,
-            stride: [1, 1],
-            padding: [0, 0],
-            dilation: [1, 1],
-        }
-    }
-
-    fn options(&self) -> ConvOptions<2> {
-        ConvOptions::new(self.stride, self.padding, self.dilation, 1)
-    }
-
-    /// Output, and gradients of `sum(output · r)` for input, weight and bias.
-    fn run<B: AutodiffBackend>(&self, seed: u64) -> [Vec<f32>; 4] {
-        let n = |s: [usize; 4]| s.iter().product::<usize>();
-        let x = tensor::<B, 4>(&random(n(self.x), seed), self.x).require_grad();
-        let w = tensor::<B, 4>(&random(n(self.w), seed + 1), self.w).require_grad();
-        let b = self
-            .bias
-            .then(|| tensor::<B, 1>(&random(self.w[0], seed + 2), [self.w[0]]).require_grad());
-        let y = conv2d(x.clone(), w.clone(), b.clone(), self.options());
-        let dims = y.dims();
-        let r = tensor::<B, 4>(&random(dims.iter().product(), seed + 3), dims);
-        let grads = (y.clone() * r).sum().backward();
-        let db = b.map(|b| host(b.grad(&grads).unwrap())).unwrap_or_default();
-        [
-            host(y),
-            host(x.grad(&grads).unwrap()),
-            host(w.grad(&grads).unwrap()),
-            db,
-        ]
-    }
-
-    fn check(&self, name: &str) {
-        let calls = fast_calls();
-        let fast = self.run::<Fast>(7);
-        assert!(
-            fast_calls() >= calls + 3,
-            "{name}: the fast kernels did not run"
-        );
-        let plain = self.run::<Plain>(7);
-        for (i, part) in ["output", "input grad", "weight grad", "bias grad"]
-            .iter()
-            .enumerate()
-        {
-            assert_close(&format!("{name}: {part}"), &fast[i], &plain[i]);
-        }
-        // Inference (no autodiff) takes the same kernels.
-        let n = |s: [usize; 4]| s.iter().product::<usize>();
-        let (x, w) = (random(n(self.x), 7), random(n(self.w), 8));
-        let b = self.bias.then(|| random(self.w[0], 9));
-        let y_fast = conv2d(
-            tensor::<FastCpu, 4>(&x, self.x),
-            tensor::<FastCpu, 4>(&w, self.w),
-            b.as_ref().map(|b| tensor::<FastCpu, 1>(b, [self.w[0]])),
-            self.options(),
-        );
-        let y_plain = conv2d(
-            tensor::<Flex, 4>(&x, self.x),
-            tensor::<Flex, 4>(&w, self.w),
-            b.as_ref().map(|b| tensor::<Flex, 1>(b, [self.w[0]])),
-            self.options(),
-        );
-        assert_close(&format!("{name}: inference"), &host(y_fast), &host(y_plain));
-    }
+    Conv::assert_same(name, &fast, &conv.run::<Plain>(7));
+    let n = |s: [usize; 4]| s.iter().product::<usize>();
+    let (x, w) = (random(n(conv.x), 7), random(n(conv.w), 8));
+    let b = conv.bias.then(|| random(conv.w[0], 9));
+    let y_fast = conv2d(
+        tensor::<FastCpu, 4>(&x, conv.x),
+        tensor::<FastCpu, 4>(&w, conv.w),
+        b.as_ref().map(|b| tensor::<FastCpu, 1>(b, [conv.w[0]])),
+        conv.options(),
+    );
+    let y_plain = conv2d(
+        tensor::<Flex, 4>(&x, conv.x),
+        tensor::<Flex, 4>(&w, conv.w),
+        b.as_ref().map(|b| tensor::<Flex, 1>(b, [conv.w[0]])),
+        conv.options(),
+    );
+    assert_close(&format!("{name}: inference"), &host(y_fast), &host(y_plain));
 }
 
 #[test]
 fn conv2d_matches_plain_burn_on_the_cnn_layers() {
-    Conv::new([16, 1, 28, 28], [32, 1, 3, 3]).check("conv1 of the CNN");
-    Conv::new([16, 32, 26, 26], [64, 32, 3, 3]).check("conv2 of the CNN");
+    for (name, conv) in Conv::cnn_layers() {
+        check(name, &conv);
+    }
 }
 
 #[test]
 fn conv2d_matches_plain_burn_on_odd_shapes() {
-    Conv::new([1, 3, 9, 7], [5, 3, 3, 3]).check("batch 1");
-    Conv {
-        padding: [1, 1],
-        ..Conv::new([2, 3, 8, 8], [4, 3, 3, 3])
+    for (name, conv) in Conv::odd_shapes() {
+        check(name, &conv);
     }
-    .check("padding 1");
-    Conv {
-        stride: [2, 2],
-        padding: [1, 0],
-        ..Conv::new([3, 3, 9, 10], [4, 3, 3, 3])
-    }
-    .check("stride 2");
-    Conv {
-        stride: [2, 1],
-        dilation: [2, 1],
-        padding: [2, 1],
-        ..Conv::new([2, 2, 11, 9], [3, 2, 2, 3])
-    }
-    .check("dilation 2, 2×3 kernel");
-    Conv::new([2, 8, 5, 5], [4, 8, 1, 1]).check("1×1");
-    Conv {
-        bias: false,
-        ..Conv::new([2, 3, 6, 6], [2, 3, 3, 3])
-    }
-    .check("no bias");
 }
 
 struct Pool {

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: run the real binary, make IDX fixtures.
 #![allow(dead_code)]
 
+pub mod numerics;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
