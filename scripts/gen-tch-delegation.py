@@ -11,8 +11,13 @@ import re
 import sys
 from pathlib import Path
 
-# Methods burn-tch leaves to Burn's defaults and `FastTch` overrides: (trait, header, body).
+# Methods `FastTch` implements itself (most of them burn-tch leaves to Burn's defaults):
+# (trait, header, body).
 OVERRIDES = [
+    ("FloatTensorOps",
+     "fn float_random(shape: Shape, distribution: Distribution, device: &LibTorchDevice, "
+     "dtype: FloatDType) -> TchTensor",
+     "random::float(shape, distribution, device, dtype)"),
     ("ModuleOps",
      "fn conv2d_weight_backward(x: TchTensor, weight: TchTensor, output_grad: TchTensor, "
      "options: ConvOptions<2>) -> TchTensor",
@@ -93,12 +98,14 @@ def main(root):
     print("};")
     print("use burn::backend::libtorch::{LibTorch, LibTorchDevice, TchTensor};")
     print()
-    print("use super::{FastTch, grads};")
+    print("use super::{FastTch, grads, random};")
     print("use crate::backend::profile::timed;")
     for file, trait in TRAITS:
         src = (ops / file).read_text()
         sync, extra = [], []
         for is_async, name, params, ret in headers(src):
+            if any(tr == trait and h.startswith(f"fn {name}(") for tr, h, _ in OVERRIDES):
+                continue  # burn-tch's version, replaced below
             ps = params_of(params)
             sig = ", ".join(f"{n}: {t}" for n, t in ps)
             args = ", ".join(ARGS[t].format(n) if t in ARGS else n for n, t in ps)

@@ -1,9 +1,12 @@
 //! `trainer`: one binary that trains, checks the GPU first, and knows its scheduler.
-//! Everything lives in the library; this file only turns the result into an exit code.
+//! Everything lives in the library; this file sets up the allocator and turns the result into
+//! an exit code.
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Before the first tensor: keep freed buffers for the next step (see host_memory).
+    trainer::backend::host_memory::tune();
     let cli = match trainer::config::parse_cli() {
         Ok(cli) => cli,
         Err(e) => e.exit(),

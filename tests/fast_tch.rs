@@ -1,7 +1,8 @@
 //! The `tch` backend (`FastTch`: LibTorch with our convolution gradients) against burn-tch's
 //! `LibTorch` unchanged (`--backend tch-plain`): outputs and gradients of a convolution agree to
 //! a relative error of 1e-4 on the MNIST CNN's layer shapes and on odd ones (batch 1, padding,
-//! stride 2, dilation, 1×1, no bias), the CPU kernel really ran, and relu's gradient is the same.
+//! stride 2, dilation, 1×1, no bias), the CPU kernel really ran, relu's gradient is the same, and
+//! dropout's Bernoulli masks (drawn differently) have the asked frequency.
 #![cfg(feature = "tch")]
 
 use burn::backend::Autodiff;
@@ -46,4 +47,30 @@ fn relu_grad<B: AutodiffBackend>() -> Vec<f32> {
 #[test]
 fn relu_gradient_matches_burn_tch() {
     assert_eq!(relu_grad::<Fast>(), relu_grad::<Plain>());
+}
+
+/// Bernoulli(p) masks (dropout's): only 0 and 1, ones with frequency p (within 5 standard
+/// deviations over 2^18 draws), and not all rows alike; other distributions stay LibTorch's.
+#[test]
+fn bernoulli_masks_have_the_asked_frequency() {
+    use burn::tensor::{Distribution, Tensor};
+    let n = 1 << 18;
+    for p in [0.1, 0.5, 0.75] {
+        let mask = host(Tensor::<FastTch, 2>::random(
+            [n / 512, 512],
+            Distribution::Bernoulli(p),
+            &Default::default(),
+        ));
+        assert!(mask.iter().all(|&v| v == 0.0 || v == 1.0), "p = {p}: not 0/1");
+        let freq = mask.iter().sum::<f32>() as f64 / n as f64;
+        let sd = (p * (1.0 - p) / n as f64).sqrt();
+        assert!((freq - p).abs() < 5.0 * sd, "p = {p}: frequency {freq}");
+        assert_ne!(mask[..512], mask[512..1024], "p = {p}: two rows alike");
+    }
+    let uniform = host(Tensor::<FastTch, 1>::random(
+        [4096],
+        Distribution::Uniform(2.0, 3.0),
+        &Default::default(),
+    ));
+    assert!(uniform.iter().all(|v| (2.0..3.0).contains(v)));
 }

@@ -25,6 +25,7 @@ use crate::error::{BACKEND_UNAVAILABLE, ExitError};
 pub mod fast_cpu;
 #[cfg(feature = "tch")]
 pub mod fast_tch;
+pub mod host_memory;
 pub mod profile;
 
 /// Implements trait methods by calling `$inner`'s implementation of the same trait, each call

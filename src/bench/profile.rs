@@ -1,4 +1,4 @@
-//! The per-operation profile of the `flex` training step (`TRAINER_OP_PROFILE=1 trainer bench
+//! The per-operation profile of the MNIST training step (`flex`, `tch`) (`TRAINER_OP_PROFILE=1 trainer bench
 //! mnist`, `benches/profile-mnist.sh`): where one step's time goes, as Markdown tables on
 //! stderr.
 
@@ -12,10 +12,11 @@ fn category(phase: &str, op: &str) -> &'static str {
         ("optimizer", _) => "Adam (optimizer phase)",
         ("data", _) => "batch to tensors",
         (_, "conv2d") => "conv forward",
-        (_, "conv2d_x_backward") => "conv backward, input",
+        // Burn's input gradient is a transposed convolution where the backend has no own one (tch).
+        (_, "conv2d_x_backward") | ("backward", "conv_transpose2d") => "conv backward, input",
         (_, "conv2d_weight_backward" | "conv2d_bias_backward") => "conv backward, weight + bias",
         (_, "max_pool2d_with_indices" | "max_pool2d") => "max-pool forward",
-        (_, "max_pool2d_backward") => "max-pool backward",
+        (_, "max_pool2d_backward" | "max_pool2d_with_indices_backward") => "max-pool backward",
         (_, "float_random") => "dropout masks",
         ("forward", "float_matmul") => "linear forward",
         ("backward", "float_matmul") => "linear backward",

@@ -14,16 +14,26 @@ use burn_backend::{
     BoolDType, Distribution, ExecutionError, FloatDType, IntDType, Scalar, Shape, TensorData,
 };
 
-use super::{FastTch, grads};
+use super::{FastTch, grads, random};
 use crate::backend::profile::timed;
 
 impl FloatTensorOps<Self> for FastTch {
     async fn float_into_data(tensor: TchTensor) -> Result<TensorData, ExecutionError> {
         <LibTorch as FloatTensorOps<LibTorch>>::float_into_data(tensor).await
     }
+
+    fn float_random(
+        shape: Shape,
+        distribution: Distribution,
+        device: &LibTorchDevice,
+        dtype: FloatDType,
+    ) -> TchTensor {
+        timed("float_random", move || {
+            random::float(shape, distribution, device, dtype)
+        })
+    }
     crate::backend::delegate_to!(LibTorch => FloatTensorOps {
         fn float_from_data(data: TensorData, device: &LibTorchDevice) -> TchTensor;
-        fn float_random(shape: Shape, distribution: Distribution, device: &LibTorchDevice, dtype: FloatDType) -> TchTensor;
         fn float_repeat_dim(tensor: TchTensor, dim: usize, times: usize) -> TchTensor;
         fn float_zeros(shape: Shape, device: &LibTorchDevice, dtype: FloatDType) -> TchTensor;
         fn float_ones(shape: Shape, device: &LibTorchDevice, dtype: FloatDType) -> TchTensor;

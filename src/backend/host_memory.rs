@@ -1,0 +1,89 @@
+//! Host memory for tensor buffers: glibc's `malloc` set up for a training loop.
+//!
+//! By default glibc hands every allocation above 128 KiB (a threshold it raises on the fly, up
+//! to 32 MiB) to its own `mmap`, returns it to the kernel on `free`, and trims the free top of
+//! its heap beyond twice that threshold. A training step allocates and frees the same few-MiB
+//! activations and gradients every time, so by default it gets fresh pages from the kernel each
+//! step and pays a page fault (and the kernel's zeroing) per 4 KiB page: on the MNIST CNN
+//! (`flex`, 2 cores) the max-pool gradient, a scatter into a 9 MiB buffer, took 12.5 ms of which
+//! 11 were page faults, and a whole step 87 ms instead of 59.
+//!
+//! [`tune`] sets glibc's top pad: the heap grows by 512 MiB more than it needs at a time and,
+//! when it trims its free top, keeps that much mapped, so the next step's buffers come back
+//! without faults. Peak memory does not grow (pages are mapped when first written, and freed
+//! ones are reused rather than returned and faulted in again): one epoch of Fashion-MNIST on
+//! `flex`, 12 800 images, peaked at 320 MB by default and 315 MB tuned, at 815 and 1215 img/s.
+//! Keeping buffers of up to 32 MiB in the heap with a 1 GiB trim threshold was as fast but peaked
+//! at 366 MB; a 64 MiB pad kept too little. LibTorch (`tch`) allocates through the same `malloc`
+//! and gains the same. A user's own choice (`GLIBC_TUNABLES` naming a `glibc.malloc.` tunable,
+//! or one of glibc's `MALLOC_…` variables) is left alone; other C libraries are left alone.
+
+/// Memory the heap takes beyond each request, and keeps when it trims.
+pub const TOP_PAD: usize = 512 << 20;
+
+/// What [`tune`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tuning {
+    /// The top pad above is set.
+    Set,
+    /// The user's environment already sets glibc's malloc; nothing changed.
+    UserChoice,
+    /// Not glibc, or glibc refused a setting; the allocator is as it was.
+    Unavailable,
+}
+
+/// Whether the environment already configures glibc's malloc.
+pub fn user_configured(vars: impl IntoIterator<Item = (String, String)>) -> bool {
+    vars.into_iter().any(|(k, v)| {
+        (k == "GLIBC_TUNABLES" && v.contains("glibc.malloc.")) || k.starts_with("MALLOC_")
+    })
+}
+
+/// Sets glibc's top pad for a training process, once, before the first tensor; see the
+/// module's documentation.
+pub fn tune() -> Tuning {
+    if user_configured(std::env::vars()) {
+        return Tuning::UserChoice;
+    }
+    set_thresholds()
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn set_thresholds() -> Tuning {
+    let pad = libc::c_int::try_from(TOP_PAD).expect("the pad fits a C int");
+    // SAFETY: `mallopt` only changes the allocator's parameters; it takes glibc's own lock and
+    // may be called at any time, from any thread.
+    let ok = unsafe { libc::mallopt(libc::M_TOP_PAD, pad) == 1 };
+    if ok { Tuning::Set } else { Tuning::Unavailable }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn set_thresholds() -> Tuning {
+    Tuning::Unavailable
+}
+
+#[cfg(test)]
+mod tests {
+    use super::user_configured;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_users_malloc_setting_stands() {
+        assert!(user_configured(vars(&[(
+            "GLIBC_TUNABLES",
+            "glibc.malloc.trim_threshold=0"
+        )])));
+        assert!(user_configured(vars(&[("MALLOC_ARENA_MAX", "2")])));
+        assert!(user_configured(vars(&[("MALLOC_TOP_PAD_", "0")])));
+        assert!(!user_configured(vars(&[
+            ("GLIBC_TUNABLES", "glibc.pthread.rseq=0"),
+            ("PATH", "/usr/bin")
+        ])));
+    }
+}
