@@ -61,7 +61,10 @@ fn bernoulli_masks_have_the_asked_frequency() {
             Distribution::Bernoulli(p),
             &Default::default(),
         ));
-        assert!(mask.iter().all(|&v| v == 0.0 || v == 1.0), "p = {p}: not 0/1");
+        assert!(
+            mask.iter().all(|&v| v == 0.0 || v == 1.0),
+            "p = {p}: not 0/1"
+        );
         let freq = mask.iter().sum::<f32>() as f64 / n as f64;
         let sd = (p * (1.0 - p) / n as f64).sqrt();
         assert!((freq - p).abs() < 5.0 * sd, "p = {p}: frequency {freq}");

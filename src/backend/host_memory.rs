@@ -8,18 +8,20 @@
 //! (`flex`, 2 cores) the max-pool gradient, a scatter into a 9 MiB buffer, took 12.5 ms of which
 //! 11 were page faults, and a whole step 87 ms instead of 59.
 //!
-//! [`tune`] sets glibc's top pad: the heap grows by 512 MiB more than it needs at a time and,
+//! [`tune`] sets glibc's top pad: the heap grows by 256 MiB more than it needs at a time and,
 //! when it trims its free top, keeps that much mapped, so the next step's buffers come back
-//! without faults. Peak memory does not grow (pages are mapped when first written, and freed
-//! ones are reused rather than returned and faulted in again): one epoch of Fashion-MNIST on
-//! `flex`, 12 800 images, peaked at 320 MB by default and 315 MB tuned, at 815 and 1215 img/s.
-//! Keeping buffers of up to 32 MiB in the heap with a 1 GiB trim threshold was as fast but peaked
-//! at 366 MB; a 64 MiB pad kept too little. LibTorch (`tch`) allocates through the same `malloc`
-//! and gains the same. A user's own choice (`GLIBC_TUNABLES` naming a `glibc.malloc.` tunable,
-//! or one of glibc's `MALLOC_…` variables) is left alone; other C libraries are left alone.
+//! without faults. Pages are mapped when first written and freed ones are reused, so peak memory
+//! grows by at most what the heap keeps beyond the live buffers. One epoch of Fashion-MNIST,
+//! peak RSS and speed by default → tuned: `flex` 320 → 315 MB, 734 → 1142 img/s; `tch` 888 → 974
+//! MB (+9.7 %), 834 → 989 img/s; same losses and accuracy. A 192 MiB pad kept `tch` at 899 MB but
+//! also at 710 img/s (its working set is larger), 64 MiB was too little for `flex`, 512 MiB grew
+//! `tch` by 11–22 %: 256 MiB is the pad within 10 % of the default's peak on both. LibTorch
+//! allocates through the same `malloc`, hence the gain (and the growth) on `tch`. A user's own
+//! choice (`GLIBC_TUNABLES` naming a `glibc.malloc.` tunable, or one of glibc's `MALLOC_…`
+//! variables) is left alone; other C libraries are left alone.
 
 /// Memory the heap takes beyond each request, and keeps when it trims.
-pub const TOP_PAD: usize = 512 << 20;
+pub const TOP_PAD: usize = 256 << 20;
 
 /// What [`tune`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
