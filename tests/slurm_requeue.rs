@@ -21,8 +21,11 @@ fn time_limit_signal_requeues_and_resumes_exactly() {
     };
     let t = tempfile::tempdir().unwrap();
     let data = fashion_dir();
+    // Slurm sends the signal at its first time-limit check after 20 s (up to ~50 s): the
+    // training must outlast that on a fast machine (~1 min at 1200 img/s on 2 cores); a slow
+    // one is requeued more than once, which the checks below allow.
     let args = format!(
-        "--data-dir {} --limit-train 6000 --limit-test 300 --epochs 2 --seed 9 --log-every-secs 5",
+        "--data-dir {} --limit-train 12000 --limit-test 300 --epochs 6 --seed 9 --log-every-secs 5",
         data.display()
     );
     let whole = t.path().join("whole");

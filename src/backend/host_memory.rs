@@ -30,7 +30,7 @@ pub enum Tuning {
     Set,
     /// The user's environment already sets glibc's malloc; nothing changed.
     UserChoice,
-    /// Not glibc, or glibc refused a setting; the allocator is as it was.
+    /// Not glibc, or glibc refused the setting; the allocator is as it was.
     Unavailable,
 }
 
@@ -44,14 +44,19 @@ pub fn user_configured(vars: impl IntoIterator<Item = (String, String)>) -> bool
 /// Sets glibc's top pad for a training process, once, before the first tensor; see the
 /// module's documentation.
 pub fn tune() -> Tuning {
-    if user_configured(std::env::vars()) {
+    // `vars_os`: a variable that is not UTF-8 must not stop the program.
+    let vars = std::env::vars_os().map(|(k, v)| {
+        let text = |s: std::ffi::OsString| s.to_string_lossy().into_owned();
+        (text(k), text(v))
+    });
+    if user_configured(vars) {
         return Tuning::UserChoice;
     }
-    set_thresholds()
+    set_top_pad()
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn set_thresholds() -> Tuning {
+fn set_top_pad() -> Tuning {
     let pad = libc::c_int::try_from(TOP_PAD).expect("the pad fits a C int");
     // SAFETY: `mallopt` only changes the allocator's parameters; it takes glibc's own lock and
     // may be called at any time, from any thread.
@@ -60,7 +65,7 @@ fn set_thresholds() -> Tuning {
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn set_thresholds() -> Tuning {
+fn set_top_pad() -> Tuning {
     Tuning::Unavailable
 }
 
