@@ -11,7 +11,7 @@
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
@@ -156,4 +156,25 @@ pub fn take() -> Report {
         .map(|(p, t)| (p, t.as_secs_f64()))
         .collect();
     Report { ops, phases }
+}
+
+/// How many times a kernel ran in this process: lets the numerics tests check that they exercise
+/// a wrapper backend's own kernel rather than the fallback to the backend it wraps.
+#[derive(Default)]
+pub struct CallCounter(AtomicU64);
+
+impl CallCounter {
+    pub const fn new() -> Self {
+        Self(AtomicU64::new(0))
+    }
+
+    /// Counts one call.
+    pub fn count(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The calls counted so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }

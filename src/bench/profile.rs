@@ -1,6 +1,6 @@
-//! The per-operation profile of the MNIST training step (`flex`, `tch`) (`TRAINER_OP_PROFILE=1 trainer bench
-//! mnist`, `benches/profile-mnist.sh`): where one step's time goes, as Markdown tables on
-//! stderr.
+//! The per-operation profile of the MNIST training step of `flex` or `tch`
+//! (`TRAINER_OP_PROFILE=1 trainer bench mnist`, `benches/profile-mnist.sh`): where one step's
+//! time goes, as Markdown tables on stderr.
 
 use std::collections::BTreeMap;
 

@@ -8,8 +8,8 @@
 //! * bias gradient: `db[o] = Σ_i Σ_l dy_i[o, l]`.
 //!
 //! with `K = C·KH·KW` and `L = OH·OW`. A large image is done in tiles of output rows, so that
-//! the scratch buffer stays small (2 MB). Images run in parallel on the rayon pool; a batch smaller than the pool hands the spare
-//! threads to the GEMMs instead.
+//! the scratch buffer stays small (2 MB). Images run in parallel on the rayon pool; a batch
+//! smaller than the pool hands the spare threads to the GEMMs instead.
 
 use std::ops::Range;
 

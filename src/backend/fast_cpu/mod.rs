@@ -24,10 +24,12 @@
 //! `Autodiff<Flex>` itself. [`profile`](super::profile) times every operation when
 //! `TRAINER_OP_PROFILE=1`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use burn_backend::{Backend, BackendTypes, DType, DTypeUsageSet};
 use burn_flex::{Flex, FlexDevice, FlexQTensor, FlexTensor};
+
+use super::profile::CallCounter;
 
 mod conv;
 mod elementwise;
@@ -80,16 +82,12 @@ fn fast() -> bool {
     !PLAIN.load(Ordering::Relaxed)
 }
 
-static FAST_CALLS: AtomicU64 = AtomicU64::new(0);
+static FAST_CALLS: CallCounter = CallCounter::new();
 
 /// How many operations the fast kernels ran so far (the others went to Flex): lets tests check
 /// that they exercise the fast path rather than the fallback.
 pub fn fast_calls() -> u64 {
-    FAST_CALLS.load(Ordering::Relaxed)
-}
-
-fn count_fast_call() {
-    FAST_CALLS.fetch_add(1, Ordering::Relaxed);
+    FAST_CALLS.get()
 }
 
 impl BackendTypes for FastCpu {

@@ -11,7 +11,7 @@ use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
 use burn_flex::{Flex, FlexTensor};
 
 use super::kernels::{dims, f32_tensor, i64_tensor, is_f32};
-use super::{FastCpu, conv, count_fast_call, delegate, fast, pool};
+use super::{FAST_CALLS, FastCpu, conv, delegate, fast, pool};
 use crate::backend::profile::timed;
 
 /// The convolution geometry when the fast kernels handle it.
@@ -20,7 +20,7 @@ fn conv_geom(x: &FlexTensor, weight: &FlexTensor, options: &ConvOptions<2>) -> O
         return None;
     }
     let g = conv::Geom::new(&dims(x), &dims(weight), options);
-    g.inspect(|_| count_fast_call())
+    g.inspect(|_| FAST_CALLS.count())
 }
 
 /// The geometry of the convolution whose output gradient is `dy`, when the fast kernels handle
@@ -48,7 +48,7 @@ fn pool_geom(
         return None;
     }
     let g = pool::PoolGeom::new(&dims(x), k, stride, pad, dil, ceil_mode);
-    g.inspect(|_| count_fast_call())
+    g.inspect(|_| FAST_CALLS.count())
 }
 
 impl ModuleOps<Self> for FastCpu {
@@ -120,7 +120,7 @@ impl ModuleOps<Self> for FastCpu {
     ) -> FloatTensor<Self> {
         timed("conv2d_bias_backward", || match &dims(&output_grad)[..] {
             &[n, o, oh, ow] if fast() && is_f32(&output_grad) && dims(&bias) == [o] => {
-                count_fast_call();
+                FAST_CALLS.count();
                 let dy = output_grad.to_contiguous();
                 f32_tensor(conv::bias_backward(dy.storage(), n, o, oh * ow), &[o])
             }

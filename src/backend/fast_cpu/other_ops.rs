@@ -1,5 +1,6 @@
 //! `BoolTensorOps`, `QTensorOps` and `ActivationOps`: every operation is Flex's, but relu, its
-//! backward pass and sigmoid on large tensors, split over threads on the fast path ([`elementwise`]).
+//! backward pass and sigmoid on large tensors, split over threads on the fast path
+//! ([`elementwise`]).
 //!
 //! [`elementwise`]: super::elementwise
 

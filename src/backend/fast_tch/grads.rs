@@ -16,7 +16,7 @@ pub(super) fn conv2d_weight(
 ) -> TchTensor {
     match cpu_geom(&x.tensor, &weight.tensor, &dy.tensor, &options) {
         Some(g) => {
-            super::count_cpu_call();
+            super::CPU_CALLS.count();
             let (x, dy) = (x.tensor.contiguous(), dy.tensor.contiguous());
             let dw = conv_weight_backward(f32_slice(&x), f32_slice(&dy), &g);
             cpu_tensor(&dw, &[g.o, g.c, g.kh, g.kw])

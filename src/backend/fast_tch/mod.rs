@@ -21,10 +21,10 @@
 //! [operation profile](super::profile). The hidden `--backend tch-plain` runs `LibTorch` itself,
 //! for comparisons and for the numerics tests.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use burn::backend::libtorch::{LibTorch, LibTorchDevice, TchTensor};
 use burn_backend::{Backend, BackendTypes, DType, DTypeUsageSet, ExecutionError};
+
+use super::profile::CallCounter;
 
 mod delegated;
 mod grads;
@@ -34,16 +34,12 @@ mod random;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FastTch;
 
-static CPU_CALLS: AtomicU64 = AtomicU64::new(0);
+static CPU_CALLS: CallCounter = CallCounter::new();
 
 /// How many weight gradients the CPU kernel computed so far (the others went to burn-tch): lets
 /// tests check that they exercise it.
 pub fn cpu_kernel_calls() -> u64 {
-    CPU_CALLS.load(Ordering::Relaxed)
-}
-
-fn count_cpu_call() {
-    CPU_CALLS.fetch_add(1, Ordering::Relaxed);
+    CPU_CALLS.get()
 }
 
 impl BackendTypes for FastTch {
