@@ -6,7 +6,7 @@ use burn::tensor::backend::AutodiffBackend;
 use crate::backend::{self, BackendJob, Placement};
 use crate::cli::EvalArgs;
 use crate::data::mnist::{self, Split};
-use crate::engine::checkpoint::Checkpoint;
+use crate::toolbox::checkpoint::Checkpoint;
 use crate::train::mnist::evaluate::{EvalResult, evaluate, load_model};
 
 struct EvalJob(EvalArgs);

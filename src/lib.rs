@@ -1,7 +1,9 @@
 //! trainer: a one-binary deep-learning trainer for shared GPU clusters.
 //!
-//! Data flows one way: [`cli`] → config → [`data`] → [`models`] → [`train`] loop → run directory.
-//! [`backend`] picks the tensor backend once at the top; [`cluster`] knows schedulers and GPUs.
+//! Data flows one way: [`cli`] (flags, config files, presets) → plain settings → [`launch`]
+//! (backend, scheduler, communicator, run directory) → [`train`] jobs (data, [`models`]) →
+//! [`engine`] (the loop, with the [`toolbox`]) → [`outputs`] (run directory files).
+//! `docs/architecture.md` has the module map and recipes.
 
 use std::process::ExitCode;
 
@@ -11,16 +13,19 @@ pub mod backend;
 pub mod bench;
 pub mod cli;
 pub mod cluster;
-pub mod config;
+pub mod commands;
 pub mod data;
 pub mod dist;
 pub mod engine;
 pub mod error;
 pub mod eval;
 pub mod files;
+pub mod launch;
 pub mod metrics;
 pub mod models;
 pub mod outputs;
+pub mod settings;
+pub mod toolbox;
 pub mod train;
 
 use cli::{Cli, Command, DataCommand};
@@ -32,8 +37,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     match cli.command {
-        Command::TrainMnist(args) => train::mnist::run(*args),
-        Command::TrainGnn(args) => train::gnn::run(*args),
+        Command::TrainMnist(args) => train::mnist::run(args.resolve()?),
+        Command::TrainGnn(args) => train::gnn::run(args.resolve()?),
         Command::Eval(args) => eval::run(args).map(|_| ExitCode::SUCCESS),
         Command::Bench(args) => bench::mnist::run(args).map(|_| ExitCode::SUCCESS),
         Command::Plot(a) => {
@@ -44,10 +49,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Compare(a) => {
             outputs::compare::run(&a.runs, a.json, a.plot.as_deref()).map(|_| ExitCode::SUCCESS)
         }
-        Command::Env { json } => cluster::cmd_env(json).map(|_| ExitCode::SUCCESS),
-        Command::Doctor { require_gpu, json } => cluster::cmd_doctor(require_gpu, json),
-        Command::SynthConnectome(args) => train::gnn::synth(args).map(|_| ExitCode::SUCCESS),
-        Command::MigPick => cluster::cmd_mig_pick(),
+        Command::Env { json } => commands::cmd_env(json).map(|_| ExitCode::SUCCESS),
+        Command::Doctor { require_gpu, json } => commands::cmd_doctor(require_gpu, json),
+        Command::SynthConnectome(a) => commands::synth(&a.options(), &a.out).map(|_| ExitCode::SUCCESS),
+        Command::MigPick => commands::cmd_mig_pick(),
         Command::Data {
             command: DataCommand::Fetch(a),
         } => data::fetch::fetch(a.dataset, &a.out, a.mirror.as_deref()).map(|_| ExitCode::SUCCESS),

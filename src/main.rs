@@ -7,7 +7,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // Before the first tensor: keep freed buffers for the next step (see host_memory).
     trainer::backend::host_memory::tune();
-    let cli = match trainer::config::parse_cli() {
+    let cli = match trainer::cli::config::parse_cli() {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };

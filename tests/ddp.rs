@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use trainer::engine::checkpoint::Checkpoint;
+use trainer::toolbox::checkpoint::Checkpoint;
 
 fn args(out: &Path, batch: usize) -> Vec<String> {
     let data = fashion_dir();

@@ -15,8 +15,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use trainer::cluster::gpu::DriverProbe;
 use trainer::cluster::{Vars, diagnose, env, hostlist, render_env};
-use trainer::engine::checkpoint::Checkpoint;
-use trainer::engine::params::HostTensor;
+use trainer::toolbox::checkpoint::Checkpoint;
+use trainer::toolbox::params::HostTensor;
 
 #[global_allocator]
 static ALLOC: fuzz::Tracking = fuzz::Tracking;

@@ -10,7 +10,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use trainer::engine::checkpoint::Checkpoint;
+use trainer::toolbox::checkpoint::Checkpoint;
 
 const ARGS: [&str; 8] = [
     "--limit-train",

@@ -13,7 +13,6 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::OnceLock;
 
 use anyhow::Result;
 use burn::backend::Autodiff;
@@ -206,30 +205,21 @@ pub trait BackendJob {
     ) -> Result<Self::Output>;
 }
 
-static PREFLIGHT: OnceLock<serde_json::Value> = OnceLock::new();
-
-/// The CUDA preflight report of this process, if a CUDA device was requested (for run_meta.json).
-pub fn preflight_report() -> Option<&'static serde_json::Value> {
-    PREFLIGHT.get()
-}
-
-/// Runs the GPU preflight of `trainer doctor --require-gpu`; its failure carries the doctor's
-/// documented exit code.
-fn preflight() -> Result<()> {
+/// Runs the GPU preflight of `trainer doctor --require-gpu` and returns its report; its
+/// failure carries the doctor's documented exit code.
+pub fn preflight() -> Result<serde_json::Value> {
     match crate::cluster::preflight_cuda() {
         Ok(report) => {
-            let _ = PREFLIGHT.set(serde_json::to_value(&report).unwrap_or_default());
-            ensure_cuda_driver()
+            ensure_cuda_driver()?;
+            Ok(serde_json::to_value(&report).unwrap_or_default())
         }
         Err(e) => Err(ExitError::new(e.code, e.to_string()).into()),
     }
 }
 
-/// Runs `job` on the backend and device of `placement`. A CUDA device is preflighted first.
+/// Runs `job` on the backend and device of `placement` (training preflights a CUDA device
+/// first: [`preflight`], called by the launcher).
 pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
-    if placement.device.is_cuda() {
-        preflight()?;
-    }
     match (placement.backend, placement.device) {
         (BackendKind::Flex | BackendKind::FlexPlain, _) => {
             fast_cpu::set_kernels(match placement.backend {

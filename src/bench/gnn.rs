@@ -18,13 +18,13 @@ use crate::data::connectome::{
     Cohort, CohortPaths, LoadOptions, cv_fold, load_cohort, test_split, write_synthetic_cohort,
 };
 use crate::dist::Single;
-use crate::engine::optim::{Adam, Grads};
-use crate::engine::params;
-use crate::engine::seed::epoch_order;
-use crate::engine::usage::{cpu_seconds, peak_rss_bytes};
+use crate::toolbox::optim::{Adam, Grads};
+use crate::toolbox::params;
+use crate::toolbox::seed::epoch_order;
+use crate::toolbox::usage::{cpu_seconds, peak_rss_bytes};
 use crate::files::write_json;
 use crate::models::clg_ode::ClgOdeConfig;
-use crate::models::clg_ode::objective::{GradNormScope, Objective, ObjectiveConfig};
+use crate::models::clg_ode::objective::{Objective, ObjectiveConfig, TopologyConfig};
 use crate::train::gnn::TEST_SIZE;
 use crate::train::gnn::batch::Sampling;
 use crate::train::gnn::fold_data::FoldData;
@@ -45,8 +45,7 @@ pub struct GnnBenchRow {
 /// The objectives compared: the minimal core and the reference default.
 fn objectives() -> [(&'static str, ObjectiveConfig); 2] {
     let mut core = ObjectiveConfig::default();
-    core.topology.lambda_topo = 0.0;
-    core.topology.gradnorm = GradNormScope::None;
+    core.topology = TopologyConfig::off();
     [("core", core), ("default", ObjectiveConfig::default())]
 }
 
@@ -66,7 +65,9 @@ fn bench_epoch<B: AutodiffBackend>(
     let stats = cohort.norm_stats(&fold.train)?;
     let data = FoldData::new(cohort, &stats, true);
     let sampling = Sampling::default();
-    let mut objective = Objective::new(obj, seed);
+    // The reference's --max_epochs (the topology warm-up's length).
+    let max_epochs = 120;
+    let mut objective = Objective::new(obj, model_cfg.decoder.fixed_support, max_epochs, seed);
     B::seed(device, fold_seed(seed, 0));
     let mut model = model_cfg.init::<B>(device);
     params::materialize(&model);

@@ -25,7 +25,7 @@ use crate::backend::profile as op_profile;
 use crate::backend::{self, BackendJob, BackendKind, Placement};
 use crate::cli::BenchArgs;
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
-use crate::engine::optim::{Adam, Grads};
+use crate::toolbox::optim::{Adam, Grads};
 use crate::files::write_json;
 use crate::models::cnn::MnistCnn;
 
@@ -73,7 +73,7 @@ impl BackendJob for BenchJob<'_> {
         op_profile::enable(op_profile::requested());
         B::seed(&device, 1);
         let mut model = MnistCnn::<B>::new(&device, true);
-        crate::engine::params::materialize(&model);
+        crate::toolbox::params::materialize(&model);
         let mut adam = Adam::<B::InnerBackend>::default();
         let loss_fn = CrossEntropyLoss::new(None, &device);
         let mut clock = Clock::start();
@@ -92,7 +92,7 @@ impl BackendJob for BenchJob<'_> {
             model = adam.step(1e-3, model, Grads::Params(grads));
         }
         // Reading a value waits for queued device work.
-        let _ = crate::engine::params::collect(&model);
+        let _ = crate::toolbox::params::collect(&model);
         let train = clock.rate(bs * steps);
         let label = format!("{} training step, batch {bs}", p.backend.name());
         super::profile::print(&label, &op_profile::take(), steps);

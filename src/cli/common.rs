@@ -5,15 +5,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::backend::{BackendKind, DeviceSpec};
-use crate::engine::{Mode, Monitor};
-
-/// `--help` headings, also the sections of `config.toml`.
-pub const DATA: &str = "Data";
-pub const MODEL: &str = "Model";
-pub const OPTIM: &str = "Optimisation";
-pub const RUN: &str = "Run";
-pub const CLUSTER: &str = "Cluster";
+use crate::backend::{self, BackendKind, DeviceSpec, Placement};
+use crate::toolbox::stop::RequeuePolicy;
+use crate::engine::{Mode, Monitor, RunSettings};
+pub use crate::settings::{CLUSTER, OPTIM, RUN};
 
 /// Where a job runs: backend and device, chosen at run time among what was compiled in.
 #[derive(Args, Debug, Clone)]
@@ -84,6 +79,30 @@ pub struct RunArgs {
     /// The resolved configuration as TOML (filled in after parsing; written to `config.toml`).
     #[arg(skip)]
     pub resolved_config: Option<String>,
+}
+
+impl RunArgs {
+    /// The run's plain settings.
+    pub fn settings(self) -> anyhow::Result<RunSettings> {
+        Ok(RunSettings {
+            requeue: RequeuePolicy::new(&self.requeue_signal, self.requeue)?,
+            out: self.out,
+            run_name: self.run_name,
+            resume: self.resume,
+            checkpoint_every: self.checkpoint_every,
+            log_every_secs: self.log_every_secs,
+            stop_after_steps: self.stop_after_steps,
+            log_steps: self.log_steps,
+            resolved_config: self.resolved_config,
+        })
+    }
+}
+
+impl DeviceArgs {
+    /// The backend and device, checked against what this binary was built with.
+    pub fn placement(&self) -> anyhow::Result<Placement> {
+        backend::resolve(self.backend, self.device)
+    }
 }
 
 /// Early stopping and best-checkpoint selection.

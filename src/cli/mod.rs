@@ -1,9 +1,11 @@
 //! Command-line interface: one clap struct per sub-command, flags documented where they are
-//! defined, so `trainer <cmd> --help` answers the common questions. Training flags are grouped
-//! under headings (data, model, optimisation, run, cluster); [`crate::config`] layers a TOML
-//! file under them.
+//! defined, so `trainer <cmd> --help` answers the common questions. Training commands flatten
+//! their job's settings structs (which own their flags) and are converted once, here, into
+//! plain settings ([`train`]); [`config`] layers a TOML file and presets under the flags.
 
 pub mod common;
+pub mod config;
+mod presets;
 pub mod tools;
 pub mod train;
 

@@ -113,6 +113,18 @@ pub struct SynthArgs {
     pub snr: f64,
 }
 
+impl SynthArgs {
+    /// The generator's options.
+    pub fn options(&self) -> crate::data::connectome::SynthOptions {
+        crate::data::connectome::SynthOptions {
+            subjects: self.subjects,
+            nodes: self.nodes,
+            seed: self.seed,
+            snr: self.snr,
+        }
+    }
+}
+
 /// `trainer compare`.
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {

@@ -5,10 +5,10 @@
 //! unit-testable without a scheduler or a GPU; only the `cmd_*` entry points, [`detect_env`],
 //! [`preflight_cuda`] and the probes touch the process environment or the machine.
 //!
-//! Entry points for the CLI: [`cmd_env`], [`cmd_doctor`], [`cmd_mig_pick`]; for train commands:
+//! The commands `trainer env`, `doctor` and `mig-pick` are in `src/commands.rs`; for training:
 //! [`detect_env`], [`preflight_cuda`] and [`RunCluster`] for `run_meta.json`.
 
-mod commands;
+mod detect;
 pub mod container;
 pub mod cuda;
 pub mod doctor;
@@ -24,7 +24,7 @@ pub mod run_record;
 pub mod vars;
 pub mod visible_devices;
 
-pub use commands::{cmd_doctor, cmd_env, cmd_mig_pick, detect_env, render_env};
+pub use detect::{detect_env, render_env};
 pub use doctor::{DoctorReport, diagnose, diagnose_with};
 pub use env::{ClusterEnv, SchedulerEnv, SchedulerKind};
 pub use error::EnvError;

@@ -73,8 +73,7 @@ pub const MPI_BUILT: bool = cfg!(feature = "mpi");
 /// The world of this process: MPI when built with it (a process started without a launcher is a
 /// world of one), else [`Single`]. Cross-checks the scheduler's view of ranks: a multi-rank
 /// launch (an `srun -n 2` step, torchrun-style variables) needs a matching MPI world.
-pub fn init() -> Result<Box<dyn Collective>> {
-    let env = crate::cluster::detect_env()?;
+pub fn init(env: &crate::cluster::ClusterEnv) -> Result<Box<dyn Collective>> {
     #[cfg(feature = "mpi")]
     let comm: Box<dyn Collective> = mpi_comm::MpiWorld::init()?;
     #[cfg(not(feature = "mpi"))]

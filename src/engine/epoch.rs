@@ -7,16 +7,16 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use burn::tensor::backend::AutodiffBackend;
 
-use super::checkpoint::Checkpoint;
-use super::ddp;
-use super::optim::{Adam, Grads};
-use super::params::{self, HostTensor};
 use super::progress::Progress;
 use super::run::Ctx;
-use super::seed::epoch_order;
 use super::state::{Position, Saved};
-use super::stop::StopReason;
-use super::{Batch, Job, Row, Stage};
+use super::{Batch, EpochSums, Job, Row, Stage, StepSums};
+use crate::toolbox::checkpoint::Checkpoint;
+use crate::toolbox::ddp;
+use crate::toolbox::optim::{Adam, Grads};
+use crate::toolbox::params::{self, HostTensor};
+use crate::toolbox::seed::epoch_order;
+use crate::toolbox::stop::StopReason;
 
 pub(super) type Weights = Vec<(String, HostTensor)>;
 
@@ -27,6 +27,8 @@ pub(super) struct StageRun<'j, B: AutodiffBackend, J: Job<B>> {
     pub names: Vec<String>,
     pub adam: Adam<B::InnerBackend>,
     pub best: Option<Weights>,
+    /// The running sums of the epoch in progress.
+    pub sums: J::Epoch,
 }
 
 /// How the steps of an epoch ended: trained through, or stopped by a request after a step.
@@ -87,7 +89,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         let items = self.stage.items;
         let epoch = pos.epoch;
         let order = epoch_order(items, self.stage.shuffle_seed, epoch as u64);
-        let lr = self.job.lr(epoch);
+        let lr = spec.lr.at(epoch);
         let global_batch = spec.batch_size * world;
         let mut progress = Progress::new(
             format!(
@@ -103,7 +105,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             ctx.main(),
         );
         let t0 = Instant::now();
-        let cpu0 = super::usage::cpu_seconds();
+        let cpu0 = crate::toolbox::usage::cpu_seconds();
         let comm0 = ctx.comm_stats.time;
         let mut items_here = 0usize;
         while pos.epoch_items < items {
@@ -140,14 +142,15 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             model = self.adam.step(lr, model, grads);
             // One small reduction carries the step's sums and any pending stop request, so
             // that every rank stops after the same step.
-            let mut sums = out.sums;
+            let mut flat = out.sums.flat();
             let stop = ddp::sum_with_stop(
                 ctx.comm,
-                &mut sums,
+                &mut flat,
                 ctx.steps_here + 1,
                 ctx.run.stop_after_steps,
             )?;
-            let (loss, add) = self.job.step_loss(&sums);
+            let step_sums = out.sums.with_flat(&flat);
+            let loss = step_sums.loss();
             let step_in_epoch = end.div_ceil(global_batch);
             if !loss.is_finite() {
                 bail!(
@@ -156,7 +159,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                     epoch + 1
                 );
             }
-            pos.accumulate(&add);
+            self.sums.add(&step_sums);
             pos.epoch_items = end;
             pos.global_step += 1;
             ctx.steps_here += 1;
@@ -180,7 +183,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         progress.finish();
         let seconds = t0.elapsed().as_secs_f64();
         // CPU time of all ranks together.
-        let mut cpu = [super::usage::cpu_seconds() - cpu0];
+        let mut cpu = [crate::toolbox::usage::cpu_seconds() - cpu0];
         ctx.comm.all_reduce_sum_f64(&mut cpu)?;
         Ok((
             model,
@@ -202,7 +205,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         step: usize,
     ) -> ExitCode {
         if !ctx.main() {
-            return ctx.requeue.exit_code(reason);
+            return ctx.run.requeue.exit_code(reason);
         }
         eprintln!(
             "{} stopping at {}epoch {epoch} step {step} ({}): checkpoint written to {}; resume \
@@ -212,7 +215,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             reason.describe(),
             ctx.run_dir.join("checkpoints/last.safetensors").display(),
         );
-        ctx.requeue.finish(reason, &ctx.tag)
+        ctx.run.requeue.finish(reason, &ctx.tag)
     }
 
     /// Writes the resume checkpoint `last.safetensors` (rank 0), and `epoch_NNN.safetensors`
@@ -227,6 +230,8 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         if !ctx.main() {
             return Ok(());
         }
+        let mut pos = pos.clone();
+        pos.acc = serde_json::to_value(&self.sums)?;
         let mut ck = Checkpoint::default();
         for (name, t) in params::collect(model) {
             ck.floats.insert(format!("model.{name}"), t);
@@ -236,12 +241,12 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             .insert("model".into(), ctx.spec.model_name.into());
         ck.metadata.insert("config".into(), ctx.config.clone());
         Saved {
-            position: pos.clone(),
-            job_state: self.job.save_state(),
+            position: pos,
+            job_state: serde_json::to_value(self.job.state())?,
             row: row.cloned(),
             best: self.best.clone(),
         }
-        .write_into(&mut ck, &ctx.fingerprint, ctx.spec.seed)?;
+        .write_into(&mut ck, &ctx.spec.fingerprint, ctx.spec.seed)?;
         let dir = ctx.run_dir.join("checkpoints");
         if ctx.spec.epoch_checkpoints
             && let Some(epoch) = row.and_then(|r| r.get("epoch")).and_then(|e| e.as_u64())

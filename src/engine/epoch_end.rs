@@ -8,14 +8,14 @@ use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use serde_json::json;
 
-use super::checkpoint::Checkpoint;
 use super::epoch::{StageRun, Trained, Weights};
-use super::params;
 use super::progress::fmt_secs;
 use super::run::Ctx;
 use super::state::{Position, StageResult};
-use super::{EvalCtx, Job};
+use super::{EpochCtx, Job};
 use crate::outputs::curves;
+use crate::toolbox::checkpoint::Checkpoint;
+use crate::toolbox::params;
 
 impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
     /// Evaluation, monitor, model files, metrics row, checkpoint and curves of the epoch that
@@ -29,19 +29,19 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
     ) -> Result<()> {
         let spec = ctx.spec.clone();
         let (epoch, stage_index) = (pos.epoch, pos.stage);
-        self.job.end_epoch(epoch, &pos.acc);
-        let (train_loss, train_detail) = self.job.train_columns(&pos.acc);
         let t_eval = Instant::now();
         let valid = model.valid();
-        let eval = self.job.evaluate(
+        let eval = self.job.end_epoch(
             &valid,
-            &EvalCtx {
+            &self.sums,
+            &EpochCtx {
                 stage: stage_index,
                 epoch,
                 device: ctx.device,
                 comm: ctx.comm,
             },
         )?;
+        let train_loss = eval.train_loss;
         let eval_seconds = t_eval.elapsed().as_secs_f64();
 
         let mut improved = false;
@@ -63,7 +63,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             improved = pos.monitor.record(m, value, epoch + 1);
             monitored = Some(value);
         }
-        let files = self.job.model_file(stage_index)?;
+        let files = self.stage.model_file.clone();
         let ckpt_dir = ctx.run_dir.join("checkpoints");
         let best_path = match (&files, &spec.monitor) {
             (Some(f), _) => Some(ckpt_dir.join(format!("{}_best.safetensors", f.stem))),
@@ -109,15 +109,13 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             row.insert("monitor_metric".into(), json!(m.metric));
             row.insert("monitor_value".into(), json!(v));
         }
-        row.extend(train_detail);
         row.extend(eval.detail.clone());
-        row.extend(self.job.epoch_columns(epoch));
         if let Some(m) = &spec.monitor {
             row.insert(format!("best_{}", m.metric), json!(pos.monitor.best));
             row.insert("is_best".into(), json!(improved));
         }
         let per_s = trained.items as f64 / trained.seconds.max(1e-9);
-        row.insert("lr".into(), json!(self.job.lr(epoch)));
+        row.insert("lr".into(), json!(spec.lr.at(epoch)));
         row.insert("steps".into(), json!(pos.global_step));
         row.insert(format!("{}_per_s", spec.unit), json!(per_s));
         row.insert("seconds".into(), json!(trained.seconds));
@@ -138,7 +136,8 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
 
         pos.epoch = epoch + 1;
         pos.epoch_items = 0;
-        pos.acc.clear();
+        pos.acc = serde_json::Value::Null;
+        self.sums = J::Epoch::default();
         let stopped_early = spec
             .monitor
             .as_ref()

@@ -1,47 +1,64 @@
-//! The training engine: the one loop every job runs through, and its machinery.
+//! The training engine: the one loop every job runs through.
 //!
 //! A job ([`Job`]) brings what is its own: its model and how to initialise it, one training
-//! step on a shard of a batch, an evaluation that returns named metrics, its configuration and
-//! its extra state. The engine ([`train`]) brings everything else: epochs and steps, the
-//! shuffled order of each epoch, progress, stop signals → checkpoint → exit codes, `--resume`,
-//! `--checkpoint-every`, the metrics rows (CSV + JSONL) and `curves.svg`, checkpoint files
-//! (last, per epoch, best), early stopping on a named monitor, rank-0-only output and the
-//! data-parallel gradient all-reduce. Jobs with cross-validation folds run one *stage* per fold,
-//! each with fresh weights and optimiser.
+//! step on a shard of a batch returning typed sums, and an epoch-end hook that turns the epoch's
+//! sums into a training loss and evaluates. The engine ([`train`]) brings everything else:
+//! epochs and steps, the shuffled order of each epoch, progress, stop signals → checkpoint →
+//! exit codes, `--resume`, `--checkpoint-every`, the metrics rows (CSV + JSONL) and
+//! `curves.svg`, checkpoint files (last, per epoch, best), early stopping on a named monitor,
+//! rank-0-only output and the data-parallel all-reduce of gradients and sums. Jobs with
+//! cross-validation folds run one *stage* per fold, each with fresh weights and optimiser.
+//! The tools the loop uses (weights, Adam, checkpoint format, all-reduce, seeds) are in
+//! [`crate::toolbox`].
 
-pub mod checkpoint;
-pub mod ddp;
 mod epoch;
 mod epoch_end;
 pub mod monitor;
-pub mod optim;
-pub mod params;
 pub mod progress;
+mod context;
 mod run;
-pub mod seed;
+mod settings;
 pub mod state;
-pub mod stop;
-pub mod usage;
+mod sums;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use anyhow::Result;
 use burn::module::AutodiffModule;
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
-use serde_json::{Map, Value};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
-use crate::backend::Placement;
 use crate::dist::Collective;
-use crate::outputs::curves::Panel;
+pub use crate::outputs::curves::Panel;
+pub use crate::outputs::metrics::Row;
 
 pub use monitor::{Mode, Monitor};
+pub use context::RunContext;
 pub use run::train;
+pub use settings::RunSettings;
 pub use state::StageResult;
+pub use sums::{EpochSums, LossSums, StepSums};
 
-/// A metrics row (or part of one): named values, in column order.
-pub type Row = Map<String, Value>;
+/// The learning rate of each epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum LrSchedule {
+    Constant(f64),
+    /// `lr × gamma^epoch` (PyTorch's StepLR with step 1).
+    StepDecay { lr: f64, gamma: f64 },
+}
+
+impl LrSchedule {
+    /// Learning rate of 0-based epoch `epoch`.
+    pub fn at(&self, epoch: usize) -> f64 {
+        match *self {
+            LrSchedule::Constant(lr) => lr,
+            LrSchedule::StepDecay { lr, gamma } => lr * gamma.powi(epoch as i32),
+        }
+    }
+}
 
 /// What the engine needs to know about a job before it starts.
 #[derive(Debug, Clone)]
@@ -54,6 +71,7 @@ pub struct JobSpec {
     pub epochs: usize,
     /// Items per step on each rank (the global batch is this × ranks).
     pub batch_size: usize,
+    pub lr: LrSchedule,
     /// Seed written into checkpoints (the job derives its own seeds from it).
     pub seed: u64,
     /// Stages run one after the other with fresh weights (cross-validation folds; usually 1).
@@ -69,16 +87,12 @@ pub struct JobSpec {
     pub epoch_checkpoints: bool,
     /// The panels of `curves.svg`.
     pub plot: Vec<Panel>,
-}
-
-/// Facts about the run that the job's configuration records.
-#[derive(Debug, Clone)]
-pub struct RunInfo {
-    pub run_dir: PathBuf,
-    pub world_size: usize,
-    pub placement: Placement,
-    pub resumed_from: Option<PathBuf>,
-    pub collective: &'static str,
+    /// The resolved configuration, written to `args.json` and into every checkpoint.
+    pub config: Value,
+    /// The settings a resumed run must share with its checkpoint.
+    pub fingerprint: Value,
+    /// Extra fields of `run_meta.json`.
+    pub meta: Row,
 }
 
 /// One stage as the job sets it up.
@@ -92,6 +106,8 @@ pub struct Stage {
     pub label: String,
     /// Columns that name the stage in metrics rows (e.g. `fold`).
     pub columns: Row,
+    /// The model-only files the engine writes for the stage (best and last epoch), if any.
+    pub model_file: Option<ModelFile>,
 }
 
 /// One training step's global batch and this rank's shard of it.
@@ -112,27 +128,27 @@ pub struct Batch<'a, B: AutodiffBackend> {
     pub comm: &'a dyn Collective,
 }
 
-/// What a step returns: gradients of this rank's shard, and values that add up over ranks.
-pub struct StepOut {
+/// What a step returns: gradients of this rank's shard, and sums that add up over ranks.
+pub struct StepOut<S> {
     pub grads: GradientsParams,
     /// The all-reduce sums `grad_weight × gradient` over ranks.
     pub grad_weight: f32,
-    /// Summed over ranks and handed to [`Job::step_loss`].
-    pub sums: Vec<f64>,
+    pub sums: S,
 }
 
-/// What an evaluation returns.
+/// What the end of an epoch reports: the training loss, then columns.
 #[derive(Debug, Clone, Default)]
-pub struct Evaluation {
+pub struct EpochReport {
+    pub train_loss: f64,
     /// Columns right after `train_loss` (e.g. `test_loss, test_accuracy` or `val_loss`).
     pub head: Row,
-    /// Columns after the training detail columns.
+    /// Columns after the monitor's (training detail, evaluation detail, settings in force).
     pub detail: Row,
-    /// The end-of-epoch log line's part about this evaluation.
+    /// The end-of-epoch log line's part about the evaluation.
     pub summary: String,
 }
 
-impl Evaluation {
+impl EpochReport {
     /// A metric by name from either group.
     pub fn get(&self, name: &str) -> Option<f64> {
         self.head
@@ -142,9 +158,10 @@ impl Evaluation {
     }
 }
 
-/// Where an evaluation runs.
-pub struct EvalCtx<'a, B: AutodiffBackend> {
+/// Where an epoch ends.
+pub struct EpochCtx<'a, B: AutodiffBackend> {
     pub stage: usize,
+    /// 0-based epoch of the stage.
     pub epoch: usize,
     pub device: &'a B::Device,
     pub comm: &'a dyn Collective,
@@ -159,6 +176,7 @@ pub struct Done<'a, B: AutodiffBackend> {
 }
 
 /// A model-only file the engine writes for a stage (best and last epoch).
+#[derive(Debug, Clone)]
 pub struct ModelFile {
     /// File stem under `checkpoints/`: `<stem>_best.safetensors`, `<stem>_last.safetensors`.
     pub stem: String,
@@ -166,57 +184,39 @@ pub struct ModelFile {
     pub metadata: BTreeMap<String, String>,
 }
 
+/// The validation-mode model of a job.
+pub type Valid<B, J> = <<J as Job<B>>::Model as AutodiffModule<B>>::InnerModule;
+
 /// A training job. Everything not listed here is the engine's.
 pub trait Job<B: AutodiffBackend> {
     type Model: AutodiffModule<B>;
+    /// What a step adds up over ranks.
+    type Step: StepSums;
+    /// What an epoch adds up over its steps (kept in resume checkpoints).
+    type Epoch: EpochSums<Self::Step>;
+    /// The job's own state, kept in resume checkpoints.
+    type State: Serialize + DeserializeOwned + Default;
 
     fn spec(&self) -> &JobSpec;
-    /// The resolved configuration, written to `args.json`.
-    fn config(&self, run: &RunInfo) -> Result<Value>;
-    /// The settings a resumed run must share with its checkpoint.
-    fn fingerprint(&self) -> Value;
-    /// Extra fields of `run_meta.json`.
-    fn meta(&self, _run: &RunInfo) -> Row {
-        Row::new()
-    }
     /// Sets up stage `stage` (e.g. a fold's normalisation); `resumed`: the run resumes inside
-    /// this stage from a checkpoint (whose job state was loaded already).
+    /// this stage from a checkpoint (whose job state was restored already).
     fn begin_stage(&mut self, stage: usize, resumed: bool) -> Result<Stage>;
     /// A freshly initialised model for the stage, drawn from the job's seed.
     fn init_model(&self, stage: usize, device: &B::Device) -> Result<Self::Model>;
-    /// Learning rate of 0-based epoch `epoch`.
-    fn lr(&self, epoch: usize) -> f64;
     /// Forward and backward on this rank's shard of the batch.
-    fn step(&mut self, model: &Self::Model, batch: &Batch<'_, B>) -> Result<StepOut>;
-    /// From the step's sums over ranks: the step's loss (shown, checked for divergence) and
-    /// what to add to the epoch's running sums.
-    fn step_loss(&mut self, sums: &[f64]) -> (f64, Vec<f64>);
-    /// From the epoch's running sums: the training loss and the training detail columns.
-    fn train_columns(&mut self, acc: &[f64]) -> (f64, Row);
-    /// Evaluation at the end of an epoch.
-    fn evaluate(
+    fn step(&mut self, model: &Self::Model, batch: &Batch<'_, B>) -> Result<StepOut<Self::Step>>;
+    /// After an epoch's steps: the training loss from the epoch's sums, the evaluation, and
+    /// the columns of the epoch's metrics row.
+    fn end_epoch(
         &mut self,
-        model: &<Self::Model as AutodiffModule<B>>::InnerModule,
-        ctx: &EvalCtx<'_, B>,
-    ) -> Result<Evaluation>;
-    /// Columns after the evaluation (settings in force this epoch, …).
-    fn epoch_columns(&self, _epoch: usize) -> Row {
-        Row::new()
-    }
-    /// Called after each epoch's training steps, before the evaluation (e.g. to update
-    /// statistics gathered over the epoch); `acc` holds the epoch's running sums.
-    fn end_epoch(&mut self, _epoch: usize, _acc: &[f64]) {}
-    /// The model-only files of a stage, if the job wants them.
-    fn model_file(&self, _stage: usize) -> Result<Option<ModelFile>> {
-        Ok(None)
-    }
-    /// The job's own state, saved in resume checkpoints.
-    fn save_state(&self) -> Value {
-        Value::Null
-    }
-    fn load_state(&mut self, _state: &Value) -> Result<()> {
-        Ok(())
-    }
+        model: &Valid<B, Self>,
+        sums: &Self::Epoch,
+        ctx: &EpochCtx<'_, B>,
+    ) -> Result<EpochReport>;
+    /// The job's state, for a resume checkpoint.
+    fn state(&self) -> Self::State;
+    /// Restores the state of a resume checkpoint.
+    fn restore(&mut self, state: Self::State);
     /// After the last stage (e.g. scoring the test set). Runs on every rank.
     fn finish(&mut self, _done: &Done<'_, B>) -> Result<()> {
         Ok(())

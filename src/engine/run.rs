@@ -1,28 +1,26 @@
 //! [`train`]: set-up, resume and the stages of a run; the epochs are in [`super::epoch`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::checkpoint::Checkpoint;
-use super::ddp::{self, CommStats};
 use super::epoch::StageRun;
-use super::optim::Adam;
-use super::params;
 use super::progress::fmt_secs;
 use super::state::{Position, Saved};
-use super::stop::{self, RequeuePolicy};
-use super::{Done, Job, JobSpec, Row, RunInfo};
-use crate::backend::Placement;
-use crate::cli::RunArgs;
+use super::{Done, Job, JobSpec, Row, RunContext, RunSettings};
 use crate::dist::Collective;
 use crate::files::{write_atomic, write_json};
 use crate::outputs::metrics::MetricsFiles;
 use crate::outputs::rundir::{self, RunMeta};
+use crate::toolbox::checkpoint::Checkpoint;
+use crate::toolbox::ddp::{self, CommStats};
+use crate::toolbox::optim::Adam;
+use crate::toolbox::params;
+use crate::toolbox::stop;
 
 /// What every epoch of a run shares.
 pub(super) struct Ctx<'a, B: AutodiffBackend> {
@@ -30,11 +28,9 @@ pub(super) struct Ctx<'a, B: AutodiffBackend> {
     pub tag: String,
     pub comm: &'a dyn Collective,
     pub device: &'a B::Device,
-    pub run: &'a RunArgs,
+    pub run: &'a RunSettings,
     pub run_dir: PathBuf,
-    pub requeue: RequeuePolicy,
     pub metrics: MetricsFiles,
-    pub fingerprint: Value,
     /// The resolved configuration, stored in every checkpoint's metadata.
     pub config: String,
     pub comm_stats: CommStats,
@@ -48,40 +44,29 @@ impl<B: AutodiffBackend> Ctx<'_, B> {
     }
 }
 
-/// Runs `job` to the end (or to a stop request) in the run directory given by `run` (default
-/// root `runs_root`), on `device`, over the ranks of `comm`. Returns the process exit code.
-pub fn train<B: AutodiffBackend, J: Job<B>>(
-    mut job: J,
-    comm: &dyn Collective,
-    run: &RunArgs,
-    runs_root: &Path,
-    device: B::Device,
-    placement: Placement,
-) -> Result<ExitCode> {
+/// Runs `job` to the end (or to a stop request) in the run directory of `ctx`. Returns the
+/// process exit code.
+pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> Result<ExitCode> {
     let spec = job.spec().clone();
     let tag = format!("[{}]", spec.name);
-    let requeue = RequeuePolicy::from_args(run)?;
+    let comm = rc.comm.as_ref();
+    let device = &rc.device;
     let main = comm.rank() == 0;
-    let run_dir = rundir::shared(comm, run, runs_root)?;
+    let run_dir = rc.run_dir.clone();
+    if main {
+        rundir::create(&run_dir)?;
+    }
     stop::install()?;
-    let resume = rundir::resume_source(run.resume.as_deref(), &run_dir)?;
-    let info = RunInfo {
-        run_dir: run_dir.clone(),
-        world_size: comm.size(),
-        placement,
-        resumed_from: resume.clone(),
-        collective: comm.name(),
-    };
-    let config = job.config(&info)?;
-    let fingerprint = job.fingerprint();
 
     let mut pos = Position::default();
     let mut saved: Option<(Checkpoint, Saved)> = None;
-    if let Some(path) = &resume {
+    if let Some(path) = &rc.resume {
         let ck = Checkpoint::load(path)?;
-        let order = params::names(&job.init_model(0, &device)?);
-        let s = Saved::read(&ck, path, spec.model_name, &fingerprint, &order)?;
-        job.load_state(&s.job_state)?;
+        let order = params::names(&job.init_model(0, device)?);
+        let s = Saved::read(&ck, path, spec.model_name, &spec.fingerprint, &order)?;
+        let state = serde_json::from_value(s.job_state.clone())
+            .map_err(|e| anyhow::anyhow!("{}: unreadable job state: {e}", path.display()))?;
+        job.restore(state);
         pos = s.position.clone();
         if main {
             eprintln!(
@@ -101,13 +86,13 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(
 
     let metrics = MetricsFiles::new(&run_dir);
     if main {
-        write_json(&run_dir.join("args.json"), &config)?;
-        if let Some(toml) = &run.resolved_config {
+        write_json(&run_dir.join("args.json"), &spec.config)?;
+        if let Some(toml) = &rc.run.resolved_config {
             write_atomic(&run_dir.join("config.toml"), |w| {
                 Ok(std::io::Write::write_all(w, toml.as_bytes())?)
             })?;
         }
-        write_meta(&job, &spec, &info)?;
+        write_meta(rc, &spec)?;
         if let Some(row) = saved.as_ref().and_then(|(_, s)| s.row.as_ref()) {
             // The process may have died between the epoch's checkpoint and its metrics row.
             metrics.append_unless_present(row, &stage_key_columns(row))?;
@@ -117,13 +102,11 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(
     let mut ctx = Ctx::<B> {
         tag,
         comm,
-        device: &device,
-        run,
+        device,
+        run: &rc.run,
         run_dir: run_dir.clone(),
-        requeue,
         metrics,
-        fingerprint,
-        config: serde_json::to_string(&config)?,
+        config: serde_json::to_string(&spec.config)?,
         comm_stats: CommStats::default(),
         steps_here: 0,
         spec,
@@ -134,18 +117,24 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(
         // stage starts fresh.
         let mid_stage = saved.is_some() && (pos.epoch > 0 || pos.epoch_items > 0);
         let stage = job.begin_stage(pos.stage, mid_stage)?;
-        let mut model = job.init_model(pos.stage, &device)?;
+        let mut model = job.init_model(pos.stage, device)?;
         params::materialize(&model);
         let names = params::names(&model);
         let mut adam = Adam::<B::InnerBackend>::default();
         let mut best = None;
+        let mut sums = J::Epoch::default();
         match saved.take() {
             Some((ck, s)) if mid_stage => {
-                model = params::load(model, &ck.with_prefix("model"), &device)?;
-                adam.load_from(&names, &ck, &device)?;
+                model = params::load(model, &ck.with_prefix("model"), device)?;
+                adam.load_from(&names, &ck, device)?;
                 best = s.best;
+                if !pos.acc.is_null() {
+                    sums = serde_json::from_value(pos.acc.clone()).map_err(|e| {
+                        anyhow::anyhow!("the checkpoint's epoch sums are unreadable: {e}")
+                    })?;
+                }
             }
-            _ => model = ddp::broadcast_params(comm, model, &device)?,
+            _ => model = ddp::broadcast_params(comm, model, device)?,
         }
         if main && !stage.label.is_empty() {
             eprintln!(
@@ -160,6 +149,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(
             names,
             adam,
             best,
+            sums,
         };
         let (model, stopped) = sr.run(&mut ctx, &mut pos, model)?;
         if let Some(code) = stopped {
@@ -176,7 +166,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(
     job.finish(&Done {
         run_dir: &run_dir,
         stages: &pos.finished,
-        device: &device,
+        device,
         comm,
     })?;
     if main {
@@ -199,29 +189,28 @@ fn stage_key_columns(row: &Row) -> Vec<String> {
         .collect()
 }
 
-fn write_meta<B: AutodiffBackend, J: Job<B>>(
-    job: &J,
-    spec: &JobSpec,
-    info: &RunInfo,
-) -> Result<()> {
-    let placement = info.placement;
+fn write_meta<B: AutodiffBackend>(rc: &RunContext<B>, spec: &JobSpec) -> Result<()> {
+    let placement = rc.placement;
     let mut meta = RunMeta::new(
-        &info.run_dir,
+        &rc.run_dir,
         placement.backend.name(),
         &placement.device.to_string(),
+        rc.job_id.clone(),
+        rc.cluster_record(),
+        rc.preflight.clone(),
     );
-    meta.world_size = info.world_size;
+    meta.world_size = rc.world_size();
     let extra = &mut meta.extra;
     extra.insert(
         "effective_batch_size".into(),
-        json!(spec.batch_size * info.world_size),
+        json!(spec.batch_size * rc.world_size()),
     );
     extra.insert("per_rank_batch_size".into(), json!(spec.batch_size));
-    extra.insert("collective".into(), json!(info.collective));
+    extra.insert("collective".into(), json!(rc.comm.name()));
     extra.insert(
         "resumed_from".into(),
-        json!(info.resumed_from.as_ref().map(|p| p.display().to_string())),
+        json!(rc.resume.as_ref().map(|p| p.display().to_string())),
     );
-    extra.extend(job.meta(info));
-    write_json(&info.run_dir.join("run_meta.json"), &meta)
+    extra.extend(spec.meta.clone());
+    write_json(&rc.run_dir.join("run_meta.json"), &meta)
 }

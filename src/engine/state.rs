@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Row;
-use super::checkpoint::Checkpoint;
 use super::monitor::MonitorState;
-use super::params::HostTensor;
+use crate::toolbox::checkpoint::Checkpoint;
+use crate::toolbox::params::HostTensor;
 
 /// Position in the loop: everything besides weights and optimiser state needed to resume.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -24,8 +24,9 @@ pub struct Position {
     /// Items of this epoch's order already trained on, by all ranks together.
     pub epoch_items: usize,
     pub global_step: u64,
-    /// Running sums of this epoch's steps (the job decides what they are).
-    pub acc: Vec<f64>,
+    /// Running sums of this epoch's steps (the job's [`super::EpochSums`], as JSON; set when a
+    /// checkpoint is written).
+    pub acc: Value,
     pub monitor: MonitorState,
     pub finished: Vec<StageResult>,
 }
@@ -34,16 +35,6 @@ impl Position {
     /// Epochs done over all stages.
     pub fn total_epochs(&self) -> usize {
         self.finished.iter().map(|s| s.epochs_run).sum::<usize>() + self.epoch
-    }
-
-    /// Adds a step's contribution to the epoch's running sums.
-    pub fn accumulate(&mut self, add: &[f64]) {
-        if self.acc.len() < add.len() {
-            self.acc.resize(add.len(), 0.0);
-        }
-        for (a, x) in self.acc.iter_mut().zip(add) {
-            *a += x;
-        }
     }
 
     /// Closes the stage in progress and moves to the next one.
@@ -194,9 +185,7 @@ mod tests {
             global_step: 30,
             ..Default::default()
         };
-        position.accumulate(&[1.5, 2.0]);
-        position.accumulate(&[0.5, 1.0, 3.0]);
-        assert_eq!(position.acc, [2.0, 3.0, 3.0]);
+        position.acc = json!({"sum": 2.0, "count": 3.0});
         let best = vec![(
             "w".to_string(),
             HostTensor {
@@ -235,7 +224,7 @@ mod tests {
         let mut p = Position {
             epoch: 3,
             global_step: 12,
-            acc: vec![1.0],
+            acc: json!([1.0]),
             ..Default::default()
         };
         p.finish_stage(StageResult {
@@ -248,7 +237,7 @@ mod tests {
             last_checkpoint: None,
         });
         assert_eq!((p.stage, p.epoch, p.global_step), (1, 0, 12));
-        assert!(p.acc.is_empty());
+        assert!(p.acc.is_null());
         assert_eq!(p.total_epochs(), 3);
     }
 }

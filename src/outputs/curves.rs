@@ -12,7 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value;
 
-use crate::engine::Row;
+use super::metrics::Row;
 use crate::files::write_atomic;
 
 /// One chart of `curves.svg`: metrics columns against the epoch.

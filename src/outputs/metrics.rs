@@ -9,6 +9,9 @@ use serde_json::{Map, Value};
 
 use crate::files::write_atomic;
 
+/// A metrics row (or part of one): named values, in column order.
+pub type Row = Map<String, Value>;
+
 pub struct MetricsFiles {
     csv: PathBuf,
     jsonl: PathBuf,

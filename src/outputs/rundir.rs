@@ -6,35 +6,33 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::cli::RunArgs;
-
-/// The scheduler's job id (`<array job>_<task>` for array tasks), if any.
-pub fn scheduler_job_id() -> Option<String> {
-    let env = crate::cluster::detect_env().ok()?;
-    match (&env.array_job_id, env.array_task_id) {
-        (Some(a), Some(t)) => Some(format!("{a}_{t}")),
-        _ => env.job_id,
-    }
+/// Where a run directory comes from: `--out`, `--run-name`, `--resume`, and the scheduler's
+/// job id (for default names and for finding a requeued job's directory).
+#[derive(Debug, Clone, Copy)]
+pub struct Naming<'a> {
+    pub out: Option<&'a Path>,
+    pub run_name: Option<&'a str>,
+    pub resume: Option<&'a str>,
+    pub job_id: Option<&'a str>,
 }
 
 /// Picks the run directory. With `--resume auto` and no explicit name, the newest directory
 /// under `root` ending in `_<job id>` is reused so that a requeued job finds its checkpoints.
-pub fn resolve(run: &RunArgs, root: &Path) -> Result<PathBuf> {
-    if let Some(out) = &run.out {
-        return Ok(out.clone());
+pub fn resolve(n: &Naming<'_>, root: &Path) -> Result<PathBuf> {
+    if let Some(out) = n.out {
+        return Ok(out.to_path_buf());
     }
-    if let Some(name) = &run.run_name {
+    if let Some(name) = n.run_name {
         return Ok(root.join(name));
     }
-    let job = scheduler_job_id();
-    if run.resume.as_deref() == Some("auto")
-        && let Some(job) = &job
+    if n.resume == Some("auto")
+        && let Some(job) = n.job_id
         && let Some(existing) = newest_with_suffix(root, &format!("_{job}"))
     {
         return Ok(existing);
     }
     let stamp = chrono::Local::now().format("%Y%m%d_%H%M%S");
-    Ok(root.join(format!("{stamp}_{}", job.as_deref().unwrap_or("local"))))
+    Ok(root.join(format!("{stamp}_{}", n.job_id.unwrap_or("local"))))
 }
 
 fn newest_with_suffix(root: &Path, suffix: &str) -> Option<PathBuf> {
@@ -89,30 +87,29 @@ pub struct RunMeta {
 }
 
 impl RunMeta {
-    pub fn new(run_dir: &Path, backend: &str, device: &str) -> Self {
+    /// `cluster`: the scheduler environment seen at start; `preflight`: the CUDA preflight
+    /// report, when a CUDA device was requested.
+    pub fn new(
+        run_dir: &Path,
+        backend: &str,
+        device: &str,
+        job_id: Option<String>,
+        cluster: serde_json::Value,
+        preflight: Option<serde_json::Value>,
+    ) -> Self {
         Self {
             trainer_version: env!("CARGO_PKG_VERSION"),
             git_commit: option_env!("TRAINER_GIT_COMMIT"),
             run_dir: run_dir.display().to_string(),
             created_at: chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
             host: hostname(),
-            job_id: scheduler_job_id(),
+            job_id,
             backend: backend.to_string(),
             device: device.to_string(),
             world_size: 1,
             argv: std::env::args().collect(),
-            cluster: match crate::cluster::detect_env() {
-                Ok(env) => serde_json::to_value(crate::cluster::RunCluster::new(
-                    &env,
-                    &crate::cluster::Vars::from_process(),
-                    None,
-                ))
-                .unwrap_or_default(),
-                Err(e) => serde_json::json!({ "error": format!("{e:#}") }),
-            },
-            preflight: crate::backend::preflight_report()
-                .cloned()
-                .unwrap_or_else(|| serde_json::json!("not run (CPU device)")),
+            cluster,
+            preflight: preflight.unwrap_or_else(|| serde_json::json!("not run (CPU device)")),
             extra: Default::default(),
         }
     }
@@ -138,16 +135,15 @@ pub fn resume_source(resume: Option<&str>, run_dir: &Path) -> Result<Option<Path
 }
 
 /// The run directory of a (possibly multi-rank) run: rank 0 resolves it under `default_root`
-/// (the name may contain a timestamp) and creates it, then tells the other ranks.
+/// (the name may contain a timestamp), then tells the other ranks. Nothing is created here.
 pub fn shared(
     comm: &dyn crate::dist::Collective,
-    args: &RunArgs,
+    naming: &Naming<'_>,
     default_root: &Path,
 ) -> Result<PathBuf> {
     let mut bytes = Vec::new();
     if comm.rank() == 0 {
-        let dir = resolve(args, default_root)?;
-        create(&dir)?;
+        let dir = resolve(naming, default_root)?;
         bytes = dir.to_string_lossy().into_owned().into_bytes();
     }
     comm.broadcast_bytes(&mut bytes, 0)?;

@@ -11,21 +11,30 @@ use super::loss::softplus;
 
 /// How the decoder turns scores into weights (reference flags `--residual_skip`,
 /// `--residual_tau`, `--residual_cap`, `--residual_no_dt_gate`, `--fixed_support`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[command(next_help_heading = crate::settings::MODEL)]
 pub struct DecoderConfig {
-    /// weight = expm1(log A0 + g(t)·cap·tanh(ρS + b)·1[A0 > 0]) instead of softplus(γ'S + β').
+    /// Log-space residual decoder: weight = expm1(log A0 + g(Δt)·cap·tanh(ρS + b)) on A0's
+    /// support, instead of softplus(γ'S + β').
+    #[arg(long, alias = "residual_skip")]
     pub residual_skip: bool,
-    /// τ of the Δt gate g(t) = t / (t + τ).
+    /// τ of the residual's Δt gate g(t) = Δt/(Δt + τ).
+    #[arg(long, alias = "residual_tau", default_value_t = 1.0)]
     pub residual_tau: f64,
-    /// cap of the residual.
+    /// Cap of the residual step.
+    #[arg(long, alias = "residual_cap", default_value_t = 0.5)]
     pub residual_cap: f64,
-    /// g ≡ 1 (also at t = 0).
+    /// No Δt gate on the residual (g ≡ 1, also at Δt = 0).
+    #[arg(long, alias = "residual_no_dt_gate")]
     pub residual_no_dt_gate: bool,
-    /// A_pred = max(weight, 0)·1[A0 > 0] (no existence probability).
+    /// Predict only on the start visit's edges: A_pred = max(weight, 0)·1[A0 > 0], no
+    /// edge-existence loss, a support-only weight loss.
+    #[arg(long, alias = "fixed_support")]
     pub fixed_support: bool,
-    /// Initial ρ (the reference: 1). The score S = z·zᵀ of a fresh model is large, so with ρ = 1
-    /// the tanh starts saturated: every edge moves by ±cap and barely learns. ρ = 0 starts at the
-    /// identity forecast, with gradients.
+    /// Initial ρ of the residual (not a reference flag; the reference starts at 1, where the
+    /// score S = z·zᵀ of a fresh model saturates the tanh: every edge moves by ±cap and barely
+    /// learns; 0 starts at the identity forecast, with gradients).
+    #[arg(long, alias = "residual_scale_init", default_value_t = 1.0)]
     #[serde(default = "one")]
     pub residual_scale_init: f64,
 }
@@ -36,14 +45,7 @@ fn one() -> f64 {
 
 impl Default for DecoderConfig {
     fn default() -> Self {
-        Self {
-            residual_skip: false,
-            residual_tau: 1.0,
-            residual_cap: 0.5,
-            residual_no_dt_gate: false,
-            fixed_support: false,
-            residual_scale_init: 1.0,
-        }
+        crate::settings::defaults()
     }
 }
 

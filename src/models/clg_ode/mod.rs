@@ -30,15 +30,35 @@ pub use layers::{
 /// Name of the model in checkpoint metadata.
 pub const MODEL_NAME: &str = "clg_ode";
 
-/// Model dimensions (reference CLI defaults where one exists).
+/// The model's sizes that are flags (reference defaults).
+#[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[command(next_help_heading = crate::settings::MODEL)]
+pub struct ModelSizes {
+    /// L, the latent size of each of the two encodings.
+    #[arg(long, alias = "latent_dim", default_value_t = 64, value_parser = crate::settings::at_least_one())]
+    pub latent_dim: usize,
+    /// H, the hidden size of every MLP.
+    #[arg(long, alias = "hidden_dim", default_value_t = 128, value_parser = crate::settings::at_least_one())]
+    pub hidden_dim: usize,
+    /// RK4 steps per forecast interval.
+    #[arg(long, alias = "solver_steps", default_value_t = 12, value_parser = crate::settings::at_least_one())]
+    pub solver_steps: usize,
+}
+
+impl Default for ModelSizes {
+    fn default() -> Self {
+        crate::settings::defaults()
+    }
+}
+
+/// Model dimensions: the sizes given as flags and those the cohort implies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClgOdeConfig {
     /// F, morphology metrics per node (4).
     pub morph_dim: usize,
-    /// L (64).
-    pub latent_dim: usize,
-    /// H (128).
-    pub hidden_dim: usize,
+    /// L, H and the RK4 steps.
+    #[serde(flatten)]
+    pub sizes: ModelSizes,
     /// 3.
     pub sex_vocab: usize,
     /// K sites + 1.
@@ -47,8 +67,6 @@ pub struct ClgOdeConfig {
     pub cov_embed_dim: usize,
     /// 35 = age, s, s_mean, 32 z-scored ECC bins.
     pub numeric_cov_dim: usize,
-    /// RK4 steps per interval (12).
-    pub solver_steps: usize,
     /// The connection decoder's variant.
     #[serde(default)]
     pub decoder: DecoderConfig,
@@ -59,13 +77,11 @@ impl ClgOdeConfig {
     pub fn new(morph_dim: usize, site_vocab: usize) -> Self {
         Self {
             morph_dim,
-            latent_dim: 64,
-            hidden_dim: 128,
+            sizes: ModelSizes::default(),
             sex_vocab: 3,
             site_vocab,
             cov_embed_dim: 8,
             numeric_cov_dim: 35,
-            solver_steps: 12,
             decoder: DecoderConfig::default(),
         }
     }
@@ -76,7 +92,7 @@ impl ClgOdeConfig {
     }
 
     pub fn init<B: Backend>(&self, device: &B::Device) -> ClgOde<B> {
-        let (f, l, h) = (self.morph_dim, self.latent_dim, self.hidden_dim);
+        let (f, l, h) = (self.morph_dim, self.sizes.latent_dim, self.sizes.hidden_dim);
         ClgOde {
             morph_encoder: GraphEncoder::new(f, h, l, device),
             conn_encoder: GraphEncoder::new(f, h, l, device),
@@ -93,7 +109,7 @@ impl ClgOdeConfig {
                 device,
             ),
             latent_dim: l,
-            solver_steps: self.solver_steps,
+            solver_steps: self.sizes.solver_steps,
             decoder: self.decoder.clone(),
         }
     }

@@ -11,7 +11,7 @@ use super::loss::{bce_pos_weight, huber, kl_mean, topk_upper_mask};
 use super::*;
 use crate::data::connectome::normalize_adj;
 use crate::data::connectome::test_util::{golden, matrix};
-use crate::engine::params::{self, HostTensor};
+use crate::toolbox::params::{self, HostTensor};
 
 type B = Flex;
 

@@ -7,27 +7,39 @@ use serde::{Deserialize, Serialize};
 
 use super::fold_data::FoldData;
 use crate::data::connectome::Scan;
-use crate::models::clg_ode::objective::{AccItem, ObjectiveConfig, ObjectiveInput, Pred, VelItem};
+use crate::models::clg_ode::objective::{
+    AccItem, FORECAST_K_WEIGHT, ObjectiveConfig, ObjectiveInput, Pred, VelItem,
+};
 
 /// Visit sampling and augmentation (reference defaults).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[command(next_help_heading = crate::settings::DATA)]
 pub struct Sampling {
+    /// Probability of an adjacent visit triplet (i, i+1, i+2) for subjects with more than 3 visits.
+    #[arg(long, alias = "adjacent_pair_prob", default_value_t = 0.7)]
     pub adjacent_pair_prob: f64,
+    /// σ of the Gaussian noise added to the z-scored morphology of the reconstruction input.
+    #[arg(long, alias = "morph_noise_sigma", default_value_t = 0.05)]
     pub morph_noise_sigma: f64,
-    /// 0 with the residual decoder (the reference skips the dropout there).
+    /// Probability of dropping each edge of the reconstruction input (not with --residual-skip,
+    /// where the resolved settings hold 0, as the reference skips the dropout there).
+    #[arg(long, alias = "sc_pos_edge_drop_prob", default_value_t = 0.02)]
     pub sc_pos_edge_drop_prob: f64,
-    /// Whether s_mean is a numeric covariate (`--disable_s_mean` turns it off).
-    pub include_s_mean: bool,
+    /// Leave s_mean out of the numeric covariates (34 instead of 35).
+    #[arg(long, alias = "disable_s_mean")]
+    pub disable_s_mean: bool,
 }
 
 impl Default for Sampling {
     fn default() -> Self {
-        Self {
-            adjacent_pair_prob: 0.7,
-            morph_noise_sigma: 0.05,
-            sc_pos_edge_drop_prob: 0.02,
-            include_s_mean: true,
-        }
+        crate::settings::defaults()
+    }
+}
+
+impl Sampling {
+    /// Whether s_mean is a numeric covariate.
+    pub fn include_s_mean(&self) -> bool {
+        !self.disable_s_mean
     }
 }
 
@@ -206,7 +218,7 @@ pub fn build<R: Rng>(
     let mut traj_of: Vec<(Option<usize>, Option<usize>)> = vec![(None, None); nb];
     for (b, (&sub, v)) in subjects.iter().zip(&visits).enumerate() {
         let scans = data.scans(sub);
-        for (target, weight, slot) in [(v.j, 1.0, 0), (v.k, obj.forecast_k_weight as f32, 1)] {
+        for (target, weight, slot) in [(v.j, 1.0, 0), (v.k, FORECAST_K_WEIGHT as f32, 1)] {
             let Some(t) = target else { continue };
             let dt = delta_t(scans, v.i, t) as f32;
             if slot == 0 {

@@ -6,13 +6,19 @@
 use serde_json::{Value, json};
 
 use super::evaluate::Versus;
-use crate::cli::GnnArgs;
-use crate::engine::Row;
+use super::settings::GnnSettings;
+use crate::engine::{Monitor, Row};
 use crate::models::clg_ode::objective::{GradNormScope, Objective};
 
 /// The settings columns at 0-based epoch `epoch`.
-pub fn settings_columns(a: &GnnArgs, obj: &Objective, epoch: usize) -> Row {
+pub fn settings_columns(
+    a: &GnnSettings,
+    monitor: Option<&Monitor>,
+    obj: &Objective,
+    epoch: usize,
+) -> Row {
     let c = &obj.cfg;
+    let d = &a.decoder;
     let t = &c.topology;
     let i = &c.innovation;
     let b = |x: bool| json!(u8::from(x));
@@ -29,15 +35,15 @@ pub fn settings_columns(a: &GnnArgs, obj: &Objective, epoch: usize) -> Row {
         ("lambda_zero_log", json!(c.lambda_zero_log)),
         ("lambda_delta_log", json!(c.lambda_delta_log)),
         ("lambda_density", json!(c.lambda_density)),
-        ("fixed_support", b(c.fixed_support)),
+        ("fixed_support", b(d.fixed_support)),
         ("innovation_enabled", b(i.enabled)),
         ("innovation_topm", json!(i.topm)),
         ("innovation_k_new", json!(i.k_new)),
         ("innovation_tau", json!(i.tau)),
         ("innovation_delta_quantile", json!(i.delta_quantile)),
         ("innovation_dt_scale_years", json!(i.dt_scale_years)),
-        ("innovation_focal_gamma", json!(i.focal_gamma)),
-        ("innovation_focal_alpha", json!(i.focal_alpha)),
+        ("innovation_focal_gamma", json!(i.innovation_focal_gamma)),
+        ("innovation_focal_alpha", json!(i.innovation_focal_alpha)),
         ("lambda_new_sparse", json!(i.lambda_new_sparse)),
         (
             "new_sparse_warmup_epochs",
@@ -58,9 +64,12 @@ pub fn settings_columns(a: &GnnArgs, obj: &Objective, epoch: usize) -> Row {
         ("zero_log_factor", json!(c.zero_log_factor(epoch))),
         ("topo_scale", json!(obj.state.topo_scale)),
         ("topo_scale_quantile", json!(t.scale_quantile)),
-        ("topo_log_compress", b(t.log_compress)),
+        ("topo_log_compress", b(t.log_compress())),
         ("topo_warmup_frac", json!(t.warmup_frac)),
-        ("topo_warmup_factor", json!(c.topo_warmup_factor(epoch))),
+        (
+            "topo_warmup_factor",
+            json!(t.warmup_factor(epoch, obj.max_epochs)),
+        ),
         (
             "gradnorm_scope",
             json!(match t.gradnorm {
@@ -82,20 +91,15 @@ pub fn settings_columns(a: &GnnArgs, obj: &Objective, epoch: usize) -> Row {
         ("betti_t", json!(t.t)),
         ("betti_taylor_order", json!(t.taylor_order)),
         ("betti_probes", json!(t.probes)),
-        ("morph_noise_sigma", json!(a.morph_noise_sigma)),
-        ("sc_pos_edge_drop_prob", json!(a.sc_pos_edge_drop_prob)),
-        ("residual_skip", b(a.residual_skip)),
-        ("residual_tau", json!(a.residual_tau)),
-        ("residual_cap", json!(a.residual_cap)),
+        ("morph_noise_sigma", json!(a.sampling.morph_noise_sigma)),
+        ("sc_pos_edge_drop_prob", json!(a.sampling.sc_pos_edge_drop_prob)),
+        ("residual_skip", b(d.residual_skip)),
+        ("residual_tau", json!(d.residual_tau)),
+        ("residual_cap", json!(d.residual_cap)),
         ("val_sc_eval_every", json!(a.val_sc_eval_every)),
         (
             "early_stop_metric",
-            json!(
-                a.early_stop
-                    .early_stop_metric
-                    .as_deref()
-                    .unwrap_or("val_loss")
-            ),
+            json!(monitor.map_or("val_loss", |m| m.metric.as_str())),
         ),
         (
             "early_stop_density_weight",

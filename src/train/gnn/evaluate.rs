@@ -14,9 +14,9 @@ use super::batch::{Mode, Sampling, build};
 use super::columns::val_sc_columns;
 use super::fold_data::FoldData;
 use super::step::{Valid, eval_loss};
-use crate::cli::GnnArgs;
+use super::settings::GnnSettings;
 use crate::data::connectome::par_map;
-use crate::engine::{EvalCtx, Evaluation, Row};
+use crate::engine::{EpochCtx, Row};
 use crate::metrics::Skill;
 use crate::metrics::sc::{ScMetrics, sc_metrics};
 use crate::metrics::topology::ExactTopology;
@@ -61,20 +61,29 @@ pub fn predict_visit1<B: Backend>(
     out
 }
 
+/// What a validation pass reports.
+pub struct Validation {
+    pub val_loss: f64,
+    /// `val_loss`.
+    pub head: Row,
+    /// The `val_*` columns.
+    pub detail: Row,
+    /// The log line's part.
+    pub summary: String,
+}
+
 /// One validation pass over `val`: the loss terms and, when `sc_due`, the SC metrics of the
-/// forecasts beside the identity's and the skill. Returns the engine's evaluation (`val_loss`,
-/// the `val_*` columns, the log line's part) and the validation loss.
-#[allow(clippy::too_many_arguments)]
+/// forecasts beside the identity's and the skill.
 pub fn validate<B: AutodiffBackend>(
     model: &Valid<B>,
     obj: &Objective,
     data: &FoldData,
-    sampling: &Sampling,
     val: &[usize],
-    args: &GnnArgs,
+    args: &GnnSettings,
     sc_due: bool,
-    ctx: &EvalCtx<'_, B>,
-) -> Result<(Evaluation, f64)> {
+    ctx: &EpochCtx<'_, B>,
+) -> Result<Validation> {
+    let sampling = &args.sampling;
     let (stats, val_loss) = eval_loss(
         model,
         obj,
@@ -115,12 +124,12 @@ pub fn validate<B: AutodiffBackend>(
         args.early_stop_density_weight,
         &mut detail,
     );
-    let evaluation = Evaluation {
+    Ok(Validation {
+        val_loss,
         head,
         detail,
         summary,
-    };
-    Ok((evaluation, val_loss))
+    })
 }
 
 /// A set of predictions scored against the truth, beside the identity forecast.

@@ -32,25 +32,46 @@ pub mod fold_data;
 mod golden;
 mod job;
 mod porcelain;
+mod settings;
 pub mod step;
+mod sums;
 pub mod test_set;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
 
-use crate::backend::{self, BackendJob, Placement};
-use crate::cli::{GnnArgs, SynthArgs};
 use crate::data::connectome::{
-    Cohort, CohortPaths, FoldSplit, LoadOptions, SynthOptions, cv_fold, load_cohort, test_split,
-    write_synthetic_cohort_with,
+    Cohort, CohortPaths, FoldSplit, LoadOptions, cv_fold, load_cohort, test_split,
 };
-use crate::engine;
+use crate::engine::{Monitor, RunContext};
+use crate::launch::{self, JobFactory, Launch};
 
 pub use self::config::GnnConfig;
+pub use self::settings::GnnSettings;
 pub use self::step::{eval_loss, fold_seed};
+
+/// Metrics the evaluation writes that can be monitored (the reference's five, and the skill
+/// against the identity forecast).
+pub const MONITORS: &[&str] = &[
+    "val_loss",
+    "val_sc_log_mse",
+    "val_sc_log_pearson_topk",
+    "val_sc_log_pearson_sparse",
+    "monitor_mse_plus_density",
+    "val_skill",
+];
+
+/// A resolved `train-gnn` run.
+#[derive(Debug, Clone)]
+pub struct GnnRun {
+    pub settings: GnnSettings,
+    pub monitor: Option<Monitor>,
+    pub launch: Launch,
+}
 
 /// Fraction of subjects held out for test (the reference's constant).
 pub const TEST_SIZE: f64 = 0.2;
@@ -69,21 +90,6 @@ pub const DEVIATIONS: &[&str] = &[
     "validation SC columns are null in epochs that do not compute them (reference: 0)",
     "N comes from the data (reference: every matrix padded/truncated to 400)",
 ];
-
-/// `trainer synth-connectome`.
-pub fn synth(args: SynthArgs) -> Result<()> {
-    let summary = write_synthetic_cohort_with(
-        &args.out,
-        &SynthOptions {
-            subjects: args.subjects,
-            nodes: args.nodes,
-            seed: args.seed,
-            snr: args.snr,
-        },
-    )?;
-    println!("{}", serde_json::to_string_pretty(&summary)?);
-    Ok(())
-}
 
 /// A cohort ready for training: loaded, split.
 pub struct Prepared {
@@ -137,117 +143,48 @@ pub fn prepare(paths: &CohortPaths, how: &Split) -> Result<Prepared> {
     })
 }
 
-struct Launch(GnnArgs);
+struct Factory(GnnRun);
 
-impl BackendJob for Launch {
-    type Output = ExitCode;
-    fn run<B: AutodiffBackend>(self, device: B::Device, placement: Placement) -> Result<ExitCode> {
-        let args = self.0;
-        let comm = crate::dist::init()?;
-        let fold_ids: Vec<usize> = if args.cv_fold < 0 {
-            (0..args.cv_folds).collect()
-        } else {
-            vec![args.cv_fold as usize]
-        };
+impl JobFactory for Factory {
+    type Job<B: AutodiffBackend> = job::GnnJob<B>;
+
+    fn name(&self) -> &'static str {
+        "train-gnn"
+    }
+
+    fn runs_root(&self) -> PathBuf {
+        launch::runs_under(&self.0.settings.results_dir)
+    }
+
+    fn build<B: AutodiffBackend>(self, ctx: &RunContext<B>) -> Result<job::GnnJob<B>> {
+        let GnnRun {
+            settings, monitor, ..
+        } = self.0;
         // Data first: a reader error leaves no run directory behind.
         let paths = CohortPaths {
-            sc_dir: args.sc_dir.clone(),
-            morph_root: args.morph_root.clone(),
-            subject_info_csv: args.subject_info_csv.clone(),
+            sc_dir: settings.sc_dir.clone(),
+            morph_root: settings.morph_root.clone(),
+            subject_info_csv: settings.subject_info_csv.clone(),
         };
         let prep = prepare(
             &paths,
             &Split {
-                folds: fold_ids.clone(),
-                cv_folds: args.cv_folds,
-                seed: args.seed,
-                topo_bins: args.topo_bins,
+                folds: settings.fold_ids(),
+                cv_folds: settings.cv_folds,
+                seed: settings.seed,
+                topo_bins: settings.topo_bins,
             },
         )?;
-        if comm.rank() == 0 {
+        if ctx.is_main() {
             eprintln!("[train-gnn] {}", prep.report);
         }
-        let run = args.run.clone();
-        let root = args.results_dir.join("runs");
-        let job = job::GnnJob::<B>::new(args, prep, fold_ids, comm.as_ref());
-        engine::train(job, comm.as_ref(), &run, &root, device, placement)
+        job::GnnJob::new(settings, monitor, prep, ctx)
     }
 }
 
 /// `trainer train-gnn`.
-pub fn run(mut args: GnnArgs) -> Result<ExitCode> {
-    // The reference's default is the empty string: no checkpoint.
-    args.resume_from = args.resume_from.filter(|p| !p.as_os_str().is_empty());
-    validate(&args)?;
-    let placement = backend::resolve(args.device.backend, args.device.device)?;
-    backend::dispatch(placement, Launch(args))
-}
-
-/// Every check of the flags that needs no data (the reference's, plus ours).
-fn validate(a: &GnnArgs) -> Result<()> {
-    let positive = |v: f64| v > 0.0 && v.is_finite();
-    let checks: [(bool, String); 14] = [
-        (a.batch_size >= 1, "--batch-size must be at least 1".into()),
-        (a.max_epochs >= 1, "--max-epochs must be at least 1".into()),
-        (
-            a.solver_steps >= 1 && a.latent_dim >= 1 && a.hidden_dim >= 1,
-            "--solver-steps, --latent-dim and --hidden-dim must be at least 1".into(),
-        ),
-        (
-            a.cv_folds >= 2,
-            format!("--cv-folds must be at least 2, got {}", a.cv_folds),
-        ),
-        (
-            (-1..a.cv_folds as i64).contains(&a.cv_fold),
-            format!(
-                "--cv-fold must be -1 (all folds) or 0..{}, got {}",
-                a.cv_folds.saturating_sub(1),
-                a.cv_fold
-            ),
-        ),
-        (
-            positive(a.learning_rate),
-            "--learning-rate must be a positive number".into(),
-        ),
-        (a.topo_bins >= 1, "--topo-bins must be at least 1".into()),
-        (
-            a.innovation_topm > 0,
-            "--innovation-topm must be positive".into(),
-        ),
-        (
-            positive(a.innovation_tau),
-            "--innovation-tau must be positive".into(),
-        ),
-        (
-            a.innovation_delta_quantile > 0.0 && a.innovation_delta_quantile <= 1.0,
-            "--innovation-delta-quantile must be in (0, 1]".into(),
-        ),
-        (
-            positive(a.innovation_dt_ramp_months),
-            "--innovation-dt-ramp-months must be positive".into(),
-        ),
-        (
-            positive(a.innovation_dt_scale_years),
-            "--innovation-dt-scale-years must be positive".into(),
-        ),
-        (
-            !a.innovation_enabled || a.fixed_support,
-            "--innovation-enabled needs --fixed-support (the new edges are added to the fixed \
-             support)"
-                .into(),
-        ),
-        (
-            a.resume_from.is_none() || a.cv_fold >= 0,
-            "--resume-from needs a single fold (--cv-fold >= 0)".into(),
-        ),
-    ];
-    if let Some((_, msg)) = checks.into_iter().find(|(ok, _)| !ok) {
-        anyhow::bail!(msg);
-    }
-    if let Some(m) = a.early_stop.monitor(Some("val_loss")) {
-        m.check(job::MONITORS)?;
-    }
-    Ok(())
+pub fn run(run: GnnRun) -> Result<ExitCode> {
+    launch::run(run.launch.clone(), Factory(run))
 }
 
 /// Where the reference writes a fold's model files: `checkpoints/clg_ode_fold<f>_{best,last}`.

@@ -21,8 +21,8 @@ use rand_chacha::ChaCha8Rng;
 use super::batch::{Mode, Sampling, build};
 use super::fold_data::FoldData;
 use crate::dist::Collective;
-use crate::engine::ddp;
-use crate::engine::seed::mix;
+use crate::toolbox::ddp;
+use crate::toolbox::seed::mix;
 use crate::models::clg_ode::ClgOde;
 use crate::models::clg_ode::objective::{LOSS_TERMS, Objective, ObjectiveInput, Stats};
 

@@ -15,8 +15,8 @@ use super::step::eval_loss;
 use super::{GnnConfig, Prepared};
 use crate::dist::Single;
 use crate::engine::StageResult;
-use crate::engine::checkpoint::Checkpoint;
-use crate::engine::params;
+use crate::toolbox::checkpoint::Checkpoint;
+use crate::toolbox::params;
 use crate::files::write_json;
 use crate::models::clg_ode::objective::Objective;
 
@@ -77,7 +77,7 @@ pub fn score_test<B: Backend>(
         .find(|s| s.fold == best_fold.fold)
         .context("best fold not in the fold list")?;
     let stats = cohort.norm_stats(&split.train)?;
-    let data = FoldData::new(cohort.clone(), &stats, config.sampling.include_s_mean);
+    let data = FoldData::new(cohort.clone(), &stats, config.settings.sampling.include_s_mean());
     let best_path = best_fold
         .best_checkpoint
         .clone()
@@ -92,10 +92,10 @@ pub fn score_test<B: Backend>(
         &model,
         objective,
         &data,
-        &config.sampling,
+        &config.settings.sampling,
         &prep.test,
-        config.batch_size,
-        config.max_epochs,
+        config.settings.batch_size,
+        config.settings.max_epochs,
         device,
         &Single,
     )?;
@@ -103,13 +103,13 @@ pub fn score_test<B: Backend>(
         &model,
         objective,
         &data,
-        &config.sampling,
+        &config.settings.sampling,
         &prep.test,
         8,
-        config.max_epochs,
+        config.settings.max_epochs,
         device,
     );
-    let test = test_metrics(&data, &prep.test, &preds, config.topo_bins);
+    let test = test_metrics(&data, &prep.test, &preds, config.settings.topo_bins);
     let exact = exact_topology(&data, &prep.test, &preds, objective.cfg.topology.loss_bins);
     let mut test_json = serde_json::to_value(&test)?;
     if let Value::Object(m) = &mut test_json {
@@ -131,8 +131,8 @@ pub fn score_test<B: Backend>(
             "epochs_run": f.epochs_run, "stopped_early": f.stopped_early,
             "best_model_path": f.best_checkpoint, "last_model_path": f.last_checkpoint,
         })).collect::<Vec<_>>(),
-        "cv_fold": config.cv_fold,
-        "cv_folds_total": config.cv_folds,
+        "cv_fold": config.settings.cv_fold,
+        "cv_folds_total": config.settings.cv_folds,
         "best_cv_score": best_fold.best_val_loss,
         "best_fold": best_fold.fold,
         "best_model_path": best_fold.best_checkpoint,
@@ -144,7 +144,7 @@ pub fn score_test<B: Backend>(
         "n_subjects": cohort.subjects.len(),
         "n_trainval": prep.trainval.len(),
         "n_test": prep.test.len(),
-        "cpu_seconds": crate::engine::usage::cpu_seconds(),
+        "cpu_seconds": crate::toolbox::usage::cpu_seconds(),
     });
     write_json(&run_dir.join("clg_ode_results.json"), &results)?;
     eprintln!(

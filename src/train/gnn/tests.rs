@@ -17,8 +17,8 @@ use super::step::{self, eval_loss};
 use super::*;
 use crate::data::connectome::Cohort;
 use crate::dist::Single;
-use crate::engine::ddp::flatten_grads;
-use crate::engine::optim::{Adam, Grads};
+use crate::toolbox::ddp::flatten_grads;
+use crate::toolbox::optim::{Adam, Grads};
 use crate::models::clg_ode::objective::{GradNormScope, Objective, ObjectiveConfig, Stats};
 use crate::models::clg_ode::{ClgOde, ClgOdeConfig};
 

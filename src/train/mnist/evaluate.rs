@@ -10,8 +10,8 @@ use burn::tensor::TensorData;
 use serde::Serialize;
 
 use crate::data::mnist::{CLASSES, MnistSplit};
-use crate::engine::checkpoint::Checkpoint;
-use crate::engine::params;
+use crate::toolbox::checkpoint::Checkpoint;
+use crate::toolbox::params;
 use crate::models::cnn::MnistCnn;
 
 #[derive(Debug, Clone, Serialize)]
@@ -43,7 +43,7 @@ pub fn evaluate_sharded<B: Backend>(
     device: &B::Device,
     comm: &dyn crate::dist::Collective,
 ) -> Result<EvalResult> {
-    let (lo, hi) = crate::engine::ddp::shard(0, data.len(), comm.rank(), comm.size());
+    let (lo, hi) = crate::toolbox::ddp::shard(0, data.len(), comm.rank(), comm.size());
     let indices: Vec<usize> = (lo..hi).collect();
     let (loss_sum, confusion) = eval_sums(model, data, &indices, batch_size, device);
     let mut buf: Vec<f64> = std::iter::once(loss_sum)

@@ -6,31 +6,42 @@
 //! `(seed, epoch, step)`, which the checkpoint stores, and a resumed run continues exactly.
 
 pub mod evaluate;
+mod settings;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
-use burn::module::AutodiffModule;
+use anyhow::Result;
 use burn::nn::loss::CrossEntropyLoss;
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::backend::{self, BackendJob, Placement};
-use crate::cli::MnistArgs;
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
-use crate::engine::seed::mix;
 use crate::engine::{
-    self, Batch, EvalCtx, Evaluation, Job, JobSpec, Monitor, Row, RunInfo, Stage, StepOut,
+    Batch, EpochCtx, EpochReport, Job, JobSpec, LossSums, LrSchedule, Monitor, Panel, Row,
+    RunContext, Stage, StepOut, Valid,
 };
+use crate::launch::{self, JobFactory, Launch};
 use crate::models::cnn::MnistCnn;
-use crate::outputs::curves::Panel;
+use crate::toolbox::seed::mix;
 
 use self::evaluate::{MODEL_NAME, evaluate_sharded};
+pub use self::settings::MnistSettings;
+
+/// Metrics the evaluation writes that can be monitored.
+pub const MONITORS: &[&str] = &["test_loss", "test_accuracy"];
+
+/// A resolved `train-mnist` run.
+#[derive(Debug, Clone)]
+pub struct MnistRun {
+    pub settings: MnistSettings,
+    pub monitor: Option<Monitor>,
+    pub launch: Launch,
+}
 
 /// The resolved configuration, saved as `args.json`.
 #[derive(Debug, Clone, Serialize)]
@@ -59,14 +70,14 @@ pub struct MnistConfig {
 
 /// The MNIST CNN's part of training: data, step and evaluation.
 struct MnistJob<B: AutodiffBackend> {
-    args: MnistArgs,
+    settings: MnistSettings,
     train: MnistSplit,
     test: MnistSplit,
     loss_fn: CrossEntropyLoss<B>,
     spec: JobSpec,
 }
 
-fn load_data(args: &MnistArgs) -> Result<(MnistSplit, MnistSplit)> {
+fn load_data(args: &MnistSettings) -> Result<(MnistSplit, MnistSplit)> {
     let mut train = mnist::load_split(&args.data_dir, Split::Train)?;
     let mut test = mnist::load_split(&args.data_dir, Split::Test)?;
     if let Some(n) = args.limit_train {
@@ -100,66 +111,66 @@ fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// The resolved configuration (`args.json`).
+fn config<B: AutodiffBackend>(
+    a: &MnistSettings,
+    monitor: Option<Monitor>,
+    ctx: &RunContext<B>,
+) -> MnistConfig {
+    MnistConfig {
+        data_dir: a.data_dir.clone(),
+        epochs: a.epochs,
+        batch_size: a.batch_size,
+        lr: a.lr,
+        lr_gamma: a.lr_gamma,
+        optimizer: "adam(beta1=0.9, beta2=0.999, eps=1e-8), lr x lr_gamma per epoch",
+        seed: a.seed,
+        limit_train: a.limit_train,
+        limit_test: a.limit_test,
+        test_batch_size: a.test_batch_size,
+        dropout: !a.no_dropout,
+        monitor,
+        backend: ctx.placement.backend.name().into(),
+        device: ctx.placement.device.to_string(),
+        run_dir: ctx.run_dir.clone(),
+        resume: ctx.run.resume.clone(),
+        checkpoint_every: ctx.run.checkpoint_every,
+        world_size: ctx.world_size(),
+        effective_batch_size: a.batch_size * ctx.world_size(),
+    }
+}
+
 impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
     type Model = MnistCnn<B>;
+    type Step = LossSums;
+    type Epoch = LossSums;
+    type State = ();
 
     fn spec(&self) -> &JobSpec {
         &self.spec
     }
 
-    fn config(&self, run: &RunInfo) -> Result<Value> {
-        let a = &self.args;
-        Ok(serde_json::to_value(MnistConfig {
-            data_dir: a.data_dir.clone(),
-            epochs: a.epochs,
-            batch_size: a.batch_size,
-            lr: a.lr,
-            lr_gamma: a.lr_gamma,
-            optimizer: "adam(beta1=0.9, beta2=0.999, eps=1e-8), lr x lr_gamma per epoch",
-            seed: a.seed,
-            limit_train: a.limit_train,
-            limit_test: a.limit_test,
-            test_batch_size: a.test_batch_size,
-            dropout: !a.no_dropout,
-            monitor: self.spec.monitor.clone(),
-            backend: run.placement.backend.name().into(),
-            device: run.placement.device.to_string(),
-            run_dir: run.run_dir.clone(),
-            resume: a.run.resume.clone(),
-            checkpoint_every: a.run.checkpoint_every,
-            world_size: run.world_size,
-            effective_batch_size: a.batch_size * run.world_size,
-        })?)
-    }
-
-    fn fingerprint(&self) -> Value {
-        json!({ "seed": self.args.seed })
-    }
-
     fn begin_stage(&mut self, _stage: usize, _resumed: bool) -> Result<Stage> {
         Ok(Stage {
             items: self.train.len(),
-            shuffle_seed: self.args.seed,
+            shuffle_seed: self.settings.seed,
             label: String::new(),
             columns: Row::new(),
+            model_file: None,
         })
     }
 
     fn init_model(&self, _stage: usize, device: &B::Device) -> Result<MnistCnn<B>> {
-        B::seed(device, self.args.seed);
-        Ok(MnistCnn::new(device, !self.args.no_dropout))
+        B::seed(device, self.settings.seed);
+        Ok(MnistCnn::new(device, !self.settings.no_dropout))
     }
 
-    fn lr(&self, epoch: usize) -> f64 {
-        self.args.lr * self.args.lr_gamma.powi(epoch as i32)
-    }
-
-    fn step(&mut self, model: &MnistCnn<B>, b: &Batch<'_, B>) -> Result<StepOut> {
+    fn step(&mut self, model: &MnistCnn<B>, b: &Batch<'_, B>) -> Result<StepOut<LossSums>> {
         let idx = &b.order[b.lo..b.hi];
         B::seed(
             b.device,
             mix(
-                mix(self.args.seed, 0x5eed_0000 + b.global_step),
+                mix(self.settings.seed, 0x5eed_0000 + b.global_step),
                 b.comm.rank() as u64,
             ),
         );
@@ -167,13 +178,16 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
             return Ok(StepOut {
                 grads: GradientsParams::new(),
                 grad_weight: 0.0,
-                sums: vec![0.0, 0.0],
+                sums: LossSums::default(),
             });
         }
         let (x, y) = to_tensors::<B>(&self.train, idx, b.device);
         let loss = self.loss_fn.forward(model.forward(x), y);
         let n = idx.len() as f64;
-        let sums = vec![scalar(loss.clone()) * n, n];
+        let sums = LossSums {
+            sum: scalar(loss.clone()) * n,
+            count: n,
+        };
         Ok(StepOut {
             grads: GradientsParams::from_grads(loss.backward(), model),
             grad_weight: idx.len() as f32 / (b.end - b.start) as f32,
@@ -181,34 +195,24 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
         })
     }
 
-    fn step_loss(&mut self, sums: &[f64]) -> (f64, Vec<f64>) {
-        (sums[0] / sums[1].max(1.0), sums.to_vec())
-    }
-
-    fn train_columns(&mut self, acc: &[f64]) -> (f64, Row) {
-        let loss = match acc {
-            [sum, n, ..] => sum / n.max(1.0),
-            _ => f64::NAN,
-        };
-        (loss, Row::new())
-    }
-
-    fn evaluate(
+    fn end_epoch(
         &mut self,
-        model: &<MnistCnn<B> as AutodiffModule<B>>::InnerModule,
-        ctx: &EvalCtx<'_, B>,
-    ) -> Result<Evaluation> {
+        model: &Valid<B, Self>,
+        sums: &LossSums,
+        ctx: &EpochCtx<'_, B>,
+    ) -> Result<EpochReport> {
         let e = evaluate_sharded(
             model,
             &self.test,
-            self.args.test_batch_size,
+            self.settings.test_batch_size,
             ctx.device,
             ctx.comm,
         )?;
         let mut head = Row::new();
         head.insert("test_loss".into(), json!(e.loss));
         head.insert("test_accuracy".into(), json!(e.accuracy));
-        Ok(Evaluation {
+        Ok(EpochReport {
+            train_loss: sums.mean(),
             head,
             detail: Row::new(),
             summary: format!(
@@ -218,33 +222,41 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
             ),
         })
     }
+
+    fn state(&self) {}
+
+    fn restore(&mut self, _state: ()) {}
 }
 
-struct Launch(MnistArgs);
+struct Factory(MnistSettings, Option<Monitor>);
 
-impl BackendJob for Launch {
-    type Output = ExitCode;
-    fn run<B: AutodiffBackend>(self, device: B::Device, placement: Placement) -> Result<ExitCode> {
-        let args = self.0;
-        let comm = crate::dist::init()?;
-        if comm.size() > 1 && args.device.device.is_cuda() {
-            // One GPU per rank: `cuda` means this rank's device (CUDA_VISIBLE_DEVICES per task).
-            eprintln!(
-                "[train-mnist] rank {}/{} on {}",
-                comm.rank(),
-                comm.size(),
-                placement.device
-            );
-        }
-        let (train, test) = load_data(&args)?;
+impl JobFactory for Factory {
+    type Job<B: AutodiffBackend> = MnistJob<B>;
+
+    fn name(&self) -> &'static str {
+        "train-mnist"
+    }
+
+    fn runs_root(&self) -> PathBuf {
+        Path::new("runs").to_path_buf()
+    }
+
+    fn build<B: AutodiffBackend>(self, ctx: &RunContext<B>) -> Result<MnistJob<B>> {
+        let Factory(settings, monitor) = self;
+        let (train, test) = load_data(&settings)?;
+        let config = config(&settings, monitor.clone(), ctx);
         let spec = JobSpec {
             name: "train-mnist",
             model_name: MODEL_NAME,
-            epochs: args.epochs,
-            batch_size: args.batch_size,
-            seed: args.seed,
+            epochs: settings.epochs,
+            batch_size: settings.batch_size,
+            lr: LrSchedule::StepDecay {
+                lr: settings.lr,
+                gamma: settings.lr_gamma,
+            },
+            seed: settings.seed,
             stages: 1,
-            monitor: args.early_stop.monitor(None),
+            monitor,
             unit: "img",
             cpu_columns: false,
             epoch_checkpoints: true,
@@ -252,37 +264,21 @@ impl BackendJob for Launch {
                 Panel::new("loss", &["train_loss", "test_loss"], &[]),
                 Panel::new("test accuracy", &["test_accuracy"], &[]),
             ],
+            config: serde_json::to_value(config)?,
+            fingerprint: json!({ "seed": settings.seed }),
+            meta: Row::new(),
         };
-        let run = args.run.clone();
-        let job = MnistJob::<B> {
-            loss_fn: CrossEntropyLoss::new(None, &device),
-            args,
+        Ok(MnistJob {
+            loss_fn: CrossEntropyLoss::new(None, &ctx.device),
+            settings,
             train,
             test,
             spec,
-        };
-        engine::train(
-            job,
-            comm.as_ref(),
-            &run,
-            Path::new("runs"),
-            device,
-            placement,
-        )
+        })
     }
 }
 
 /// `trainer train-mnist`.
-pub fn run(args: MnistArgs) -> Result<ExitCode> {
-    if args.batch_size == 0 || args.test_batch_size == 0 {
-        bail!("--batch-size and --test-batch-size must be at least 1");
-    }
-    if args.early_stop.patience.is_some() && args.early_stop.early_stop_metric.is_none() {
-        bail!("--patience needs --early-stop-metric (e.g. test_accuracy)");
-    }
-    if let Some(m) = args.early_stop.monitor(None) {
-        m.check(&["test_loss", "test_accuracy"])?;
-    }
-    let placement = backend::resolve(args.device.backend, args.device.device)?;
-    backend::dispatch(placement, Launch(args))
+pub fn run(run: MnistRun) -> Result<ExitCode> {
+    launch::run(run.launch, Factory(run.settings, run.monitor))
 }

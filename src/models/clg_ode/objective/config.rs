@@ -1,7 +1,14 @@
 //! The objective's settings: one field per reference flag that shapes the loss (porting note
-//! §1.3), with the reference's defaults, and the warm-up schedules.
+//! §1.3), each carrying its flag, its underscore alias, its default and its doc, and the warm-up
+//! schedules. The defaults are the reference's; [`crate::settings::defaults`] builds them.
 
+use clap::Args;
 use serde::{Deserialize, Serialize};
+
+use crate::settings::{
+    EpochOrNever, MODEL, OPTIM, OffIfNegative, at_least_one, epoch_or_never, fraction,
+    off_if_negative, positive,
+};
 
 /// The edge-existence loss on the logits (`--edge_loss`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,49 +30,59 @@ pub enum GradNormScope {
 }
 
 /// The innovation (new-edge) module (porting note §2.5).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InnovationConfig {
+    /// New-edge module on forecasts (needs --fixed-support).
+    #[arg(id = "innovation_enabled", long = "innovation-enabled", alias = "innovation_enabled", help_heading = MODEL)]
     pub enabled: bool,
-    /// M: candidates among the start visit's non-edges, by new-edge logit.
+    /// Candidates among the start visit's non-edges, by new-edge logit.
+    #[arg(id = "innovation_topm", long = "innovation-topm", alias = "innovation_topm", default_value_t = 400, value_parser = at_least_one(), help_heading = MODEL)]
     pub topm: usize,
-    /// K_new: candidates kept.
+    /// New edges kept per forecast.
+    #[arg(id = "innovation_k_new", long = "innovation-k-new", alias = "innovation_k_new", default_value_t = 80, help_heading = MODEL)]
     pub k_new: usize,
+    /// Temperature of the new-edge probability.
+    #[arg(id = "innovation_tau", long = "innovation-tau", alias = "innovation_tau", default_value_t = 0.1, value_parser = positive, help_heading = MODEL)]
     pub tau: f64,
+    /// The new-edge threshold δ: this quantile of the candidates' logits.
+    #[arg(id = "innovation_delta_quantile", long = "innovation-delta-quantile", alias = "innovation_delta_quantile", default_value_t = 0.95, value_parser = fraction, help_heading = MODEL)]
     pub delta_quantile: f64,
+    /// Offset of the new-edge gate on Δt (months).
+    #[arg(id = "innovation_dt_offset_months", long = "innovation-dt-offset-months", alias = "innovation_dt_offset_months", default_value_t = 0.0, allow_negative_numbers = true, help_heading = MODEL)]
     pub dt_offset_months: f64,
+    /// Ramp of the new-edge gate on Δt (months).
+    #[arg(id = "innovation_dt_ramp_months", long = "innovation-dt-ramp-months", alias = "innovation_dt_ramp_months", default_value_t = 12.0, value_parser = positive, help_heading = MODEL)]
     pub dt_ramp_months: f64,
-    /// Accepted and recorded, without effect (as in the reference).
+    /// Accepted and recorded without effect, as in the reference (deprecated there).
+    #[arg(id = "innovation_dt_scale_years", long = "innovation-dt-scale-years", alias = "innovation_dt_scale_years", default_value_t = 1.0, value_parser = positive, help_heading = MODEL)]
     pub dt_scale_years: f64,
-    pub focal_gamma: f64,
-    pub focal_alpha: f64,
+    /// γ of the new-edge focal loss.
+    #[arg(long, alias = "innovation_focal_gamma", default_value_t = 2.0, help_heading = MODEL)]
+    pub innovation_focal_gamma: f64,
+    /// α of the new-edge focal loss.
+    #[arg(long, alias = "innovation_focal_alpha", default_value_t = 0.25, help_heading = MODEL)]
+    pub innovation_focal_alpha: f64,
+    /// From this epoch on train only the new-edge scalars and sample long visit intervals (−1:
+    /// never).
+    #[arg(id = "innovation_freeze_backbone_after", long = "innovation-freeze-backbone-after", alias = "innovation_freeze_backbone_after", default_value = "-1", value_parser = epoch_or_never, allow_negative_numbers = true, help_heading = MODEL)]
+    pub freeze_backbone_after: EpochOrNever,
+    /// Weight of the sparsity of the new-edge probabilities.
+    #[arg(long, alias = "lambda_new_sparse", default_value_t = 0.1, help_heading = OPTIM)]
     pub lambda_new_sparse: f64,
-    /// The whole module is off before this epoch; then the sparsity factor ramps.
+    /// The new-edge module is off before this epoch …
+    #[arg(long, alias = "new_sparse_warmup_epochs", default_value_t = 10, help_heading = OPTIM)]
     pub new_sparse_warmup_epochs: usize,
+    /// … then its sparsity weight ramps up over this many epochs.
+    #[arg(long, alias = "new_sparse_ramp_epochs", default_value_t = 10, help_heading = OPTIM)]
     pub new_sparse_ramp_epochs: usize,
+    /// Weight of a log-Huber on the true new edges among the candidates.
+    #[arg(long, alias = "lambda_new_reg", default_value_t = 0.0, help_heading = OPTIM)]
     pub lambda_new_reg: f64,
-    /// From this epoch on, only the four new-edge scalars train.
-    pub freeze_backbone_after: Option<usize>,
 }
 
 impl Default for InnovationConfig {
     fn default() -> Self {
-        Self {
-            enabled: false,
-            topm: 400,
-            k_new: 80,
-            tau: 0.10,
-            delta_quantile: 0.95,
-            dt_offset_months: 0.0,
-            dt_ramp_months: 12.0,
-            dt_scale_years: 1.0,
-            focal_gamma: 2.0,
-            focal_alpha: 0.25,
-            lambda_new_sparse: 0.10,
-            new_sparse_warmup_epochs: 10,
-            new_sparse_ramp_epochs: 10,
-            lambda_new_reg: 0.0,
-            freeze_backbone_after: None,
-        }
+        crate::settings::defaults()
     }
 }
 
@@ -77,105 +94,160 @@ impl InnovationConfig {
 }
 
 /// The Betti-curve topology loss (porting note §2.2).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[command(next_help_heading = OPTIM)]
 pub struct TopologyConfig {
+    /// Weight of the Betti-curve topology loss (0: off, and no GradNorm).
+    #[arg(long, alias = "lambda_topo", default_value_t = 1e-3)]
     pub lambda_topo: f64,
-    /// Thresholds K.
+    /// Thresholds K of the topology loss.
+    #[arg(id = "topo_loss_bins", long = "topo-loss-bins", alias = "topo_loss_bins", default_value_t = 8, value_parser = at_least_one())]
     pub loss_bins: usize,
+    /// Slope of the soft threshold of the prediction.
+    #[arg(id = "betti_sharpness", long = "betti-sharpness", alias = "betti_sharpness", default_value_t = 20.0)]
     pub sharpness: f64,
-    /// Heat-kernel time t.
+    /// Heat-kernel time t of the Betti estimate.
+    #[arg(id = "betti_t", long = "betti-t", alias = "betti_t", default_value_t = 10.0)]
     pub t: f64,
+    /// Taylor order of exp(−tL).
+    #[arg(id = "betti_taylor_order", long = "betti-taylor-order", alias = "betti_taylor_order", default_value_t = 20, value_parser = at_least_one())]
     pub taylor_order: usize,
+    /// Hutchinson probe vectors.
+    #[arg(id = "betti_probes", long = "betti-probes", alias = "betti_probes", default_value_t = 2, value_parser = at_least_one())]
     pub probes: usize,
+    /// Quantile of an epoch's raw topology values that updates the scale.
+    #[arg(id = "topo_scale_quantile", long = "topo-scale-quantile", alias = "topo_scale_quantile", default_value_t = 0.9)]
     pub scale_quantile: f64,
-    pub log_compress: bool,
+    /// Normalise the topology loss as raw/scale instead of log1p(raw/scale).
+    #[arg(long, alias = "disable_topo_log_compress")]
+    pub disable_topo_log_compress: bool,
+    /// Cosine warm-up of the topology weight over this fraction of --max-epochs.
+    #[arg(id = "topo_warmup_frac", long = "topo-warmup-frac", alias = "topo_warmup_frac", default_value_t = 0.2)]
     pub warmup_frac: f64,
+    /// GradNorm between the manifold and topology terms, or none.
+    #[arg(id = "gradnorm_scope", long = "gradnorm-scope", alias = "gradnorm_scope", value_enum, default_value = "manifold_topo")]
     pub gradnorm: GradNormScope,
 }
 
 impl Default for TopologyConfig {
     fn default() -> Self {
+        crate::settings::defaults()
+    }
+}
+
+impl TopologyConfig {
+    /// No topology loss and no GradNorm (the minimal faithful core).
+    pub fn off() -> Self {
         Self {
-            lambda_topo: 1e-3,
-            loss_bins: 8,
-            sharpness: 20.0,
-            t: 10.0,
-            taylor_order: 20,
-            probes: 2,
-            scale_quantile: 0.9,
-            log_compress: true,
-            warmup_frac: 0.2,
-            gradnorm: GradNormScope::ManifoldTopo,
+            lambda_topo: 0.0,
+            gradnorm: GradNormScope::None,
+            ..Self::default()
+        }
+    }
+    /// Whether the topology term (and with it GradNorm) is on.
+    pub fn on(&self) -> bool {
+        self.lambda_topo > 0.0
+    }
+    /// log1p(raw/scale) (the default) rather than raw/scale.
+    pub fn log_compress(&self) -> bool {
+        !self.disable_topo_log_compress
+    }
+    /// The topology term's coefficient at `epoch` of `max_epochs`, with GradNorm weight `w`.
+    pub fn coefficient(&self, epoch: usize, max_epochs: usize, w: f64) -> f64 {
+        if self.on() {
+            self.lambda_topo * w * self.warmup_factor(epoch, max_epochs)
+        } else {
+            0.0
+        }
+    }
+    /// Cosine warm-up of the topology weight: W = max(⌈max_epochs·frac⌉, 1) epochs.
+    pub fn warmup_factor(&self, epoch: usize, max_epochs: usize) -> f64 {
+        let frac = self.warmup_frac;
+        if frac <= 0.0 {
+            return 1.0;
+        }
+        let w = ((max_epochs as f64 * frac).ceil() as usize).max(1);
+        if epoch < w {
+            0.5 * (1.0 - (std::f64::consts::PI * (epoch + 1) as f64 / w as f64).cos())
+        } else {
+            1.0
         }
     }
 }
 
 /// Every setting of the CLG-ODE objective, reference defaults.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[command(next_help_heading = OPTIM)]
 pub struct ObjectiveConfig {
+    /// Weight of the manifold (reconstruction) term; λ_man of GradNorm.
+    #[arg(long, alias = "lambda_manifold", default_value_t = 1.0)]
     pub lambda_manifold: f64,
-    /// λ_w of the weight term inside each reconstruction.
+    /// Weight of the sparsified log-weight loss inside each reconstruction.
+    #[arg(long, alias = "lambda_weight", default_value_t = 1.0)]
     pub lambda_weight: f64,
+    /// Weight of the KL term.
+    #[arg(long, alias = "lambda_kl", default_value_t = 1e-4)]
     pub lambda_kl: f64,
+    /// Weight of the velocity term.
+    #[arg(long, alias = "lambda_vel", default_value_t = 0.2)]
     pub lambda_vel: f64,
+    /// Weight of the acceleration term.
+    #[arg(long, alias = "lambda_acc", default_value_t = 0.1)]
     pub lambda_acc: f64,
-    /// First epoch (0-based) with the velocity term (`--warmup_manifold_epochs`).
+    /// First epoch (0-based) with the velocity term (the reference's name).
+    #[arg(id = "warmup_manifold_epochs", long = "warmup-manifold-epochs", alias = "warmup_manifold_epochs", default_value_t = 10)]
     pub vel_from_epoch: usize,
-    /// First epoch (0-based) with the acceleration term (`--warmup_vel_epochs`).
+    /// First epoch (0-based) with the acceleration term (the reference's name).
+    #[arg(id = "warmup_vel_epochs", long = "warmup-vel-epochs", alias = "warmup_vel_epochs", default_value_t = 20)]
     pub acc_from_epoch: usize,
-    /// Weight of the i→k forecast (the reference's 0.5).
-    pub forecast_k_weight: f64,
+    /// Edge-existence loss on the logits: bce or focal.
+    #[arg(long, alias = "edge_loss", value_enum, default_value = "bce")]
     pub edge_loss: EdgeLoss,
+    /// Positive-class weight of the BCE edge loss.
+    #[arg(long, alias = "edge_pos_weight", default_value_t = 5.0)]
     pub edge_pos_weight: f64,
+    /// γ of the focal edge loss.
+    #[arg(long, alias = "focal_gamma", default_value_t = 2.0)]
     pub focal_gamma: f64,
-    /// `None`: no α weighting (the reference's `--focal_alpha` < 0).
-    pub focal_alpha: Option<f64>,
+    /// α of the focal edge loss (< 0: no α weighting).
+    #[arg(long, alias = "focal_alpha", default_value = "-1", value_parser = off_if_negative, allow_negative_numbers = true)]
+    pub focal_alpha: OffIfNegative,
+    /// Weight of the full-edge log MSE.
+    #[arg(long, alias = "lambda_full_log_mse", default_value_t = 0.0)]
     pub lambda_full_log_mse: f64,
+    /// Weight of the penalty on predicted weight where the target has no edge.
+    #[arg(long, alias = "lambda_zero_log", default_value_t = 0.0)]
     pub lambda_zero_log: f64,
+    /// The zero-edge penalty is off before this epoch …
+    #[arg(long, alias = "zero_log_warmup_epochs", default_value_t = 0)]
     pub zero_log_warmup_epochs: usize,
+    /// … then ramps up over this many epochs.
+    #[arg(long, alias = "zero_log_ramp_epochs", default_value_t = 0)]
     pub zero_log_ramp_epochs: usize,
+    /// Weight of the shrinkage of the predicted log weights toward the start visit.
+    #[arg(long, alias = "lambda_delta_log", default_value_t = 0.0)]
     pub lambda_delta_log: f64,
+    /// Weight of the expected-edge-count penalty ((Σσ(ℓ) − k)/k)².
+    #[arg(long, alias = "lambda_density", default_value_t = 0.0)]
     pub lambda_density: f64,
+    /// The density penalty is off before this epoch …
+    #[arg(long, alias = "density_warmup_epochs", default_value_t = 0)]
     pub density_warmup_epochs: usize,
+    /// … then ramps up over this many epochs.
+    #[arg(long, alias = "density_ramp_epochs", default_value_t = 0)]
     pub density_ramp_epochs: usize,
-    /// Support-only weight loss, no edge loss (the decoder's fixed support).
-    pub fixed_support: bool,
+    /// Also compute the AUPRC of the existence probabilities (mask diagnostics).
+    #[arg(long, alias = "compute_mask_auprc")]
     pub compute_mask_auprc: bool,
-    /// Epochs of the run (the topology warm-up length and the epoch of test-time losses).
-    pub max_epochs: usize,
+    #[command(flatten)]
     pub topology: TopologyConfig,
+    #[command(flatten)]
     pub innovation: InnovationConfig,
 }
 
 impl Default for ObjectiveConfig {
     fn default() -> Self {
-        Self {
-            lambda_manifold: 1.0,
-            lambda_weight: 1.0,
-            lambda_kl: 1e-4,
-            lambda_vel: 0.2,
-            lambda_acc: 0.1,
-            vel_from_epoch: 10,
-            acc_from_epoch: 20,
-            forecast_k_weight: 0.5,
-            edge_loss: EdgeLoss::Bce,
-            edge_pos_weight: 5.0,
-            focal_gamma: 2.0,
-            focal_alpha: None,
-            lambda_full_log_mse: 0.0,
-            lambda_zero_log: 0.0,
-            zero_log_warmup_epochs: 0,
-            zero_log_ramp_epochs: 0,
-            lambda_delta_log: 0.0,
-            lambda_density: 0.0,
-            density_warmup_epochs: 0,
-            density_ramp_epochs: 0,
-            fixed_support: false,
-            compute_mask_auprc: false,
-            max_epochs: 120,
-            topology: TopologyConfig::default(),
-            innovation: InnovationConfig::default(),
-        }
+        crate::settings::defaults()
     }
 }
 
@@ -196,30 +268,20 @@ impl ObjectiveConfig {
     pub fn density_factor(&self, epoch: usize) -> f64 {
         linear_factor(epoch, self.density_warmup_epochs, self.density_ramp_epochs)
     }
+    /// Whether the density penalty acts at `epoch`.
+    pub fn density_on(&self, epoch: usize) -> bool {
+        self.lambda_density > 0.0 && self.density_factor(epoch) > 0.0
+    }
+    /// The density penalty's coefficient at `epoch`.
+    pub fn density_coefficient(&self, epoch: usize) -> f64 {
+        self.lambda_density * self.density_factor(epoch)
+    }
     /// Whether the topology term (and with it GradNorm) is on.
     pub fn topo_on(&self) -> bool {
-        self.topology.lambda_topo > 0.0
+        self.topology.on()
     }
     pub fn gradnorm_on(&self) -> bool {
         self.topo_on() && self.topology.gradnorm == GradNormScope::ManifoldTopo
-    }
-    /// Cosine warm-up of the topology weight: W = max(⌈max_epochs·frac⌉, 1) epochs.
-    pub fn topo_warmup_factor(&self, epoch: usize) -> f64 {
-        let frac = self.topology.warmup_frac;
-        if frac <= 0.0 {
-            return 1.0;
-        }
-        let w = ((self.max_epochs as f64 * frac).ceil() as usize).max(1);
-        if epoch < w {
-            0.5 * (1.0 - (std::f64::consts::PI * (epoch + 1) as f64 / w as f64).cos())
-        } else {
-            1.0
-        }
-    }
-    /// Whether the innovation module acts at epoch `e`.
-    pub fn innovation_on(&self, epoch: usize) -> bool {
-        let i = &self.innovation;
-        self.fixed_support && i.enabled && i.k_new > 0 && epoch >= i.new_sparse_warmup_epochs
     }
 }
 

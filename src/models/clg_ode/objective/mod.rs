@@ -47,6 +47,16 @@ pub const LOSS_TERMS: [&str; 12] = [
     "new_reg",
 ];
 
+/// Σ coefficient × mean over the terms with a coefficient (host side, from statistics).
+pub fn total_of(coefs: &[f64], stats: &Stats) -> f64 {
+    coefs
+        .iter()
+        .zip(LOSS_TERMS)
+        .filter(|(c, _)| **c != 0.0)
+        .map(|(c, t)| c * stats.mean(t))
+        .sum()
+}
+
 /// What the objective carries from batch to batch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ObjectiveState {
@@ -64,10 +74,18 @@ impl Default for ObjectiveState {
     }
 }
 
-/// The objective: settings, state and the topology probes.
+/// Weight of the i→k forecast in a training example (the reference's 0.5).
+pub const FORECAST_K_WEIGHT: f64 = 0.5;
+
+/// The objective: settings, the run facts it depends on, state and the topology probes.
 #[derive(Debug, Clone)]
 pub struct Objective {
     pub cfg: ObjectiveConfig,
+    /// The decoder predicts on the start visit's support: a support-only weight loss and no
+    /// edge loss (the model's `--fixed-support`).
+    pub fixed_support: bool,
+    /// Epochs of the run (the topology warm-up length and the epoch of test-time losses).
+    pub max_epochs: usize,
     pub state: ObjectiveState,
     /// Seed of the topology probes.
     pub seed: u64,
@@ -87,9 +105,11 @@ pub struct Forward<B: Backend> {
 }
 
 impl Objective {
-    pub fn new(cfg: ObjectiveConfig, seed: u64) -> Self {
+    pub fn new(cfg: ObjectiveConfig, fixed_support: bool, max_epochs: usize, seed: u64) -> Self {
         Self {
             cfg,
+            fixed_support,
+            max_epochs,
             state: ObjectiveState::default(),
             seed,
             fixed_probes: None,
@@ -129,11 +149,7 @@ impl Objective {
             c.lambda_kl.max(0.0),
             if c.vel_on(epoch) { c.lambda_vel } else { 0.0 },
             if c.acc_on(epoch) { c.lambda_acc } else { 0.0 },
-            if c.topo_on() {
-                t.lambda_topo * w[1] * c.topo_warmup_factor(epoch)
-            } else {
-                0.0
-            },
+            t.coefficient(epoch, self.max_epochs, w[1]),
             c.lambda_full_log_mse,
             c.lambda_zero_log * c.zero_log_factor(epoch),
             c.lambda_delta_log,
@@ -163,12 +179,13 @@ impl Objective {
 
     /// The batch total on the host from (global) statistics.
     pub fn total(&self, stats: &Stats, epoch: usize, w: [f64; 2]) -> f64 {
-        self.coefficients(epoch, w)
-            .iter()
-            .zip(LOSS_TERMS)
-            .filter(|(c, _)| **c != 0.0)
-            .map(|(c, t)| c * stats.mean(t))
-            .sum()
+        total_of(&self.coefficients(epoch, w), stats)
+    }
+
+    /// Whether the innovation module acts at epoch `e`.
+    pub fn innovation_on(&self, epoch: usize) -> bool {
+        let i = &self.cfg.innovation;
+        self.fixed_support && i.enabled && i.k_new > 0 && epoch >= i.new_sparse_warmup_epochs
     }
 
     /// Scores a batch shard with `model` at `epoch` (0-based; evaluation uses `max_epochs`).

@@ -25,7 +25,7 @@ fn has_pool(x: &ObjectiveInput, p: usize) -> bool {
 /// Whether the innovation module acts on prediction `p` at `epoch` (host-known).
 fn innovates(obj: &Objective, x: &ObjectiveInput, p: usize, epoch: usize) -> bool {
     let pr = &x.preds[p];
-    obj.cfg.innovation_on(epoch)
+    obj.innovation_on(epoch)
         && pr.forecast
         && innovation::gate(pr.t as f64, &obj.cfg.innovation) > 0.0
         && has_pool(x, p)
@@ -204,8 +204,8 @@ pub fn forward<B: Backend>(
         .reshape([p, n * f])
         .mean_dim(1)
         .reshape([p]);
-    let l_e = pt.edge(c);
-    let l_w = pt.weight(c);
+    let l_e = pt.edge(c, obj.fixed_support);
+    let l_w = pt.weight(obj.fixed_support);
     let recon = l_x.clone() + l_e.clone() + l_w.clone().mul_scalar(c.lambda_weight);
     let counts = obj.counts(x, epoch);
     let zero = || Tensor::<B, 1>::zeros([1], device);
@@ -285,7 +285,7 @@ pub fn forward<B: Backend>(
             for (&q, v) in rows.iter().zip(host(raw.clone().detach())) {
                 topo_raw[q] = v as f64;
             }
-            sums[4] = topology::normalize(raw, obj.state.topo_scale, t.log_compress).sum();
+            sums[4] = topology::normalize(raw, obj.state.topo_scale, t.log_compress()).sum();
         }
     }
 

@@ -59,7 +59,7 @@ pub fn stat(name: &str) -> usize {
 }
 
 /// Sums and counts of every statistic (`2 × STATS.len()` values: all sums, then all counts).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
     pub v: Vec<f64>,
 }

@@ -49,8 +49,8 @@ impl<B: Backend> PredTensors<B> {
     }
 
     /// Edge-existence loss: BCE with positive weight, or focal; 0 with fixed support.
-    pub fn edge(&self, c: &ObjectiveConfig) -> Tensor<B, 1> {
-        if c.fixed_support {
+    pub fn edge(&self, c: &ObjectiveConfig, fixed_support: bool) -> Tensor<B, 1> {
+        if fixed_support {
             return Tensor::zeros([self.p()], &self.logit.device());
         }
         let e = match c.edge_loss {
@@ -68,9 +68,9 @@ impl<B: Backend> PredTensors<B> {
     /// Weight loss. Normal: Huber on the log of the sparsified prediction over the target's
     /// edges, divided by their number. Fixed support: mean Huber over the start visit's
     /// support (0 without support).
-    pub fn weight(&self, c: &ObjectiveConfig) -> Tensor<B, 1> {
+    pub fn weight(&self, fixed_support: bool) -> Tensor<B, 1> {
         let d = huber(self.sparse.clone().clamp_min(0.0).log1p() - self.target_log.clone());
-        if c.fixed_support {
+        if fixed_support {
             let support = self.start_log.clone().greater_elem(0.0).float();
             let count = self.ut_sum(support.clone()).clamp_min(1.0);
             self.ut_sum(d * support) / count

@@ -9,7 +9,7 @@ fn golden_model<M: Backend>(
     decoder: DecoderConfig,
     device: &M::Device,
 ) -> crate::models::clg_ode::ClgOde<M> {
-    use crate::engine::params::{self, HostTensor};
+    use crate::toolbox::params::{self, HostTensor};
     use crate::models::clg_ode::{ClgOdeConfig, torch_name};
     let sd = &g["model_state_dict"];
     let shape = |v: &Value| -> Vec<usize> {
@@ -284,7 +284,7 @@ fn gradnorm_weights_from_our_gradients_match_the_reference() {
                 .mean(crate::models::clg_ode::objective::LOSS_TERMS[term]);
             let loss = fwd.sums[term].clone().div_scalar(counts[term]);
             let grads = GradientsParams::from_grads(loss.backward(), &model);
-            let flat = crate::engine::ddp::flatten_grads(&model, &grads).flat;
+            let flat = crate::toolbox::ddp::flatten_grads(&model, &grads).flat;
             gn[k] = flat.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt();
         }
         let w = obj

@@ -1,13 +1,7 @@
-//! The `trainer env`, `trainer doctor` and `trainer mig-pick` entry points the CLI calls.
+//! The scheduler environment of this process, and its human-readable form.
 
-use std::process::ExitCode;
-
-use super::doctor::DoctorReport;
 use super::env::{ClusterEnv, detect};
-use super::gpu::probe_driver;
-use super::mig::pick_free_mig;
 use super::vars::Vars;
-use super::visible_devices::VisibleDevices;
 use crate::error::ExitError;
 
 /// The scheduler environment of this process (reads the process environment once). A bad
@@ -21,30 +15,6 @@ pub fn detect_env() -> anyhow::Result<ClusterEnv> {
         )
         .into()
     })
-}
-
-/// `trainer env [--json]`: ranks, hosts, rendezvous, job ids and devices.
-pub fn cmd_env(json: bool) -> anyhow::Result<()> {
-    let env = detect_env()?;
-    if json {
-        let mut v = serde_json::to_value(&env)?;
-        if let Some(m) = v.as_object_mut() {
-            // Whether this binary can run several ranks (cargo feature `mpi`).
-            m.insert("mpi".into(), crate::dist::MPI_BUILT.into());
-        }
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        print!("{}", render_env(&env));
-        println!(
-            "mpi                    {}",
-            if crate::dist::MPI_BUILT {
-                "built in (srun --mpi=pmix / mpirun)"
-            } else {
-                "not built (cargo feature mpi)"
-            }
-        );
-    }
-    Ok(())
 }
 
 /// Human-readable form of [`ClusterEnv`].
@@ -113,39 +83,3 @@ fn summarise_hosts(hosts: &[String]) -> String {
     }
 }
 
-/// `trainer doctor [--require-gpu] [--json]`: the report, and its documented exit code.
-///
-/// With `TRAINER_CHECK_NCCL=1` and a usable GPU, it also runs one rank's NCCL all-reduce on the
-/// first visible GPU (builds with `--features cuda,mpi`; `scripts/gpu-check.sh` uses this).
-pub fn cmd_doctor(require_gpu: bool, json: bool) -> anyhow::Result<ExitCode> {
-    let mut report = DoctorReport::collect(require_gpu);
-    if std::env::var("TRAINER_CHECK_NCCL").is_ok_and(|v| v == "1") && report.exit_code == 0 {
-        report.check_nccl(crate::dist::nccl_self_test(0));
-    }
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.render());
-    }
-    Ok(ExitCode::from(report.exit_code))
-}
-
-/// `trainer mig-pick`: prints a free MIG UUID on stdout, or the reason on stderr with its code.
-pub fn cmd_mig_pick() -> anyhow::Result<ExitCode> {
-    let vars = Vars::from_process();
-    let driver = probe_driver(&vars);
-    match pick_free_mig(&driver, &VisibleDevices::from_vars(&vars)) {
-        Ok(pick) => {
-            println!("{}", pick.uuid);
-            eprintln!(
-                "mig-pick: {} on GPU {} ({})",
-                pick.uuid, pick.gpu_index, pick.gpu_name
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            eprintln!("mig-pick: {e}");
-            Ok(ExitCode::from(e.code))
-        }
-    }
-}

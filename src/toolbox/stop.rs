@@ -96,22 +96,26 @@ pub fn parse_signal(s: &str) -> anyhow::Result<i32> {
     })
 }
 
-/// What to do after a stop: which signals ask for a requeue, and whether to call `scontrol`.
-#[derive(Debug, Clone)]
+/// What to do after a stop: which signals ask for a requeue, whether to call `scontrol`, and
+/// the scheduler job to requeue.
+#[derive(Debug, Clone, Default)]
 pub struct RequeuePolicy {
     pub signals: Vec<i32>,
     pub scontrol: bool,
+    /// The Slurm job id (`<array job>_<task>` for array tasks), when under Slurm.
+    pub slurm_job: Option<String>,
 }
 
 impl RequeuePolicy {
-    pub fn from_args(run: &crate::cli::RunArgs) -> anyhow::Result<Self> {
+    /// From the signal names of `--requeue-signal` and `--requeue`.
+    pub fn new(signals: &[String], scontrol: bool) -> anyhow::Result<Self> {
         Ok(Self {
-            signals: run
-                .requeue_signal
+            signals: signals
                 .iter()
                 .map(|s| parse_signal(s))
                 .collect::<anyhow::Result<_>>()?,
-            scontrol: run.requeue,
+            scontrol,
+            slurm_job: None,
         })
     }
 
@@ -150,14 +154,12 @@ impl RequeuePolicy {
     }
 
     fn scontrol_requeue(&self, log_prefix: &str) {
-        let Some(job) = crate::outputs::rundir::scheduler_job_id()
-            .filter(|_| std::env::var_os("SLURM_JOB_ID").is_some())
-        else {
+        let Some(job) = &self.slurm_job else {
             eprintln!("{log_prefix} --requeue: not a Slurm job; exiting with {REQUEUE_EXIT}");
             return;
         };
         match std::process::Command::new("scontrol")
-            .args(["requeue", &job])
+            .args(["requeue", job])
             .status()
         {
             Ok(st) if st.success() => {

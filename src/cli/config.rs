@@ -17,9 +17,8 @@ use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches};
 
-use crate::cli::{Cli, RunArgs};
-
-pub mod presets;
+use super::presets;
+use super::{Cli, RunArgs};
 
 /// Flags that describe one process rather than the run's configuration: never written to
 /// `config.toml`.
@@ -222,6 +221,7 @@ fn is_type<T: 'static>(arg: &Arg) -> bool {
 /// A raw flag value as the TOML value of the flag's type.
 fn toml_value(arg: &Arg, raw: &str) -> toml::Value {
     let int = is_type::<usize>(arg)
+        || is_type::<Option<usize>>(arg)
         || is_type::<u64>(arg)
         || is_type::<i64>(arg)
         || is_type::<u32>(arg)
@@ -232,7 +232,7 @@ fn toml_value(arg: &Arg, raw: &str) -> toml::Value {
     if int && let Ok(i) = raw.parse::<i64>() {
         return toml::Value::Integer(i);
     }
-    if (is_type::<f64>(arg) || is_type::<f32>(arg))
+    if (is_type::<f64>(arg) || is_type::<Option<f64>>(arg) || is_type::<f32>(arg))
         && let Ok(f) = raw.parse::<f64>()
     {
         return toml::Value::Float(f);
@@ -276,4 +276,5 @@ pub fn resolved_toml(cmd: &Command, matches: &ArgMatches) -> String {
 }
 
 #[cfg(test)]
+#[path = "config_tests.rs"]
 mod tests;

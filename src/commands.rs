@@ -1,0 +1,82 @@
+//! The commands that are not training: `trainer env`, `trainer doctor`, `trainer mig-pick`
+//! and `trainer synth-connectome`.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::cluster::doctor::DoctorReport;
+use crate::cluster::gpu::probe_driver;
+use crate::cluster::mig::pick_free_mig;
+use crate::cluster::vars::Vars;
+use crate::cluster::visible_devices::VisibleDevices;
+use crate::cluster::{detect_env, render_env};
+use crate::data::connectome::{SynthOptions, write_synthetic_cohort_with};
+
+/// `trainer env [--json]`: ranks, hosts, rendezvous, job ids and devices.
+pub fn cmd_env(json: bool) -> anyhow::Result<()> {
+    let env = detect_env()?;
+    if json {
+        let mut v = serde_json::to_value(&env)?;
+        if let Some(m) = v.as_object_mut() {
+            // Whether this binary can run several ranks (cargo feature `mpi`).
+            m.insert("mpi".into(), crate::dist::MPI_BUILT.into());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", render_env(&env));
+        println!(
+            "mpi                    {}",
+            if crate::dist::MPI_BUILT {
+                "built in (srun --mpi=pmix / mpirun)"
+            } else {
+                "not built (cargo feature mpi)"
+            }
+        );
+    }
+    Ok(())
+}
+
+/// `trainer doctor [--require-gpu] [--json]`: the report, and its documented exit code.
+///
+/// With `TRAINER_CHECK_NCCL=1` and a usable GPU, it also runs one rank's NCCL all-reduce on the
+/// first visible GPU (builds with `--features cuda,mpi`; `scripts/gpu-check.sh` uses this).
+pub fn cmd_doctor(require_gpu: bool, json: bool) -> anyhow::Result<ExitCode> {
+    let mut report = DoctorReport::collect(require_gpu);
+    if std::env::var("TRAINER_CHECK_NCCL").is_ok_and(|v| v == "1") && report.exit_code == 0 {
+        report.check_nccl(crate::dist::nccl_self_test(0));
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render());
+    }
+    Ok(ExitCode::from(report.exit_code))
+}
+
+/// `trainer mig-pick`: prints a free MIG UUID on stdout, or the reason on stderr with its code.
+pub fn cmd_mig_pick() -> anyhow::Result<ExitCode> {
+    let vars = Vars::from_process();
+    let driver = probe_driver(&vars);
+    match pick_free_mig(&driver, &VisibleDevices::from_vars(&vars)) {
+        Ok(pick) => {
+            println!("{}", pick.uuid);
+            eprintln!(
+                "mig-pick: {} on GPU {} ({})",
+                pick.uuid, pick.gpu_index, pick.gpu_name
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("mig-pick: {e}");
+            Ok(ExitCode::from(e.code))
+        }
+    }
+}
+
+/// `trainer synth-connectome`.
+pub fn synth(options: &SynthOptions, out: &std::path::Path) -> Result<()> {
+    let summary = write_synthetic_cohort_with(out, options)?;
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
+}

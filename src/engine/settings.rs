@@ -1,0 +1,30 @@
+//! The run's own settings, as the engine and the launcher use them: where the run directory
+//! is, resume, checkpoint cadence, stop and requeue behaviour. The CLI fills them from
+//! `RunArgs`; nothing below it sees a clap struct.
+
+use std::path::PathBuf;
+
+use crate::toolbox::stop::RequeuePolicy;
+
+/// How a run is placed on disk, resumed, logged and stopped.
+#[derive(Debug, Clone, Default)]
+pub struct RunSettings {
+    /// The run directory, when given (`--out`).
+    pub out: Option<PathBuf>,
+    /// The run directory's name under the runs root (`--run-name`).
+    pub run_name: Option<String>,
+    /// A checkpoint file, or `auto` (`--resume`).
+    pub resume: Option<String>,
+    /// Also checkpoint every N optimiser steps (0: only at epoch ends).
+    pub checkpoint_every: u64,
+    /// Seconds between plain progress lines when stderr is not a terminal.
+    pub log_every_secs: f64,
+    /// Stop (checkpoint, exit 75) after this many optimiser steps in this process.
+    pub stop_after_steps: Option<u64>,
+    /// Append every step's loss to `steps.csv`.
+    pub log_steps: bool,
+    /// Which signals ask for a requeue, and whether to call `scontrol requeue`.
+    pub requeue: RequeuePolicy,
+    /// The resolved configuration as TOML, written to `config.toml`.
+    pub resolved_config: Option<String>,
+}

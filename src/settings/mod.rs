@@ -1,0 +1,108 @@
+//! What every settings struct is built from: the `--help` headings (also the sections of
+//! `config.toml`), value parsers for numbers that must be in range, and [`defaults`], the
+//! settings of an empty command line.
+//!
+//! A settings struct derives `clap::Args` and serde together, so that each field carries its
+//! flag, its reference (underscore) alias, its default and its doc in one place; the CLI
+//! flattens it into a sub-command, and everything below the CLI sees only the plain struct.
+
+use clap::builder::RangedU64ValueParser;
+use clap::{Args, Command, FromArgMatches};
+
+/// `--help` headings, also the sections of `config.toml`.
+pub const DATA: &str = "Data";
+pub const MODEL: &str = "Model";
+pub const OPTIM: &str = "Optimisation";
+pub const RUN: &str = "Run";
+pub const CLUSTER: &str = "Cluster";
+
+/// The settings of an empty command line: every field at its flag's default. This is the one
+/// source of defaults (no `impl Default` repeats them).
+pub fn defaults<T: Args + FromArgMatches>() -> T {
+    let cmd = T::augment_args(Command::new("defaults").no_binary_name(true));
+    let matches = cmd
+        .try_get_matches_from(std::iter::empty::<String>())
+        .expect("every field of a settings struct has a default");
+    T::from_arg_matches(&matches).expect("defaults convert to the settings")
+}
+
+/// A count that must be at least 1.
+pub fn at_least_one() -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::<usize>::new().range(1..)
+}
+
+/// A finite number greater than 0.
+pub fn positive(s: &str) -> Result<f64, String> {
+    let v = finite(s)?;
+    if v > 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("expected a number greater than 0, got {s}"))
+    }
+}
+
+/// A finite number ≥ 0.
+pub fn non_negative(s: &str) -> Result<f64, String> {
+    let v = finite(s)?;
+    if v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("expected a number of at least 0, got {s}"))
+    }
+}
+
+/// A finite number.
+pub fn finite(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        Ok(_) => Err(format!("expected a finite number, got {s}")),
+        Err(_) => Err(format!("expected a number, got `{s}`")),
+    }
+}
+
+/// A fraction in (0, 1].
+pub fn fraction(s: &str) -> Result<f64, String> {
+    let v = finite(s)?;
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("expected a number in (0, 1], got {s}"))
+    }
+}
+
+/// "Off when negative": a value, or `None` for the reference's negative sentinel.
+pub type OffIfNegative = Option<f64>;
+
+/// Parses [`OffIfNegative`].
+pub fn off_if_negative(s: &str) -> Result<OffIfNegative, String> {
+    let v = finite(s)?;
+    Ok((v >= 0.0).then_some(v))
+}
+
+/// "Never when negative" (the reference's −1): an epoch, or `None`.
+pub type EpochOrNever = Option<usize>;
+
+/// Parses [`EpochOrNever`]: a negative number (never) or an epoch ≥ 0.
+pub fn epoch_or_never(s: &str) -> Result<EpochOrNever, String> {
+    match s.trim().parse::<i64>() {
+        Ok(v) => Ok(usize::try_from(v).ok()),
+        Err(_) => Err(format!("expected -1 (never) or an epoch, got `{s}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsers() {
+        assert_eq!(positive("2.5"), Ok(2.5));
+        assert!(positive("0").is_err() && positive("NaN").is_err() && positive("x").is_err());
+        assert_eq!(off_if_negative("-1"), Ok(None));
+        assert_eq!(off_if_negative("0.25"), Ok(Some(0.25)));
+        assert_eq!(epoch_or_never("-1"), Ok(None));
+        assert_eq!(epoch_or_never("3"), Ok(Some(3)));
+        assert!(epoch_or_never("x").is_err());
+        assert!(fraction("0").is_err() && fraction("1").is_ok());
+    }
+}

@@ -1,0 +1,122 @@
+//! The settings of a `train-gnn` run, each field with its flag: the cohort and its split, the
+//! training recipe and where results go, with the model's, the decoder's, the objective's and
+//! the sampling's settings flattened in. The CLI flattens this struct into `trainer train-gnn`;
+//! below the CLI it is plain data ([`GnnSettings::check`] holds the checks across fields).
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use super::batch::Sampling;
+use crate::models::clg_ode::objective::ObjectiveConfig;
+use crate::models::clg_ode::{DecoderConfig, ModelSizes};
+use crate::settings::{DATA, OPTIM, RUN, at_least_one, positive};
+
+/// `trainer train-gnn`'s own settings (every flag of the reference's `train_clg_ode.py`, with
+/// its default, in kebab case with the reference's underscore spelling as alias; see
+/// docs/clg-ode-surface.md).
+#[derive(Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GnnSettings {
+    /// Directory of SC matrices, one `<subject>_<session>.csv` (dense N×N, no header) per scan.
+    #[arg(long, alias = "sc_dir", help_heading = DATA)]
+    pub sc_dir: PathBuf,
+    /// Root of the morphology tree (`Schaefer400_Morphology_<subject>.csv`, session in the path).
+    #[arg(long, alias = "morph_root", help_heading = DATA)]
+    pub morph_root: PathBuf,
+    /// Subject table with `scanid`, `age`, `sex`, `siteid` columns.
+    #[arg(long, alias = "subject_info_csv", help_heading = DATA)]
+    pub subject_info_csv: PathBuf,
+    /// Cross-validation fold to train (0..cv_folds−1), or −1 for every fold in turn.
+    #[arg(long, alias = "cv_fold", default_value_t = -1, allow_negative_numbers = true, help_heading = DATA)]
+    pub cv_fold: i64,
+    /// Folds of the GroupKFold cross-validation on the train/validation subjects (≥ 2).
+    #[arg(long, alias = "cv_folds", default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..), help_heading = DATA)]
+    pub cv_folds: usize,
+    /// Bins of the Euler-characteristic curve: the numeric covariates, their z-scoring and the
+    /// ECC metrics.
+    #[arg(long, alias = "topo_bins", default_value_t = 32, value_parser = at_least_one(), help_heading = DATA)]
+    pub topo_bins: usize,
+    #[command(flatten)]
+    pub sampling: Sampling,
+    #[command(flatten)]
+    pub sizes: ModelSizes,
+    #[command(flatten)]
+    pub decoder: DecoderConfig,
+    #[command(flatten)]
+    pub objective: ObjectiveConfig,
+    /// Epochs per fold.
+    #[arg(long, alias = "max_epochs", default_value_t = 120, value_parser = at_least_one(), help_heading = OPTIM)]
+    pub max_epochs: usize,
+    /// Subjects per optimiser step (per rank when data-parallel).
+    #[arg(long, alias = "batch_size", default_value_t = 2, value_parser = at_least_one(), help_heading = OPTIM)]
+    pub batch_size: usize,
+    /// Adam learning rate (constant).
+    #[arg(long, alias = "learning_rate", default_value_t = 5e-5, value_parser = positive, help_heading = OPTIM)]
+    pub learning_rate: f64,
+    /// Validation SC metrics (and the identity baseline) every N epochs (0: only when the early-
+    /// stopping metric needs them).
+    #[arg(long, alias = "val_sc_eval_every", default_value_t = 0, help_heading = OPTIM)]
+    pub val_sc_eval_every: usize,
+    /// w of monitor_mse_plus_density = val sc_log_mse + w·val density loss.
+    #[arg(long, alias = "early_stop_density_weight", default_value_t = 0.0, help_heading = OPTIM)]
+    pub early_stop_density_weight: f64,
+    /// Seed of the split, weight init, shuffling, visit sampling, augmentation and probes
+    /// (--random-state).
+    #[arg(long, visible_alias = "random-state", alias = "random_state", default_value_t = 42, help_heading = OPTIM)]
+    pub seed: u64,
+    /// Results root: the run directory is `<results-dir>/runs/<run name>/`.
+    #[arg(long, alias = "results_dir", help_heading = RUN)]
+    pub results_dir: PathBuf,
+    /// Start the fold from a checkpoint's weights (a new run: fresh optimiser, epochs from 0);
+    /// needs --cv-fold ≥ 0. The reference's default, the empty string, means none.
+    #[arg(long, alias = "resume_from", help_heading = RUN)]
+    pub resume_from: Option<PathBuf>,
+    /// Also print the reference's console lines on stdout (`Fold 1/5, epoch 3/120,
+    /// train_loss=…`), for scripts that parse them.
+    #[arg(long, help_heading = RUN)]
+    pub porcelain: bool,
+}
+
+impl GnnSettings {
+    /// The folds this run trains.
+    pub fn fold_ids(&self) -> Vec<usize> {
+        match usize::try_from(self.cv_fold) {
+            Ok(f) => vec![f],
+            Err(_) => (0..self.cv_folds).collect(),
+        }
+    }
+
+    /// Resolves what depends on several flags: the residual decoder reads the start visit
+    /// itself, so the reconstruction input keeps every edge (as the reference); an empty
+    /// `--resume-from` (the reference's default) is none.
+    pub fn resolve(mut self) -> Self {
+        self.resume_from = self.resume_from.filter(|p| !p.as_os_str().is_empty());
+        if self.decoder.residual_skip {
+            self.sampling.sc_pos_edge_drop_prob = 0.0;
+        }
+        self
+    }
+
+    /// The checks across flags (each flag's own range is checked by its parser).
+    pub fn check(&self) -> Result<()> {
+        if !(-1..self.cv_folds as i64).contains(&self.cv_fold) {
+            bail!(
+                "--cv-fold must be -1 (all folds) or 0..{}, got {}",
+                self.cv_folds.saturating_sub(1),
+                self.cv_fold
+            );
+        }
+        if self.objective.innovation.enabled && !self.decoder.fixed_support {
+            bail!(
+                "--innovation-enabled needs --fixed-support (the new edges are added to the fixed \
+                 support)"
+            );
+        }
+        if self.resume_from.is_some() && self.cv_fold < 0 {
+            bail!("--resume-from needs a single fold (--cv-fold >= 0)");
+        }
+        Ok(())
+    }
+}
