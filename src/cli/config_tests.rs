@@ -36,10 +36,10 @@ fn file_values_apply_and_flags_override_them() {
         "--epochs",
         "2",
     ]);
-    assert_eq!(a.data_dir, PathBuf::from("/data"));
-    assert_eq!(a.epochs, 2, "the command line wins");
-    assert_eq!((a.lr, a.seed), (0.5, 9));
-    assert!(a.no_dropout);
+    assert_eq!(a.settings.data_dir, PathBuf::from("/data"));
+    assert_eq!(a.settings.epochs, 2, "the command line wins");
+    assert_eq!((a.settings.lr, a.settings.seed), (0.5, 9));
+    assert!(a.settings.no_dropout);
     assert_eq!(a.run.requeue_signal, ["TERM"]);
 }
 
@@ -78,7 +78,7 @@ fn resolved_config_round_trips_and_leaves_out_per_process_flags() {
     let p = write(d.path(), &text);
     let b = mnist(&["train-mnist", "--config", p.to_str().unwrap()]);
     assert_eq!(b.run.resolved_config.as_deref(), Some(text.as_str()));
-    assert_eq!((b.lr, b.limit_train), (5e-5, Some(640)));
+    assert_eq!((b.settings.lr, b.settings.limit_train), (5e-5, Some(640)));
     assert_eq!(
         b.early_stop.early_stop_metric.as_deref(),
         Some("test_accuracy")
@@ -153,7 +153,7 @@ fn gnn_defaults_and_negative_numbers_survive_the_round_trip() {
     let Cmd::TrainGnn(b) = cli.command else {
         panic!()
     };
-    assert_eq!(b.cv_fold, -1);
+    assert_eq!(b.settings.cv_fold, -1);
     assert_eq!(b.run.resolved_config.unwrap(), text);
 }
 
@@ -179,19 +179,19 @@ fn gnn(extra: &[&str]) -> crate::cli::GnnArgs {
 #[test]
 fn presets_sit_under_the_file_and_the_flags() {
     let plain = gnn(&[]);
-    assert!(!plain.fixed_support);
+    assert!(!plain.settings.decoder.fixed_support);
     let p = gnn(&["--preset", "residual"]);
-    assert!(p.fixed_support && p.residual_skip);
-    assert_eq!(p.lambda_topo, 0.0);
+    assert!(p.settings.decoder.fixed_support && p.settings.decoder.residual_skip);
+    assert_eq!(p.settings.objective.topology.lambda_topo, 0.0);
     assert_eq!(p.early_stop.early_stop_metric.as_deref(), Some("val_skill"));
     // A flag beside the preset wins.
     let q = gnn(&["--preset", "residual", "--lambda_topo", "0.5"]);
-    assert_eq!((q.lambda_topo, q.fixed_support), (0.5, true));
+    assert_eq!((q.settings.objective.topology.lambda_topo, q.settings.decoder.fixed_support), (0.5, true));
     // So does the file, and the file can name the preset itself.
     let d = tempfile::tempdir().unwrap();
     let f = write(d.path(), "preset = \"residual\"\n[model]\nlatent_dim = 7\n");
     let r = gnn(&["--config", f.to_str().unwrap()]);
-    assert_eq!((r.latent_dim, r.residual_skip), (7, true));
+    assert_eq!((r.settings.sizes.latent_dim, r.settings.decoder.residual_skip), (7, true));
     // The resolved configuration repeats it without the preset's help.
     let text = r.run.resolved_config.unwrap();
     assert!(text.contains("preset = \"residual\""), "{text}");

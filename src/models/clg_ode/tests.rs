@@ -64,13 +64,15 @@ fn tiny_config(g: &Value) -> ClgOdeConfig {
     let u = |k: &str| c[k].as_u64().expect(k) as usize;
     ClgOdeConfig {
         morph_dim: u("morph_dim"),
-        latent_dim: u("latent_dim"),
-        hidden_dim: u("hidden_dim"),
+        sizes: ModelSizes {
+            latent_dim: u("latent_dim"),
+            hidden_dim: u("hidden_dim"),
+            solver_steps: u("solver_steps"),
+        },
         sex_vocab: u("sex_dim"),
         site_vocab: u("site_dim"),
         cov_embed_dim: u("cov_embed_dim"),
         numeric_cov_dim: u("numeric_cov_dim"),
-        solver_steps: u("solver_steps"),
         decoder: Default::default(),
     }
 }
@@ -267,9 +269,9 @@ fn clg_topk_mask_matches_sparsify() {
 fn small_model(steps: usize) -> ClgOde<B> {
     B::seed(&dev(), 7);
     let mut c = ClgOdeConfig::new(4, 6);
-    c.latent_dim = 8;
-    c.hidden_dim = 16;
-    c.solver_steps = steps;
+    c.sizes.latent_dim = 8;
+    c.sizes.hidden_dim = 16;
+    c.sizes.solver_steps = steps;
     c.init(&dev())
 }
 

@@ -1,5 +1,6 @@
-//! `trainer train-gnn`: CLG-ODE training on a connectome cohort (spec `clg-ode.md` §3, minimal
-//! faithful core of §7.1), and `trainer synth-connectome`.
+//! `trainer train-gnn`: CLG-ODE training on a connectome cohort (docs/clg-ode-model.md §3,
+//! with the reference's extras of §7.2: topology loss and GradNorm, decoder variants, the
+//! edge-loss family, innovation).
 //!
 //! What a run does: load the cohort (errors surface before any run directory exists); split
 //! subjects 80/20 (numpy `RandomState(42)` emulated, as the reference's `random_state=42`) and
@@ -7,9 +8,12 @@
 //! ECC with the fold's training subjects, train with Adam, validate every epoch, stop early on
 //! the validation loss; then score the best fold's best weights on the test subjects.
 //!
-//! Decisions on the reference's quirks (spec §7.3):
-//! * **Topology (Betti-curve) loss and GradNorm are off** (λ_topo = 0): this equals the
-//!   reference run with `--lambda_topo 0 --gradnorm_scope none`, not its default.
+//! Files: [`settings`] (the flags), [`config`] (`args.json`, the resume fingerprint), [`job`]
+//! (the engine's job), [`step`] (one training step, GradNorm), [`batch`] (visit sampling and
+//! augmentation), [`evaluate`] and [`test_set`] (validation and test scoring), [`sums`] (what a
+//! step adds up), [`columns`] (the settings and validation columns of a metrics row).
+//!
+//! Decisions on the reference's quirks (docs/clg-ode-model.md §7.3):
 //! * The best checkpoint is a **copy** of the best epoch's weights (the reference saves the last
 //!   epoch's weights because its "best state" aliases the live parameters).
 //! * Validation and test losses use **clean inputs and visits (0, 1, 2)** (the reference samples

@@ -24,7 +24,10 @@ use crate::dist::Collective;
 use crate::toolbox::ddp;
 use crate::toolbox::seed::mix;
 use crate::models::clg_ode::ClgOde;
-use crate::models::clg_ode::objective::{LOSS_TERMS, Objective, ObjectiveInput, Stats};
+use crate::models::clg_ode::objective::{Objective, ObjectiveInput, PerTerm, Stats, Term};
+
+/// The two terms GradNorm balances, in the order of its weights.
+const GRADNORM_TERMS: [Term; 2] = [Term::Manifold, Term::Topo];
 
 /// Seed of one fold: weight init and the subjects' generators.
 pub fn fold_seed(seed: u64, fold: usize) -> u64 {
@@ -72,9 +75,9 @@ fn global_counts(
     x: Option<&ObjectiveInput>,
     epoch: usize,
     comm: &dyn Collective,
-) -> Result<Vec<f64>> {
-    let mut counts = x.map_or(vec![0.0; LOSS_TERMS.len()], |x| obj.counts(x, epoch));
-    comm.all_reduce_sum_f64(&mut counts)?;
+) -> Result<PerTerm<f64>> {
+    let mut counts = x.map_or_else(PerTerm::default, |x| obj.counts(x, epoch));
+    comm.all_reduce_sum_f64(counts.as_mut_slice())?;
     Ok(counts)
 }
 
@@ -140,11 +143,11 @@ pub fn grads<B: AutodiffBackend>(
         // Losses and gradient norms of the manifold and topology terms of the global batch.
         let mut ln = [0.0f64; 2];
         let mut g = [0.0f64; 2];
-        for (k, term) in [(0usize, 0usize), (1, 4)] {
+        for (k, term) in GRADNORM_TERMS.into_iter().enumerate() {
             let grads = match &x {
                 Some(x) => {
                     let fwd = obj.forward(model, x, epoch, device);
-                    ln[k] = fwd.stats.sum(LOSS_TERMS[term]);
+                    ln[k] = fwd.stats.sum(term.name());
                     let loss = fwd.sums[term].clone().div_scalar(counts[term].max(1.0));
                     GradientsParams::from_grads(loss.backward(), model)
                 }
@@ -153,12 +156,13 @@ pub fn grads<B: AutodiffBackend>(
             g[k] = global_norm(model, &grads, comm)?;
         }
         comm.all_reduce_sum_f64(&mut ln)?;
-        let l = [ln[0] / counts[0].max(1.0), ln[1] / counts[4].max(1.0)];
+        let l = GRADNORM_TERMS.map(|t| counts[t].max(1.0));
+        let l = [ln[0] / l[0], ln[1] / l[1]];
         let t = &obj.cfg;
         weights = obj
             .state
             .gradnorm
-            .update(l, g, [t.lambda_manifold, t.topology.lambda_topo]);
+            .update(l, g, t.gradnorm_lambdas());
     }
     let Some(x) = x else {
         return Ok(StepResult {

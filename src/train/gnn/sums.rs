@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{EpochSums, StepSums};
-use crate::models::clg_ode::objective::{Stats, total_of};
+use crate::models::clg_ode::objective::{PerTerm, Stats, total_of};
 
 /// One step's sums. The topology values sit in one slot per prediction of the global batch
 /// (3 per subject) with a presence flag: summed over ranks, every slot holds its one value.
@@ -16,7 +16,7 @@ pub struct GnnStep {
     pub topo_present: Vec<f64>,
     /// The coefficient of each loss term in this step's total (the same on every rank; not
     /// summed).
-    pub coefficients: Vec<f64>,
+    pub coefficients: PerTerm<f64>,
 }
 
 impl GnnStep {
@@ -26,7 +26,7 @@ impl GnnStep {
         stats: Stats,
         subjects: usize,
         topo: &[(usize, f64)],
-        coefficients: Vec<f64>,
+        coefficients: PerTerm<f64>,
     ) -> Self {
         let slots = 3 * subjects;
         let mut topo_values = vec![0.0; slots];

@@ -19,7 +19,9 @@ use crate::data::connectome::Cohort;
 use crate::dist::Single;
 use crate::toolbox::ddp::flatten_grads;
 use crate::toolbox::optim::{Adam, Grads};
-use crate::models::clg_ode::objective::{GradNormScope, Objective, ObjectiveConfig, Stats};
+use crate::models::clg_ode::objective::{
+    GradNormScope, Objective, ObjectiveConfig, PerTerm, Stats,
+};
 use crate::models::clg_ode::{ClgOde, ClgOdeConfig};
 
 type AB = Autodiff<Flex>;
@@ -38,9 +40,9 @@ fn setup(c: &Arc<Cohort>) -> (crate::data::connectome::FoldSplit, FoldData, ClgO
     let stats = c.norm_stats(&fold.train).unwrap();
     let data = FoldData::new(c.clone(), &stats, true);
     let mut cfg = ClgOdeConfig::new(c.n_metrics(), c.site_vocab);
-    cfg.latent_dim = 8;
-    cfg.hidden_dim = 16;
-    cfg.solver_steps = 2;
+    cfg.sizes.latent_dim = 8;
+    cfg.sizes.hidden_dim = 16;
+    cfg.sizes.solver_steps = 2;
     (fold, data, cfg)
 }
 
@@ -51,7 +53,7 @@ fn clg_gnn_eval_loss_same_on_autodiff_and_valid_and_training_lowers_it() {
     let dev = burn::backend::flex::FlexDevice;
     let mut model = cfg.init::<AB>(&dev);
     let s = Sampling::default();
-    let mut obj = Objective::new(ObjectiveConfig::default(), 1);
+    let mut obj = Objective::new(ObjectiveConfig::default(), false, 120, 1);
     for subjects in [&fold.train, &fold.val] {
         let (_, a) = eval_loss(&model, &obj, &data, &s, subjects, 2, 25, &dev, &Single).unwrap();
         let (_, b) = eval_loss(
@@ -139,7 +141,7 @@ fn clg_gnn_shards_add_up_to_the_batch() {
         ..ObjectiveConfig::default()
     };
     oc.topology.gradnorm = GradNormScope::None;
-    let obj = Objective::new(oc, 3);
+    let obj = Objective::new(oc, false, 120, 3);
     let s = Sampling::default();
     let epoch = 25;
     let subjects = &fold.train[..3];
@@ -157,7 +159,7 @@ fn clg_gnn_shards_add_up_to_the_batch() {
         )
     };
     let coefs = obj.coefficients(epoch, [1.0, 1.0]);
-    let run = |x: &crate::models::clg_ode::objective::ObjectiveInput, counts: &[f64]| {
+    let run = |x: &crate::models::clg_ode::objective::ObjectiveInput, counts: &PerTerm<f64>| {
         let fwd = obj.forward(&model, x, epoch, &dev);
         let loss = obj.combine(&fwd.sums, &coefs, counts, &dev);
         let g = GradientsParams::from_grads(loss.backward(), &model);
@@ -171,10 +173,11 @@ fn clg_gnn_shards_add_up_to_the_batch() {
     );
     let (g_full, whole) = run(&full, &whole_counts);
     let shards = [input(0, 1), input(1, 3)];
-    let mut global = vec![0.0; whole_counts.len()];
+    let mut global = PerTerm::<f64>::default();
     for x in &shards {
-        for (a, b) in global.iter_mut().zip(obj.counts(x, epoch)) {
-            *a += b;
+        let counts = obj.counts(x, epoch);
+        for (t, b) in counts.iter() {
+            global[t] += b;
         }
     }
     assert_eq!(global, whole_counts);

@@ -280,6 +280,10 @@ impl ObjectiveConfig {
     pub fn topo_on(&self) -> bool {
         self.topology.on()
     }
+    /// λ of the two terms GradNorm balances (manifold, topology).
+    pub fn gradnorm_lambdas(&self) -> [f64; 2] {
+        [self.lambda_manifold, self.topology.lambda_topo]
+    }
     pub fn gradnorm_on(&self) -> bool {
         self.topo_on() && self.topology.gradnorm == GradNormScope::ManifoldTopo
     }

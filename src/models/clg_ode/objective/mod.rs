@@ -13,11 +13,13 @@
 pub mod config;
 pub mod diagnostics;
 pub mod dynamics;
+mod forward;
 pub mod gradnorm;
 pub mod innovation;
 pub mod input;
 pub mod predict;
 pub mod stats;
+pub mod term;
 pub mod terms;
 pub mod topology;
 
@@ -28,32 +30,16 @@ pub use config::{EdgeLoss, GradNormScope, InnovationConfig, ObjectiveConfig, Top
 pub use gradnorm::GradNorm;
 pub use input::{AccItem, ObjectiveInput, Pred, VelItem};
 pub use stats::Stats;
+pub use term::{PerTerm, Term};
 
 use crate::models::clg_ode::ClgOde;
 
-/// The terms that enter the batch total, in this order.
-pub const LOSS_TERMS: [&str; 12] = [
-    "manifold",
-    "kl",
-    "vel",
-    "acc",
-    "topo",
-    "full_log",
-    "zero_log",
-    "delta_log",
-    "density",
-    "new_edge",
-    "new_sparse",
-    "new_reg",
-];
-
 /// Σ coefficient × mean over the terms with a coefficient (host side, from statistics).
-pub fn total_of(coefs: &[f64], stats: &Stats) -> f64 {
+pub fn total_of(coefs: &PerTerm<f64>, stats: &Stats) -> f64 {
     coefs
         .iter()
-        .zip(LOSS_TERMS)
-        .filter(|(c, _)| **c != 0.0)
-        .map(|(c, t)| c * stats.mean(t))
+        .filter(|(_, c)| **c != 0.0)
+        .map(|(t, c)| c * stats.mean(t.name()))
         .sum()
 }
 
@@ -96,8 +82,8 @@ pub struct Objective {
 
 /// One forward pass over a batch shard.
 pub struct Forward<B: Backend> {
-    /// Per [`LOSS_TERMS`] entry, the sum over this shard's items `[1]`.
-    pub sums: Vec<Tensor<B, 1>>,
+    /// Per term, the sum over this shard's items `[1]`.
+    pub sums: PerTerm<Tensor<B, 1>>,
     /// Host values and item counts of every statistic.
     pub stats: Stats,
     /// Weighted raw topology value of every prediction (for the scale update).
@@ -116,60 +102,17 @@ impl Objective {
         }
     }
 
-    /// The item count of every [`LOSS_TERMS`] entry for this shard (known before the forward,
-    /// so that a data-parallel step can sum them over ranks first).
-    pub fn counts(&self, x: &ObjectiveInput, epoch: usize) -> Vec<f64> {
-        let c = &self.cfg;
-        let p = x.n_preds() as f64;
-        let on = |b: bool| if b { p } else { 0.0 };
-        let innov = predict::innovation_plans_possible(self, x, epoch) as f64;
-        vec![
-            x.nb as f64,
-            x.nb as f64,
-            x.vel.len() as f64,
-            x.acc.len() as f64,
-            p,
-            on(c.lambda_full_log_mse > 0.0),
-            on(c.lambda_zero_log > 0.0 && c.zero_log_factor(epoch) > 0.0),
-            on(c.lambda_delta_log > 0.0),
-            on(c.lambda_density > 0.0 && c.density_factor(epoch) > 0.0),
-            innov,
-            innov,
-            innov,
-        ]
-    }
-
-    /// The coefficient of each [`LOSS_TERMS`] mean in the total at `epoch`, with GradNorm
-    /// weights `w` (manifold, topology).
-    pub fn coefficients(&self, epoch: usize, w: [f64; 2]) -> Vec<f64> {
-        let c = &self.cfg;
-        let t = &c.topology;
-        vec![
-            c.lambda_manifold * w[0],
-            c.lambda_kl.max(0.0),
-            if c.vel_on(epoch) { c.lambda_vel } else { 0.0 },
-            if c.acc_on(epoch) { c.lambda_acc } else { 0.0 },
-            t.coefficient(epoch, self.max_epochs, w[1]),
-            c.lambda_full_log_mse,
-            c.lambda_zero_log * c.zero_log_factor(epoch),
-            c.lambda_delta_log,
-            c.lambda_density * c.density_factor(epoch),
-            1.0,
-            1.0,
-            1.0,
-        ]
-    }
-
     /// Σ coefficient × sum / count over the terms (a term without items adds nothing).
     pub fn combine<B: Backend>(
         &self,
-        sums: &[Tensor<B, 1>],
-        coefs: &[f64],
-        counts: &[f64],
+        sums: &PerTerm<Tensor<B, 1>>,
+        coefs: &PerTerm<f64>,
+        counts: &PerTerm<f64>,
         device: &B::Device,
     ) -> Tensor<B, 1> {
         let mut total = Tensor::<B, 1>::zeros([1], device);
-        for ((s, &c), &n) in sums.iter().zip(coefs).zip(counts) {
+        for (t, s) in sums.iter() {
+            let (c, n) = (coefs[t], counts[t]);
             if c != 0.0 && n > 0.0 {
                 total = total + s.clone().mul_scalar(c / n);
             }
@@ -196,6 +139,6 @@ impl Objective {
         epoch: usize,
         device: &B::Device,
     ) -> Forward<B> {
-        predict::forward(self, model, x, epoch, device)
+        forward::forward(self, model, x, epoch, device)
     }
 }

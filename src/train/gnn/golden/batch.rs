@@ -24,8 +24,11 @@ fn golden_model<M: Backend>(
     let dims = |k: &str| shape(&sd[k]);
     let cfg = ClgOdeConfig {
         morph_dim: dims("morph_decoder.net.2.weight")[0],
-        latent_dim: dims("morph_encoder.fc_mu.weight")[0],
-        hidden_dim: dims("morph_encoder.fc1.weight")[0],
+        sizes: ModelSizes {
+            latent_dim: dims("morph_encoder.fc_mu.weight")[0],
+            hidden_dim: dims("morph_encoder.fc1.weight")[0],
+            solver_steps: 3,
+        },
         sex_vocab: dims("cov_encoder.sex_embed.weight")[0],
         site_vocab: dims("cov_encoder.site_embed.weight")[0],
         cov_embed_dim: dims("cov_encoder.sex_embed.weight")[1],
@@ -33,7 +36,6 @@ fn golden_model<M: Backend>(
             - 2 * dims("morph_encoder.fc_mu.weight")[0]
             - 2 * dims("cov_encoder.sex_embed.weight")[1]
             - 1,
-        solver_steps: 3,
         decoder,
     };
     let model = cfg.init::<M>(device);
@@ -189,18 +191,11 @@ fn whole_batch_objective_matches_the_reference() {
     for case in g["configs"].as_array().unwrap() {
         let label = case["label"].as_str().unwrap();
         let a = args(&case["flags"]);
-        let c = objective_config(&a);
-        let dec = DecoderConfig {
-            residual_skip: a.residual_skip,
-            residual_tau: a.residual_tau,
-            residual_cap: a.residual_cap,
-            residual_no_dt_gate: a.residual_no_dt_gate,
-            fixed_support: a.fixed_support,
-            residual_scale_init: 1.0,
-        };
-        let model = golden_model::<B>(g, dec, &dev());
+        let c = a.objective.clone();
+        let dec = a.decoder.clone();
+        let model = golden_model::<B>(g, dec.clone(), &dev());
         let epoch = case["epoch"].as_u64().unwrap() as usize;
-        let mut obj = Objective::new(c.clone(), 42);
+        let mut obj = Objective::new(c.clone(), dec.fixed_support, a.max_epochs, 42);
         let v = c.topology.probes;
         obj.fixed_probes = Some(p400[..v * 6].to_vec());
         let x = golden_input(g, &c, epoch);
@@ -269,19 +264,18 @@ fn gradnorm_weights_from_our_gradients_match_the_reference() {
             continue; // GradNorm off in this configuration
         }
         let label = case["label"].as_str().unwrap();
-        let c = objective_config(&args(&case["flags"]));
+        let a = args(&case["flags"]);
+        let c = a.objective.clone();
         let model = golden_model::<AB>(g, DecoderConfig::default(), &dev());
         let epoch = case["epoch"].as_u64().unwrap() as usize;
-        let mut obj = Objective::new(c.clone(), 42);
+        let mut obj = Objective::new(c.clone(), false, a.max_epochs, 42);
         obj.fixed_probes = Some(p400[..c.topology.probes * 6].to_vec());
         let x = golden_input(g, &c, epoch);
         let counts = obj.counts(&x, epoch);
         let (mut l, mut gn) = ([0.0; 2], [0.0; 2]);
-        for (k, term) in [(0usize, 0usize), (1, 4)] {
+        for (k, term) in [Term::Manifold, Term::Topo].into_iter().enumerate() {
             let fwd = obj.forward(&model, &x, epoch, &dev());
-            l[k] = fwd
-                .stats
-                .mean(crate::models::clg_ode::objective::LOSS_TERMS[term]);
+            l[k] = fwd.stats.mean(term.name());
             let loss = fwd.sums[term].clone().div_scalar(counts[term]);
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             let flat = crate::toolbox::ddp::flatten_grads(&model, &grads).flat;
@@ -290,7 +284,7 @@ fn gradnorm_weights_from_our_gradients_match_the_reference() {
         let w = obj
             .state
             .gradnorm
-            .update(l, gn, [c.lambda_manifold, c.topology.lambda_topo]);
+            .update(l, gn, c.gradnorm_lambdas());
         close(
             w[0],
             num(&case["gradnorm_weights_after"]["manifold"]),

@@ -13,14 +13,15 @@ use burn::prelude::*;
 use burn::tensor::TensorData;
 use serde_json::Value;
 
-use super::config::objective_config;
-use crate::cli::{Command, GnnArgs};
+use super::GnnSettings;
+use crate::cli::Command;
 use crate::models::clg_ode::objective::config::linear_factor;
 use crate::models::clg_ode::objective::diagnostics::mask_diagnostics;
 use crate::models::clg_ode::objective::stats::STATS;
 use crate::models::clg_ode::objective::topology::{self, heat_trace};
-use crate::models::clg_ode::objective::{GradNorm, ObjectiveConfig, innovation};
-use crate::models::clg_ode::{ConnDecoder, DecoderConfig, Start};
+use crate::models::clg_ode::objective::{GradNorm, Objective, ObjectiveConfig, Term, innovation};
+
+use crate::models::clg_ode::{ConnDecoder, DecoderConfig, ModelSizes, Start};
 
 type B = Flex;
 
@@ -58,8 +59,8 @@ fn flat32(v: &Value) -> Vec<f32> {
     flat(v).into_iter().map(|x| x as f32).collect()
 }
 
-/// `trainer train-gnn <paths> <flags>` parsed by our command line.
-fn args(flags: &Value) -> GnnArgs {
+/// `trainer train-gnn <paths> <flags>` parsed and resolved by our command line.
+fn args(flags: &Value) -> GnnSettings {
     let mut argv: Vec<String> = [
         "trainer",
         "train-gnn",
@@ -78,17 +79,17 @@ fn args(flags: &Value) -> GnnArgs {
     if let Value::Array(f) = flags {
         argv.extend(f.iter().map(|v| v.as_str().unwrap().to_string()));
     }
-    match crate::config::parse_from(argv.into_iter().map(Into::into).collect())
+    match crate::cli::config::parse_from(argv.into_iter().map(Into::into).collect())
         .unwrap()
         .command
     {
-        Command::TrainGnn(a) => *a,
+        Command::TrainGnn(a) => a.resolve().unwrap().settings,
         _ => unreachable!(),
     }
 }
 
 fn objective(flags: &Value) -> ObjectiveConfig {
-    objective_config(&args(flags))
+    args(flags).objective
 }
 
 fn close(a: f64, b: f64, rel: f64, what: &str) {

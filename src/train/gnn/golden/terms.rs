@@ -87,9 +87,10 @@ fn topology_scale_normalisation_and_warmup() {
         }
     }
     for case in g["warmup"]["cases"].as_array().unwrap() {
-        let c = objective(&case["flags"]);
+        let a = args(&case["flags"]);
         for (e, want) in flat(&case["factors_epoch_0_to_29"]).iter().enumerate() {
-            close(c.topo_warmup_factor(e), *want, 1e-12, "warmup");
+            let f = a.objective.topology.warmup_factor(e, a.max_epochs);
+            close(f, *want, 1e-12, "warmup");
         }
     }
 }
@@ -312,11 +313,13 @@ fn innovation_gate_plan_and_losses() {
     let w_new = flat32(&g["pred_new_dense"]);
     for case in g["cases"].as_array().unwrap() {
         let label = case["label"].as_str().unwrap();
-        let c = objective(&case["flags"]);
+        let a = args(&case["flags"]);
+        let c = a.objective.clone();
+        let obj = Objective::new(c.clone(), a.decoder.fixed_support, a.max_epochs, 42);
         let epoch = case["epoch"].as_u64().unwrap() as usize;
         let dt = num(&case["dt_years"]);
         let out = &case["out"];
-        let plan = c
+        let plan = obj
             .innovation_on(epoch)
             .then(|| innovation::plan(&l_new, |ij| a0[ij] > 0.0, &truth, n, dt, &c.innovation))
             .flatten();

@@ -1,0 +1,308 @@
+//! The batch forward of [`Objective::forward`], term family by term family: the decoded
+//! predictions' tensors, the reconstruction family (manifold and the log-domain penalties), the
+//! latent dynamics (KL, velocity, acceleration), the topology loss, the innovation terms, then
+//! every statistic in one host read.
+
+use burn::prelude::*;
+use burn::tensor::TensorData;
+
+use super::diagnostics::mask_diagnostics;
+use super::dynamics::{acceleration_sum, kl_sum, velocity_sum};
+use super::input::{ObjectiveInput, host, t1, t3};
+use super::predict::{Decoded, decode};
+use super::stats::Stats;
+use super::term::{PerTerm, Term};
+use super::terms::PredTensors;
+use super::{Forward, Objective, innovation, topology};
+use crate::models::clg_ode::ClgOde;
+use crate::models::clg_ode::loss::topk_upper_mask;
+
+/// Scores a batch shard (see [`Objective::forward`]).
+pub fn forward<B: Backend>(
+    obj: &Objective,
+    model: &ClgOde<B>,
+    x: &ObjectiveInput,
+    epoch: usize,
+    device: &B::Device,
+) -> Forward<B> {
+    let d = decode(obj, model, x, epoch, device);
+    let (pt, y) = pred_tensors(x, &d, device);
+    let counts = obj.counts(x, epoch);
+    let w = t1::<B>(x.preds.iter().map(|q| q.weight).collect(), device);
+    let weighted = |v: Tensor<B, 1>| (v * w.clone()).sum();
+    let mut sums = PerTerm::from_fn(|_| Tensor::<B, 1>::zeros([1], device));
+
+    let recon = reconstruction(obj, x, &d, &pt, &counts, &weighted, &mut sums, device);
+    dynamics(x, &d, &mut sums);
+    let topo_raw = topology_term(obj, x, &pt, &mut sums);
+    let q_means = innovation_terms(obj, x, &d, epoch, &mut sums);
+
+    // Host values: every sum in one read, then the statistics.
+    let parts: Vec<Tensor<B, 1>> = sums
+        .iter()
+        .map(|(_, t)| t.clone())
+        .chain([recon.l_x.sum(), recon.l_e.sum(), recon.l_w.sum()])
+        .map(|t| t.detach())
+        .collect();
+    let values: Vec<f64> = host(Tensor::cat(parts, 0))
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    let p = x.n_preds() as f64;
+    let mut stats = Stats::default();
+    for (i, term) in Term::ALL.into_iter().enumerate() {
+        stats.add(term.name(), values[i], counts[term]);
+    }
+    for (k, name) in ["l_x", "l_e", "l_w"].iter().enumerate() {
+        stats.add(name, values[Term::ALL.len() + k], p);
+    }
+    stats.add("topo_raw", topo_raw.iter().sum(), p);
+    for (qm, kept) in q_means {
+        stats.add("new_q_mean", qm, 1.0);
+        stats.add("new_kept_mean", kept as f64, 1.0);
+    }
+    diagnostics_into(
+        &mut stats,
+        x,
+        &host(d.conn.logit.detach()),
+        &y,
+        obj.cfg.compute_mask_auprc,
+    );
+    Forward {
+        sums,
+        stats,
+        topo_raw,
+    }
+}
+
+/// The symmetric top-k keep masks of every prediction (k = the target's edge count).
+fn keep_masks(x: &ObjectiveInput, a_pred: &[f32]) -> Vec<f32> {
+    let (n, nn) = (x.n, x.n * x.n);
+    let mut keep = Vec::with_capacity(x.n_preds() * nn);
+    for q in 0..x.n_preds() {
+        let mut m = topk_upper_mask(&a_pred[q * nn..(q + 1) * nn], n, x.npos(q));
+        for i in 0..n {
+            for j in i + 1..n {
+                m[j * n + i] = m[i * n + j];
+            }
+        }
+        keep.extend(m);
+    }
+    keep
+}
+
+/// The predictions' tensors the terms read, and the targets' upper-triangle edge indicators
+/// (host).
+fn pred_tensors<B: Backend>(
+    x: &ObjectiveInput,
+    d: &Decoded<B>,
+    device: &B::Device,
+) -> (PredTensors<B>, Vec<f32>) {
+    let (n, p) = (x.n, x.n_preds());
+    let nn = n * n;
+    let a_host = host(d.a_pred.clone().detach());
+    let keep = keep_masks(x, &a_host);
+    let upper_host: Vec<f32> = (0..nn)
+        .map(|ij| if ij / n < ij % n { 1.0 } else { 0.0 })
+        .collect();
+    let y: Vec<f32> = x
+        .target_raw
+        .iter()
+        .enumerate()
+        .map(|(k, &r)| {
+            if r > 0.0 && upper_host[k % nn] > 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let target_log: Vec<f32> = x.target_raw.iter().map(|&r| r.max(0.0).ln_1p()).collect();
+    let pt = PredTensors {
+        n,
+        logit: d.conn.logit.clone(),
+        a_pred: d.a_pred.clone(),
+        sparse: d.a_pred.clone() * t3(keep, [p, n, n], device),
+        y: t3(y.clone(), [p, n, n], device),
+        target_log: t3(target_log, [p, n, n], device),
+        start_log: t3(x.start_log.clone(), [p, n, n], device),
+        upper: Tensor::from_data(TensorData::new(upper_host, [1, nn]), device),
+    };
+    (pt, y)
+}
+
+/// The three parts of every reconstruction `[P]`.
+struct Recon<B: Backend> {
+    l_x: Tensor<B, 1>,
+    l_e: Tensor<B, 1>,
+    l_w: Tensor<B, 1>,
+}
+
+/// The reconstruction family: the manifold term (morphology, edges, weights of every
+/// prediction) and the log-domain penalties that are on. Returns the reconstruction's parts.
+#[allow(clippy::too_many_arguments)]
+fn reconstruction<B: Backend>(
+    obj: &Objective,
+    x: &ObjectiveInput,
+    d: &Decoded<B>,
+    pt: &PredTensors<B>,
+    counts: &PerTerm<f64>,
+    weighted: &impl Fn(Tensor<B, 1>) -> Tensor<B, 1>,
+    sums: &mut PerTerm<Tensor<B, 1>>,
+    device: &B::Device,
+) -> Recon<B> {
+    let c = &obj.cfg;
+    let (n, f, p) = (x.n, x.f, x.n_preds());
+    let l_x = (d.x_hat.clone() - t3(x.target_x.clone(), [p, n, f], device))
+        .square()
+        .reshape([p, n * f])
+        .mean_dim(1)
+        .reshape([p]);
+    let l_e = pt.edge(c, obj.fixed_support);
+    let l_w = pt.weight(obj.fixed_support);
+    let recon = l_x.clone() + l_e.clone() + l_w.clone().mul_scalar(c.lambda_weight);
+    sums[Term::Manifold] = weighted(recon);
+    let penalties: [(Term, fn(&PredTensors<B>) -> Tensor<B, 1>); 4] = [
+        (Term::FullLog, PredTensors::full_log),
+        (Term::ZeroLog, PredTensors::zero_log),
+        (Term::DeltaLog, PredTensors::delta_log),
+        (Term::Density, PredTensors::density),
+    ];
+    for (term, value) in penalties {
+        if counts[term] > 0.0 {
+            sums[term] = weighted(value(pt));
+        }
+    }
+    Recon { l_x, l_e, l_w }
+}
+
+/// The latent-dynamics family: KL of the start visits' encodings, velocity and acceleration
+/// of the forecasts.
+fn dynamics<B: Backend>(x: &ObjectiveInput, d: &Decoded<B>, sums: &mut PerTerm<Tensor<B, 1>>) {
+    sums[Term::Kl] = kl_sum(&d.enc, x.nb);
+    if let Some(zf) = &d.z_fore {
+        if !x.vel.is_empty() {
+            sums[Term::Vel] = velocity_sum(x, zf, &d.z_clean, &d.z_all);
+        }
+        if !x.acc.is_empty() {
+            sums[Term::Acc] = acceleration_sum(x, zf, &d.z_clean, &d.z_all);
+        }
+    }
+}
+
+/// The topology term: the raw loss of every prediction (weighted), normalised by the scale,
+/// summed. Returns the raw values (0 where a target has no thresholds).
+fn topology_term<B: Backend>(
+    obj: &Objective,
+    x: &ObjectiveInput,
+    pt: &PredTensors<B>,
+    sums: &mut PerTerm<Tensor<B, 1>>,
+) -> Vec<f64> {
+    let (n, p) = (x.n, x.n_preds());
+    let mut topo_raw = vec![0.0f64; p];
+    if !obj.cfg.topo_on() {
+        return topo_raw;
+    }
+    let t = &obj.cfg.topology;
+    let probes = obj
+        .fixed_probes
+        .clone()
+        .unwrap_or_else(|| topology::probes(obj.seed, t.probes, n));
+    let probes64: Vec<f64> = probes.iter().map(|&v| v as f64).collect();
+    let (mut rows, mut taus, mut target) = (Vec::new(), Vec::new(), Vec::new());
+    for q in 0..p {
+        if let Some(th) = topology::thresholds(x.target(q), n, t.loss_bins) {
+            target.extend(topology::target_betti(x.target(q), n, &th, &probes64, t));
+            taus.extend(th);
+            rows.push(q);
+        }
+    }
+    if rows.is_empty() {
+        return topo_raw;
+    }
+    // One prediction at a time: the backward pass of this loss holds several
+    // [thresholds, N, N] temporaries, which would otherwise exist for all at once.
+    let log_p = pt.sparse.clone().clamp_min(0.0).log1p();
+    let k = t.loss_bins;
+    let raw: Vec<Tensor<B, 1>> = rows
+        .iter()
+        .enumerate()
+        .map(|(r, &q)| {
+            let one = log_p.clone().narrow(0, q, 1);
+            let range = r * k..(r + 1) * k;
+            topology::raw_loss(one, &taus[range.clone()], &target[range], &probes, t)
+                .mul_scalar(x.preds[q].weight)
+        })
+        .collect();
+    let raw = Tensor::cat(raw, 0);
+    for (&q, v) in rows.iter().zip(host(raw.clone().detach())) {
+        topo_raw[q] = v as f64;
+    }
+    sums[Term::Topo] = topology::normalize(raw, obj.state.topo_scale, t.log_compress()).sum();
+    topo_raw
+}
+
+/// The innovation family on the forecasts it acts on. Returns each such forecast's mean
+/// new-edge probability and number of kept edges.
+fn innovation_terms<B: Backend>(
+    obj: &Objective,
+    x: &ObjectiveInput,
+    d: &Decoded<B>,
+    epoch: usize,
+    sums: &mut PerTerm<Tensor<B, 1>>,
+) -> Vec<(f64, usize)> {
+    let mut q_means = Vec::new();
+    if !d.plans.iter().any(Option::is_some) {
+        return q_means;
+    }
+    let (p, nn) = (x.n_preds(), x.n * x.n);
+    let c = &obj.cfg.innovation;
+    let l_new = d.conn.l_new.clone().reshape([p, nn]);
+    let w_new = d.conn.w_new.clone().reshape([p, nn]);
+    let factor = super::config::linear_factor(
+        epoch,
+        c.new_sparse_warmup_epochs,
+        c.new_sparse_ramp_epochs,
+    );
+    for (q, plan) in d.plans.iter().enumerate() {
+        let Some(plan) = plan else { continue };
+        let row = |t: &Tensor<B, 2>| t.clone().narrow(0, q, 1).reshape([nn]);
+        let terms = innovation::terms(plan, row(&l_new), row(&w_new), x.target(q), factor, c);
+        let wq = x.preds[q].weight as f64;
+        for (term, value) in [
+            (Term::NewEdge, terms.new_edge),
+            (Term::NewSparse, terms.new_sparse),
+            (Term::NewReg, terms.new_reg),
+        ] {
+            sums[term] = sums[term].clone() + value.mul_scalar(wq);
+        }
+        let qv = host(terms.q.detach());
+        q_means.push((
+            qv.iter().map(|&v| v as f64).sum::<f64>() / qv.len().max(1) as f64,
+            plan.keep.len(),
+        ));
+    }
+    q_means
+}
+
+/// Adds every prediction's mask diagnostics (σ of the existence logits against the target's
+/// edges) to `stats`.
+fn diagnostics_into(stats: &mut Stats, x: &ObjectiveInput, logit: &[f32], y: &[f32], auprc: bool) {
+    let (n, nn) = (x.n, x.n * x.n);
+    for q in 0..x.n_preds() {
+        let (mut p, mut edge) = (Vec::new(), Vec::new());
+        for i in 0..n {
+            for j in i + 1..n {
+                // In f32 as the reference (saturated probabilities tie at 1).
+                let l = logit[q * nn + i * n + j];
+                p.push((1.0 / (1.0 + (-l).exp())) as f64);
+                edge.push(y[q * nn + i * n + j] > 0.0);
+            }
+        }
+        if let Some(m) = mask_diagnostics(&p, &edge, auprc) {
+            for (name, v) in m.columns() {
+                stats.add(name, v, 1.0);
+            }
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! The loss terms of the objective by name ([`Term`]), a value per term ([`PerTerm`]), and each
+//! term's rule in one place ([`Objective::rule`]): its coefficient in the batch total at an
+//! epoch and the items its mean is over.
+
+use std::ops::{Index, IndexMut};
+
+use super::Objective;
+use super::input::ObjectiveInput;
+
+/// A term of the batch total.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Term {
+    /// Reconstruction of the start visits (morphology, edges, weights).
+    Manifold,
+    Kl,
+    Vel,
+    Acc,
+    /// Betti-curve topology loss.
+    Topo,
+    FullLog,
+    ZeroLog,
+    DeltaLog,
+    Density,
+    NewEdge,
+    NewSparse,
+    NewReg,
+}
+
+impl Term {
+    /// Every term, in the reference's order.
+    pub const ALL: [Term; 12] = [
+        Term::Manifold,
+        Term::Kl,
+        Term::Vel,
+        Term::Acc,
+        Term::Topo,
+        Term::FullLog,
+        Term::ZeroLog,
+        Term::DeltaLog,
+        Term::Density,
+        Term::NewEdge,
+        Term::NewSparse,
+        Term::NewReg,
+    ];
+
+    /// The term's name in statistics and metrics columns (`train_<name>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Term::Manifold => "manifold",
+            Term::Kl => "kl",
+            Term::Vel => "vel",
+            Term::Acc => "acc",
+            Term::Topo => "topo",
+            Term::FullLog => "full_log",
+            Term::ZeroLog => "zero_log",
+            Term::DeltaLog => "delta_log",
+            Term::Density => "density",
+            Term::NewEdge => "new_edge",
+            Term::NewSparse => "new_sparse",
+            Term::NewReg => "new_reg",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One value per term, indexed by [`Term`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct PerTerm<T>([T; 12]);
+
+impl<T> PerTerm<T> {
+    /// The value of every term from `f`.
+    pub fn from_fn(mut f: impl FnMut(Term) -> T) -> Self {
+        Self(Term::ALL.map(&mut f))
+    }
+
+    /// The values in [`Term::ALL`] order, for element-wise reductions (an all-reduce).
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.0
+    }
+
+    /// Every term with its value, in [`Term::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (Term, &T)> {
+        Term::ALL.into_iter().zip(self.0.iter())
+    }
+}
+
+impl<T: Default> Default for PerTerm<T> {
+    fn default() -> Self {
+        Self::from_fn(|_| T::default())
+    }
+}
+
+impl<T> Index<Term> for PerTerm<T> {
+    type Output = T;
+    fn index(&self, t: Term) -> &T {
+        &self.0[t.index()]
+    }
+}
+
+impl<T> IndexMut<Term> for PerTerm<T> {
+    fn index_mut(&mut self, t: Term) -> &mut T {
+        &mut self.0[t.index()]
+    }
+}
+
+/// What a term's mean is over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Items {
+    Subjects,
+    Velocities,
+    Accelerations,
+    Predictions,
+    /// The forecasts the innovation module acts on.
+    Innovations,
+}
+
+/// A term's place in the total at an epoch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rule {
+    /// The coefficient of the term's mean.
+    pub coefficient: f64,
+    /// The items of the mean; `None`: the term is off (no items, not computed).
+    pub items: Option<Items>,
+}
+
+impl Objective {
+    /// The rule of `term` at `epoch` with GradNorm weights `w` (manifold, topology): each
+    /// term's schedule, coefficient and items, in one place.
+    pub fn rule(&self, term: Term, epoch: usize, w: [f64; 2]) -> Rule {
+        let c = &self.cfg;
+        let rule = |coefficient: f64, items: Option<Items>| Rule { coefficient, items };
+        let predictions_if = |on: bool| on.then_some(Items::Predictions);
+        match term {
+            Term::Manifold => rule(c.lambda_manifold * w[0], Some(Items::Subjects)),
+            Term::Kl => rule(c.lambda_kl.max(0.0), Some(Items::Subjects)),
+            Term::Vel => rule(
+                if c.vel_on(epoch) { c.lambda_vel } else { 0.0 },
+                Some(Items::Velocities),
+            ),
+            Term::Acc => rule(
+                if c.acc_on(epoch) { c.lambda_acc } else { 0.0 },
+                Some(Items::Accelerations),
+            ),
+            Term::Topo => rule(
+                c.topology.coefficient(epoch, self.max_epochs, w[1]),
+                Some(Items::Predictions),
+            ),
+            Term::FullLog => rule(
+                c.lambda_full_log_mse,
+                predictions_if(c.lambda_full_log_mse > 0.0),
+            ),
+            Term::ZeroLog => {
+                let factor = c.zero_log_factor(epoch);
+                rule(
+                    c.lambda_zero_log * factor,
+                    predictions_if(c.lambda_zero_log > 0.0 && factor > 0.0),
+                )
+            }
+            Term::DeltaLog => rule(c.lambda_delta_log, predictions_if(c.lambda_delta_log > 0.0)),
+            Term::Density => rule(
+                c.density_coefficient(epoch),
+                predictions_if(c.density_on(epoch)),
+            ),
+            Term::NewEdge | Term::NewSparse | Term::NewReg => rule(1.0, Some(Items::Innovations)),
+        }
+    }
+
+    /// The item count of every term for this shard (known before the forward, so that a
+    /// data-parallel step can sum them over ranks first).
+    pub fn counts(&self, x: &ObjectiveInput, epoch: usize) -> PerTerm<f64> {
+        let innovations = super::predict::innovation_plans_possible(self, x, epoch);
+        PerTerm::from_fn(|t| match self.rule(t, epoch, [1.0, 1.0]).items {
+            None => 0.0,
+            Some(Items::Subjects) => x.nb as f64,
+            Some(Items::Velocities) => x.vel.len() as f64,
+            Some(Items::Accelerations) => x.acc.len() as f64,
+            Some(Items::Predictions) => x.n_preds() as f64,
+            Some(Items::Innovations) => innovations as f64,
+        })
+    }
+
+    /// The coefficient of each term's mean in the total at `epoch`, with GradNorm weights `w`
+    /// (manifold, topology).
+    pub fn coefficients(&self, epoch: usize, w: [f64; 2]) -> PerTerm<f64> {
+        PerTerm::from_fn(|t| self.rule(t, epoch, w).coefficient)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_index_their_own_slot() {
+        let mut v = PerTerm::from_fn(|t| t.name().len());
+        assert_eq!(v[Term::Manifold], "manifold".len());
+        v[Term::NewReg] = 0;
+        assert_eq!(v.iter().last(), Some((Term::NewReg, &0)));
+        let names: Vec<&str> = Term::ALL.iter().map(|t| t.name()).collect();
+        let mut unique = names.clone();
+        unique.dedup();
+        assert_eq!(names.len(), unique.len());
+    }
+}
