@@ -4,7 +4,7 @@
 //! documented code of their own (see README "Exit codes"), so that batch scripts can react.
 //!
 //! Every error is said once: a layer either puts its cause's text in its own message or exposes
-//! the cause as `source()`, never both (see STYLE.md, anyhow/thiserror). [`render`] prints the
+//! the cause as `source()`, never both (the anyhow/thiserror convention). [`render`] prints the
 //! top message and then one `caused by:` line per further cause of the chain.
 
 use std::fmt;

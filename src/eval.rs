@@ -1,15 +1,37 @@
 //! `trainer eval`: an MNIST checkpoint scored on the test split.
 
+use std::path::PathBuf;
+
 use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
 
 use crate::backend::{self, BackendJob, Placement};
-use crate::cli::EvalArgs;
 use crate::data::mnist::{self, Split};
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::train::mnist::evaluate::{EvalResult, evaluate, load_model};
 
-struct EvalJob(EvalArgs);
+/// `trainer eval`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EvalSettings {
+    /// A checkpoint written by `train-mnist` (`*.safetensors`).
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    /// Directory with the IDX files; the test split is used.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    #[arg(long)]
+    pub limit_test: Option<usize>,
+    #[arg(long, default_value_t = 1000)]
+    pub batch_size: usize,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub device: crate::backend::DeviceSettings,
+}
+
+
+struct EvalJob(EvalSettings);
 
 impl BackendJob for EvalJob {
     type Output = EvalResult;
@@ -26,10 +48,10 @@ impl BackendJob for EvalJob {
 }
 
 /// `trainer eval`.
-pub fn run(args: EvalArgs) -> Result<()> {
-    let placement = backend::resolve(args.device.backend, args.device.device)?;
+pub fn run(args: EvalSettings) -> Result<()> {
+    let placement = args.device.placement()?;
     let json = args.json;
-    let r = backend::dispatch(placement, EvalJob(args))?;
+    let r = backend::dispatch_checked(placement, EvalJob(args))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

@@ -137,6 +137,26 @@ impl TryFrom<String> for DeviceSpec {
     }
 }
 
+/// Where a job runs: backend and device, chosen at run time among what was compiled in.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = crate::settings::CLUSTER)]
+pub struct DeviceSettings {
+    /// Tensor backend: flex (pure-Rust CPU, always built), tch (LibTorch, cargo feature `tch`),
+    /// cuda (CubeCL CUDA, cargo feature `cuda`). Default: flex on CPU, cuda (else tch) on a GPU.
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendKind>,
+    /// Device: `cpu`, `cuda` (= `cuda:0`) or `cuda:N` (index among CUDA_VISIBLE_DEVICES).
+    #[arg(long, default_value = "cpu")]
+    pub device: DeviceSpec,
+}
+
+impl DeviceSettings {
+    /// The backend and device, checked against what this binary was built with.
+    pub fn placement(&self) -> Result<Placement> {
+        resolve(self.backend, self.device)
+    }
+}
+
 /// Backend and device resolved from the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
@@ -215,6 +235,15 @@ pub fn preflight() -> Result<serde_json::Value> {
         }
         Err(e) => Err(ExitError::new(e.code, e.to_string()).into()),
     }
+}
+
+/// [`dispatch`] after the GPU [`preflight`] of a CUDA device (for commands that do not keep
+/// its report).
+pub fn dispatch_checked<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
+    if placement.device.is_cuda() {
+        preflight()?;
+    }
+    dispatch(placement, job)
 }
 
 /// Runs `job` on the backend and device of `placement` (training preflights a CUDA device

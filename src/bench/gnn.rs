@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::backend::profile as op_profile;
 use crate::backend::{self, BackendJob, Placement};
-use crate::cli::BenchArgs;
+use super::BenchSettings as BenchArgs;
 use crate::data::connectome::{
     Cohort, CohortPaths, LoadOptions, cv_fold, load_cohort, test_split, write_synthetic_cohort,
 };
@@ -157,7 +157,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             placement.backend.name(),
             placement.device
         );
-        let result = backend::dispatch(
+        let result = backend::dispatch_checked(
             placement,
             Job {
                 cohort: &cohort,

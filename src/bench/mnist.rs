@@ -23,7 +23,7 @@ use super::report::{
 use crate::backend::fast_cpu;
 use crate::backend::profile as op_profile;
 use crate::backend::{self, BackendJob, BackendKind, Placement};
-use crate::cli::BenchArgs;
+use super::BenchSettings as BenchArgs;
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
 use crate::toolbox::optim::{Adam, Grads};
 use crate::files::write_json;
@@ -187,7 +187,7 @@ fn contenders(wanted: &[BackendKind]) -> Vec<Contender> {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
-    if args.target == crate::cli::BenchTarget::Gnn {
+    if args.target == super::BenchTarget::Gnn {
         return super::gnn::run(&args);
     }
     if args.rounds == 0 || args.steps == 0 || args.batch_size == 0 {
@@ -224,7 +224,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 args: &args,
             };
             let result = match (c.placement, &args.pytorch) {
-                (Some(p), _) => backend::dispatch(p, job),
+                (Some(p), _) => backend::dispatch_checked(p, job),
                 (None, Some(python)) => {
                     super::pytorch::run(python, &args, threads).map(|(m, label)| {
                         c.backend = label;

@@ -5,6 +5,9 @@ pub mod mnist;
 pub mod profile;
 pub mod pytorch;
 pub mod report;
+mod settings;
+
+pub use settings::{BenchSettings, BenchTarget};
 
 use crate::backend::{self, BackendKind, DeviceSpec, Placement};
 

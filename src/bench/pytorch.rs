@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 use super::report::{Measure, Rate};
-use crate::cli::BenchArgs;
+use super::BenchSettings as BenchArgs;
 
 const SCRIPT: &str = include_str!("../../benches/pytorch_mnist.py");
 

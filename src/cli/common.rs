@@ -5,23 +5,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::backend::{self, BackendKind, DeviceSpec, Placement};
+pub use crate::backend::DeviceSettings as DeviceArgs;
 use crate::toolbox::stop::RequeuePolicy;
 use crate::engine::{Mode, Monitor, RunSettings};
 pub use crate::settings::{CLUSTER, OPTIM, RUN};
-
-/// Where a job runs: backend and device, chosen at run time among what was compiled in.
-#[derive(Args, Debug, Clone)]
-#[command(next_help_heading = CLUSTER)]
-pub struct DeviceArgs {
-    /// Tensor backend: flex (pure-Rust CPU, always built), tch (LibTorch, cargo feature `tch`),
-    /// cuda (CubeCL CUDA, cargo feature `cuda`). Default: flex on CPU, cuda (else tch) on a GPU.
-    #[arg(long, value_enum)]
-    pub backend: Option<BackendKind>,
-    /// Device: `cpu`, `cuda` (= `cuda:0`) or `cuda:N` (index among CUDA_VISIBLE_DEVICES).
-    #[arg(long, default_value = "cpu")]
-    pub device: DeviceSpec,
-}
 
 /// Run directory, configuration file, resume and stop behaviour shared by the training
 /// commands.
@@ -95,13 +82,6 @@ impl RunArgs {
             log_steps: self.log_steps,
             resolved_config: self.resolved_config,
         })
-    }
-}
-
-impl DeviceArgs {
-    /// The backend and device, checked against what this binary was built with.
-    pub fn placement(&self) -> anyhow::Result<Placement> {
-        backend::resolve(self.backend, self.device)
     }
 }
 

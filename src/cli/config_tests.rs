@@ -215,3 +215,71 @@ fn presets_sit_under_the_file_and_the_flags() {
         "{e}"
     );
 }
+
+/// The reference's defaults of its 74 flags (its own parser, `parse_args([])`).
+fn reference_defaults() -> serde_json::Map<String, serde_json::Value> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/clg-ode-extras-golden.json"
+    );
+    let g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    g["cli"]["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["dest"].as_str().unwrap().to_string(), f["default"].clone()))
+        .collect()
+}
+
+#[test]
+fn settings_defaults_are_the_empty_command_line_and_the_references() {
+    use crate::models::clg_ode::objective::ObjectiveConfig;
+    use crate::models::clg_ode::{DecoderConfig, ModelSizes};
+    // Every settings struct's `Default` is its flags' defaults, as the command parses them.
+    let s = gnn(&[]).resolve().unwrap().settings;
+    assert_eq!(s.objective, ObjectiveConfig::default());
+    assert_eq!(s.decoder, DecoderConfig::default());
+    assert_eq!(s.sizes, ModelSizes::default());
+    assert_eq!(s.sampling, crate::train::gnn::batch::Sampling::default());
+    // And those defaults are the reference's: every flag of the empty command line's resolved
+    // configuration that the reference has, with the reference's default value.
+    let config: toml::Table = gnn(&[]).run.resolved_config.unwrap().parse().unwrap();
+    let ours: std::collections::BTreeMap<String, toml::Value> = config
+        .into_iter()
+        .flat_map(|(k, v)| match v {
+            toml::Value::Table(t) => t.into_iter().collect::<Vec<_>>(),
+            v => vec![(k, v)],
+        })
+        .collect();
+    let mut checked = 0;
+    for (dest, want) in reference_defaults() {
+        let key = if dest == "random_state" { "seed" } else { dest.as_str() };
+        if want.as_str().is_some_and(|s| s.starts_with('(')) {
+            continue; // a path: machine dependent there, given here
+        }
+        let Some(got) = ours.get(key) else {
+            // Paths (machine dependent there, required here) and the empty --resume_from.
+            assert!(
+                want.as_str().is_some_and(|s| s.starts_with('(') || s.is_empty()),
+                "{dest}: the reference's default {want} is missing from ours"
+            );
+            continue;
+        };
+        let same = match (got, &want) {
+            (toml::Value::Float(a), w) => w.as_f64() == Some(*a),
+            (toml::Value::Integer(a), w) => w.as_i64() == Some(*a),
+            (toml::Value::Boolean(a), w) => w.as_bool() == Some(*a),
+            (toml::Value::String(a), w) => w.as_str() == Some(a.as_str()),
+            _ => false,
+        };
+        assert!(same, "{dest}: ours {got}, the reference's {want}");
+        checked += 1;
+    }
+    assert!(checked >= 65, "only {checked} defaults compared");
+    // The MNIST recipe: PyTorch's examples/mnist defaults.
+    let m = mnist(&["train-mnist", "--data-dir", "d"]).settings;
+    assert_eq!(
+        (m.epochs, m.batch_size, m.lr, m.lr_gamma, m.seed, m.test_batch_size),
+        (1, 64, 1e-3, 0.7, 1, 1000)
+    );
+}

@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand};
 
 pub use common::{DeviceArgs, EarlyStopArgs, RunArgs};
 pub use tools::{
-    BenchArgs, BenchTarget, CompareArgs, CompletionsArgs, DataCommand, EvalArgs, FetchArgs,
+    CompareArgs, CompletionsArgs, DataCommand, FetchArgs,
     PlotArgs, SynthArgs,
 };
 pub use train::{GnnArgs, MnistArgs};
@@ -36,9 +36,9 @@ pub enum Command {
     /// Train CLG-ODE (coupled latent graph ODE) on a structural-connectome cohort.
     TrainGnn(Box<GnnArgs>),
     /// Accuracy and confusion matrix of an MNIST checkpoint on the test split.
-    Eval(EvalArgs),
+    Eval(crate::eval::EvalSettings),
     /// Throughput benchmarks over every compiled backend and usable device.
-    Bench(BenchArgs),
+    Bench(crate::bench::BenchSettings),
     /// Overlay the curves of several runs (metrics.jsonl) in one SVG or PNG image.
     Plot(PlotArgs),
     /// Test results of CLG-ODE runs side by side, each against the identity forecast; with

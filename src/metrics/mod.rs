@@ -1,6 +1,6 @@
 //! Evaluation metrics, one file per family.
 //!
-//! * [`sc`]: the CLG-ODE test metrics on structural-connectivity predictions (spec §5.2).
+//! * [`sc`]: the CLG-ODE test metrics on structural-connectivity predictions (docs/clg-ode-model.md §5.2).
 //! * [`skill`]: a forecast against the identity forecast.
 //! * [`topology`]: exact Betti curves, degree and strength correlations.
 

@@ -1,4 +1,4 @@
-//! CLG-ODE test metrics on SC predictions (spec §5.2), computed on the CPU from f32 matrices
+//! CLG-ODE test metrics on SC predictions (docs/clg-ode-model.md §5.2), computed on the CPU from f32 matrices
 //! with f64 accumulation.
 //!
 //! Notation: `P` = predicted weights (raw domain, e.g. `A_pred`), `T` = the target visit's
@@ -191,7 +191,7 @@ fn mean_of(values: impl Iterator<Item = f64>) -> f64 {
     if n == 0 { 0.0 } else { sum / n as f64 }
 }
 
-/// The SC metrics of one prediction (spec §5.2): `pred` = predicted raw weights, `truth_raw` =
+/// The SC metrics of one prediction (docs/clg-ode-model.md §5.2): `pred` = predicted raw weights, `truth_raw` =
 /// the target's `A_raw`, `a0_raw` = the start visit's `A_raw` (the truth itself for a
 /// reconstruction), ECC with `topo_bins` bins (32 in the trainer). All three are N×N.
 pub fn sc_metrics(

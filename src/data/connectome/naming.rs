@@ -1,4 +1,4 @@
-//! Subject and session ids from file names and paths (spec §1.1, §1.2), session ranking.
+//! Subject and session ids from file names and paths (docs/clg-ode-model.md §1.1, §1.2), session ranking.
 
 /// Canonical ABCD session ids, in visit order.
 pub const SES_BASELINE: &str = "ses-baselineYear1Arm1";
@@ -56,7 +56,7 @@ pub fn scan_id(subject: &str, session: &str) -> String {
     }
 }
 
-/// Subject and session from an SC file's base name **without** its extension (spec §1.1).
+/// Subject and session from an SC file's base name **without** its extension (docs/clg-ode-model.md §1.1).
 ///
 /// 1. With `_ses-` in the name: subject = text before its first occurrence, session = `ses-` +
 ///    the piece up to the next `_ses-` (further pieces are discarded). The session is kept

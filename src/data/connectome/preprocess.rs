@@ -1,4 +1,4 @@
-//! Per-scan preprocessing (spec §1.4), the ECC curve (§5.3) and the GCN-normalised adjacency
+//! Per-scan preprocessing (docs/clg-ode-model.md §1.4), the ECC curve (§5.3) and the GCN-normalised adjacency
 //! (§2.1, as a CPU reference for the model's tensor version).
 
 use ndarray::{Array1, Array2, ArrayView2};
@@ -90,7 +90,7 @@ pub fn upper_triangle<'a>(x: ArrayView2<'a, f32>) -> impl Iterator<Item = f32> +
     (0..n).flat_map(move |i| (i + 1..m).map(move |j| x[(i, j)]))
 }
 
-/// Euler-characteristic curve of a log-domain matrix with `k` bins (spec §5.3):
+/// Euler-characteristic curve of a log-domain matrix with `k` bins (docs/clg-ode-model.md §5.3):
 /// for each quantile threshold τ, `B = 1[X ≥ τ]` (zero diagonal), `ECC = N − E + triangles`.
 /// Zeros when `x` has no positive entry.
 ///
@@ -167,7 +167,7 @@ impl BitAdjacency {
 }
 
 /// Â = D^{-1/2} (A + I) D^{-1/2} with d_i = Σ_j (A + I)_ij and D^{-1/2} = diag((d_i + 1e-8)^{-1/2})
-/// (spec §2.1), computed in f64 and returned as f32. CPU reference for the model's version.
+/// (docs/clg-ode-model.md §2.1), computed in f64 and returned as f32. CPU reference for the model's version.
 pub fn normalize_adj(a: ArrayView2<f32>) -> Array2<f32> {
     let n = a.nrows();
     let mut a_hat = a.mapv(f64::from);
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn reference_unit_tests() {
-        // Reference tests 1–3 (spec §6).
+        // Reference tests 1–3 (docs/clg-ode-model.md §6).
         let (raw, log) = preprocess(array![[0.0f32, 1.0], [3.0, 0.0]].view());
         assert_eq!(raw, array![[0.0f32, 2.0], [2.0, 0.0]]);
         assert_eq!(log, raw.mapv(f32::ln_1p));

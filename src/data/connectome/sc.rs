@@ -1,4 +1,4 @@
-//! SC matrix files (spec §1.1): one dense N×N CSV per scan, directly inside `sc_dir`.
+//! SC matrix files (docs/clg-ode-model.md §1.1): one dense N×N CSV per scan, directly inside `sc_dir`.
 
 use std::path::{Path, PathBuf};
 

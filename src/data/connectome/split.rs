@@ -1,4 +1,4 @@
-//! Subject-level splits (spec §3.1): scikit-learn's `GroupShuffleSplit(test_size=0.2,
+//! Subject-level splits (docs/clg-ode-model.md §3.1): scikit-learn's `GroupShuffleSplit(test_size=0.2,
 //! random_state=42)` for the outer test split, emulated exactly (MT19937 + numpy's legacy
 //! shuffle), and `GroupKFold(5)` for the inner folds.
 //!

@@ -1,4 +1,4 @@
-//! The subject table `subject_info_sc.csv` (spec §1.3).
+//! The subject table `subject_info_sc.csv` (docs/clg-ode-model.md §1.3).
 
 use std::collections::HashMap;
 use std::path::Path;

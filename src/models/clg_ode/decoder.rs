@@ -1,4 +1,4 @@
-//! The connection decoder (spec §2.6) and its variants (porting note §2.4): the expected
+//! The connection decoder (docs/clg-ode-model.md §2.6) and its variants (porting note §2.4): the expected
 //! weight σ(ℓ)·ŵ of the original model, the log-space residual skip on the start visit, and the
 //! fixed support of the start visit.
 

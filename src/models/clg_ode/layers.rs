@@ -1,4 +1,4 @@
-//! The building blocks of CLG-ODE (spec §2.2–§2.6), each a Burn module with PyTorch-like init
+//! The building blocks of CLG-ODE (docs/clg-ode-model.md §2.2–§2.6), each a Burn module with PyTorch-like init
 //! (Linear: U(±1/√fan_in) for weight and bias; Embedding: N(0, 1)).
 
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
@@ -14,7 +14,7 @@ pub fn linear3<B: Backend>(layer: &Linear<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
     y.reshape([b, n, out])
 }
 
-/// `Â x` with Â = D^{-1/2}(A + I)D^{-1/2}, d_i = Σ_j (A + I)_ij (spec §2.1), without forming Â:
+/// `Â x` with Â = D^{-1/2}(A + I)D^{-1/2}, d_i = Σ_j (A + I)_ij (docs/clg-ode-model.md §2.1), without forming Â:
 /// `Â x = d^{-1/2} ⊙ (A (d^{-1/2} ⊙ x) + d^{-1/2} ⊙ x)`. `a` [B,N,N], `x` [B,N,F].
 pub fn propagate<B: Backend>(a: Tensor<B, 3>, x: Tensor<B, 3>) -> Tensor<B, 3> {
     let d_inv_sqrt = a
@@ -115,7 +115,7 @@ impl<B: Backend> Mlp2<B> {
     }
 }
 
-/// The coupled ODE function (spec §2.4): two 2-layer MLPs on `concat(z_m, z_c, cov, t)`.
+/// The coupled ODE function (docs/clg-ode-model.md §2.4): two 2-layer MLPs on `concat(z_m, z_c, cov, t)`.
 #[derive(Module, Debug)]
 pub struct OdeFunc<B: Backend> {
     pub morph_net: Mlp2<B>,

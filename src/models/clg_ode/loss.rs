@@ -1,4 +1,4 @@
-//! Loss primitives of spec §3.6, element-wise and generic over the backend, plus the host-side
+//! Loss primitives of docs/clg-ode-model.md §3.6, element-wise and generic over the backend, plus the host-side
 //! top-k selection used by the sparsified weight loss.
 
 use burn::prelude::*;

@@ -1,4 +1,4 @@
-//! CLG-ODE (spec `clg-ode.md` §2): two graph encoders, a covariate encoder, a coupled latent ODE
+//! CLG-ODE (docs/clg-ode-model.md §2): two graph encoders, a covariate encoder, a coupled latent ODE
 //! integrated with fixed-step RK4, a morphology decoder and an inner-product connection decoder.
 //!
 //! Port decisions:

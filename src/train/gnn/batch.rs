@@ -1,4 +1,4 @@
-//! One CLG-ODE batch on the host: visit sampling (spec §3.3, porting note §2.9), augmentation
+//! One CLG-ODE batch on the host: visit sampling (docs/clg-ode-model.md §3.3, porting note §2.9), augmentation
 //! (§3.4) and the objective's input (every encoder call, forecast and prediction of the batch).
 
 use ndarray::Array2;
@@ -43,7 +43,7 @@ impl Sampling {
     }
 }
 
-/// Δt between visits `a < b` of one subject (spec §2.5): age difference, or `b − a` when that
+/// Δt between visits `a < b` of one subject (docs/clg-ode-model.md §2.5): age difference, or `b − a` when that
 /// is not finite or ≤ 0; at least 1e-3.
 pub fn delta_t(scans: &[Scan], a: usize, b: usize) -> f64 {
     let d = scans[b].age - scans[a].age;
@@ -55,7 +55,7 @@ pub fn delta_t(scans: &[Scan], a: usize, b: usize) -> f64 {
     d.max(1e-3)
 }
 
-/// The visits of one training example: start i, optional j and k (spec §3.3).
+/// The visits of one training example: start i, optional j and k (docs/clg-ode-model.md §3.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Visits {
     pub i: usize,
@@ -72,7 +72,7 @@ pub fn fixed_visits(len: usize) -> Visits {
     }
 }
 
-/// Random visits of spec §3.3 for a subject with `len` scans.
+/// Random visits of docs/clg-ode-model.md §3.3 for a subject with `len` scans.
 pub fn sample_visits(len: usize, adjacent_prob: f64, rng: &mut impl Rng) -> Visits {
     if len < 3 {
         return fixed_visits(len);

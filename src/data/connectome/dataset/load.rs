@@ -26,7 +26,7 @@ struct Loaded {
     x: Option<crate::data::connectome::morph::MorphFile>,
 }
 
-/// Load a cohort from its three inputs (spec §1), reading files on all cores.
+/// Load a cohort from its three inputs (docs/clg-ode-model.md §1), reading files on all cores.
 ///
 /// Errors (each naming the file): unreadable/empty inputs, malformed SC matrices, SC files
 /// whose size differs from the first loaded one, morphology files without a usable column or

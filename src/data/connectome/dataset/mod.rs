@@ -1,4 +1,4 @@
-//! The assembled cohort (spec §1): per subject its ordered scans with SC, morphology, age and
+//! The assembled cohort (docs/clg-ode-model.md §1): per subject its ordered scans with SC, morphology, age and
 //! covariates, plus the per-fold normalisation statistics (§1.4).
 //!
 //! One concern per file: the types here, [`load`](mod@load) (reading the three inputs into a

@@ -15,7 +15,7 @@ pub struct NormalizedScan {
     pub ecc: Array1<f32>,
 }
 
-/// Per-fold normalisation statistics (spec §1.4): per (ROI, metric) element of the morphology and
+/// Per-fold normalisation statistics (docs/clg-ode-model.md §1.4): per (ROI, metric) element of the morphology and
 /// per ECC bin, mean = Σv/n and var = Σv²/n − mean² accumulated in f64, std = sqrt(max(var,
 /// 1e-6)). Serialisable so that it can be saved next to a checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

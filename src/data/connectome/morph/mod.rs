@@ -1,4 +1,4 @@
-//! Morphology files (spec §1.2): `Schaefer400_Morphology_<subid>.csv` found recursively under
+//! Morphology files (docs/clg-ode-model.md §1.2): `Schaefer400_Morphology_<subid>.csv` found recursively under
 //! `morph_root`, one header row plus a data row of `<ROI>_<Metric>` columns.
 
 use std::collections::HashMap;
@@ -121,7 +121,7 @@ pub fn match_column<'c>(column: &'c str, metrics: &[String]) -> Option<(&'c str,
     })
 }
 
-/// ROI and metric order from one header (spec §1.2): ROIs = the distinct ROI names of matching
+/// ROI and metric order from one header (docs/clg-ode-model.md §1.2): ROIs = the distinct ROI names of matching
 /// columns, sorted lexicographically (byte order; **not** the SC atlas order — reference quirk);
 /// metrics = `metrics` restricted to those present, in `metrics` order. `SubjectID` is ignored.
 pub fn infer_roi_metric_order(

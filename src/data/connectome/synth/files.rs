@@ -1,4 +1,4 @@
-//! Writing the synthetic cohort's files (spec §1 formats) and scoring the identity and oracle
+//! Writing the synthetic cohort's files (docs/clg-ode-model.md §1 formats) and scoring the identity and oracle
 //! forecasts on what was written.
 
 use std::fmt::Write as _;

@@ -1,4 +1,4 @@
-//! A synthetic ABCD-like cohort written in exactly the on-disk formats of spec §1, with known
+//! A synthetic ABCD-like cohort written in exactly the on-disk formats of docs/clg-ode-model.md §1, with known
 //! developmental dynamics, so that the whole pipeline can be run, and a forecast judged against
 //! the best one possible, without real data.
 //!

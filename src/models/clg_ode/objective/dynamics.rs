@@ -1,4 +1,4 @@
-//! The latent-dynamics terms (spec §3.6): KL of the start visits' encodings, and the velocity
+//! The latent-dynamics terms (docs/clg-ode-model.md §3.6): KL of the start visits' encodings, and the velocity
 //! and acceleration of forecast trajectories against the observed encodings (stop-gradient).
 //! Each returns its sum over items.
 

@@ -1,4 +1,4 @@
-//! The CLG-ODE objective (spec §3.6 and porting note §2): everything a batch of subjects is
+//! The CLG-ODE objective (docs/clg-ode-model.md §3.6 and porting note §2): everything a batch of subjects is
 //! scored with. The batch's encoder calls, forecasts and decodings run at once; then each term
 //! is one small piece: the reconstructions ([`terms`]), KL, velocity and acceleration
 //! ([`dynamics`]), the topology loss ([`topology`]), the new-edge module ([`innovation`]) and the
