@@ -101,6 +101,10 @@ pub struct EarlyStopArgs {
     /// Epochs without a strict improvement of the metric before training stops.
     #[arg(long)]
     pub patience: Option<usize>,
+    /// Improvements of the metric by this much or less do not count (for the best epoch and
+    /// the patience), so that a noisy plateau ends the run.
+    #[arg(long, alias = "min_delta", default_value_t = 0.0, value_parser = crate::settings::non_negative)]
+    pub min_delta: f64,
 }
 
 impl EarlyStopArgs {
@@ -114,6 +118,7 @@ impl EarlyStopArgs {
             metric,
             mode,
             patience: self.patience,
+            min_delta: self.min_delta,
         })
     }
 }

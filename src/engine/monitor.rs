@@ -19,6 +19,9 @@ pub struct Monitor {
     pub mode: Mode,
     /// Epochs without a strict improvement before the stage stops; `None`: never stop early.
     pub patience: Option<usize>,
+    /// How much better than the best a value must be to count as an improvement.
+    #[serde(default)]
+    pub min_delta: f64,
 }
 
 impl Monitor {
@@ -34,12 +37,13 @@ impl Monitor {
         Ok(())
     }
 
-    /// Whether `value` strictly improves on `best` (a non-finite value never does).
+    /// Whether `value` improves on `best` by more than `min_delta` (a non-finite value never
+    /// does).
     pub fn improves(&self, value: f64, best: Option<f64>) -> bool {
         value.is_finite()
             && best.is_none_or(|b| match self.mode {
-                Mode::Min => value < b,
-                Mode::Max => value > b,
+                Mode::Min => value < b - self.min_delta,
+                Mode::Max => value > b + self.min_delta,
             })
     }
 }
@@ -82,7 +86,20 @@ mod tests {
             metric: "x".into(),
             mode,
             patience,
+            min_delta: 0.0,
         }
+    }
+
+    #[test]
+    fn improvements_within_min_delta_do_not_count() {
+        let mut mon = m(Mode::Max, Some(2));
+        mon.min_delta = 0.1;
+        let mut s = MonitorState::default();
+        assert!(s.record(&mon, 0.5, 1));
+        assert!(!s.record(&mon, 0.55, 2), "0.05 better is within min_delta");
+        assert!(!s.exhausted(&mon) && s.record(&mon, 0.65, 3));
+        mon.mode = Mode::Min;
+        assert!(mon.improves(0.5, Some(0.65)) && !mon.improves(0.6, Some(0.65)));
     }
 
     #[test]
