@@ -30,7 +30,6 @@ pub struct EvalSettings {
     pub device: crate::backend::DeviceSettings,
 }
 
-
 struct EvalJob(EvalSettings);
 
 impl BackendJob for EvalJob {

@@ -51,7 +51,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Env { json } => commands::cmd_env(json).map(|_| ExitCode::SUCCESS),
         Command::Doctor { require_gpu, json } => commands::cmd_doctor(require_gpu, json),
-        Command::SynthConnectome(a) => commands::synth(&a.options(), &a.out).map(|_| ExitCode::SUCCESS),
+        Command::SynthConnectome(a) => {
+            commands::synth(&a.options(), &a.out).map(|_| ExitCode::SUCCESS)
+        }
         Command::MigPick => commands::cmd_mig_pick(),
         Command::Data {
             command: DataCommand::Fetch(a),

@@ -36,7 +36,9 @@ fn rows(text: &str) -> Vec<Vec<(String, Value)>> {
 /// The run's rows equal the recorded ones, columns in the same order.
 fn same_as_recorded(run: &Path, fixture: &str) {
     let recorded = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/regression").join(fixture),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/regression")
+            .join(fixture),
     )
     .unwrap();
     let now = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();

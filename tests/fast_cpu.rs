@@ -13,8 +13,8 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::module::{conv2d, max_pool2d, max_pool2d_with_indices};
 use burn::tensor::{Distribution, TensorData};
 use trainer::backend::fast_cpu::{FastCpu, fast_calls};
-use trainer::toolbox::params;
 use trainer::models::cnn::MnistCnn;
+use trainer::toolbox::params;
 
 mod common;
 

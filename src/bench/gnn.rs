@@ -11,20 +11,20 @@ use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
 use serde::Serialize;
 
+use super::BenchSettings as BenchArgs;
 use crate::backend::profile as op_profile;
 use crate::backend::{self, BackendJob, Placement};
-use super::BenchSettings as BenchArgs;
 use crate::data::connectome::{
     Cohort, CohortPaths, LoadOptions, cv_fold, load_cohort, test_split, write_synthetic_cohort,
 };
 use crate::dist::Single;
+use crate::files::write_json;
+use crate::models::clg_ode::ClgOdeConfig;
+use crate::models::clg_ode::objective::{Objective, ObjectiveConfig, TopologyConfig};
 use crate::toolbox::optim::{Adam, Grads};
 use crate::toolbox::params;
 use crate::toolbox::seed::epoch_order;
 use crate::toolbox::usage::{cpu_seconds, peak_rss_bytes};
-use crate::files::write_json;
-use crate::models::clg_ode::ClgOdeConfig;
-use crate::models::clg_ode::objective::{Objective, ObjectiveConfig, TopologyConfig};
 use crate::train::gnn::TEST_SIZE;
 use crate::train::gnn::batch::Sampling;
 use crate::train::gnn::fold_data::FoldData;
@@ -44,8 +44,10 @@ pub struct GnnBenchRow {
 
 /// The objectives compared: the minimal core and the reference default.
 fn objectives() -> [(&'static str, ObjectiveConfig); 2] {
-    let mut core = ObjectiveConfig::default();
-    core.topology = TopologyConfig::off();
+    let core = ObjectiveConfig {
+        topology: TopologyConfig::off(),
+        ..Default::default()
+    };
     [("core", core), ("default", ObjectiveConfig::default())]
 }
 

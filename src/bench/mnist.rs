@@ -17,17 +17,17 @@ use burn::prelude::*;
 use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
 
+use super::BenchSettings as BenchArgs;
 use super::report::{
     BenchRow, Floor, Measure, PhaseFigures, Rate, Spread, load_average, print_table,
 };
 use crate::backend::fast_cpu;
 use crate::backend::profile as op_profile;
 use crate::backend::{self, BackendJob, BackendKind, Placement};
-use super::BenchSettings as BenchArgs;
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
-use crate::toolbox::optim::{Adam, Grads};
 use crate::files::write_json;
 use crate::models::cnn::MnistCnn;
+use crate::toolbox::optim::{Adam, Grads};
 
 struct BenchJob<'a> {
     data: &'a MnistSplit,

@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-use super::report::{Measure, Rate};
 use super::BenchSettings as BenchArgs;
+use super::report::{Measure, Rate};
 
 const SCRIPT: &str = include_str!("../../benches/pytorch_mnist.py");
 

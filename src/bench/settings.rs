@@ -56,4 +56,3 @@ pub enum BenchTarget {
     /// peak memory (reference defaults, batch 2).
     Gnn,
 }
-

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 pub use crate::backend::DeviceSettings as DeviceArgs;
-use crate::toolbox::stop::RequeuePolicy;
 use crate::engine::{Mode, Monitor, RunSettings};
 pub use crate::settings::{CLUSTER, OPTIM, RUN};
+use crate::toolbox::stop::RequeuePolicy;
 
 /// Run directory, configuration file, resume and stop behaviour shared by the training
 /// commands.

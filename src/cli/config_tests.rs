@@ -186,12 +186,24 @@ fn presets_sit_under_the_file_and_the_flags() {
     assert_eq!(p.early_stop.early_stop_metric.as_deref(), Some("val_skill"));
     // A flag beside the preset wins.
     let q = gnn(&["--preset", "residual", "--lambda_topo", "0.5"]);
-    assert_eq!((q.settings.objective.topology.lambda_topo, q.settings.decoder.fixed_support), (0.5, true));
+    assert_eq!(
+        (
+            q.settings.objective.topology.lambda_topo,
+            q.settings.decoder.fixed_support
+        ),
+        (0.5, true)
+    );
     // So does the file, and the file can name the preset itself.
     let d = tempfile::tempdir().unwrap();
     let f = write(d.path(), "preset = \"residual\"\n[model]\nlatent_dim = 7\n");
     let r = gnn(&["--config", f.to_str().unwrap()]);
-    assert_eq!((r.settings.sizes.latent_dim, r.settings.decoder.residual_skip), (7, true));
+    assert_eq!(
+        (
+            r.settings.sizes.latent_dim,
+            r.settings.decoder.residual_skip
+        ),
+        (7, true)
+    );
     // The resolved configuration repeats it without the preset's help.
     let text = r.run.resolved_config.unwrap();
     assert!(text.contains("preset = \"residual\""), "{text}");
@@ -222,12 +234,18 @@ fn reference_defaults() -> serde_json::Map<String, serde_json::Value> {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/clg-ode-extras-golden.json"
     );
-    let g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let g: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     g["cli"]["flags"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| (f["dest"].as_str().unwrap().to_string(), f["default"].clone()))
+        .map(|f| {
+            (
+                f["dest"].as_str().unwrap().to_string(),
+                f["default"].clone(),
+            )
+        })
         .collect()
 }
 
@@ -253,14 +271,19 @@ fn settings_defaults_are_the_empty_command_line_and_the_references() {
         .collect();
     let mut checked = 0;
     for (dest, want) in reference_defaults() {
-        let key = if dest == "random_state" { "seed" } else { dest.as_str() };
+        let key = if dest == "random_state" {
+            "seed"
+        } else {
+            dest.as_str()
+        };
         if want.as_str().is_some_and(|s| s.starts_with('(')) {
             continue; // a path: machine dependent there, given here
         }
         let Some(got) = ours.get(key) else {
             // Paths (machine dependent there, required here) and the empty --resume_from.
             assert!(
-                want.as_str().is_some_and(|s| s.starts_with('(') || s.is_empty()),
+                want.as_str()
+                    .is_some_and(|s| s.starts_with('(') || s.is_empty()),
                 "{dest}: the reference's default {want} is missing from ours"
             );
             continue;
@@ -279,7 +302,14 @@ fn settings_defaults_are_the_empty_command_line_and_the_references() {
     // The MNIST recipe: PyTorch's examples/mnist defaults.
     let m = mnist(&["train-mnist", "--data-dir", "d"]).settings;
     assert_eq!(
-        (m.epochs, m.batch_size, m.lr, m.lr_gamma, m.seed, m.test_batch_size),
+        (
+            m.epochs,
+            m.batch_size,
+            m.lr,
+            m.lr_gamma,
+            m.seed,
+            m.test_batch_size
+        ),
         (1, 64, 1e-3, 0.7, 1, 1000)
     );
 }

@@ -12,10 +12,7 @@ pub mod train;
 use clap::{Parser, Subcommand};
 
 pub use common::{DeviceArgs, EarlyStopArgs, RunArgs};
-pub use tools::{
-    CompareArgs, CompletionsArgs, DataCommand, FetchArgs,
-    PlotArgs, SynthArgs,
-};
+pub use tools::{CompareArgs, CompletionsArgs, DataCommand, FetchArgs, PlotArgs, SynthArgs};
 pub use train::{GnnArgs, MnistArgs};
 
 #[derive(Parser, Debug)]

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-
 #[derive(Subcommand, Debug)]
 pub enum DataCommand {
     /// Download a dataset from its usual public mirrors and verify checksums (for login nodes

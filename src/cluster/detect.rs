@@ -82,4 +82,3 @@ fn summarise_hosts(hosts: &[String]) -> String {
         format!("{} ... ({} hosts)", hosts[..SHOWN].join(" "), hosts.len())
     }
 }
-

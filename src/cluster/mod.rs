@@ -8,9 +8,9 @@
 //! The commands `trainer env`, `doctor` and `mig-pick` are in `src/commands.rs`; for training:
 //! [`detect_env`], [`preflight_cuda`] and [`RunCluster`] for `run_meta.json`.
 
-mod detect;
 pub mod container;
 pub mod cuda;
+mod detect;
 pub mod doctor;
 pub mod env;
 pub mod error;

@@ -1,5 +1,5 @@
 //! The run's context: everything about a run that is not the job's, resolved once by the
-//! launcher ([`crate::launch`]), read by the job when it is built and by the engine.
+//! launcher (`src/launch/`), read by the job when it is built and by the engine.
 
 use std::path::PathBuf;
 
@@ -45,4 +45,3 @@ impl<B: AutodiffBackend> RunContext<B> {
             .unwrap_or_default()
     }
 }
-

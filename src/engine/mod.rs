@@ -11,11 +11,11 @@
 //! The tools the loop uses (weights, Adam, checkpoint format, all-reduce, seeds) are in
 //! [`crate::toolbox`].
 
+mod context;
 mod epoch;
 mod epoch_end;
 pub mod monitor;
 pub mod progress;
-mod context;
 mod run;
 mod settings;
 pub mod state;
@@ -35,8 +35,8 @@ use crate::dist::Collective;
 pub use crate::outputs::curves::Panel;
 pub use crate::outputs::metrics::Row;
 
-pub use monitor::{Mode, Monitor};
 pub use context::RunContext;
+pub use monitor::{Mode, Monitor};
 pub use run::train;
 pub use settings::RunSettings;
 pub use state::StageResult;
@@ -47,7 +47,10 @@ pub use sums::{EpochSums, LossSums, StepSums};
 pub enum LrSchedule {
     Constant(f64),
     /// `lr × gamma^epoch` (PyTorch's StepLR with step 1).
-    StepDecay { lr: f64, gamma: f64 },
+    StepDecay {
+        lr: f64,
+        gamma: f64,
+    },
 }
 
 impl LrSchedule {

@@ -42,7 +42,7 @@ pub fn kl_mean<B: Backend>(mu: Tensor<B, 3>, logvar: Tensor<B, 3>) -> Tensor<B, 
 
 /// The top-k keep-mask of the upper triangle of one N×N matrix (row-major `values`), as an N×N
 /// 0/1 matrix with ones only at kept (i < j) entries. Ties are broken by row-major position and
-/// NaN counts as smallest, exactly as [`crate::metrics::sc::sparsify_topk`].
+/// NaN counts as smallest, exactly as `metrics::sc::sparsify_topk` (the test metrics).
 pub fn topk_upper_mask(values: &[f32], n: usize, k: usize) -> Vec<f32> {
     let mut ut: Vec<(f32, u32)> = Vec::with_capacity(n * (n.saturating_sub(1)) / 2);
     for i in 0..n {

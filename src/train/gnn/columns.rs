@@ -92,7 +92,10 @@ pub fn settings_columns(
         ("betti_taylor_order", json!(t.taylor_order)),
         ("betti_probes", json!(t.probes)),
         ("morph_noise_sigma", json!(a.sampling.morph_noise_sigma)),
-        ("sc_pos_edge_drop_prob", json!(a.sampling.sc_pos_edge_drop_prob)),
+        (
+            "sc_pos_edge_drop_prob",
+            json!(a.sampling.sc_pos_edge_drop_prob),
+        ),
         ("residual_skip", b(d.residual_skip)),
         ("residual_tau", json!(d.residual_tau)),
         ("residual_cap", json!(d.residual_cap)),

@@ -21,10 +21,10 @@ use rand_chacha::ChaCha8Rng;
 use super::batch::{Mode, Sampling, build};
 use super::fold_data::FoldData;
 use crate::dist::Collective;
-use crate::toolbox::ddp;
-use crate::toolbox::seed::mix;
 use crate::models::clg_ode::ClgOde;
 use crate::models::clg_ode::objective::{Objective, ObjectiveInput, PerTerm, Stats, Term};
+use crate::toolbox::ddp;
+use crate::toolbox::seed::mix;
 
 /// The two terms GradNorm balances, in the order of its weights.
 const GRADNORM_TERMS: [Term; 2] = [Term::Manifold, Term::Topo];
@@ -159,10 +159,7 @@ pub fn grads<B: AutodiffBackend>(
         let l = GRADNORM_TERMS.map(|t| counts[t].max(1.0));
         let l = [ln[0] / l[0], ln[1] / l[1]];
         let t = &obj.cfg;
-        weights = obj
-            .state
-            .gradnorm
-            .update(l, g, t.gradnorm_lambdas());
+        weights = obj.state.gradnorm.update(l, g, t.gradnorm_lambdas());
     }
     let Some(x) = x else {
         return Ok(StepResult {

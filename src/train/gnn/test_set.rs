@@ -15,10 +15,10 @@ use super::step::eval_loss;
 use super::{GnnConfig, Prepared};
 use crate::dist::Single;
 use crate::engine::StageResult;
-use crate::toolbox::checkpoint::Checkpoint;
-use crate::toolbox::params;
 use crate::files::write_json;
 use crate::models::clg_ode::objective::Objective;
+use crate::toolbox::checkpoint::Checkpoint;
+use crate::toolbox::params;
 
 /// One finished fold, as `clg_ode_results.json` reports it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -77,7 +77,11 @@ pub fn score_test<B: Backend>(
         .find(|s| s.fold == best_fold.fold)
         .context("best fold not in the fold list")?;
     let stats = cohort.norm_stats(&split.train)?;
-    let data = FoldData::new(cohort.clone(), &stats, config.settings.sampling.include_s_mean());
+    let data = FoldData::new(
+        cohort.clone(),
+        &stats,
+        config.settings.sampling.include_s_mean(),
+    );
     let best_path = best_fold
         .best_checkpoint
         .clone()

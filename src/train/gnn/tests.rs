@@ -17,12 +17,12 @@ use super::step::{self, eval_loss};
 use super::*;
 use crate::data::connectome::Cohort;
 use crate::dist::Single;
-use crate::toolbox::ddp::flatten_grads;
-use crate::toolbox::optim::{Adam, Grads};
 use crate::models::clg_ode::objective::{
     GradNormScope, Objective, ObjectiveConfig, PerTerm, Stats,
 };
 use crate::models::clg_ode::{ClgOde, ClgOdeConfig};
+use crate::toolbox::ddp::flatten_grads;
+use crate::toolbox::optim::{Adam, Grads};
 
 type AB = Autodiff<Flex>;
 

@@ -10,9 +10,9 @@ use burn::tensor::TensorData;
 use serde::Serialize;
 
 use crate::data::mnist::{CLASSES, MnistSplit};
+use crate::models::cnn::MnistCnn;
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
-use crate::models::cnn::MnistCnn;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalResult {

@@ -104,10 +104,20 @@ pub struct TopologyConfig {
     #[arg(id = "topo_loss_bins", long = "topo-loss-bins", alias = "topo_loss_bins", default_value_t = 8, value_parser = at_least_one())]
     pub loss_bins: usize,
     /// Slope of the soft threshold of the prediction.
-    #[arg(id = "betti_sharpness", long = "betti-sharpness", alias = "betti_sharpness", default_value_t = 20.0)]
+    #[arg(
+        id = "betti_sharpness",
+        long = "betti-sharpness",
+        alias = "betti_sharpness",
+        default_value_t = 20.0
+    )]
     pub sharpness: f64,
     /// Heat-kernel time t of the Betti estimate.
-    #[arg(id = "betti_t", long = "betti-t", alias = "betti_t", default_value_t = 10.0)]
+    #[arg(
+        id = "betti_t",
+        long = "betti-t",
+        alias = "betti_t",
+        default_value_t = 10.0
+    )]
     pub t: f64,
     /// Taylor order of exp(−tL).
     #[arg(id = "betti_taylor_order", long = "betti-taylor-order", alias = "betti_taylor_order", default_value_t = 20, value_parser = at_least_one())]
@@ -116,16 +126,32 @@ pub struct TopologyConfig {
     #[arg(id = "betti_probes", long = "betti-probes", alias = "betti_probes", default_value_t = 2, value_parser = at_least_one())]
     pub probes: usize,
     /// Quantile of an epoch's raw topology values that updates the scale.
-    #[arg(id = "topo_scale_quantile", long = "topo-scale-quantile", alias = "topo_scale_quantile", default_value_t = 0.9)]
+    #[arg(
+        id = "topo_scale_quantile",
+        long = "topo-scale-quantile",
+        alias = "topo_scale_quantile",
+        default_value_t = 0.9
+    )]
     pub scale_quantile: f64,
     /// Normalise the topology loss as raw/scale instead of log1p(raw/scale).
     #[arg(long, alias = "disable_topo_log_compress")]
     pub disable_topo_log_compress: bool,
     /// Cosine warm-up of the topology weight over this fraction of --max-epochs.
-    #[arg(id = "topo_warmup_frac", long = "topo-warmup-frac", alias = "topo_warmup_frac", default_value_t = 0.2)]
+    #[arg(
+        id = "topo_warmup_frac",
+        long = "topo-warmup-frac",
+        alias = "topo_warmup_frac",
+        default_value_t = 0.2
+    )]
     pub warmup_frac: f64,
     /// GradNorm between the manifold and topology terms, or none.
-    #[arg(id = "gradnorm_scope", long = "gradnorm-scope", alias = "gradnorm_scope", value_enum, default_value = "manifold_topo")]
+    #[arg(
+        id = "gradnorm_scope",
+        long = "gradnorm-scope",
+        alias = "gradnorm_scope",
+        value_enum,
+        default_value = "manifold_topo"
+    )]
     pub gradnorm: GradNormScope,
 }
 
@@ -195,10 +221,20 @@ pub struct ObjectiveConfig {
     #[arg(long, alias = "lambda_acc", default_value_t = 0.1)]
     pub lambda_acc: f64,
     /// First epoch (0-based) with the velocity term (the reference's name).
-    #[arg(id = "warmup_manifold_epochs", long = "warmup-manifold-epochs", alias = "warmup_manifold_epochs", default_value_t = 10)]
+    #[arg(
+        id = "warmup_manifold_epochs",
+        long = "warmup-manifold-epochs",
+        alias = "warmup_manifold_epochs",
+        default_value_t = 10
+    )]
     pub vel_from_epoch: usize,
     /// First epoch (0-based) with the acceleration term (the reference's name).
-    #[arg(id = "warmup_vel_epochs", long = "warmup-vel-epochs", alias = "warmup_vel_epochs", default_value_t = 20)]
+    #[arg(
+        id = "warmup_vel_epochs",
+        long = "warmup-vel-epochs",
+        alias = "warmup_vel_epochs",
+        default_value_t = 20
+    )]
     pub acc_from_epoch: usize,
     /// Edge-existence loss on the logits: bce or focal.
     #[arg(long, alias = "edge_loss", value_enum, default_value = "bce")]

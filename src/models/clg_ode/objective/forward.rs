@@ -131,6 +131,9 @@ fn pred_tensors<B: Backend>(
     (pt, y)
 }
 
+/// One of [`PredTensors`]' per-prediction terms.
+type PredTerm<B> = fn(&PredTensors<B>) -> Tensor<B, 1>;
+
 /// The three parts of every reconstruction `[P]`.
 struct Recon<B: Backend> {
     l_x: Tensor<B, 1>,
@@ -162,7 +165,7 @@ fn reconstruction<B: Backend>(
     let l_w = pt.weight(obj.fixed_support);
     let recon = l_x.clone() + l_e.clone() + l_w.clone().mul_scalar(c.lambda_weight);
     sums[Term::Manifold] = weighted(recon);
-    let penalties: [(Term, fn(&PredTensors<B>) -> Tensor<B, 1>); 4] = [
+    let penalties: [(Term, PredTerm<B>); 4] = [
         (Term::FullLog, PredTensors::full_log),
         (Term::ZeroLog, PredTensors::zero_log),
         (Term::DeltaLog, PredTensors::delta_log),
@@ -259,11 +262,8 @@ fn innovation_terms<B: Backend>(
     let c = &obj.cfg.innovation;
     let l_new = d.conn.l_new.clone().reshape([p, nn]);
     let w_new = d.conn.w_new.clone().reshape([p, nn]);
-    let factor = super::config::linear_factor(
-        epoch,
-        c.new_sparse_warmup_epochs,
-        c.new_sparse_ramp_epochs,
-    );
+    let factor =
+        super::config::linear_factor(epoch, c.new_sparse_warmup_epochs, c.new_sparse_ramp_epochs);
     for (q, plan) in d.plans.iter().enumerate() {
         let Some(plan) = plan else { continue };
         let row = |t: &Tensor<B, 2>| t.clone().narrow(0, q, 1).reshape([nn]);

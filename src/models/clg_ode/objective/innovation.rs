@@ -103,9 +103,14 @@ pub fn terms<B: Backend>(
     let logits = (l_new.select(0, idx(&plan.cand)).sub_scalar(plan.delta)).div_scalar(cfg.tau);
     let q = sigmoid(logits.clone()).mul_scalar(plan.gate);
     let y = t1::<B>(plan.y.clone(), &device);
-    let new_edge = focal(logits, y, cfg.innovation_focal_gamma, Some(cfg.innovation_focal_alpha))
-        .mean()
-        .mul_scalar(plan.gate);
+    let new_edge = focal(
+        logits,
+        y,
+        cfg.innovation_focal_gamma,
+        Some(cfg.innovation_focal_alpha),
+    )
+    .mean()
+    .mul_scalar(plan.gate);
     let new_sparse = q
         .clone()
         .mean()

@@ -132,4 +132,3 @@ pub fn decode<B: Backend>(
         plans,
     }
 }
-

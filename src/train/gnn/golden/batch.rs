@@ -9,8 +9,8 @@ fn golden_model<M: Backend>(
     decoder: DecoderConfig,
     device: &M::Device,
 ) -> crate::models::clg_ode::ClgOde<M> {
-    use crate::toolbox::params::{self, HostTensor};
     use crate::models::clg_ode::{ClgOdeConfig, torch_name};
+    use crate::toolbox::params::{self, HostTensor};
     let sd = &g["model_state_dict"];
     let shape = |v: &Value| -> Vec<usize> {
         let mut s = Vec::new();
@@ -281,10 +281,7 @@ fn gradnorm_weights_from_our_gradients_match_the_reference() {
             let flat = crate::toolbox::ddp::flatten_grads(&model, &grads).flat;
             gn[k] = flat.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt();
         }
-        let w = obj
-            .state
-            .gradnorm
-            .update(l, gn, c.gradnorm_lambdas());
+        let w = obj.state.gradnorm.update(l, gn, c.gradnorm_lambdas());
         close(
             w[0],
             num(&case["gradnorm_weights_after"]["manifold"]),
