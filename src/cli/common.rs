@@ -25,11 +25,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub print_config: bool,
     /// Run directory. Default: `<root>/<run name>` (root `runs/`, or `<results-dir>/runs/`), the
-    /// run name being `<YYYYmmdd_HHMMSS>_<job id or "local">` unless `--run-name` is given.
+    /// run name being `<YYYYmmdd_HHMMSS>_<ms>_p<pid>_<job id or "local">` unless `--run-name`
+    /// is given. A run owns its directory: a second run into it is refused unless it resumes.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Name of the run directory under the root (used when `--out` is not given).
-    #[arg(long, alias = "run_name")]
+    /// Name of the run directory under the root (instead of `--out`).
+    #[arg(long, alias = "run_name", conflicts_with = "out")]
     pub run_name: Option<String>,
     /// Resume from a checkpoint file, or `auto`: the latest checkpoint of this run directory
     /// (`--out`, `--run-name`, or the directory of the same scheduler job id). `auto` starts fresh

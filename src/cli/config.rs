@@ -50,6 +50,8 @@ pub fn parse_from(argv: Vec<OsString>) -> Result<Cli, clap::Error> {
         .try_get_matches_from(&argv)
         .ok();
     let mut argv = argv;
+    // Where layered values came from, to name it when clap refuses one: (flag, source).
+    let mut sources: Vec<(String, String)> = Vec::new();
     if let Some(m) = &lenient
         && let Some((name, given)) = m.subcommand()
     {
@@ -62,13 +64,17 @@ pub fn parse_from(argv: Vec<OsString>) -> Result<Cli, clap::Error> {
             if preset.is_none() {
                 preset = lookup(&table, "preset");
             }
-            let (args, keys) = table_args(cmd, given, table, &[], &path.display().to_string())?;
+            let source = format!("--config {}", path.display());
+            let (args, keys) = table_args(cmd, given, table, &[], &source)?;
             layered = args;
+            sources.extend(keys.iter().map(|k| (k.clone(), source.clone())));
             in_file = keys;
         }
         if let Some(p) = preset {
             let table = presets::table(name, &p).map_err(usage_error)?;
-            let (args, _) = table_args(cmd, given, table, &in_file, &format!("preset {p}"))?;
+            let source = format!("--preset {p}");
+            let (args, keys) = table_args(cmd, given, table, &in_file, &source)?;
+            sources.extend(keys.into_iter().map(|k| (k, source.clone())));
             layered.splice(0..0, args);
         }
         let at = argv
@@ -78,7 +84,10 @@ pub fn parse_from(argv: Vec<OsString>) -> Result<Cli, clap::Error> {
             .map_or(1, |p| p + 2);
         argv.splice(at..at, layered);
     }
-    let matches = root.clone().try_get_matches_from(&argv)?;
+    let matches = root
+        .clone()
+        .try_get_matches_from(&argv)
+        .map_err(|e| name_the_source(e, &sources))?;
     let mut cli = Cli::from_arg_matches(&matches)?;
     if let Some((name, sub)) = matches.subcommand()
         && let Some(run) = run_args(&mut cli)
@@ -87,6 +96,29 @@ pub fn parse_from(argv: Vec<OsString>) -> Result<Cli, clap::Error> {
         run.resolved_config = Some(resolved_toml(cmd, sub));
     }
     Ok(cli)
+}
+
+/// A clap error about a value that came from a config file or a preset, with that file or
+/// preset and key named (clap itself only knows the flag).
+fn name_the_source(e: clap::Error, sources: &[(String, String)]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return e;
+    };
+    let key = arg
+        .trim_start_matches('-')
+        .split([' ', '='])
+        .next()
+        .unwrap_or("")
+        .replace('-', "_");
+    match sources.iter().find(|(k, _)| *k == key) {
+        Some((_, source)) => {
+            let text = e.to_string();
+            let text = text.trim_start_matches("error: ").trim_end();
+            usage_error(format!("{source}: key `{key}`: {text}"))
+        }
+        None => e,
+    }
 }
 
 /// The run flags of a training command.

@@ -12,6 +12,7 @@ use crate::train::mnist::{self, MnistRun, MnistSettings};
 
 /// `trainer train-mnist`.
 #[derive(Args, Debug, Clone)]
+#[command(args_override_self = true)]
 pub struct MnistArgs {
     #[command(flatten)]
     pub settings: MnistSettings,

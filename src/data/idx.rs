@@ -50,7 +50,12 @@ pub fn parse_header(bytes: &[u8], rank: usize, path: &Path) -> Result<IdxHeader>
     }
     if bytes[3] as usize != rank {
         bail!(
-            "{name}: IDX array has {} dimensions, expected {rank} (magic 0000080{rank})",
+            "{name}: IDX array has {} dimensions (magic {:02x}{:02x}{:02x}{:02x}), expected {rank} \
+             (magic 0000080{rank})",
+            bytes[3],
+            bytes[0],
+            bytes[1],
+            bytes[2],
             bytes[3]
         );
     }

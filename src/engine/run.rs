@@ -53,10 +53,6 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
     let device = &rc.device;
     let main = comm.rank() == 0;
     let run_dir = rc.run_dir.clone();
-    if main {
-        rundir::create(&run_dir)?;
-    }
-    stop::install()?;
 
     let mut pos = Position::default();
     let mut saved: Option<(Checkpoint, Saved)> = None;
@@ -84,6 +80,14 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         saved = Some((ck, s));
     }
 
+    // After the checkpoint was read (a bad one leaves no directory behind); held until the run
+    // ends, so that no second run writes into this directory meanwhile.
+    let _lock = if main {
+        Some(rundir::claim(&run_dir, rc.run.resume.is_some())?)
+    } else {
+        None
+    };
+    stop::install()?;
     let metrics = MetricsFiles::new(&run_dir);
     if main {
         write_json(&run_dir.join("args.json"), &spec.config)?;

@@ -74,6 +74,34 @@ pub struct Saved {
     pub best: Option<Vec<(String, HostTensor)>>,
 }
 
+/// Each key (dotted path) whose value differs between the checkpoint's settings and this
+/// run's, as `key: checkpoint A, this run B`.
+fn differences(path: &str, saved: &Value, now: &Value, out: &mut Vec<String>) {
+    match (saved, now) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let sub = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                let missing = Value::String("(not set)".into());
+                differences(
+                    &sub,
+                    a.get(k).unwrap_or(&missing),
+                    b.get(k).unwrap_or(&missing),
+                    out,
+                );
+            }
+        }
+        (a, b) if a != b => out.push(format!("{path}: checkpoint {a}, this run {b}")),
+        _ => {}
+    }
+}
+
 /// Metadata keys of a resume checkpoint.
 const RUN_STATE: &str = "run_state";
 const JOB_STATE: &str = "job_state";
@@ -136,9 +164,12 @@ impl Saved {
             None => bail!("{name}: the checkpoint has no settings fingerprint"),
         };
         if &saved != fingerprint {
+            let mut differ = Vec::new();
+            differences("", &saved, fingerprint, &mut differ);
             bail!(
-                "{name}: the checkpoint was written with other settings ({saved}); this run has \
-                 {fingerprint}: resume with the same flags"
+                "{name}: the checkpoint was written with other settings: {}; resume with the \
+                 checkpoint's settings (its run directory's config.toml) or start a new run",
+                differ.join("; ")
             );
         }
         let position: Position =
@@ -214,7 +245,10 @@ mod tests {
         assert_eq!(back.row, Some(row));
         assert_eq!(back.best, Some(best));
         let err = Saved::read(&ck, Path::new("c"), "m", &json!({"seed": 2}), &[]).unwrap_err();
-        assert!(err.to_string().contains("other settings"), "{err}");
+        assert!(
+            err.to_string().contains("seed: checkpoint 1, this run 2"),
+            "{err}"
+        );
         let err = Saved::read(&ck, Path::new("c"), "other", &fp, &[]).unwrap_err();
         assert!(err.to_string().contains("expected \"other\""), "{err}");
     }

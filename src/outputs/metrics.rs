@@ -25,7 +25,9 @@ impl MetricsFiles {
         }
     }
 
-    /// Rows already written (one JSON object each), in order.
+    /// Rows already written (one JSON object each), in order. A torn last line (a process
+    /// killed while the file was written outside this program's atomic writes, a full disk) is
+    /// dropped with a warning; an unreadable line before the last is an error naming it.
     pub fn rows(&self) -> Result<Vec<Map<String, Value>>> {
         let text = match std::fs::read_to_string(&self.jsonl) {
             Ok(t) => t,
@@ -34,18 +36,25 @@ impl MetricsFiles {
                 return Err(e).with_context(|| format!("cannot read {}", self.jsonl.display()));
             }
         };
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .enumerate()
-            .map(|(i, l)| match serde_json::from_str::<Value>(l) {
-                Ok(Value::Object(m)) => Ok(m),
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let mut rows = Vec::with_capacity(lines.len());
+        for (i, l) in lines.iter().enumerate() {
+            match serde_json::from_str::<Value>(l) {
+                Ok(Value::Object(m)) => rows.push(m),
+                _ if i + 1 == lines.len() => eprintln!(
+                    "warning: {}: dropping its last line {}, which is not a complete JSON \
+                     object (a torn write); the rows before it are kept",
+                    self.jsonl.display(),
+                    i + 1
+                ),
                 _ => bail!(
                     "{}: line {} is not a JSON object",
                     self.jsonl.display(),
                     i + 1
                 ),
-            })
-            .collect()
+            }
+        }
+        Ok(rows)
     }
 
     /// Appends `row` unless a row with the same values in the `key` columns is there already
@@ -59,30 +68,38 @@ impl MetricsFiles {
         self.append(row)
     }
 
-    /// Appends one row. Columns come from the row's keys, in order; the CSV header is written
-    /// with the first row, and later rows must have the same columns.
+    /// Appends one row. Columns come from the row's keys, in order; every row must have the
+    /// same columns. Both files are rewritten atomically from the rows read back (so a torn
+    /// line is repaired), the JSON lines being the source of the CSV.
     pub fn append(&self, row: &Map<String, Value>) -> Result<()> {
-        let line = serde_json::to_string(row)?;
-        append_line(&self.jsonl, &line)?;
+        let mut rows = self.rows()?;
         let header: Vec<&str> = row.keys().map(String::as_str).collect();
-        let values: Vec<String> = row.values().map(csv_cell).collect();
-        let existing = std::fs::read_to_string(&self.csv).unwrap_or_default();
-        if existing.is_empty() {
-            write_atomic(&self.csv, |w| {
-                writeln!(w, "{}", header.join(","))?;
-                writeln!(w, "{}", values.join(","))?;
-                Ok(())
-            })
-        } else {
-            let first = existing.lines().next().unwrap_or("");
-            if first != header.join(",") {
+        if let Some(first) = rows.first() {
+            let existing: Vec<&str> = first.keys().map(String::as_str).collect();
+            if existing != header {
                 bail!(
-                    "{}: existing header `{first}` differs from this run's columns",
-                    self.csv.display()
+                    "{}: existing columns `{}` differ from this run's `{}`",
+                    self.jsonl.display(),
+                    existing.join(","),
+                    header.join(",")
                 );
             }
-            append_line(&self.csv, &values.join(","))
         }
+        rows.push(row.clone());
+        write_atomic(&self.jsonl, |w| {
+            for r in &rows {
+                writeln!(w, "{}", serde_json::to_string(r)?)?;
+            }
+            Ok(())
+        })?;
+        write_atomic(&self.csv, |w| {
+            writeln!(w, "{}", header.join(","))?;
+            for r in &rows {
+                let values: Vec<String> = r.values().map(csv_cell).collect();
+                writeln!(w, "{}", values.join(","))?;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -95,17 +112,4 @@ fn csv_cell(v: &Value) -> String {
         Value::Null => String::new(),
         other => other.to_string(),
     }
-}
-
-fn append_line(path: &Path, line: &str) -> Result<()> {
-    let mut text = std::fs::read_to_string(path).unwrap_or_default();
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text.push_str(line);
-    text.push('\n');
-    write_atomic(path, |w| {
-        w.write_all(text.as_bytes())?;
-        Ok(())
-    })
 }

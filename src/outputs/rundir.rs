@@ -31,10 +31,24 @@ pub fn resolve(n: &Naming<'_>, root: &Path) -> Result<PathBuf> {
     {
         return Ok(existing);
     }
-    let stamp = chrono::Local::now().format("%Y%m%d_%H%M%S");
-    Ok(root.join(format!("{stamp}_{}", n.job_id.unwrap_or("local"))))
+    Ok(root.join(default_name(n.job_id)))
 }
 
+/// `<YYYYmmdd_HHMMSS>_<milliseconds>_p<pid>_<job id or "local">`: unique among runs started on
+/// one machine, even in the same second, and ending in the job id (for `--resume auto`).
+pub fn default_name(job_id: Option<&str>) -> String {
+    let now = chrono::Local::now();
+    format!(
+        "{}_{:03}_p{}_{}",
+        now.format("%Y%m%d_%H%M%S"),
+        now.timestamp_subsec_millis(),
+        std::process::id(),
+        job_id.unwrap_or("local")
+    )
+}
+
+/// The newest directory under `root` whose name ends in `suffix`, preferring those that hold a
+/// checkpoint to resume (a start that failed leaves none).
 fn newest_with_suffix(root: &Path, suffix: &str) -> Option<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(root)
         .ok()?
@@ -43,18 +57,113 @@ fn newest_with_suffix(root: &Path, suffix: &str) -> Option<PathBuf> {
         .filter(|p| p.is_dir() && p.to_string_lossy().ends_with(suffix))
         .collect();
     found.sort();
-    found.pop()
+    let resumable = found
+        .iter()
+        .rev()
+        .find(|p| p.join("checkpoints/last.safetensors").is_file())
+        .cloned();
+    resumable.or_else(|| found.pop())
 }
 
-/// Creates the run directory (and its `checkpoints/`), failing clearly when it is not writable.
-pub fn create(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir.join("checkpoints"))
+/// A run's hold on its directory: an advisory lock on `<dir>/.lock`, released when the process
+/// ends, however it ends (the kernel drops it with the file descriptor, so a dead run's lock
+/// is never stale).
+#[derive(Debug)]
+pub struct RunLock {
+    _file: File,
+}
+
+/// Whether `dir` holds (part of) a run: metrics rows or checkpoints. A directory with only the
+/// files a failed start writes (`args.json`, `config.toml`, `run_meta.json`) does not.
+pub fn holds_a_run(dir: &Path) -> bool {
+    if dir.join("metrics.jsonl").is_file() {
+        return true;
+    }
+    std::fs::read_dir(dir.join("checkpoints")).is_ok_and(|entries| {
+        entries
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().ends_with(".safetensors"))
+    })
+}
+
+/// Takes the run directory for this run: creates it (and `checkpoints/`), locks it, refuses a
+/// directory another live run holds, and one that already holds a run unless `resuming`;
+/// removes temporary files that dead processes left behind.
+pub fn claim(dir: &Path, resuming: bool) -> Result<RunLock> {
+    std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create run directory {}", dir.display()))?;
-    let probe = dir.join(".write-test");
-    File::create(&probe)
+    let lock_path = dir.join(".lock");
+    let existed = lock_path.exists();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&lock_path)
         .with_context(|| format!("run directory {} is not writable", dir.display()))?;
-    let _ = std::fs::remove_file(probe);
-    Ok(())
+    if !try_lock(&file) {
+        let holder = std::fs::read_to_string(&lock_path).unwrap_or_default();
+        bail!(
+            "run directory {} is in use by another run (pid {}): give this run another --out \
+             or --run-name, or wait for that one to end",
+            dir.display(),
+            holder.trim()
+        );
+    }
+    if !resuming && holds_a_run(dir) {
+        if !existed {
+            let _ = std::fs::remove_file(&lock_path);
+        }
+        bail!(
+            "run directory {} already holds a run (metrics or checkpoints): continue it with \
+             --resume auto, or give this run another --out or --run-name",
+            dir.display()
+        );
+    }
+    use std::io::{Seek, Write};
+    file.set_len(0)?;
+    file.rewind()?;
+    write!(file, "{}", std::process::id())?;
+    std::fs::create_dir_all(dir.join("checkpoints"))
+        .with_context(|| format!("cannot create {}", dir.join("checkpoints").display()))?;
+    for d in [dir.to_path_buf(), dir.join("checkpoints")] {
+        remove_dead_temporaries(&d);
+    }
+    Ok(RunLock { _file: file })
+}
+
+/// A non-blocking exclusive `flock` on `file`.
+fn try_lock(file: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a file descriptor this process owns; no memory is shared.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// Removes `.<name>.tmp.<pid>` files (see [`crate::files::write_atomic`]) of processes that no
+/// longer run.
+fn remove_dead_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .rsplit_once(".tmp.")
+            .filter(|_| name.starts_with('.'))
+            .and_then(|(_, pid)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) == 0 }
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        if !alive && std::fs::remove_file(e.path()).is_ok() {
+            eprintln!(
+                "removed {}, left by process {pid}, which has ended",
+                e.path().display()
+            );
+        }
+    }
 }
 
 /// Host name, for run metadata.

@@ -6,7 +6,6 @@
 //! flag, its reference (underscore) alias, its default and its doc in one place; the CLI
 //! flattens it into a sub-command, and everything below the CLI sees only the plain struct.
 
-use clap::builder::RangedU64ValueParser;
 use clap::{Args, Command, FromArgMatches};
 
 /// `--help` headings, also the sections of `config.toml`.
@@ -27,8 +26,25 @@ pub fn defaults<T: Args + FromArgMatches>() -> T {
 }
 
 /// A count that must be at least 1.
-pub fn at_least_one() -> RangedU64ValueParser<usize> {
-    RangedU64ValueParser::<usize>::new().range(1..)
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    at_least(s, 1)
+}
+
+/// A count that must be at least 2.
+pub fn at_least_two(s: &str) -> Result<usize, String> {
+    at_least(s, 2)
+}
+
+fn at_least(s: &str, min: usize) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(v) if v >= min => Ok(v),
+        Ok(v) => Err(format!(
+            "expected a whole number of at least {min}, got {v}"
+        )),
+        Err(_) => Err(format!(
+            "expected a whole number of at least {min}, got `{s}`"
+        )),
+    }
 }
 
 /// A finite number greater than 0.

@@ -82,10 +82,19 @@ impl SchedulerEnv for Slurm {
         let first = match hosts.first() {
             Some(h) => h.clone(),
             None if ranks.world_size > 1 => {
-                return Err(EnvError::Missing {
-                    var: "SLURM_STEP_NODELIST".into(),
-                    scheduler: NAME,
-                    why: "the first host is the rendezvous address of a multi-rank step".into(),
+                let var = "SLURM_STEP_NODELIST";
+                let why = "the first host is the rendezvous address of a multi-rank step";
+                return Err(match vars.get_raw(var) {
+                    Some(v) => EnvError::Invalid {
+                        var: var.into(),
+                        value: v.into(),
+                        expected: "a host list (it is empty)",
+                    },
+                    None => EnvError::Missing {
+                        var: var.into(),
+                        scheduler: NAME,
+                        why: why.into(),
+                    },
                 });
             }
             None => {

@@ -68,6 +68,8 @@ pub enum ConnectomeError {
         expected: usize,
         found: usize,
     },
+    #[error("{path}: the file is empty: expected an N×N matrix of comma-separated numbers")]
+    EmptyFile { path: PathBuf },
     #[error("{path}: SC matrix is not square ({rows} rows × {cols} columns)")]
     NotSquare {
         path: PathBuf,

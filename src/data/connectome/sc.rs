@@ -139,7 +139,12 @@ pub fn read_sc_matrix(path: &Path) -> Result<Array2<f32>> {
         }
         rows += 1;
     }
-    if rows == 0 || rows != cols {
+    if rows == 0 {
+        return Err(ConnectomeError::EmptyFile {
+            path: path.to_path_buf(),
+        });
+    }
+    if rows != cols {
         return Err(ConnectomeError::NotSquare {
             path: path.to_path_buf(),
             rows,
@@ -219,7 +224,7 @@ mod tests {
                 "line 2, column 1: \"-inf\" is not finite",
             ),
             ("overflow.csv", "0,1e39\n1,0\n", "\"1e39\" is not finite"),
-            ("empty.csv", "", "not square (0 rows"),
+            ("empty.csv", "", "is empty: expected an N×N matrix"),
         ];
         for (name, text, want) in cases {
             let p = write(dir.path(), name, text);

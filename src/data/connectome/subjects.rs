@@ -28,8 +28,12 @@ pub struct SubjectTable {
     pub rows: HashMap<String, ScanInfo>,
     /// Distinct non-missing `siteid` strings, sorted; site id i+1 ↔ `sites[i]`.
     pub sites: Vec<String>,
-    /// scanids that occur on more than one row (the last row wins, as a dict built row by row).
+    /// scanids that occur on more than one row, with those rows' line numbers (the last row
+    /// wins, as a dict built row by row).
     pub duplicate_scan_ids: Vec<String>,
+    /// Age cells that are not numbers (nor a missing-value marker): `line N (scanid): "cell"`.
+    /// Their age is NaN (then the visit index), as the reference's coercion.
+    pub unparsable_ages: Vec<String>,
     /// Rows skipped because their `scanid` is empty.
     pub rows_without_scanid: usize,
 }
@@ -76,9 +80,16 @@ pub fn read_subject_table(path: &Path) -> Result<SubjectTable> {
         column: "scanid".into(),
     })?;
     let (age_col, sex_col, site_col) = (find("age"), find("sex"), find("siteid"));
+    // Without ages every Δt would silently be the visit index: a missing column is an error.
+    if age_col.is_none() {
+        return Err(ConnectomeError::MissingColumn {
+            path: path.to_path_buf(),
+            column: "age".into(),
+        });
+    }
     let icv_col = find_ci("icv").or_else(|| find_ci("tiv"));
 
-    let mut raw: Vec<(String, f64, usize, Option<String>, f64)> = Vec::new();
+    let mut raw: Vec<(String, f64, usize, Option<String>, f64, u64)> = Vec::new();
     let mut table = SubjectTable::default();
     // Sites of the whole table, rows without a scanid included.
     let mut sites: Vec<String> = Vec::new();
@@ -98,17 +109,26 @@ pub fn read_subject_table(path: &Path) -> Result<SubjectTable> {
             table.rows_without_scanid += 1;
             continue;
         }
+        let line = record.position().map_or(0, |p| p.line());
+        let age = parse_float(cell(age_col));
+        if age.is_nan() && !is_na(cell(age_col)) {
+            table
+                .unparsable_ages
+                .push(format!("line {line} ({scanid}): \"{}\"", cell(age_col)));
+        }
         raw.push((
             scanid.to_string(),
-            parse_float(cell(age_col)),
+            age,
             sex_id(cell(sex_col)),
             site,
             parse_float(cell(icv_col)),
+            line,
         ));
     }
     sites.sort();
     sites.dedup();
-    for (scanid, age, sex, site, icv) in raw {
+    let mut lines: HashMap<String, Vec<u64>> = HashMap::new();
+    for (scanid, age, sex, site, icv, line) in raw {
         let site = site.map_or(0, |s| sites.binary_search(&s).map_or(0, |i| i + 1));
         let info = ScanInfo {
             age,
@@ -116,10 +136,22 @@ pub fn read_subject_table(path: &Path) -> Result<SubjectTable> {
             site,
             icv,
         };
-        if table.rows.insert(scanid.clone(), info).is_some() {
-            table.duplicate_scan_ids.push(scanid);
-        }
+        lines.entry(scanid.clone()).or_default().push(line);
+        table.rows.insert(scanid, info);
     }
+    let mut duplicates: Vec<(u64, String)> = lines
+        .into_iter()
+        .filter(|(_, l)| l.len() > 1)
+        .map(|(id, l)| {
+            let rows: Vec<String> = l.iter().map(u64::to_string).collect();
+            (
+                l[0],
+                format!("{id} (lines {}; the last wins)", rows.join(", ")),
+            )
+        })
+        .collect();
+    duplicates.sort();
+    table.duplicate_scan_ids = duplicates.into_iter().map(|(_, d)| d).collect();
     table.sites = sites;
     Ok(table)
 }
@@ -175,7 +207,24 @@ mod tests {
         assert_eq!(t.sites, ["site02", "site10", "site99"]);
         assert_eq!(t.site_vocab(), 4);
         assert_eq!(t.rows_without_scanid, 1);
-        assert_eq!(t.duplicate_scan_ids, ["sub-C_ses-baselineYear1Arm1"]);
+        assert_eq!(
+            t.duplicate_scan_ids,
+            ["sub-C_ses-baselineYear1Arm1 (lines 5, 6; the last wins)"]
+        );
+        assert_eq!(
+            t.unparsable_ages,
+            ["line 3 (sub-A_ses-2YearFollowUpYArm1): \"abc\""]
+        );
+        // Without an age column: an error naming the column.
+        let p = write(
+            dir.path(),
+            "no_age.csv",
+            "scanid,sex
+sub-A,M
+",
+        );
+        let err = read_subject_table(&p).unwrap_err().to_string();
+        assert!(err.contains("no_age.csv") && err.contains("age"), "{err}");
         let a = t.rows["sub-A_ses-baselineYear1Arm1"];
         assert_eq!((a.age, a.sex, a.site, a.icv), (9.5, 1, 2, 1.5e6));
         let a2 = t.rows["sub-A_ses-2YearFollowUpYArm1"];

@@ -35,13 +35,13 @@ pub const MODEL_NAME: &str = "clg_ode";
 #[command(next_help_heading = crate::settings::MODEL)]
 pub struct ModelSizes {
     /// L, the latent size of each of the two encodings.
-    #[arg(long, alias = "latent_dim", default_value_t = 64, value_parser = crate::settings::at_least_one())]
+    #[arg(long, alias = "latent_dim", default_value_t = 64, value_parser = crate::settings::at_least_one)]
     pub latent_dim: usize,
     /// H, the hidden size of every MLP.
-    #[arg(long, alias = "hidden_dim", default_value_t = 128, value_parser = crate::settings::at_least_one())]
+    #[arg(long, alias = "hidden_dim", default_value_t = 128, value_parser = crate::settings::at_least_one)]
     pub hidden_dim: usize,
     /// RK4 steps per forecast interval.
-    #[arg(long, alias = "solver_steps", default_value_t = 12, value_parser = crate::settings::at_least_one())]
+    #[arg(long, alias = "solver_steps", default_value_t = 12, value_parser = crate::settings::at_least_one)]
     pub solver_steps: usize,
 }
 

@@ -108,6 +108,7 @@ impl GnnConfig {
         let mut row = Row::new();
         row.insert("run_name".into(), json!(self.run_name));
         row.insert("base_results_dir".into(), json!(self.settings.results_dir));
+        row.insert("data_defects".into(), prep.report.counts());
         row.insert(
             "cohort".into(),
             json!({

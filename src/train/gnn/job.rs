@@ -75,6 +75,15 @@ impl<B: AutodiffBackend> GnnJob<B> {
                 &["val_identity_sc_log_pearson"],
             ));
         }
+        if let Some(path) = &settings.resume_from {
+            // Checked before the run starts: a wrong file leaves no run directory behind.
+            weights_from(
+                config.model.init::<B>(&ctx.device),
+                path,
+                &ctx.device,
+                false,
+            )?;
+        }
         let spec = JobSpec {
             name: "train-gnn",
             model_name: MODEL_NAME,
@@ -146,6 +155,44 @@ impl<B: AutodiffBackend> GnnJob<B> {
     }
 }
 
+/// `--resume_from`: the weights of a checkpoint, matched by name (missing and extra tensors
+/// tolerated, as the reference's strict=False; shapes must fit). At least half of the model's
+/// tensors must load: anything less is another model's checkpoint.
+fn weights_from<B: AutodiffBackend>(
+    model: ClgOde<B>,
+    path: &std::path::Path,
+    device: &B::Device,
+    log: bool,
+) -> Result<ClgOde<B>> {
+    let ck = Checkpoint::load(path)?;
+    params::materialize(&model);
+    let total = params::names(&model).len();
+    let (model, missing, unexpected) =
+        params::load_partial(model, &ck.with_prefix("model"), device)
+            .with_context(|| format!("--resume-from {}", path.display()))?;
+    let loaded = total - missing.len();
+    if 2 * loaded < total {
+        anyhow::bail!(
+            "--resume-from {}: only {loaded} of CLG-ODE's {total} tensors are in this checkpoint, \
+             which holds model `{}` ({} tensors): give a train-gnn checkpoint \
+             (checkpoints/clg_ode_fold<k>_best.safetensors)",
+            path.display(),
+            ck.metadata.get("model").map_or("unknown", String::as_str),
+            ck.with_prefix("model").len(),
+        );
+    }
+    if log {
+        eprintln!(
+            "[train-gnn] weights from --resume-from {} (non-strict matching: {} missing keys, \
+             {} unexpected keys)",
+            path.display(),
+            missing.len(),
+            unexpected.len()
+        );
+    }
+    Ok(model)
+}
+
 impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
     type Model = ClgOde<B>;
     type Step = GnnStep;
@@ -210,26 +257,10 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
     fn init_model(&self, stage: usize, device: &B::Device) -> Result<ClgOde<B>> {
         B::seed(device, fold_seed(self.settings.seed, self.fold_ids[stage]));
         let model = self.config.model.init::<B>(device);
-        let Some(path) = &self.settings.resume_from else {
-            return Ok(model);
-        };
-        // `--resume_from`: the weights of a checkpoint, matched by name (missing and extra
-        // tensors tolerated, as the reference's strict=False; shapes must fit).
-        let ck = Checkpoint::load(path)?;
-        params::materialize(&model);
-        let (model, missing, unexpected) =
-            params::load_partial(model, &ck.with_prefix("model"), device)
-                .with_context(|| format!("--resume-from {}", path.display()))?;
-        if self.main {
-            eprintln!(
-                "[train-gnn] weights from --resume-from {} (non-strict matching: {} missing \
-                 keys, {} unexpected keys)",
-                path.display(),
-                missing.len(),
-                unexpected.len()
-            );
+        match &self.settings.resume_from {
+            Some(path) => weights_from(model, path, device, self.main),
+            None => Ok(model),
         }
-        Ok(model)
     }
 
     fn step(&mut self, model: &ClgOde<B>, b: &Batch<'_, B>) -> Result<StepOut<GnnStep>> {

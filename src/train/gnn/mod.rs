@@ -49,7 +49,7 @@ use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
 
 use crate::data::connectome::{
-    Cohort, CohortPaths, FoldSplit, LoadOptions, cv_fold, load_cohort, test_split,
+    Cohort, CohortPaths, FoldSplit, LoadOptions, LoadReport, cv_fold, load_cohort, test_split,
 };
 use crate::engine::{Monitor, RunContext};
 use crate::launch::{self, JobFactory, Launch};
@@ -99,7 +99,7 @@ pub const DEVIATIONS: &[&str] = &[
 pub struct Prepared {
     pub cohort: Arc<Cohort>,
     /// What the readers loaded and dropped, for the log.
-    pub report: String,
+    pub report: LoadReport,
     pub trainval: Vec<usize>,
     pub test: Vec<usize>,
     /// The folds to train, in order.
@@ -121,6 +121,24 @@ pub struct Split {
 
 /// Loads and splits the cohort; every reader error surfaces here with its file name.
 pub fn prepare(paths: &CohortPaths, how: &Split) -> Result<Prepared> {
+    for (flag, path, dir) in [
+        ("--sc-dir", &paths.sc_dir, true),
+        ("--morph-root", &paths.morph_root, true),
+        ("--subject-info-csv", &paths.subject_info_csv, false),
+    ] {
+        let ok = if dir { path.is_dir() } else { path.is_file() };
+        if !ok {
+            anyhow::bail!(
+                "{flag} {}: {}",
+                path.display(),
+                match (path.exists(), dir) {
+                    (false, _) => "no such file or directory",
+                    (true, true) => "not a directory",
+                    (true, false) => "not a file",
+                }
+            );
+        }
+    }
     let options = LoadOptions {
         topo_bins: how.topo_bins,
         ..LoadOptions::default()
@@ -140,7 +158,7 @@ pub fn prepare(paths: &CohortPaths, how: &Split) -> Result<Prepared> {
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Prepared {
         cohort: Arc::new(cohort),
-        report: report.to_string(),
+        report,
         trainval: split.trainval,
         test: split.test,
         folds,
@@ -181,6 +199,9 @@ impl JobFactory for Factory {
         )?;
         if ctx.is_main() {
             eprintln!("[train-gnn] {}", prep.report);
+            for w in prep.report.warnings() {
+                eprintln!("[train-gnn] warning: {w}");
+            }
         }
         job::GnnJob::new(settings, monitor, prep, ctx)
     }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::batch::Sampling;
 use crate::models::clg_ode::objective::ObjectiveConfig;
 use crate::models::clg_ode::{DecoderConfig, ModelSizes};
-use crate::settings::{DATA, OPTIM, RUN, at_least_one, positive};
+use crate::settings::{DATA, OPTIM, RUN, at_least_one, at_least_two, positive};
 
 /// `trainer train-gnn`'s own settings (every flag of the reference's `train_clg_ode.py`, with
 /// its default, in kebab case with the reference's underscore spelling as alias; see
@@ -32,11 +32,11 @@ pub struct GnnSettings {
     #[arg(long, alias = "cv_fold", default_value_t = -1, allow_negative_numbers = true, help_heading = DATA)]
     pub cv_fold: i64,
     /// Folds of the GroupKFold cross-validation on the train/validation subjects (≥ 2).
-    #[arg(long, alias = "cv_folds", default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..), help_heading = DATA)]
+    #[arg(long, alias = "cv_folds", default_value_t = 5, value_parser = at_least_two, help_heading = DATA)]
     pub cv_folds: usize,
     /// Bins of the Euler-characteristic curve: the numeric covariates, their z-scoring and the
     /// ECC metrics.
-    #[arg(long, alias = "topo_bins", default_value_t = 32, value_parser = at_least_one(), help_heading = DATA)]
+    #[arg(long, alias = "topo_bins", default_value_t = 32, value_parser = at_least_one, help_heading = DATA)]
     pub topo_bins: usize,
     #[command(flatten)]
     pub sampling: Sampling,
@@ -47,10 +47,10 @@ pub struct GnnSettings {
     #[command(flatten)]
     pub objective: ObjectiveConfig,
     /// Epochs per fold.
-    #[arg(long, alias = "max_epochs", default_value_t = 120, value_parser = at_least_one(), help_heading = OPTIM)]
+    #[arg(long, alias = "max_epochs", default_value_t = 120, value_parser = at_least_one, help_heading = OPTIM)]
     pub max_epochs: usize,
     /// Subjects per optimiser step (per rank when data-parallel).
-    #[arg(long, alias = "batch_size", default_value_t = 2, value_parser = at_least_one(), help_heading = OPTIM)]
+    #[arg(long, alias = "batch_size", default_value_t = 2, value_parser = at_least_one, help_heading = OPTIM)]
     pub batch_size: usize,
     /// Adam learning rate (constant).
     #[arg(long, alias = "learning_rate", default_value_t = 5e-5, value_parser = positive, help_heading = OPTIM)]

@@ -140,6 +140,17 @@ fn config<B: AutodiffBackend>(
     }
 }
 
+/// The settings a resumed run must share with its checkpoint: every one that changes what is
+/// computed (`--epochs` may grow: the epochs done do not depend on it).
+fn fingerprint(a: &MnistSettings, c: &MnistConfig) -> serde_json::Value {
+    json!({
+        "data_dir": a.data_dir, "limit_train": a.limit_train, "limit_test": a.limit_test,
+        "dropout": !a.no_dropout, "effective_batch_size": c.effective_batch_size, "lr": a.lr,
+        "lr_gamma": a.lr_gamma, "seed": a.seed, "test_batch_size": a.test_batch_size,
+        "monitor": c.monitor,
+    })
+}
+
 impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
     type Model = MnistCnn<B>;
     type Step = LossSums;
@@ -264,8 +275,8 @@ impl JobFactory for Factory {
                 Panel::new("loss", &["train_loss", "test_loss"], &[]),
                 Panel::new("test accuracy", &["test_accuracy"], &[]),
             ],
+            fingerprint: fingerprint(&settings, &config),
             config: serde_json::to_value(config)?,
-            fingerprint: json!({ "seed": settings.seed }),
             meta: Row::new(),
         };
         Ok(MnistJob {

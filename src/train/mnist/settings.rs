@@ -16,19 +16,19 @@ pub struct MnistSettings {
     #[arg(long, help_heading = DATA)]
     pub data_dir: PathBuf,
     /// Use only the first N training images.
-    #[arg(long, value_parser = at_least_one(), help_heading = DATA)]
+    #[arg(long, value_parser = at_least_one, help_heading = DATA)]
     pub limit_train: Option<usize>,
     /// Use only the first N test images.
-    #[arg(long, value_parser = at_least_one(), help_heading = DATA)]
+    #[arg(long, value_parser = at_least_one, help_heading = DATA)]
     pub limit_test: Option<usize>,
     /// Turn dropout off (used to compare data-parallel runs with single-process runs).
     #[arg(long, help_heading = MODEL)]
     pub no_dropout: bool,
     /// Training epochs.
-    #[arg(long, default_value_t = 1, value_parser = at_least_one(), help_heading = OPTIM)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one, help_heading = OPTIM)]
     pub epochs: usize,
     /// Training batch size (per rank when data-parallel).
-    #[arg(long, default_value_t = 64, value_parser = at_least_one(), help_heading = OPTIM)]
+    #[arg(long, default_value_t = 64, value_parser = at_least_one, help_heading = OPTIM)]
     pub batch_size: usize,
     /// Adam learning rate of the first epoch; multiplied by `--lr-gamma` after every epoch.
     #[arg(long, default_value_t = 1e-3, value_parser = positive, help_heading = OPTIM)]
@@ -40,6 +40,6 @@ pub struct MnistSettings {
     #[arg(long, default_value_t = 1, help_heading = OPTIM)]
     pub seed: u64,
     /// Batch size for evaluation.
-    #[arg(long, default_value_t = 1000, value_parser = at_least_one(), help_heading = OPTIM)]
+    #[arg(long, default_value_t = 1000, value_parser = at_least_one, help_heading = OPTIM)]
     pub test_batch_size: usize,
 }

@@ -61,6 +61,7 @@ pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, L
 
     let table = read_subject_table(&paths.subject_info_csv)?;
     report.table_duplicate_scan_ids = table.duplicate_scan_ids.clone();
+    report.table_unparsable_ages = table.unparsable_ages.clone();
     report.table_rows_without_scanid = table.rows_without_scanid;
 
     // Sequences, dropping scans without morphology (and subjects left empty).
@@ -163,6 +164,12 @@ pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, L
             }
             let mut x = match l.x {
                 Some(m) => {
+                    if !m.missing.is_empty() {
+                        report.morph_missing_columns.push((
+                            job.morph.clone().unwrap_or_default(),
+                            layout.describe_missing(&m.missing),
+                        ));
+                    }
                     if !m.had_data_row {
                         report
                             .morph_files_without_data

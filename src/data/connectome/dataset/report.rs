@@ -36,9 +36,69 @@ pub struct LoadReport {
     /// Kept scans whose table age is missing or unparsable: age = visit index.
     pub ages_not_finite: Vec<String>,
     pub table_duplicate_scan_ids: Vec<String>,
+    /// Age cells of the subject table that are not numbers (`line N (scanid): "cell"`).
+    pub table_unparsable_ages: Vec<String>,
+    /// Morphology files lacking columns of the layout (zero-filled): file, what it lacks.
+    pub morph_missing_columns: Vec<(PathBuf, String)>,
     pub table_rows_without_scanid: usize,
     pub n_subjects: usize,
     pub n_scans: usize,
+}
+
+impl LoadReport {
+    /// One warning per affected file or row, for what the reference tolerates and the port
+    /// keeps (README, "Input formats": which defects are errors and which are warnings).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (file, what) in &self.morph_missing_columns {
+            out.push(format!(
+                "{}: lacks {what} (zero-filled, as the reference)",
+                file.display()
+            ));
+        }
+        for d in &self.table_duplicate_scan_ids {
+            out.push(format!("subject table: scanid {d}"));
+        }
+        for a in &self.table_unparsable_ages {
+            out.push(format!(
+                "subject table: age is not a number at {a}; that scan's age is its visit index"
+            ));
+        }
+        for s in &self.ages_not_finite {
+            out.push(format!(
+                "scan {s}: no usable age in the subject table; its age is its visit index"
+            ));
+        }
+        for s in &self.scans_not_in_table {
+            out.push(format!(
+                "scan {s}: not in the subject table; age = visit index, sex and site unknown"
+            ));
+        }
+        for f in &self.morph_files_without_data {
+            out.push(format!(
+                "{}: no data row; the scan's morphology is all zeros",
+                f.display()
+            ));
+        }
+        out
+    }
+
+    /// How many of each defect, for `run_meta.json`.
+    pub fn counts(&self) -> serde_json::Value {
+        serde_json::json!({
+            "morph_files_missing_columns": self.morph_missing_columns.len(),
+            "morph_files_without_data": self.morph_files_without_data.len(),
+            "morph_nan_cells": self.morph_nan_cells,
+            "morph_duplicates": self.morph_duplicates.len(),
+            "scans_without_morph": self.scans_without_morph.len(),
+            "scans_not_in_table": self.scans_not_in_table.len(),
+            "ages_not_finite": self.ages_not_finite.len(),
+            "table_unparsable_ages": self.table_unparsable_ages.len(),
+            "table_duplicate_scan_ids": self.table_duplicate_scan_ids.len(),
+            "table_rows_without_scanid": self.table_rows_without_scanid,
+            "subjects_dropped": self.subjects_dropped.len(),
+        })
+    }
 }
 
 impl fmt::Display for LoadReport {
@@ -84,6 +144,10 @@ impl fmt::Display for LoadReport {
             (
                 self.table_duplicate_scan_ids.len(),
                 "duplicate scanids in the subject table",
+            ),
+            (
+                self.morph_missing_columns.len(),
+                "morphology files lacking columns (zero-filled)",
             ),
         ];
         for (n, what) in notes {

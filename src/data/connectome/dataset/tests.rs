@@ -192,7 +192,7 @@ fn rejects_bad_cohorts() {
         &matrix_csv(3, 1.0),
     );
     morph(dir.path(), "ses-2YearFollowUpYArm1", "sub-A", 1.0);
-    write(dir.path(), "subject_info_sc.csv", "scanid\n");
+    write(dir.path(), "subject_info_sc.csv", "scanid,age\n");
     let err = load_cohort(&CohortPaths::under(dir.path()), &LoadOptions::default())
         .unwrap_err()
         .to_string();

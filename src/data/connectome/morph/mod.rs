@@ -181,6 +181,26 @@ impl MorphLayout {
         Ok(Self::new(rois, metric_order))
     }
 
+    /// What a file lacks of this layout, in words: per metric, all its columns or the names of
+    /// the missing ones.
+    pub fn describe_missing(&self, missing: &[(usize, usize)]) -> String {
+        let mut parts = Vec::new();
+        for (m, metric) in self.metrics.iter().enumerate() {
+            let rois: Vec<&str> = missing
+                .iter()
+                .filter(|(_, mm)| *mm == m)
+                .map(|(r, _)| self.rois[*r].as_str())
+                .collect();
+            if rois.len() == self.rois.len() {
+                parts.push(format!("all {} `_{metric}` columns", rois.len()));
+            } else if !rois.is_empty() {
+                let names: Vec<String> = rois.iter().map(|r| format!("{r}_{metric}")).collect();
+                parts.push(names.join(", "));
+            }
+        }
+        parts.join("; ")
+    }
+
     /// (row, column) of a header cell in the `[n_roi × F]` matrix, if it is a known pair.
     pub fn locate(&self, column: &str) -> Option<(usize, usize)> {
         let (roi, m) = match_column(column, &self.metrics)?;
@@ -197,6 +217,8 @@ pub struct MorphFile {
     pub nan_cells: usize,
     /// False when the file has a header but no data row (then `x` is all zeros).
     pub had_data_row: bool,
+    /// (ROI, metric) columns of the layout the file lacks (zero-filled, as the reference).
+    pub missing: Vec<(usize, usize)>,
 }
 
 /// Load one morphology file into `[n_roi × F]` using only its first data row.
@@ -214,11 +236,18 @@ pub fn load_morph(path: &Path, layout: &MorphLayout) -> Result<MorphFile> {
             metrics: layout.metrics.clone(),
         });
     }
+    let present: std::collections::HashSet<(usize, usize)> =
+        targets.iter().flatten().copied().collect();
+    let missing = (0..layout.rois.len())
+        .flat_map(|r| (0..layout.metrics.len()).map(move |m| (r, m)))
+        .filter(|rm| !present.contains(rm))
+        .collect();
     let Some((line, row)) = row else {
         return Ok(MorphFile {
             x,
             nan_cells: 0,
             had_data_row: false,
+            missing,
         });
     };
     let mut nan_cells = 0;
@@ -247,6 +276,7 @@ pub fn load_morph(path: &Path, layout: &MorphLayout) -> Result<MorphFile> {
         x,
         nan_cells,
         had_data_row: true,
+        missing,
     })
 }
 

@@ -36,7 +36,7 @@ pub struct InnovationConfig {
     #[arg(id = "innovation_enabled", long = "innovation-enabled", alias = "innovation_enabled", help_heading = MODEL)]
     pub enabled: bool,
     /// Candidates among the start visit's non-edges, by new-edge logit.
-    #[arg(id = "innovation_topm", long = "innovation-topm", alias = "innovation_topm", default_value_t = 400, value_parser = at_least_one(), help_heading = MODEL)]
+    #[arg(id = "innovation_topm", long = "innovation-topm", alias = "innovation_topm", default_value_t = 400, value_parser = at_least_one, help_heading = MODEL)]
     pub topm: usize,
     /// New edges kept per forecast.
     #[arg(id = "innovation_k_new", long = "innovation-k-new", alias = "innovation_k_new", default_value_t = 80, help_heading = MODEL)]
@@ -101,7 +101,7 @@ pub struct TopologyConfig {
     #[arg(long, alias = "lambda_topo", default_value_t = 1e-3)]
     pub lambda_topo: f64,
     /// Thresholds K of the topology loss.
-    #[arg(id = "topo_loss_bins", long = "topo-loss-bins", alias = "topo_loss_bins", default_value_t = 8, value_parser = at_least_one())]
+    #[arg(id = "topo_loss_bins", long = "topo-loss-bins", alias = "topo_loss_bins", default_value_t = 8, value_parser = at_least_one)]
     pub loss_bins: usize,
     /// Slope of the soft threshold of the prediction.
     #[arg(
@@ -120,10 +120,10 @@ pub struct TopologyConfig {
     )]
     pub t: f64,
     /// Taylor order of exp(−tL).
-    #[arg(id = "betti_taylor_order", long = "betti-taylor-order", alias = "betti_taylor_order", default_value_t = 20, value_parser = at_least_one())]
+    #[arg(id = "betti_taylor_order", long = "betti-taylor-order", alias = "betti_taylor_order", default_value_t = 20, value_parser = at_least_one)]
     pub taylor_order: usize,
     /// Hutchinson probe vectors.
-    #[arg(id = "betti_probes", long = "betti-probes", alias = "betti_probes", default_value_t = 2, value_parser = at_least_one())]
+    #[arg(id = "betti_probes", long = "betti-probes", alias = "betti_probes", default_value_t = 2, value_parser = at_least_one)]
     pub probes: usize,
     /// Quantile of an epoch's raw topology values that updates the scale.
     #[arg(
