@@ -60,7 +60,10 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             let (m, end) = self.train_epoch(ctx, pos, model)?;
             model = m;
             match end {
-                EpochEnd::Trained(trained) => self.end_epoch(ctx, pos, &model, trained)?,
+                EpochEnd::Trained(trained) => {
+                    model = self.job.refit(model, &self.sums, ctx.device)?;
+                    self.end_epoch(ctx, pos, &model, trained)?
+                }
                 EpochEnd::Stopped(reason, epoch, step) => {
                     return Ok((model, Some(self.stop_code(ctx, reason, epoch, step))));
                 }

@@ -208,6 +208,16 @@ pub trait Job<B: AutodiffBackend> {
     fn init_model(&self, stage: usize, device: &B::Device) -> Result<Self::Model>;
     /// Forward and backward on this rank's shard of the batch.
     fn step(&mut self, model: &Self::Model, batch: &Batch<'_, B>) -> Result<StepOut<Self::Step>>;
+    /// After an epoch's steps, before the evaluation: a closed-form model's weights fitted from
+    /// the epoch's sums (the default keeps the weights the steps' gradients trained).
+    fn refit(
+        &mut self,
+        model: Self::Model,
+        _sums: &Self::Epoch,
+        _device: &B::Device,
+    ) -> Result<Self::Model> {
+        Ok(model)
+    }
     /// After an epoch's steps: the training loss from the epoch's sums, the evaluation, and
     /// the columns of the epoch's metrics row.
     fn end_epoch(

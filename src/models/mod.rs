@@ -2,3 +2,4 @@
 
 pub mod clg_ode;
 pub mod cnn;
+pub mod linear_drift;

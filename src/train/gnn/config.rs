@@ -99,6 +99,7 @@ impl GnnConfig {
             "objective": s.objective, "sampling": s.sampling,
             "val_sc_eval_every": s.val_sc_eval_every,
             "early_stop_density_weight": s.early_stop_density_weight,
+            "model_kind": s.model_kind, "drift": s.drift,
         })
     }
 

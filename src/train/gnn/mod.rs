@@ -30,6 +30,7 @@
 pub mod batch;
 mod columns;
 pub mod config;
+mod drift;
 pub mod evaluate;
 pub mod fold_data;
 #[cfg(test)]
@@ -41,6 +42,7 @@ pub mod step;
 mod sums;
 pub mod test_set;
 
+use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -55,7 +57,7 @@ use crate::engine::{Monitor, RunContext};
 use crate::launch::{self, JobFactory, Launch};
 
 pub use self::config::GnnConfig;
-pub use self::settings::GnnSettings;
+pub use self::settings::{GnnSettings, ModelKind};
 pub use self::step::{eval_loss, fold_seed};
 
 /// Metrics the evaluation writes that can be monitored (the reference's five, and the skill
@@ -165,24 +167,65 @@ pub fn prepare(paths: &CohortPaths, how: &Split) -> Result<Prepared> {
     })
 }
 
-struct Factory(GnnRun);
+/// Builds the job of `--model` on the prepared cohort (data first: a reader error leaves no run
+/// directory behind).
+struct Factory<J> {
+    run: GnnRun,
+    job: PhantomData<J>,
+}
 
-impl JobFactory for Factory {
+/// A job of `train-gnn`, built from the settings and the prepared cohort.
+trait GnnModelJob<B: AutodiffBackend>: Sized {
+    fn build(
+        settings: GnnSettings,
+        monitor: Option<Monitor>,
+        prep: Prepared,
+        ctx: &RunContext<B>,
+    ) -> Result<Self>;
+}
+
+impl<B: AutodiffBackend> GnnModelJob<B> for job::GnnJob<B> {
+    fn build(s: GnnSettings, m: Option<Monitor>, p: Prepared, c: &RunContext<B>) -> Result<Self> {
+        job::GnnJob::new(s, m, p, c)
+    }
+}
+
+impl<B: AutodiffBackend> GnnModelJob<B> for drift::DriftJob<B> {
+    fn build(s: GnnSettings, m: Option<Monitor>, p: Prepared, c: &RunContext<B>) -> Result<Self> {
+        drift::DriftJob::new(s, m, p, c)
+    }
+}
+
+/// The job type of a `--model`, for any backend.
+trait Family {
+    type Job<B: AutodiffBackend>: GnnModelJob<B> + crate::engine::Job<B>;
+}
+
+struct ClgOdeFamily;
+impl Family for ClgOdeFamily {
     type Job<B: AutodiffBackend> = job::GnnJob<B>;
+}
+
+struct DriftFamily;
+impl Family for DriftFamily {
+    type Job<B: AutodiffBackend> = drift::DriftJob<B>;
+}
+
+impl<F: Family> JobFactory for Factory<F> {
+    type Job<B: AutodiffBackend> = F::Job<B>;
 
     fn name(&self) -> &'static str {
         "train-gnn"
     }
 
     fn runs_root(&self) -> PathBuf {
-        launch::runs_under(&self.0.settings.results_dir)
+        launch::runs_under(&self.run.settings.results_dir)
     }
 
-    fn build<B: AutodiffBackend>(self, ctx: &RunContext<B>) -> Result<job::GnnJob<B>> {
+    fn build<B: AutodiffBackend>(self, ctx: &RunContext<B>) -> Result<F::Job<B>> {
         let GnnRun {
             settings, monitor, ..
-        } = self.0;
-        // Data first: a reader error leaves no run directory behind.
+        } = self.run;
         let paths = CohortPaths {
             sc_dir: settings.sc_dir.clone(),
             morph_root: settings.morph_root.clone(),
@@ -203,13 +246,29 @@ impl JobFactory for Factory {
                 eprintln!("[train-gnn] warning: {w}");
             }
         }
-        job::GnnJob::new(settings, monitor, prep, ctx)
+        F::Job::<B>::build(settings, monitor, prep, ctx)
     }
 }
 
 /// `trainer train-gnn`.
 pub fn run(run: GnnRun) -> Result<ExitCode> {
-    launch::run(run.launch.clone(), Factory(run))
+    let launch = run.launch.clone();
+    match run.settings.model_kind {
+        ModelKind::ClgOde => launch::run(
+            launch,
+            Factory::<ClgOdeFamily> {
+                run,
+                job: PhantomData,
+            },
+        ),
+        ModelKind::LinearDrift => launch::run(
+            launch,
+            Factory::<DriftFamily> {
+                run,
+                job: PhantomData,
+            },
+        ),
+    }
 }
 
 /// Where the reference writes a fold's model files: `checkpoints/clg_ode_fold<f>_{best,last}`.

@@ -12,13 +12,28 @@ use serde::{Deserialize, Serialize};
 use super::batch::Sampling;
 use crate::models::clg_ode::objective::ObjectiveConfig;
 use crate::models::clg_ode::{DecoderConfig, ModelSizes};
-use crate::settings::{DATA, OPTIM, RUN, at_least_one, at_least_two, positive};
+use crate::models::linear_drift::DriftSettings;
+use crate::settings::{DATA, MODEL, OPTIM, RUN, at_least_one, at_least_two, positive};
+
+/// The models `train-gnn` trains, on one loader, split and test protocol.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// CLG-ODE, the coupled latent graph ODE.
+    ClgOde,
+    /// The start scan plus a per-edge drift × Δt (closed form).
+    LinearDrift,
+}
 
 /// `trainer train-gnn`'s own settings (every flag of the reference's `train_clg_ode.py`, with
 /// its default, in kebab case with the reference's underscore spelling as alias; see
 /// docs/clg-ode-surface.md).
 #[derive(Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GnnSettings {
+    /// The forecaster: `clg-ode` (the reference's model) or the baseline `linear-drift` (the
+    /// start scan plus a per-edge population drift × Δt, fitted in closed form).
+    #[arg(id = "model", long = "model", value_enum, default_value = "clg-ode", help_heading = MODEL)]
+    pub model_kind: ModelKind,
     /// Directory of SC matrices, one `<subject>_<session>.csv` (dense N×N, no header) per scan.
     #[arg(long, alias = "sc_dir", help_heading = DATA)]
     pub sc_dir: PathBuf,
@@ -44,6 +59,8 @@ pub struct GnnSettings {
     pub sizes: ModelSizes,
     #[command(flatten)]
     pub decoder: DecoderConfig,
+    #[command(flatten)]
+    pub drift: DriftSettings,
     #[command(flatten)]
     pub objective: ObjectiveConfig,
     /// Epochs per fold.

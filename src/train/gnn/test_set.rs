@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use burn::prelude::*;
+use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -47,7 +48,49 @@ impl FoldResult {
     }
 }
 
-/// Scores the test subjects and writes the result files into the run directory.
+/// The fold whose best monitored value is best, in the monitor's direction.
+pub fn best_fold(config: &GnnConfig, finished: &[FoldResult]) -> Result<FoldResult> {
+    let higher_better = config
+        .monitor
+        .as_ref()
+        .is_some_and(|m| m.mode == crate::engine::Mode::Max);
+    finished
+        .iter()
+        .filter(|f| f.best_val_loss.is_finite() && f.best_checkpoint.is_some())
+        .min_by(|a, b| {
+            let o = a.best_val_loss.total_cmp(&b.best_val_loss);
+            if higher_better { o.reverse() } else { o }
+        })
+        .cloned()
+        .context("no fold produced a finite validation loss")
+}
+
+/// The best fold's data (with its normalisation) and its best checkpoint.
+pub fn best_fold_data(
+    prep: &Prepared,
+    config: &GnnConfig,
+    best: &FoldResult,
+) -> Result<(FoldData, Checkpoint)> {
+    let split = prep
+        .folds
+        .iter()
+        .find(|s| s.fold == best.fold)
+        .context("best fold not in the fold list")?;
+    let stats = prep.cohort.norm_stats(&split.train)?;
+    let data = FoldData::new(
+        prep.cohort.clone(),
+        &stats,
+        config.settings.sampling.include_s_mean(),
+    );
+    let path = best
+        .best_checkpoint
+        .clone()
+        .context("the best fold has no best checkpoint")?;
+    Ok((data, Checkpoint::load(&path)?))
+}
+
+/// Scores CLG-ODE's best fold's best weights on the test subjects and writes the result files
+/// into the run directory.
 pub fn score_test<B: Backend>(
     config: &GnnConfig,
     objective: &Objective,
@@ -56,37 +99,8 @@ pub fn score_test<B: Backend>(
     run_dir: &Path,
     device: &B::Device,
 ) -> Result<()> {
-    let cohort = &prep.cohort;
-    // The best fold: the best monitored value in the monitor's direction.
-    let higher_better = config
-        .monitor
-        .as_ref()
-        .is_some_and(|m| m.mode == crate::engine::Mode::Max);
-    let best_fold = finished
-        .iter()
-        .filter(|f| f.best_val_loss.is_finite() && f.best_checkpoint.is_some())
-        .min_by(|a, b| {
-            let o = a.best_val_loss.total_cmp(&b.best_val_loss);
-            if higher_better { o.reverse() } else { o }
-        })
-        .cloned()
-        .context("no fold produced a finite validation loss")?;
-    let split = prep
-        .folds
-        .iter()
-        .find(|s| s.fold == best_fold.fold)
-        .context("best fold not in the fold list")?;
-    let stats = cohort.norm_stats(&split.train)?;
-    let data = FoldData::new(
-        cohort.clone(),
-        &stats,
-        config.settings.sampling.include_s_mean(),
-    );
-    let best_path = best_fold
-        .best_checkpoint
-        .clone()
-        .context("the best fold has no best checkpoint")?;
-    let ck = Checkpoint::load(&best_path)?;
+    let best_fold = best_fold(config, finished)?;
+    let (data, ck) = best_fold_data(prep, config, &best_fold)?;
     let model = params::load(
         config.model.init::<B>(device),
         &ck.with_prefix("model"),
@@ -113,8 +127,43 @@ pub fn score_test<B: Backend>(
         config.settings.max_epochs,
         device,
     );
-    let test = test_metrics(&data, &prep.test, &preds, config.settings.topo_bins);
-    let exact = exact_topology(&data, &prep.test, &preds, objective.cfg.topology.loss_bins);
+    let loss_bins = objective.cfg.topology.loss_bins;
+    let results = TestRun {
+        config,
+        prep,
+        finished,
+        best: &best_fold,
+        test_loss,
+    };
+    write_test_results(&results, &data, &preds, loss_bins, run_dir)
+}
+
+/// What the test result files report besides the predictions.
+pub struct TestRun<'a> {
+    pub config: &'a GnnConfig,
+    pub prep: &'a Prepared,
+    pub finished: &'a [FoldResult],
+    pub best: &'a FoldResult,
+    /// The model's loss on the test subjects (its own objective; the forecast MSE for a
+    /// closed-form baseline).
+    pub test_loss: f64,
+}
+
+/// Scores `preds` (one per test subject, visit 1 from visit 0) and writes `test_metrics.json`,
+/// `test_sc_metrics.json` and `clg_ode_results.json` (the reference's file names, for every
+/// model).
+pub fn write_test_results(
+    r: &TestRun<'_>,
+    data: &FoldData,
+    preds: &[Array2<f32>],
+    loss_bins: usize,
+    run_dir: &Path,
+) -> Result<()> {
+    let (config, prep, finished, best_fold, test_loss) =
+        (r.config, r.prep, r.finished, r.best, r.test_loss);
+    let cohort = &prep.cohort;
+    let test = test_metrics(data, &prep.test, preds, config.settings.topo_bins);
+    let exact = exact_topology(data, &prep.test, preds, loss_bins);
     let mut test_json = serde_json::to_value(&test)?;
     if let Value::Object(m) = &mut test_json {
         m.insert("exact_topology".into(), serde_json::to_value(&exact)?);
@@ -129,6 +178,7 @@ pub fn score_test<B: Backend>(
         .as_ref()
         .map_or("val_loss", |m| m.metric.as_str());
     let results = json!({
+        "model": config.settings.model_kind,
         "cv_folds": finished.iter().map(|f| json!({
             "fold": f.fold, "best_val_loss": f.best_val_loss, "best_monitor_metric": monitor,
             "best_monitor": f.best_val_loss, "best_epoch": f.best_epoch,
