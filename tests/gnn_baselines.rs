@@ -127,3 +127,66 @@ fn linear_drift_beats_the_identity_on_every_generator() {
         2
     );
 }
+
+#[test]
+fn per_subject_rows_average_to_the_test_metrics_and_strata_name_thresholds() {
+    let t = tempfile::tempdir().unwrap();
+    let o = run_in(
+        t.path(),
+        &[
+            "synth-connectome",
+            "--subjects",
+            "40",
+            "--nodes",
+            "16",
+            "--out",
+            "rust",
+            "--seed",
+            "7",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let test = drift_run(t.path(), "rust");
+    let run = t.path().join("res/runs/rust");
+    let mut csv = csv::Reader::from_path(run.join("per_subject.csv")).unwrap();
+    let header: Vec<String> = csv.headers().unwrap().iter().map(String::from).collect();
+    let rows: Vec<Vec<String>> = csv
+        .records()
+        .map(|r| r.unwrap().iter().map(String::from).collect())
+        .collect();
+    assert_eq!(rows.len() as u64, test["n_subjects"].as_u64().unwrap());
+    let mut checked = 0;
+    for (side, key) in [("model", "model"), ("identity", "identity_baseline")] {
+        for (name, want) in test[key].as_object().unwrap() {
+            let col = header
+                .iter()
+                .position(|h| *h == format!("{side}_{name}"))
+                .unwrap_or_else(|| panic!("no column {side}_{name}"));
+            let mean = rows
+                .iter()
+                .map(|r| r[col].parse::<f64>().unwrap())
+                .sum::<f64>()
+                / rows.len() as f64;
+            let want = want.as_f64().unwrap();
+            assert!(
+                (mean - want).abs() <= 1e-9 * want.abs().max(1e-12),
+                "{side}_{name}: mean of rows {mean}, aggregate {want}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 44);
+    let strata = json(&run.join("strata.json"));
+    let terciles = &strata["dt_terciles"];
+    let (p33, p67) = (
+        terciles["p33_years"].as_f64().unwrap(),
+        terciles["p67_years"].as_f64().unwrap(),
+    );
+    assert!(p33.is_finite() && p67 >= p33, "{terciles}");
+    let n: u64 = ["short", "middle", "long"]
+        .iter()
+        .map(|s| terciles[s]["n"].as_u64().unwrap())
+        .sum();
+    assert!(n >= strata["n_forecasts"].as_u64().unwrap() && n > 0, "{strata}");
+    assert!(terciles["short"]["skill"]["skill"].as_f64().is_some(), "{terciles}");
+}

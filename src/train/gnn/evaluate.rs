@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::batch::{Mode, Sampling, build};
+use super::breakdown::{SubjectScore, per_subject};
 use super::columns::val_sc_columns;
 use super::fold_data::FoldData;
 use super::settings::GnnSettings;
@@ -18,7 +19,7 @@ use super::step::{Valid, eval_loss};
 use crate::data::connectome::par_map;
 use crate::engine::{EpochCtx, Row};
 use crate::metrics::Skill;
-use crate::metrics::sc::{ScMetrics, sc_metrics};
+use crate::metrics::sc::ScMetrics;
 use crate::metrics::topology::ExactTopology;
 use crate::models::clg_ode::ClgOde;
 use crate::models::clg_ode::objective::Objective;
@@ -197,34 +198,37 @@ pub fn test_metrics(
     preds: &[Array2<f32>],
     topo_bins: usize,
 ) -> TestMetrics {
-    let items: Vec<(usize, &Array2<f32>)> = subjects.iter().copied().zip(preds).collect();
-    let scored: Vec<(bool, ScMetrics, ScMetrics)> = par_map(&items, |&(sub, pred)| {
-        let (a0, truth, forecast) = start_and_truth(data, sub);
-        (
-            forecast,
-            sc_metrics(pred.view(), truth.view(), a0.view(), topo_bins),
-            sc_metrics(a0.view(), truth.view(), a0.view(), topo_bins),
-        )
-    });
-    let all_m: Vec<ScMetrics> = scored.iter().map(|s| s.1).collect();
-    let all_b: Vec<ScMetrics> = scored.iter().map(|s| s.2).collect();
-    let fo_m: Vec<ScMetrics> = scored.iter().filter(|s| s.0).map(|s| s.1).collect();
-    let fo_b: Vec<ScMetrics> = scored.iter().filter(|s| s.0).map(|s| s.2).collect();
-    TestMetrics {
-        protocol: "one prediction per test subject from visit 0 (clean inputs, z0 = mu): \
+    TestMetrics::of(&per_subject(data, subjects, preds, topo_bins))
+}
+
+impl TestMetrics {
+    /// The averages of per-subject scores.
+    pub fn of(rows: &[SubjectScore]) -> TestMetrics {
+        let scored: Vec<(bool, ScMetrics, ScMetrics)> = rows
+            .iter()
+            .map(|r| (r.forecast, r.model, r.identity))
+            .collect();
+        let subjects = rows;
+        let all_m: Vec<ScMetrics> = scored.iter().map(|s| s.1).collect();
+        let all_b: Vec<ScMetrics> = scored.iter().map(|s| s.2).collect();
+        let fo_m: Vec<ScMetrics> = scored.iter().filter(|s| s.0).map(|s| s.1).collect();
+        let fo_b: Vec<ScMetrics> = scored.iter().filter(|s| s.0).map(|s| s.2).collect();
+        TestMetrics {
+            protocol: "one prediction per test subject from visit 0 (clean inputs, z0 = mu): \
                    forecast of visit 1 over dt_01 when the subject has >= 2 visits, else \
                    reconstruction of visit 0; metrics averaged over subjects. \
                    identity_baseline predicts visit 1 by visit 0's A_raw.",
-        n_subjects: subjects.len(),
-        model: ScMetrics::mean(&all_m),
-        identity_baseline: ScMetrics::mean(&all_b),
-        skill: Skill::of(&ScMetrics::mean(&all_m), &ScMetrics::mean(&all_b)),
-        forecast_only: ForecastOnly {
-            n_subjects: fo_m.len(),
-            model: ScMetrics::mean(&fo_m),
-            identity_baseline: ScMetrics::mean(&fo_b),
-            skill: Skill::of(&ScMetrics::mean(&fo_m), &ScMetrics::mean(&fo_b)),
-        },
+            n_subjects: subjects.len(),
+            model: ScMetrics::mean(&all_m),
+            identity_baseline: ScMetrics::mean(&all_b),
+            skill: Skill::of(&ScMetrics::mean(&all_m), &ScMetrics::mean(&all_b)),
+            forecast_only: ForecastOnly {
+                n_subjects: fo_m.len(),
+                model: ScMetrics::mean(&fo_m),
+                identity_baseline: ScMetrics::mean(&fo_b),
+                skill: Skill::of(&ScMetrics::mean(&fo_m), &ScMetrics::mean(&fo_b)),
+            },
+        }
     }
 }
 

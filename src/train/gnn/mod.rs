@@ -28,6 +28,7 @@
 //! 0-based epoch index e (velocity from e = 10, acceleration from e = 20).
 
 pub mod batch;
+pub mod breakdown;
 mod columns;
 pub mod config;
 mod drift;

@@ -10,7 +10,8 @@ use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::evaluate::{exact_topology, predict_visit1, test_metrics};
+use super::breakdown::{per_subject, strata, write_per_subject};
+use super::evaluate::{TestMetrics, exact_topology, predict_visit1};
 use super::fold_data::FoldData;
 use super::step::eval_loss;
 use super::{GnnConfig, Prepared};
@@ -162,7 +163,10 @@ pub fn write_test_results(
     let (config, prep, finished, best_fold, test_loss) =
         (r.config, r.prep, r.finished, r.best, r.test_loss);
     let cohort = &prep.cohort;
-    let test = test_metrics(data, &prep.test, preds, config.settings.topo_bins);
+    let rows = per_subject(data, &prep.test, preds, config.settings.topo_bins);
+    let test = TestMetrics::of(&rows);
+    write_per_subject(&run_dir.join("per_subject.csv"), &rows)?;
+    write_json(&run_dir.join("strata.json"), &strata(&rows))?;
     let exact = exact_topology(data, &prep.test, preds, loss_bins);
     let mut test_json = serde_json::to_value(&test)?;
     if let Value::Object(m) = &mut test_json {

@@ -1,0 +1,196 @@
+//! Test results broken down: every test subject's metrics for the model and the identity
+//! (`per_subject.csv`), and the strata the authors report (`strata.json`): Δt terciles with
+//! their thresholds and n, and the visit horizons (baseline → 2-year, baseline → 4-year).
+
+use std::path::Path;
+
+use anyhow::Result;
+use ndarray::Array2;
+use serde_json::{Value, json};
+
+use super::batch::delta_t;
+use super::fold_data::FoldData;
+use crate::data::connectome::par_map;
+use crate::files::write_atomic;
+use crate::metrics::Skill;
+use crate::metrics::sc::{ScMetrics, sc_metrics};
+
+/// One test subject's prediction, scored.
+#[derive(Debug, Clone)]
+pub struct SubjectScore {
+    pub subject: String,
+    pub start_scan: String,
+    pub target_scan: String,
+    pub start_session: String,
+    pub target_session: String,
+    pub start_age: f64,
+    /// Years between start and target (0 for a reconstruction).
+    pub dt: f64,
+    pub n_visits: usize,
+    pub sex: usize,
+    pub site: usize,
+    /// A forecast of visit 1 (else the reconstruction of a one-scan subject's visit 0).
+    pub forecast: bool,
+    pub model: ScMetrics,
+    pub identity: ScMetrics,
+}
+
+/// Scores `preds` (one per subject of `subjects`: visit 1 from visit 0, or visit 0 for a
+/// subject with one scan) and the identity forecast, subject by subject.
+pub fn per_subject(
+    data: &FoldData,
+    subjects: &[usize],
+    preds: &[Array2<f32>],
+    topo_bins: usize,
+) -> Vec<SubjectScore> {
+    let items: Vec<(usize, &Array2<f32>)> = subjects.iter().copied().zip(preds).collect();
+    par_map(&items, |&(sub, pred)| {
+        let s = &data.cohort.subjects[sub];
+        let scans = &s.scans;
+        let (start, target) = (&scans[0], scans.get(1).unwrap_or(&scans[0]));
+        let forecast = scans.len() > 1;
+        SubjectScore {
+            subject: s.id.clone(),
+            start_scan: start.scan_id.clone(),
+            target_scan: target.scan_id.clone(),
+            start_session: start.session.clone(),
+            target_session: target.session.clone(),
+            start_age: start.age,
+            dt: if forecast { delta_t(scans, 0, 1) } else { 0.0 },
+            n_visits: scans.len(),
+            sex: s.sex,
+            site: s.site,
+            forecast,
+            model: sc_metrics(
+                pred.view(),
+                target.a_raw.view(),
+                start.a_raw.view(),
+                topo_bins,
+            ),
+            identity: sc_metrics(
+                start.a_raw.view(),
+                target.a_raw.view(),
+                start.a_raw.view(),
+                topo_bins,
+            ),
+        }
+    })
+}
+
+/// Writes `per_subject.csv`: the subject columns, then `model_<metric>` and
+/// `identity_<metric>` for every metric of `test_sc_metrics.json`.
+pub fn write_per_subject(path: &Path, rows: &[SubjectScore]) -> Result<()> {
+    write_atomic(path, |w| {
+        let mut csv = csv::Writer::from_writer(w);
+        let mut header: Vec<String> = [
+            "subject",
+            "start_scan",
+            "target_scan",
+            "start_age",
+            "dt_years",
+            "n_visits",
+            "sex",
+            "site",
+            "forecast",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for side in ["model", "identity"] {
+            header.extend(ScMetrics::NAMES.iter().map(|n| format!("{side}_{n}")));
+        }
+        csv.write_record(&header)?;
+        for r in rows {
+            let mut rec = vec![
+                r.subject.clone(),
+                r.start_scan.clone(),
+                r.target_scan.clone(),
+                r.start_age.to_string(),
+                r.dt.to_string(),
+                r.n_visits.to_string(),
+                r.sex.to_string(),
+                r.site.to_string(),
+                u8::from(r.forecast).to_string(),
+            ];
+            for m in [&r.model, &r.identity] {
+                rec.extend(m.values().iter().map(|v| v.to_string()));
+            }
+            csv.write_record(&rec)?;
+        }
+        csv.flush()?;
+        Ok(())
+    })
+}
+
+/// numpy's default (linear) percentile of sorted values.
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q / 100.0 * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// Model, identity and skill over `rows` (nulls when empty).
+fn stratum(rows: &[&SubjectScore]) -> Value {
+    if rows.is_empty() {
+        return json!({ "n": 0, "model": null, "identity": null, "skill": null });
+    }
+    let m: Vec<ScMetrics> = rows.iter().map(|r| r.model).collect();
+    let b: Vec<ScMetrics> = rows.iter().map(|r| r.identity).collect();
+    let (m, b) = (ScMetrics::mean(&m), ScMetrics::mean(&b));
+    json!({
+        "n": rows.len(), "model": m.to_map(), "identity": b.to_map(), "skill": Skill::of(&m, &b),
+    })
+}
+
+/// The strata of the forecasts among `rows`: Δt terciles (short ≤ P33, long ≥ P67, with the
+/// thresholds) and horizons by the start and target sessions.
+pub fn strata(rows: &[SubjectScore]) -> Value {
+    let forecasts: Vec<&SubjectScore> = rows.iter().filter(|r| r.forecast).collect();
+    let mut dts: Vec<f64> = forecasts.iter().map(|r| r.dt).collect();
+    dts.sort_by(f64::total_cmp);
+    let (p33, p67) = (percentile(&dts, 100.0 / 3.0), percentile(&dts, 200.0 / 3.0));
+    let pick = |f: &dyn Fn(f64) -> bool| -> Vec<&SubjectScore> {
+        forecasts.iter().copied().filter(|r| f(r.dt)).collect()
+    };
+    let horizon = |from: &str, to: &str| -> Vec<&SubjectScore> {
+        forecasts
+            .iter()
+            .copied()
+            .filter(|r| r.start_session == from && r.target_session == to)
+            .collect()
+    };
+    use crate::data::connectome::naming::{SES_2Y, SES_4Y, SES_BASELINE};
+    json!({
+        "population": "test subjects with a forecast (>= 2 visits): visit 0 -> visit 1",
+        "n_forecasts": forecasts.len(),
+        "dt_terciles": {
+            "p33_years": p33, "p67_years": p67,
+            "short": stratum(&pick(&|d| d <= p33)),
+            "middle": stratum(&pick(&|d| d > p33 && d < p67)),
+            "long": stratum(&pick(&|d| d >= p67)),
+        },
+        "horizons": {
+            "note": "by the sessions of visit 0 and visit 1 (a subject whose visit 1 is the \
+                     4-year scan counts as baseline->4-year; subjects with all three visits \
+                     are scored on visit 1 only)",
+            "baseline_to_2year": stratum(&horizon(SES_BASELINE, SES_2Y)),
+            "baseline_to_4year": stratum(&horizon(SES_BASELINE, SES_4Y)),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percentile;
+
+    #[test]
+    fn percentiles_interpolate_as_numpy() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(percentile(&v, 50.0), 2.5);
+        assert!((percentile(&v, 100.0 / 3.0) - 2.0).abs() < 1e-12);
+        assert_eq!(percentile(&v, 100.0), 4.0);
+    }
+}
