@@ -187,6 +187,12 @@ fn per_subject_rows_average_to_the_test_metrics_and_strata_name_thresholds() {
         .iter()
         .map(|s| terciles[s]["n"].as_u64().unwrap())
         .sum();
-    assert!(n >= strata["n_forecasts"].as_u64().unwrap() && n > 0, "{strata}");
-    assert!(terciles["short"]["skill"]["skill"].as_f64().is_some(), "{terciles}");
+    assert!(
+        n >= strata["n_forecasts"].as_u64().unwrap() && n > 0,
+        "{strata}"
+    );
+    assert!(
+        terciles["short"]["skill"]["skill"].as_f64().is_some(),
+        "{terciles}"
+    );
 }

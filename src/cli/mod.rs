@@ -34,6 +34,9 @@ pub enum Command {
     TrainGnn(Box<GnnArgs>),
     /// Accuracy and confusion matrix of an MNIST checkpoint on the test split.
     Eval(crate::eval::EvalSettings),
+    /// Re-score a train-gnn run without retraining: its model and a checkpoint on the test (or
+    /// validation) subjects; writes metrics.json, per_subject.csv and strata.json.
+    EvalGnn(crate::train::gnn::rescore::EvalGnnSettings),
     /// Throughput benchmarks over every compiled backend and usable device.
     Bench(crate::bench::BenchSettings),
     /// Overlay the curves of several runs (metrics.jsonl) in one SVG or PNG image.

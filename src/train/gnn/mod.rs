@@ -38,6 +38,7 @@ pub mod fold_data;
 mod golden;
 mod job;
 mod porcelain;
+pub mod rescore;
 mod settings;
 pub mod step;
 mod sums;
