@@ -235,6 +235,11 @@ fn compare(conf: &Path, list: &str) -> Result<Class, String> {
             short(&ours)
         )),
         (Err(_), Err(_)) => Ok(Class::RefusedByBoth),
+        // Ours refuses lists of more than MAX_HOSTS hosts by design (no allocation from a list's
+        // claim, a job of a million nodes does not exist); scontrol expands them.
+        (Ok(s), Err(e)) if s.len() > hostlist::MAX_HOSTS && e.reason.starts_with("more than") => {
+            Ok(Class::RefusedByBoth)
+        }
         (Ok(_), Err(e)) if slurm_garbage(list) => {
             let text = e.to_string();
             if text.contains(&format!("{list:?}")) && !e.reason.is_empty() {
