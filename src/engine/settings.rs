@@ -1,6 +1,6 @@
 //! The run's own settings, as the engine and the launcher use them: where the run directory
 //! is, resume, checkpoint cadence, stop and requeue behaviour. The CLI fills them from
-//! `RunArgs`; nothing below it sees a clap struct.
+//! the CLI's run flags; nothing below the CLI sees a clap struct.
 
 use std::path::PathBuf;
 
