@@ -34,6 +34,8 @@ mod drift;
 pub mod evaluate;
 pub mod fold_data;
 #[cfg(test)]
+mod gcn_golden;
+#[cfg(test)]
 mod golden;
 mod job;
 mod porcelain;
