@@ -76,7 +76,7 @@ fn transposed(v: &Value) -> Vec<f64> {
         .collect()
 }
 
-fn param<BB: Backend>(p: &Value) -> (String, Vec<f64>, Vec<usize>) {
+fn param(p: &Value) -> (String, Vec<f64>, Vec<usize>) {
     let name = p["name"].as_str().unwrap().to_string();
     let shape: Vec<usize> = p["shape"]
         .as_array()
@@ -97,7 +97,7 @@ fn by_name(list: &Value) -> Vec<(String, Vec<f64>)> {
         .unwrap()
         .iter()
         .map(|p| {
-            let (n, v, _) = param::<IB>(p);
+            let (n, v, _) = param(p);
             (n, v)
         })
         .collect()
@@ -108,7 +108,7 @@ fn golden_model<BB: Backend>(g: &Value) -> GcnBaseline<BB> {
     let hidden = g["model"]["hidden_dim"].as_u64().unwrap() as usize;
     let mut m = GcnBaseline::<BB>::new(hidden, &dev);
     for p in g["model"]["init_params"].as_array().unwrap() {
-        let (name, v, shape) = param::<BB>(p);
+        let (name, v, shape) = param(p);
         let v: Vec<f32> = v.into_iter().map(|x| x as f32).collect();
         let layer = if name.starts_with("gcn1") {
             &mut m.gcn1
