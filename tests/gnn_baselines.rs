@@ -196,3 +196,87 @@ fn per_subject_rows_average_to_the_test_metrics_and_strata_name_thresholds() {
         "{terciles}"
     );
 }
+
+/// `--model gcn`: the reference's GCN baseline trains 2 epochs on a tiny cohort through the
+/// engine and writes the same files as the other models, with finite metrics.
+#[test]
+fn gcn_trains_and_writes_its_run_directory() {
+    let t = tempfile::tempdir().unwrap();
+    let o = run_in(
+        t.path(),
+        &[
+            "synth-connectome",
+            "--subjects",
+            "16",
+            "--nodes",
+            "12",
+            "--out",
+            "tiny",
+            "--seed",
+            "42",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run_in(
+        t.path(),
+        &[
+            "train-gnn",
+            "--sc_dir",
+            "tiny/sc",
+            "--morph_root",
+            "tiny/morph",
+            "--subject_info_csv",
+            "tiny/subject_info_sc.csv",
+            "--results_dir",
+            "res",
+            "--cv_fold",
+            "0",
+            "--model",
+            "gcn",
+            "--hidden_dim",
+            "8",
+            "--max_epochs",
+            "2",
+            "--learning_rate",
+            "1e-3",
+            "--run-name",
+            "gcn",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run = t.path().join("res/runs/gcn");
+    for f in [
+        "checkpoints/gcn_baseline_fold0_best.safetensors",
+        "checkpoints/gcn_baseline_fold0_last.safetensors",
+        "metrics.jsonl",
+        "metrics.csv",
+        "args.json",
+        "clg_ode_results.json",
+        "test_metrics.json",
+    ] {
+        assert!(run.join(f).is_file(), "{f} missing");
+    }
+    let rows = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+    let rows: Vec<Value> = rows
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "two epochs");
+    for row in &rows {
+        assert_eq!(row["model"], "gcn");
+        for k in ["train_loss", "val_loss", "val_sc_log_mse", "val_skill"] {
+            assert!(row[k].as_f64().unwrap().is_finite(), "{k}: {row}");
+        }
+    }
+    let results = json(&run.join("clg_ode_results.json"));
+    assert_eq!(results["model"], "gcn");
+    let test = json(&run.join("test_metrics.json"));
+    let model = test["model"]["sc_log_mse"].as_f64().unwrap();
+    let identity = test["identity_baseline"]["sc_log_mse"].as_f64().unwrap();
+    let skill = test["skill"]["skill"].as_f64().unwrap();
+    assert!(
+        model.is_finite() && identity.is_finite() && skill.is_finite(),
+        "{test}"
+    );
+    assert!((skill - (1.0 - model / identity)).abs() < 1e-9, "{test}");
+}

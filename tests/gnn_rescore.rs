@@ -1,5 +1,5 @@
 //! `trainer eval-gnn RUN_DIR`: a finished run re-scored from its `args.json` and a checkpoint
-//! reproduces the run's own test metrics, for CLG-ODE and the linear-drift baseline; a run
+//! reproduces the run's own test metrics, for CLG-ODE and the baselines; a run
 //! directory without what it needs is one clear error, nothing written.
 
 mod common;
@@ -83,7 +83,12 @@ fn eval_gnn_reproduces_the_runs_test_metrics() {
         ],
     );
     train(t.path(), "drift", &["--model", "linear-drift"]);
-    for name in ["clg", "drift"] {
+    train(
+        t.path(),
+        "gcn",
+        &["--model", "gcn", "--hidden_dim", "8", "--max_epochs", "2"],
+    );
+    for name in ["clg", "drift", "gcn"] {
         let run = t.path().join("res/runs").join(name);
         let o = run_in(t.path(), &["eval-gnn", run.to_str().unwrap()]);
         assert!(o.status.success(), "{name}: {}", stderr(&o));

@@ -2,4 +2,5 @@
 
 pub mod clg_ode;
 pub mod cnn;
+pub mod gcn_baseline;
 pub mod linear_drift;

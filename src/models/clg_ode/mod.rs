@@ -37,7 +37,8 @@ pub struct ModelSizes {
     /// L, the latent size of each of the two encodings.
     #[arg(long, alias = "latent_dim", default_value_t = 64, value_parser = crate::settings::at_least_one)]
     pub latent_dim: usize,
-    /// H, the hidden size of every MLP.
+    /// H, the hidden size of every MLP; also the width of `--model gcn` (the reference's GCN
+    /// script defaults to 64 and its job script passes `--hidden_dim 64`).
     #[arg(long, alias = "hidden_dim", default_value_t = 128, value_parser = crate::settings::at_least_one)]
     pub hidden_dim: usize,
     /// RK4 steps per forecast interval.

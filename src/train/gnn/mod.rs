@@ -34,6 +34,9 @@ pub mod config;
 mod drift;
 pub mod evaluate;
 pub mod fold_data;
+mod gcn;
+#[cfg(test)]
+mod gcn_golden;
 #[cfg(test)]
 mod golden;
 mod job;
@@ -192,6 +195,12 @@ impl<B: AutodiffBackend> GnnModelJob<B> for job::GnnJob<B> {
     }
 }
 
+impl<B: AutodiffBackend> GnnModelJob<B> for gcn::GcnJob<B> {
+    fn build(s: GnnSettings, m: Option<Monitor>, p: Prepared, c: &RunContext<B>) -> Result<Self> {
+        gcn::GcnJob::new(s, m, p, c)
+    }
+}
+
 impl<B: AutodiffBackend> GnnModelJob<B> for drift::DriftJob<B> {
     fn build(s: GnnSettings, m: Option<Monitor>, p: Prepared, c: &RunContext<B>) -> Result<Self> {
         drift::DriftJob::new(s, m, p, c)
@@ -206,6 +215,11 @@ trait Family {
 struct ClgOdeFamily;
 impl Family for ClgOdeFamily {
     type Job<B: AutodiffBackend> = job::GnnJob<B>;
+}
+
+struct GcnFamily;
+impl Family for GcnFamily {
+    type Job<B: AutodiffBackend> = gcn::GcnJob<B>;
 }
 
 struct DriftFamily;
@@ -259,6 +273,13 @@ pub fn run(run: GnnRun) -> Result<ExitCode> {
         ModelKind::ClgOde => launch::run(
             launch,
             Factory::<ClgOdeFamily> {
+                run,
+                job: PhantomData,
+            },
+        ),
+        ModelKind::Gcn => launch::run(
+            launch,
+            Factory::<GcnFamily> {
                 run,
                 job: PhantomData,
             },

@@ -20,6 +20,7 @@ use super::{CohortPaths, Split, prepare};
 use crate::backend::{self, BackendJob, DeviceSettings, Placement};
 use crate::files::write_json;
 use crate::models::clg_ode::objective::{Objective, ObjectiveState};
+use crate::models::gcn_baseline::GcnBaseline;
 use crate::models::linear_drift::forecast;
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
@@ -97,6 +98,7 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
     let stem = match config.settings.model_kind {
         ModelKind::ClgOde => "clg_ode",
         ModelKind::LinearDrift => "linear_drift",
+        ModelKind::Gcn => "gcn_baseline",
     };
     let ck_path = checkpoint_path(&s.run_dir, &s.checkpoint, stem)?;
     let ck = Checkpoint::load(&ck_path)?;
@@ -212,6 +214,20 @@ impl BackendJob for Rescore<'_> {
                         }
                     })
                     .collect())
+            }
+            ModelKind::Gcn => {
+                let model = params::load(
+                    GcnBaseline::<B::InnerBackend>::new(set.sizes.hidden_dim, &device),
+                    &weights,
+                    &device,
+                )?;
+                Ok(super::gcn::predict(
+                    &model,
+                    self.data,
+                    self.subjects,
+                    set.batch_size,
+                    &device,
+                ))
             }
             ModelKind::ClgOde => {
                 let model = params::load(

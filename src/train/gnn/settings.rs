@@ -23,6 +23,8 @@ pub enum ModelKind {
     ClgOde,
     /// The start scan plus a per-edge drift × Δt (closed form).
     LinearDrift,
+    /// The reference's two-layer GCN baseline (gradient-trained, `--hidden-dim` channels).
+    Gcn,
 }
 
 /// `trainer train-gnn`'s own settings (every flag of the reference's `train_clg_ode.py`, with
@@ -30,8 +32,9 @@ pub enum ModelKind {
 /// docs/clg-ode-surface.md).
 #[derive(Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GnnSettings {
-    /// The forecaster: `clg-ode` (the reference's model) or the baseline `linear-drift` (the
-    /// start scan plus a per-edge population drift × Δt, fitted in closed form).
+    /// The forecaster: `clg-ode` (the reference's model), the baseline `linear-drift` (the
+    /// start scan plus a per-edge population drift × Δt, fitted in closed form) or the
+    /// reference's GCN baseline `gcn` (its script's --hidden_dim default is 64: pass it).
     #[arg(id = "model", long = "model", value_enum, default_value = "clg-ode", help_heading = MODEL)]
     pub model_kind: ModelKind,
     /// Directory of SC matrices, one `<subject>_<session>.csv` (dense N×N, no header) per scan.
