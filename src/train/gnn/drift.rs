@@ -13,17 +13,17 @@ use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::Prepared;
 use super::batch::delta_t;
 use super::columns::val_sc_columns;
 use super::config::GnnConfig;
 use super::evaluate::versus_identity;
-use super::fold_data::FoldData;
+use super::fold_data::{FoldData, FoldStart};
 use super::settings::GnnSettings;
-use super::test_set::{FoldResult, TestRun, best_fold, best_fold_data, write_test_results};
-use super::{Prepared, fold_seed};
+use super::test_set::{TestRun, best_fold, best_fold_data, fold_results, write_test_results};
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, EpochSums, Job, JobSpec, LrSchedule, ModelFile, Monitor,
-    Panel, Row, RunContext, Stage, StepOut, StepSums, Valid,
+    Batch, Done, EpochCtx, EpochReport, EpochSums, Job, JobSpec, LrSchedule, Monitor, Panel, Row,
+    RunContext, Stage, StepOut, StepSums, Valid,
 };
 use crate::models::linear_drift::{DriftStats, LinearDrift, MODEL_NAME, forecast};
 
@@ -146,11 +146,6 @@ impl<B: AutodiffBackend> DriftJob<B> {
     }
 }
 
-/// The model file stem of fold `fold`.
-fn stem(fold: usize) -> String {
-    format!("linear_drift_fold{fold}")
-}
-
 impl<B: AutodiffBackend> Job<B> for DriftJob<B> {
     type Model = LinearDrift<B>;
     type Step = DriftSums;
@@ -162,43 +157,32 @@ impl<B: AutodiffBackend> Job<B> for DriftJob<B> {
     }
 
     fn begin_stage(&mut self, stage: usize, _resumed: bool) -> Result<Stage> {
-        let split = &self.prep.folds[stage];
-        let fold = split.fold;
-        let stats = self.prep.cohort.norm_stats(&split.train)?;
-        let data = FoldData::new(
-            self.prep.cohort.clone(),
-            &stats,
-            self.settings.sampling.include_s_mean(),
-        );
-        if self.main {
-            eprintln!(
-                "[train-gnn] linear-drift fold {fold}: {} train / {} val / {} test subjects",
-                split.train.len(),
-                split.val.len(),
-                self.prep.test.len()
-            );
-        }
         let mut metadata = BTreeMap::new();
-        metadata.insert("fold".into(), fold.to_string());
         metadata.insert("n_nodes".into(), self.n.to_string());
         metadata.insert(
             "drift_support".into(),
             serde_json::to_string(&self.settings.drift.drift_support)?,
         );
-        let items = split.train.len();
-        self.fold = Some((stage, data));
-        let mut columns = Row::new();
-        columns.insert("fold".into(), json!(fold));
-        Ok(Stage {
-            items,
-            shuffle_seed: fold_seed(self.settings.seed, fold),
-            label: format!("fold {fold}"),
-            columns,
-            model_file: Some(ModelFile {
-                stem: stem(fold),
-                metadata,
-            }),
-        })
+        let start = FoldStart::new(
+            &self.prep,
+            stage,
+            self.settings.sampling.include_s_mean(),
+            self.settings.seed,
+            "linear_drift",
+            metadata,
+        )?;
+        let split = &self.prep.folds[stage];
+        if self.main {
+            eprintln!(
+                "[train-gnn] linear-drift fold {}: {} train / {} val / {} test subjects",
+                start.fold,
+                split.train.len(),
+                split.val.len(),
+                self.prep.test.len()
+            );
+        }
+        self.fold = Some((stage, start.data));
+        Ok(start.stage)
     }
 
     fn init_model(&self, _stage: usize, device: &B::Device) -> Result<LinearDrift<B>> {
@@ -275,11 +259,7 @@ impl<B: AutodiffBackend> Job<B> for DriftJob<B> {
         if done.comm.rank() != 0 {
             return Ok(());
         }
-        let folds: Vec<FoldResult> = done
-            .stages
-            .iter()
-            .map(|s| FoldResult::from_stage(s, self.fold_ids[s.stage]))
-            .collect();
+        let folds = fold_results(done.stages, &self.fold_ids);
         let best = best_fold(&self.config, &folds)?;
         let (data, ck) = best_fold_data(&self.prep, &self.config, &best)?;
         let d = ck

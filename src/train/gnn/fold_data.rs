@@ -1,11 +1,63 @@
 //! One fold's host data: the cohort with the fold's normalisation applied (z-scored
 //! morphology and the numeric covariates of every scan).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use anyhow::Result;
 use ndarray::Array2;
+use serde_json::json;
 
+use super::step::fold_seed;
+use super::{Prepared, fold_stem};
 use crate::data::connectome::{Cohort, NormStats, Scan};
+use crate::engine::{ModelFile, Row, Stage};
+
+/// Stage `stage` of a train-gnn run as every `--model` starts it: the fold's data with the
+/// normalisation of its training subjects, and the engine's stage (the training subjects
+/// shuffled from `seed`, the `fold` column, the model files `<model>_fold<k>_{best,last}` with
+/// `metadata` and the fold).
+pub struct FoldStart {
+    pub fold: usize,
+    pub data: FoldData,
+    pub stats: NormStats,
+    pub stage: Stage,
+}
+
+impl FoldStart {
+    pub fn new(
+        prep: &Prepared,
+        stage: usize,
+        include_s_mean: bool,
+        seed: u64,
+        model: &str,
+        mut metadata: BTreeMap<String, String>,
+    ) -> Result<Self> {
+        let split = &prep.folds[stage];
+        let fold = split.fold;
+        let stats = prep.cohort.norm_stats(&split.train)?;
+        let data = FoldData::new(prep.cohort.clone(), &stats, include_s_mean);
+        metadata.insert("fold".into(), fold.to_string());
+        let mut columns = Row::new();
+        columns.insert("fold".into(), json!(fold));
+        let stage = Stage {
+            items: split.train.len(),
+            shuffle_seed: fold_seed(seed, fold),
+            label: format!("fold {fold}"),
+            columns,
+            model_file: Some(ModelFile {
+                stem: fold_stem(model, fold),
+                metadata,
+            }),
+        };
+        Ok(Self {
+            fold,
+            data,
+            stats,
+            stage,
+        })
+    }
+}
 
 /// Per-fold host data: the cohort, its z-scored inputs and the per-scan numeric covariates.
 pub struct FoldData {

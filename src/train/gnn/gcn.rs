@@ -33,13 +33,13 @@ use serde_json::json;
 use super::columns::val_sc_columns;
 use super::config::GnnConfig;
 use super::evaluate::versus_identity;
-use super::fold_data::FoldData;
+use super::fold_data::{FoldData, FoldStart};
 use super::settings::GnnSettings;
-use super::test_set::{FoldResult, TestRun, best_fold, best_fold_data, write_test_results};
+use super::test_set::{TestRun, best_fold, best_fold_data, fold_results, write_test_results};
 use super::{Prepared, fold_seed};
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LossSums, LrSchedule, ModelFile, Monitor,
-    Panel, Row, RunContext, Stage, StepOut, Valid,
+    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LossSums, LrSchedule, Monitor, Panel, Row,
+    RunContext, Stage, StepOut, Valid,
 };
 use crate::models::gcn_baseline::{GcnBaseline, MODEL_NAME, loss, loss_sum};
 use crate::toolbox::params;
@@ -190,11 +190,6 @@ impl<B: AutodiffBackend> GcnJob<B> {
     }
 }
 
-/// The model file stem of fold `fold`.
-fn stem(fold: usize) -> String {
-    format!("gcn_baseline_fold{fold}")
-}
-
 impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
     type Model = GcnBaseline<B>;
     type Step = LossSums;
@@ -206,43 +201,32 @@ impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
     }
 
     fn begin_stage(&mut self, stage: usize, _resumed: bool) -> Result<Stage> {
-        let split = &self.prep.folds[stage];
-        let fold = split.fold;
-        let stats = self.prep.cohort.norm_stats(&split.train)?;
-        let data = FoldData::new(
-            self.prep.cohort.clone(),
-            &stats,
+        let mut metadata = BTreeMap::new();
+        metadata.insert("n_nodes".into(), self.n.to_string());
+        metadata.insert("hidden_dim".into(), self.hidden().to_string());
+        let start = FoldStart::new(
+            &self.prep,
+            stage,
             self.settings.sampling.include_s_mean(),
-        );
+            self.settings.seed,
+            "gcn_baseline",
+            metadata,
+        )?;
+        let split = &self.prep.folds[stage];
         if self.main {
             eprintln!(
-                "[train-gnn] gcn fold {fold}: {} train pairs, {} val pairs ({} / {} subjects), \
+                "[train-gnn] gcn fold {}: {} train pairs, {} val pairs ({} / {} subjects), \
                  {} test subjects",
-                pairs(&data, &split.train).len(),
-                pairs(&data, &split.val).len(),
+                start.fold,
+                pairs(&start.data, &split.train).len(),
+                pairs(&start.data, &split.val).len(),
                 split.train.len(),
                 split.val.len(),
                 self.prep.test.len()
             );
         }
-        let mut metadata = BTreeMap::new();
-        metadata.insert("fold".into(), fold.to_string());
-        metadata.insert("n_nodes".into(), self.n.to_string());
-        metadata.insert("hidden_dim".into(), self.hidden().to_string());
-        let items = split.train.len();
-        self.fold = Some((stage, data));
-        let mut columns = Row::new();
-        columns.insert("fold".into(), json!(fold));
-        Ok(Stage {
-            items,
-            shuffle_seed: fold_seed(self.settings.seed, fold),
-            label: format!("fold {fold}"),
-            columns,
-            model_file: Some(ModelFile {
-                stem: stem(fold),
-                metadata,
-            }),
-        })
+        self.fold = Some((stage, start.data));
+        Ok(start.stage)
     }
 
     fn init_model(&self, stage: usize, device: &B::Device) -> Result<GcnBaseline<B>> {
@@ -329,11 +313,7 @@ impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
         if done.comm.rank() != 0 {
             return Ok(());
         }
-        let folds: Vec<FoldResult> = done
-            .stages
-            .iter()
-            .map(|s| FoldResult::from_stage(s, self.fold_ids[s.stage]))
-            .collect();
+        let folds = fold_results(done.stages, &self.fold_ids);
         let best = best_fold(&self.config, &folds)?;
         let (data, ck) = best_fold_data(&self.prep, &self.config, &best)?;
         let model = params::load(

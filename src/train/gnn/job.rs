@@ -8,22 +8,21 @@ use std::marker::PhantomData;
 use anyhow::{Context, Result};
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
+use super::Prepared;
 use super::columns::settings_columns;
 use super::config::GnnConfig;
 use super::evaluate::validate;
-use super::fold_data::FoldData;
+use super::fold_data::{FoldData, FoldStart};
 use super::porcelain;
 use super::settings::GnnSettings;
 use super::step::{fold_seed, grads};
 use super::sums::{GnnEpoch, GnnStep};
-use super::test_set::{FoldResult, score_test};
-use super::{Prepared, fold_stem};
+use super::test_set::{fold_results, score_test};
 use crate::data::connectome::NormStats;
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LrSchedule, ModelFile, Monitor, Panel, Row,
-    RunContext, Stage, StepOut, Valid,
+    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LrSchedule, Monitor, Panel, Row, RunContext,
+    Stage, StepOut, Valid,
 };
 use crate::models::clg_ode::objective::topology::updated_scale;
 use crate::models::clg_ode::objective::{Objective, ObjectiveState};
@@ -134,25 +133,6 @@ impl<B: AutodiffBackend> GnnJob<B> {
             .is_some_and(|m| m.metric != "val_loss");
         needed || (every > 0 && (e + 1).is_multiple_of(every))
     }
-
-    /// The model-only files of fold `fold` with normalisation `stats`.
-    fn model_file(&self, fold: usize, stats: &NormStats) -> Result<ModelFile> {
-        let mut metadata = BTreeMap::new();
-        metadata.insert(
-            "model_config".into(),
-            serde_json::to_string(&self.config.model)?,
-        );
-        metadata.insert("fold".into(), fold.to_string());
-        metadata.insert("norm_stats".into(), serde_json::to_string(stats)?);
-        metadata.insert(
-            "include_s_mean".into(),
-            self.settings.sampling.include_s_mean().to_string(),
-        );
-        Ok(ModelFile {
-            stem: fold_stem(fold),
-            metadata,
-        })
-    }
 }
 
 /// `--resume_from`: the weights of a checkpoint, matched by name (missing and extra tensors
@@ -204,20 +184,34 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
     }
 
     fn begin_stage(&mut self, stage: usize, resumed: bool) -> Result<Stage> {
-        let split = &self.prep.folds[stage];
-        let fold = split.fold;
-        let stats = self.prep.cohort.norm_stats(&split.train)?;
-        let data = FoldData::new(
-            self.prep.cohort.clone(),
-            &stats,
-            self.settings.sampling.include_s_mean(),
+        let s = &self.settings;
+        let mut metadata = BTreeMap::new();
+        metadata.insert(
+            "model_config".into(),
+            serde_json::to_string(&self.config.model)?,
         );
+        metadata.insert(
+            "include_s_mean".into(),
+            s.sampling.include_s_mean().to_string(),
+        );
+        let mut start = FoldStart::new(
+            &self.prep,
+            stage,
+            s.sampling.include_s_mean(),
+            s.seed,
+            "clg_ode",
+            metadata,
+        )?;
+        if let Some(f) = start.stage.model_file.as_mut() {
+            f.metadata
+                .insert("norm_stats".into(), serde_json::to_string(&start.stats)?);
+        }
         if !resumed {
             // Every fold starts with a fresh GradNorm and topology scale (the reference carries
             // them over from fold to fold; see the README).
             self.objective.state = ObjectiveState::default();
         }
-        let s = &self.settings;
+        let (split, fold) = (&self.prep.folds[stage], start.fold);
         if self.main {
             let global = s.batch_size * self.world;
             eprintln!(
@@ -240,18 +234,8 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
                 );
             }
         }
-        let model_file = self.model_file(fold, &stats)?;
-        let items = split.train.len();
-        self.fold = Some((stage, data, stats));
-        let mut columns = Row::new();
-        columns.insert("fold".into(), json!(fold));
-        Ok(Stage {
-            items,
-            shuffle_seed: fold_seed(self.settings.seed, fold),
-            label: format!("fold {fold}"),
-            columns,
-            model_file: Some(model_file),
-        })
+        self.fold = Some((stage, start.data, start.stats));
+        Ok(start.stage)
     }
 
     fn init_model(&self, stage: usize, device: &B::Device) -> Result<ClgOde<B>> {
@@ -357,11 +341,7 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
         if done.comm.rank() != 0 {
             return Ok(());
         }
-        let folds: Vec<FoldResult> = done
-            .stages
-            .iter()
-            .map(|s| FoldResult::from_stage(s, self.fold_ids[s.stage]))
-            .collect();
+        let folds = fold_results(done.stages, &self.fold_ids);
         score_test::<B::InnerBackend>(
             &self.config,
             &self.objective,

@@ -294,9 +294,10 @@ pub fn run(run: GnnRun) -> Result<ExitCode> {
     }
 }
 
-/// Where the reference writes a fold's model files: `checkpoints/clg_ode_fold<f>_{best,last}`.
-pub fn fold_stem(fold: usize) -> String {
-    format!("clg_ode_fold{fold}")
+/// The file stem of a fold's model files, `<model>_fold<f>` (the reference's
+/// `checkpoints/clg_ode_fold<f>_{best,last}` for CLG-ODE).
+pub fn fold_stem(model: &str, fold: usize) -> String {
+    format!("{model}_fold{fold}")
 }
 
 #[cfg(test)]

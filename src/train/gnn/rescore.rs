@@ -16,7 +16,7 @@ use super::config::GnnConfig;
 use super::evaluate::{TestMetrics, exact_topology, predict_visit1};
 use super::fold_data::FoldData;
 use super::settings::ModelKind;
-use super::{CohortPaths, Split, prepare};
+use super::{CohortPaths, Split, fold_stem, prepare};
 use crate::backend::{self, BackendJob, DeviceSettings, Placement};
 use crate::files::write_json;
 use crate::models::clg_ode::objective::{Objective, ObjectiveState};
@@ -76,9 +76,10 @@ fn checkpoint_path(run_dir: &Path, which: &str, stem: &str) -> Result<PathBuf> {
             .with_context(|| format!("{}: no best_fold", results.display()))
     };
     let path = match which {
-        "best" | "last" => run_dir
-            .join("checkpoints")
-            .join(format!("{stem}_fold{}_{which}.safetensors", best_fold()?)),
+        "best" | "last" => run_dir.join("checkpoints").join(format!(
+            "{}_{which}.safetensors",
+            fold_stem(stem, best_fold()?)
+        )),
         p => PathBuf::from(p),
     };
     if !path.is_file() {

@@ -49,6 +49,14 @@ impl FoldResult {
     }
 }
 
+/// The finished stages as folds (`fold_ids[stage]`).
+pub fn fold_results(stages: &[StageResult], fold_ids: &[usize]) -> Vec<FoldResult> {
+    stages
+        .iter()
+        .map(|s| FoldResult::from_stage(s, fold_ids[s.stage]))
+        .collect()
+}
+
 /// The fold whose best monitored value is best, in the monitor's direction.
 pub fn best_fold(config: &GnnConfig, finished: &[FoldResult]) -> Result<FoldResult> {
     let higher_better = config
