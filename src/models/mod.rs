@@ -4,3 +4,4 @@ pub mod clg_ode;
 pub mod cnn;
 pub mod gcn_baseline;
 pub mod linear_drift;
+pub mod vector_lstm;

@@ -168,7 +168,7 @@ impl<B: AutodiffBackend> Job<B> for DriftJob<B> {
             stage,
             self.settings.sampling.include_s_mean(),
             self.settings.seed,
-            "linear_drift",
+            self.settings.model_kind.file_stem(),
             metadata,
         )?;
         let split = &self.prep.folds[stage];

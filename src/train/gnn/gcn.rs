@@ -209,7 +209,7 @@ impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
             stage,
             self.settings.sampling.include_s_mean(),
             self.settings.seed,
-            "gcn_baseline",
+            self.settings.model_kind.file_stem(),
             metadata,
         )?;
         let split = &self.prep.folds[stage];

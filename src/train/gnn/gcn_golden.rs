@@ -10,98 +10,12 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use serde_json::Value;
 
+use super::golden_json::{check, check_params, flat, golden, host, param, tensor3, transposed};
 use crate::models::gcn_baseline::{GcnBaseline, loss};
 use crate::toolbox::optim::{Adam, Grads};
 
 type AB = Autodiff<Flex>;
 type IB = Flex;
-
-const TOL: f64 = 1e-5;
-
-fn golden() -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/baselines-golden.json"
-    );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    v["gnn"].clone()
-}
-
-fn flat(v: &Value) -> Vec<f64> {
-    match v {
-        Value::Array(a) => a.iter().flat_map(flat).collect(),
-        v => vec![v.as_f64().unwrap()],
-    }
-}
-
-fn tensor3<BB: Backend>(v: &Value, dims: [usize; 3]) -> Tensor<BB, 3> {
-    let d: Vec<f32> = flat(v).into_iter().map(|x| x as f32).collect();
-    Tensor::from_data(TensorData::new(d, dims), &Default::default())
-}
-
-fn host<BB: Backend, const D: usize>(t: Tensor<BB, D>) -> Vec<f64> {
-    t.into_data()
-        .convert::<f32>()
-        .to_vec::<f32>()
-        .unwrap()
-        .into_iter()
-        .map(f64::from)
-        .collect()
-}
-
-/// The largest error of `ours` against `want`, relative where |want| > 1; panics above TOL.
-fn check(what: &str, ours: &[f64], want: &[f64]) -> f64 {
-    assert_eq!(ours.len(), want.len(), "{what}: sizes");
-    let err = ours
-        .iter()
-        .zip(want)
-        .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
-        .fold(0.0f64, f64::max);
-    eprintln!("{what}: max error {err:.3e}");
-    assert!(
-        err <= TOL,
-        "{what}: error {err:e} > {TOL:e}\nours {ours:?}\nwant {want:?}"
-    );
-    err
-}
-
-/// A PyTorch `[out, in]` weight as Burn's `[in, out]`, flat.
-fn transposed(v: &Value) -> Vec<f64> {
-    let rows = v.as_array().unwrap();
-    let (o, i) = (rows.len(), rows[0].as_array().unwrap().len());
-    let f = flat(v);
-    (0..i)
-        .flat_map(|c| (0..o).map(move |r| (r, c)))
-        .map(|(r, c)| f[r * i + c])
-        .collect()
-}
-
-fn param(p: &Value) -> (String, Vec<f64>, Vec<usize>) {
-    let name = p["name"].as_str().unwrap().to_string();
-    let shape: Vec<usize> = p["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_u64().unwrap() as usize)
-        .collect();
-    if shape.len() == 2 {
-        (name, transposed(&p["value"]), vec![shape[1], shape[0]])
-    } else {
-        (name, flat(&p["value"]), shape)
-    }
-}
-
-/// The golden's parameters, by the reference's names, as Burn lays them out.
-fn by_name(list: &Value) -> Vec<(String, Vec<f64>)> {
-    list.as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            let (n, v, _) = param(p);
-            (n, v)
-        })
-        .collect()
-}
 
 fn golden_model<BB: Backend>(g: &Value) -> GcnBaseline<BB> {
     let dev = Default::default();
@@ -153,17 +67,6 @@ fn grads_of(m: &GcnBaseline<AB>, g: &GradientsParams) -> Vec<(String, Vec<f64>)>
     out
 }
 
-fn check_params(what: &str, ours: &[(String, Vec<f64>)], want: &Value) -> f64 {
-    let want = by_name(want);
-    assert_eq!(ours.len(), want.len());
-    let mut worst = 0.0f64;
-    for ((n, o), (wn, w)) in ours.iter().zip(&want) {
-        assert_eq!(n, wn);
-        worst = worst.max(check(&format!("{what} {n}"), o, w));
-    }
-    worst
-}
-
 fn batch0<BB: Backend>(g: &Value) -> (Tensor<BB, 3>, Tensor<BB, 3>, [usize; 3]) {
     let b = &g["dataset"]["batches"][0];
     let bs = b["a_in"].as_array().unwrap().len();
@@ -174,7 +77,7 @@ fn batch0<BB: Backend>(g: &Value) -> (Tensor<BB, 3>, Tensor<BB, 3>, [usize; 3]) 
 
 #[test]
 fn eval_forward_and_loss_match_the_reference() {
-    let g = golden();
+    let g = golden("gnn");
     let f = &g["forward_eval"];
     let m = golden_model::<IB>(&g);
     let (a_in, a_out, _) = batch0::<IB>(&g);
@@ -199,7 +102,7 @@ fn eval_forward_and_loss_match_the_reference() {
 
 #[test]
 fn two_adam_steps_with_the_recorded_dropout_match_the_reference() {
-    let g = golden();
+    let g = golden("gnn");
     let t = &g["train_step"];
     assert_eq!(t["optimizer"]["lr"].as_f64(), Some(1e-4));
     let mut adam = Adam::<IB>::default();

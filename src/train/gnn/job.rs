@@ -199,7 +199,7 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
             stage,
             s.sampling.include_s_mean(),
             s.seed,
-            "clg_ode",
+            self.settings.model_kind.file_stem(),
             metadata,
         )?;
         if let Some(f) = start.stage.model_file.as_mut() {

@@ -39,7 +39,12 @@ mod gcn;
 mod gcn_golden;
 #[cfg(test)]
 mod golden;
+#[cfg(test)]
+mod golden_json;
 mod job;
+mod lstm;
+#[cfg(test)]
+mod lstm_golden;
 mod porcelain;
 pub mod rescore;
 mod settings;
@@ -201,6 +206,12 @@ impl<B: AutodiffBackend> GnnModelJob<B> for gcn::GcnJob<B> {
     }
 }
 
+impl<B: AutodiffBackend> GnnModelJob<B> for lstm::VectorLstmJob<B> {
+    fn build(s: GnnSettings, m: Option<Monitor>, p: Prepared, c: &RunContext<B>) -> Result<Self> {
+        lstm::VectorLstmJob::new(s, m, p, c)
+    }
+}
+
 impl<B: AutodiffBackend> GnnModelJob<B> for drift::DriftJob<B> {
     fn build(s: GnnSettings, m: Option<Monitor>, p: Prepared, c: &RunContext<B>) -> Result<Self> {
         drift::DriftJob::new(s, m, p, c)
@@ -220,6 +231,11 @@ impl Family for ClgOdeFamily {
 struct GcnFamily;
 impl Family for GcnFamily {
     type Job<B: AutodiffBackend> = gcn::GcnJob<B>;
+}
+
+struct VectorLstmFamily;
+impl Family for VectorLstmFamily {
+    type Job<B: AutodiffBackend> = lstm::VectorLstmJob<B>;
 }
 
 struct DriftFamily;
@@ -280,6 +296,13 @@ pub fn run(run: GnnRun) -> Result<ExitCode> {
         ModelKind::Gcn => launch::run(
             launch,
             Factory::<GcnFamily> {
+                run,
+                job: PhantomData,
+            },
+        ),
+        ModelKind::VectorLstm => launch::run(
+            launch,
+            Factory::<VectorLstmFamily> {
                 run,
                 job: PhantomData,
             },

@@ -22,6 +22,7 @@ use crate::files::write_json;
 use crate::models::clg_ode::objective::{Objective, ObjectiveState};
 use crate::models::gcn_baseline::GcnBaseline;
 use crate::models::linear_drift::forecast;
+use crate::models::vector_lstm::VectorLstm;
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
 
@@ -96,11 +97,7 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
             .with_context(|| format!("{}: not a train-gnn run directory", s.run_dir.display()))?,
     )
     .with_context(|| format!("{}: unreadable configuration", args.display()))?;
-    let stem = match config.settings.model_kind {
-        ModelKind::ClgOde => "clg_ode",
-        ModelKind::LinearDrift => "linear_drift",
-        ModelKind::Gcn => "gcn_baseline",
-    };
+    let stem = config.settings.model_kind.file_stem();
     let ck_path = checkpoint_path(&s.run_dir, &s.checkpoint, stem)?;
     let ck = Checkpoint::load(&ck_path)?;
     let fold: usize = ck
@@ -223,6 +220,25 @@ impl BackendJob for Rescore<'_> {
                     &device,
                 )?;
                 Ok(super::gcn::predict(
+                    &model,
+                    self.data,
+                    self.subjects,
+                    set.batch_size,
+                    &device,
+                ))
+            }
+            ModelKind::VectorLstm => {
+                let n = self.data.n_nodes();
+                let model = params::load(
+                    VectorLstm::<B::InnerBackend>::new(
+                        n * n.saturating_sub(1) / 2,
+                        set.sizes.latent_dim,
+                        &device,
+                    ),
+                    &weights,
+                    &device,
+                )?;
+                Ok(super::lstm::predict(
                     &model,
                     self.data,
                     self.subjects,

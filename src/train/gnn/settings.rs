@@ -25,6 +25,21 @@ pub enum ModelKind {
     LinearDrift,
     /// The reference's two-layer GCN baseline (gradient-trained, `--hidden-dim` channels).
     Gcn,
+    /// The reference's VectorLSTM baseline (upper triangle → Linear → LSTM → Linear,
+    /// `--latent-dim` units).
+    VectorLstm,
+}
+
+impl ModelKind {
+    /// The stem of its model files (`checkpoints/<stem>_fold<k>_{best,last}`).
+    pub fn file_stem(self) -> &'static str {
+        match self {
+            Self::ClgOde => crate::models::clg_ode::MODEL_NAME,
+            Self::LinearDrift => crate::models::linear_drift::MODEL_NAME,
+            Self::Gcn => crate::models::gcn_baseline::MODEL_NAME,
+            Self::VectorLstm => crate::models::vector_lstm::MODEL_NAME,
+        }
+    }
 }
 
 /// `trainer train-gnn`'s own settings (every flag of the reference's `train_clg_ode.py`, with
@@ -34,7 +49,9 @@ pub enum ModelKind {
 pub struct GnnSettings {
     /// The forecaster: `clg-ode` (the reference's model), the baseline `linear-drift` (the
     /// start scan plus a per-edge population drift × Δt, fitted in closed form) or the
-    /// reference's GCN baseline `gcn` (its script's --hidden_dim default is 64: pass it).
+    /// reference's baselines `gcn` (its script's --hidden_dim default is 64: pass it) and
+    /// `vector-lstm` (its script's defaults: --latent_dim 512 --batch_size 4 --max_epochs 80
+    /// --patience 10 --learning_rate 1e-4: pass them).
     #[arg(id = "model", long = "model", value_enum, default_value = "clg-ode", help_heading = MODEL)]
     pub model_kind: ModelKind,
     /// Directory of SC matrices, one `<subject>_<session>.csv` (dense N×N, no header) per scan.

@@ -1,0 +1,104 @@
+//! Reading `tests/fixtures/baselines-golden.json` (values computed by the reference's own code,
+//! docs/baselines-surface.md §6) for the baseline goldens: tensors, parameters by the reference's
+//! names in Burn's layout, and the tolerance check.
+
+use burn::prelude::*;
+use serde_json::Value;
+
+pub const TOL: f64 = 1e-5;
+
+pub fn golden(key: &str) -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/baselines-golden.json"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v[key].clone()
+}
+
+pub fn flat(v: &Value) -> Vec<f64> {
+    match v {
+        Value::Array(a) => a.iter().flat_map(flat).collect(),
+        v => vec![v.as_f64().unwrap()],
+    }
+}
+
+pub fn tensor3<BB: Backend>(v: &Value, dims: [usize; 3]) -> Tensor<BB, 3> {
+    let d: Vec<f32> = flat(v).into_iter().map(|x| x as f32).collect();
+    Tensor::from_data(TensorData::new(d, dims), &Default::default())
+}
+
+pub fn host<BB: Backend, const D: usize>(t: Tensor<BB, D>) -> Vec<f64> {
+    t.into_data()
+        .convert::<f32>()
+        .to_vec::<f32>()
+        .unwrap()
+        .into_iter()
+        .map(f64::from)
+        .collect()
+}
+
+/// The largest error of `ours` against `want`, relative where |want| > 1; panics above TOL.
+pub fn check(what: &str, ours: &[f64], want: &[f64]) -> f64 {
+    assert_eq!(ours.len(), want.len(), "{what}: sizes");
+    let err = ours
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+        .fold(0.0f64, f64::max);
+    eprintln!("{what}: max error {err:.3e}");
+    assert!(
+        err <= TOL,
+        "{what}: error {err:e} > {TOL:e}\nours {ours:?}\nwant {want:?}"
+    );
+    err
+}
+
+/// A PyTorch `[out, in]` weight as Burn's `[in, out]`, flat.
+pub fn transposed(v: &Value) -> Vec<f64> {
+    let rows = v.as_array().unwrap();
+    let (o, i) = (rows.len(), rows[0].as_array().unwrap().len());
+    let f = flat(v);
+    (0..i)
+        .flat_map(|c| (0..o).map(move |r| (r, c)))
+        .map(|(r, c)| f[r * i + c])
+        .collect()
+}
+
+pub fn param(p: &Value) -> (String, Vec<f64>, Vec<usize>) {
+    let name = p["name"].as_str().unwrap().to_string();
+    let shape: Vec<usize> = p["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_u64().unwrap() as usize)
+        .collect();
+    if shape.len() == 2 {
+        (name, transposed(&p["value"]), vec![shape[1], shape[0]])
+    } else {
+        (name, flat(&p["value"]), shape)
+    }
+}
+
+/// The golden's parameters, by the reference's names, as Burn lays them out.
+pub fn by_name(list: &Value) -> Vec<(String, Vec<f64>)> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let (n, v, _) = param(p);
+            (n, v)
+        })
+        .collect()
+}
+
+pub fn check_params(what: &str, ours: &[(String, Vec<f64>)], want: &Value) -> f64 {
+    let want = by_name(want);
+    assert_eq!(ours.len(), want.len());
+    let mut worst = 0.0f64;
+    for ((n, o), (wn, w)) in ours.iter().zip(&want) {
+        assert_eq!(n, wn);
+        worst = worst.max(check(&format!("{what} {n}"), o, w));
+    }
+    worst
+}

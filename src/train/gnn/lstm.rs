@@ -1,0 +1,376 @@
+//! `train-gnn --model vector-lstm`: the reference's VectorLSTM baseline
+//! (docs/baselines-surface.md §1) as a job of the engine, on the same loader, split, folds,
+//! validation columns, test protocol and result files as the other models.
+//!
+//! * Training items are the fold's training subjects with two scans or more (the reference
+//!   drops the others; none left is an error). A subject is one sequence: inputs = the upper
+//!   triangles of visits 0…T−1, targets = visits 1…T, zero-padded to the batch's longest. The
+//!   loss is the reference's masked MSE on the raw weights, Σ mask·(ŷ−y)² / (Σ mask · D) per
+//!   batch; the epoch's training loss is the unweighted mean of the batch losses.
+//! * Validation loss (`val_loss`): the same loss over the validation subjects with two scans or
+//!   more, in batches of `--batch-size`, unweighted mean over batches (the reference's).
+//! * SC columns and the test set: the visit 0 → visit 1 prediction of each subject from its
+//!   scan 0 as a one-step sequence (the reference's `_test_metrics`), clipped at 0 (the
+//!   reference's SC metrics clip before log1p; its `mse`/`pearson` on unclipped vectors are
+//!   not reported).
+//! * Inputs are our loader's symmetrised matrices (the reference's training items read the
+//!   upper triangle as loaded, which differs only for asymmetric files); the best checkpoint
+//!   is a copy of the best epoch's weights (the reference's aliases the live weights, Q2);
+//!   init draws from the backend's RNG seeded per fold from `--seed` (the reference's is
+//!   unseeded).
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+
+use anyhow::{Context, Result, bail};
+use burn::optim::GradientsParams;
+use burn::prelude::*;
+use burn::tensor::backend::AutodiffBackend;
+use ndarray::Array2;
+use serde_json::json;
+
+use super::columns::val_sc_columns;
+use super::config::GnnConfig;
+use super::evaluate::versus_identity;
+use super::fold_data::{FoldData, FoldStart};
+use super::settings::GnnSettings;
+use super::test_set::{TestRun, best_fold, best_fold_data, fold_results, write_test_results};
+use super::{Prepared, fold_seed};
+use crate::engine::{
+    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LossSums, LrSchedule, Monitor, Panel, Row,
+    RunContext, Stage, StepOut, Valid,
+};
+use crate::models::vector_lstm::{
+    MODEL_NAME, VectorLstm, from_upper_triangle, masked_sq_sum, upper_triangle,
+};
+use crate::toolbox::params;
+
+pub struct VectorLstmJob<B: AutodiffBackend> {
+    settings: GnnSettings,
+    prep: Prepared,
+    fold_ids: Vec<usize>,
+    config: GnnConfig,
+    main: bool,
+    spec: JobSpec,
+    n: usize,
+    /// The fold in progress: its index in `fold_ids`, data and training sequences.
+    fold: Option<(usize, FoldData, Vec<usize>)>,
+    _b: PhantomData<B>,
+}
+
+/// The subjects of `subjects` with two scans or more (the reference's sequences).
+fn sequences(data: &FoldData, subjects: &[usize]) -> Vec<usize> {
+    subjects
+        .iter()
+        .copied()
+        .filter(|&s| data.scans(s).len() >= 2)
+        .collect()
+}
+
+/// A padded batch of sequences: inputs, targets `[B, T, D]`, the step mask `[B, T]` and its sum.
+struct Padded<B: Backend> {
+    x: Tensor<B, 3>,
+    y: Tensor<B, 3>,
+    mask: Tensor<B, 2>,
+}
+
+fn pad<B: Backend>(data: &FoldData, subjects: &[usize], device: &B::Device) -> Padded<B> {
+    let n = data.n_nodes();
+    let d = n * n.saturating_sub(1) / 2;
+    let t = subjects
+        .iter()
+        .map(|&s| data.scans(s).len() - 1)
+        .max()
+        .unwrap_or(0);
+    let b = subjects.len();
+    let (mut x, mut y) = (vec![0.0f32; b * t * d], vec![0.0f32; b * t * d]);
+    let mut mask = vec![0.0f32; b * t];
+    for (i, &s) in subjects.iter().enumerate() {
+        let scans = data.scans(s);
+        for v in 0..scans.len() - 1 {
+            let at = (i * t + v) * d;
+            let src = scans[v].a_raw.as_slice().expect("standard layout");
+            let dst = scans[v + 1].a_raw.as_slice().expect("standard layout");
+            x[at..at + d].copy_from_slice(&upper_triangle(src, n));
+            y[at..at + d].copy_from_slice(&upper_triangle(dst, n));
+            mask[i * t + v] = 1.0;
+        }
+    }
+    Padded {
+        x: Tensor::from_data(TensorData::new(x, [b, t, d]), device),
+        y: Tensor::from_data(TensorData::new(y, [b, t, d]), device),
+        mask: Tensor::from_data(TensorData::new(mask, [b, t]), device),
+    }
+}
+
+/// Steps (visit pairs) of `subjects`' sequences.
+fn steps(data: &FoldData, subjects: &[usize]) -> usize {
+    subjects.iter().map(|&s| data.scans(s).len() - 1).sum()
+}
+
+/// The reference's `_evaluate`: the loss over the sequences of `subjects` in batches of `batch`
+/// subjects, unweighted mean over batches (∞ without sequences).
+fn eval_loss<B: Backend>(
+    model: &VectorLstm<B>,
+    data: &FoldData,
+    subjects: &[usize],
+    batch: usize,
+    device: &B::Device,
+) -> f64 {
+    let seqs = sequences(data, subjects);
+    if seqs.is_empty() {
+        return f64::INFINITY;
+    }
+    let d = model.decoder.weight.dims()[1];
+    let mut total = 0.0;
+    let mut batches = 0usize;
+    for chunk in seqs.chunks(batch.max(1)) {
+        let p = pad::<B>(data, chunk, device);
+        let sum = masked_sq_sum(model.forward(p.x), p.y, p.mask);
+        total += sum.into_scalar().elem::<f64>() / (steps(data, chunk) * d) as f64;
+        batches += 1;
+    }
+    total / batches as f64
+}
+
+/// Visit 1 of every subject of `subjects` predicted from its scan 0 as a one-step sequence,
+/// clipped at 0, as N×N matrices.
+pub(super) fn predict<B: Backend>(
+    model: &VectorLstm<B>,
+    data: &FoldData,
+    subjects: &[usize],
+    batch: usize,
+    device: &B::Device,
+) -> Vec<Array2<f32>> {
+    let n = data.n_nodes();
+    let d = n * n.saturating_sub(1) / 2;
+    let mut out = Vec::with_capacity(subjects.len());
+    for chunk in subjects.chunks(batch.max(1)) {
+        let mut x = Vec::with_capacity(chunk.len() * d);
+        for &s in chunk {
+            let a = data.scans(s)[0].a_raw.as_slice().expect("standard layout");
+            x.extend(upper_triangle(a, n));
+        }
+        let x = Tensor::<B, 3>::from_data(TensorData::new(x, [chunk.len(), 1, d]), device);
+        let y = model
+            .forward(x)
+            .clamp_min(0.0)
+            .into_data()
+            .convert::<f32>()
+            .to_vec::<f32>()
+            .unwrap_or_default();
+        for v in y.chunks(d) {
+            let m = from_upper_triangle(v, n);
+            out.push(Array2::from_shape_vec((n, n), m).expect("n × n"));
+        }
+    }
+    out
+}
+
+impl<B: AutodiffBackend> VectorLstmJob<B> {
+    pub fn new(
+        settings: GnnSettings,
+        monitor: Option<Monitor>,
+        prep: Prepared,
+        ctx: &RunContext<B>,
+    ) -> Result<Self> {
+        let fold_ids = settings.fold_ids();
+        let config = GnnConfig::new(settings.clone(), monitor.clone(), &prep, ctx);
+        let spec = JobSpec {
+            name: "train-gnn",
+            model_name: MODEL_NAME,
+            epochs: settings.max_epochs,
+            batch_size: settings.batch_size,
+            lr: LrSchedule::Constant(settings.learning_rate),
+            seed: settings.seed,
+            stages: fold_ids.len(),
+            monitor,
+            unit: "subjects",
+            cpu_columns: true,
+            epoch_checkpoints: false,
+            plot: vec![
+                Panel::new("loss", &["train_loss", "val_loss"], &[]),
+                Panel::new(
+                    "validation sc_log_mse",
+                    &["val_sc_log_mse"],
+                    &["val_identity_sc_log_mse"],
+                ),
+            ],
+            config: serde_json::to_value(&config)?,
+            fingerprint: config.fingerprint(),
+            meta: config.meta(&prep),
+        };
+        Ok(Self {
+            n: prep.cohort.n_nodes,
+            main: ctx.is_main(),
+            settings,
+            prep,
+            fold_ids,
+            config,
+            spec,
+            fold: None,
+            _b: PhantomData,
+        })
+    }
+
+    fn dims(&self) -> (usize, usize) {
+        let d = self.n * self.n.saturating_sub(1) / 2;
+        (d, self.settings.sizes.latent_dim)
+    }
+}
+
+impl<B: AutodiffBackend> Job<B> for VectorLstmJob<B> {
+    type Model = VectorLstm<B>;
+    type Step = LossSums;
+    type Epoch = LossSums;
+    type State = ();
+
+    fn spec(&self) -> &JobSpec {
+        &self.spec
+    }
+
+    fn begin_stage(&mut self, stage: usize, _resumed: bool) -> Result<Stage> {
+        let (d, h) = self.dims();
+        let mut metadata = BTreeMap::new();
+        metadata.insert("n_nodes".into(), self.n.to_string());
+        metadata.insert("input_dim".into(), d.to_string());
+        metadata.insert("latent_dim".into(), h.to_string());
+        let mut start = FoldStart::new(
+            &self.prep,
+            stage,
+            self.settings.sampling.include_s_mean(),
+            self.settings.seed,
+            MODEL_NAME,
+            metadata,
+        )?;
+        let split = &self.prep.folds[stage];
+        let train = sequences(&start.data, &split.train);
+        let val = sequences(&start.data, &split.val);
+        if train.is_empty() || val.is_empty() {
+            bail!(
+                "fold {}: vector-lstm needs subjects with at least two scans in training and \
+                 validation, found {} and {}",
+                start.fold,
+                train.len(),
+                val.len()
+            );
+        }
+        if self.main {
+            eprintln!(
+                "[train-gnn] vector-lstm fold {}: {} train / {} val sequences ({} / {} \
+                 subjects), D = {d}, H = {h}, {} test subjects",
+                start.fold,
+                train.len(),
+                val.len(),
+                split.train.len(),
+                split.val.len(),
+                self.prep.test.len()
+            );
+        }
+        start.stage.items = train.len();
+        self.fold = Some((stage, start.data, train));
+        Ok(start.stage)
+    }
+
+    fn init_model(&self, stage: usize, device: &B::Device) -> Result<VectorLstm<B>> {
+        B::seed(device, fold_seed(self.settings.seed, self.fold_ids[stage]));
+        let (d, h) = self.dims();
+        Ok(VectorLstm::new(d, h, device))
+    }
+
+    fn step(&mut self, model: &VectorLstm<B>, b: &Batch<'_, B>) -> Result<StepOut<LossSums>> {
+        let (_, data, train) = self.fold.as_ref().context("no fold in progress")?;
+        let subjects = |lo: usize, hi: usize| -> Vec<usize> {
+            b.order[lo..hi].iter().map(|&i| train[i]).collect()
+        };
+        // The batch's loss is over every rank's steps: this shard's sum over the global count.
+        let global = steps(data, &subjects(b.start, b.end));
+        let mine = subjects(b.lo, b.hi);
+        if global == 0 || mine.is_empty() {
+            return Ok(StepOut {
+                grads: GradientsParams::new(),
+                grad_weight: 1.0,
+                sums: LossSums::default(),
+            });
+        }
+        let (d, _) = self.dims();
+        let p = pad::<B>(data, &mine, b.device);
+        let l = masked_sq_sum(model.forward(p.x), p.y, p.mask).div_scalar((global * d) as f64);
+        let value = l.clone().into_scalar().elem::<f64>();
+        let grads = GradientsParams::from_grads(l.backward(), model);
+        Ok(StepOut {
+            grads,
+            grad_weight: 1.0,
+            // Summed over ranks: the batch's loss, counted once.
+            sums: LossSums {
+                sum: value,
+                count: steps(data, &mine) as f64 / global as f64,
+            },
+        })
+    }
+
+    fn end_epoch(
+        &mut self,
+        model: &Valid<B, Self>,
+        sums: &LossSums,
+        ctx: &EpochCtx<'_, B>,
+    ) -> Result<EpochReport> {
+        let (stage, data, _) = self.fold.as_ref().context("no fold in progress")?;
+        let val = &self.prep.folds[*stage].val;
+        let bs = self.settings.batch_size;
+        let val_loss = eval_loss(model, data, val, bs, ctx.device);
+        let preds = predict(model, data, val, bs, ctx.device);
+        let v = versus_identity(data, val, &preds, self.settings.topo_bins);
+        let mut head = Row::new();
+        head.insert("val_loss".into(), json!(val_loss));
+        let mut detail = Row::new();
+        val_sc_columns(Some(&v), 0.0, 0.0, &mut detail);
+        detail.insert("model".into(), json!(self.settings.model_kind));
+        let train_loss = if sums.count > 0.0 {
+            sums.mean()
+        } else {
+            f64::INFINITY
+        };
+        Ok(EpochReport {
+            train_loss,
+            head,
+            detail,
+            summary: format!(
+                "val_loss {val_loss:.4}, val sc_log_mse {:.4} (identity {:.4}, skill {:+.3})",
+                v.model.sc_log_mse, v.identity.sc_log_mse, v.skill.skill
+            ),
+        })
+    }
+
+    fn state(&self) {}
+
+    fn restore(&mut self, _state: ()) {}
+
+    fn finish(&mut self, done: &Done<'_, B>) -> Result<()> {
+        if done.comm.rank() != 0 {
+            return Ok(());
+        }
+        let folds = fold_results(done.stages, &self.fold_ids);
+        let best = best_fold(&self.config, &folds)?;
+        let (data, ck) = best_fold_data(&self.prep, &self.config, &best)?;
+        let (d, h) = self.dims();
+        let model = params::load(
+            VectorLstm::<B::InnerBackend>::new(d, h, done.device),
+            &ck.with_prefix("model"),
+            done.device,
+        )?;
+        let bs = self.settings.batch_size;
+        let test = &self.prep.test;
+        let test_loss = eval_loss(&model, &data, test, bs, done.device);
+        let preds = predict(&model, &data, test, bs, done.device);
+        let run = TestRun {
+            config: &self.config,
+            prep: &self.prep,
+            finished: &folds,
+            best: &best,
+            test_loss,
+        };
+        let loss_bins = self.settings.objective.topology.loss_bins;
+        write_test_results(&run, &data, &preds, loss_bins, done.run_dir)
+    }
+}
