@@ -1,7 +1,9 @@
 //! `train-gnn --model linear-drift`: the closed-form baseline through the same engine, loader,
 //! split, test protocol and result files as CLG-ODE, with skill > 0 on each of the three
 //! generators (Rust `synth-connectome`, `scripts/synth_cohort.py`,
-//! `scripts/synth_drift_cohort.py`: small change under large scan noise and flickering edges).
+//! `scripts/synth_drift_cohort.py`: small change under large scan noise and flickering edges);
+//! the reference's `gcn` and `vector-lstm` baselines train through it too, from the authors'
+//! own submit-script command lines.
 
 mod common;
 
@@ -201,6 +203,11 @@ fn per_subject_rows_average_to_the_test_metrics_and_strata_name_thresholds() {
 /// engine and writes the same files as the other models, with finite metrics.
 #[test]
 fn gcn_trains_and_writes_its_run_directory() {
+    baseline_run("gcn", &["--hidden_dim", "8"], "gcn_baseline");
+}
+
+/// Trains `--model model` 2 epochs on a tiny cohort and checks its run directory.
+fn baseline_run(model: &str, extra: &[&str], stem: &str) {
     let t = tempfile::tempdir().unwrap();
     let o = run_in(
         t.path(),
@@ -217,44 +224,43 @@ fn gcn_trains_and_writes_its_run_directory() {
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = run_in(
-        t.path(),
-        &[
-            "train-gnn",
-            "--sc_dir",
-            "tiny/sc",
-            "--morph_root",
-            "tiny/morph",
-            "--subject_info_csv",
-            "tiny/subject_info_sc.csv",
-            "--results_dir",
-            "res",
-            "--cv_fold",
-            "0",
-            "--model",
-            "gcn",
-            "--hidden_dim",
-            "8",
-            "--max_epochs",
-            "2",
-            "--learning_rate",
-            "1e-3",
-            "--run-name",
-            "gcn",
-        ],
-    );
+    let mut args = vec![
+        "train-gnn",
+        "--sc_dir",
+        "tiny/sc",
+        "--morph_root",
+        "tiny/morph",
+        "--subject_info_csv",
+        "tiny/subject_info_sc.csv",
+        "--results_dir",
+        "res",
+        "--cv_fold",
+        "0",
+        "--model",
+        model,
+        "--max_epochs",
+        "2",
+        "--learning_rate",
+        "1e-3",
+        "--run-name",
+        "run",
+    ];
+    args.extend_from_slice(extra);
+    let o = run_in(t.path(), &args);
     assert!(o.status.success(), "{}", stderr(&o));
-    let run = t.path().join("res/runs/gcn");
+    let run = t.path().join("res/runs/run");
     for f in [
-        "checkpoints/gcn_baseline_fold0_best.safetensors",
-        "checkpoints/gcn_baseline_fold0_last.safetensors",
+        &format!("checkpoints/{stem}_fold0_best.safetensors"),
+        &format!("checkpoints/{stem}_fold0_last.safetensors"),
         "metrics.jsonl",
         "metrics.csv",
         "args.json",
         "clg_ode_results.json",
         "test_metrics.json",
-    ] {
-        assert!(run.join(f).is_file(), "{f} missing");
+    ]
+    .map(String::from)
+    {
+        assert!(run.join(&f).is_file(), "{f} missing");
     }
     let rows = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
     let rows: Vec<Value> = rows
@@ -263,13 +269,13 @@ fn gcn_trains_and_writes_its_run_directory() {
         .collect();
     assert_eq!(rows.len(), 2, "two epochs");
     for row in &rows {
-        assert_eq!(row["model"], "gcn");
+        assert_eq!(row["model"], model);
         for k in ["train_loss", "val_loss", "val_sc_log_mse", "val_skill"] {
             assert!(row[k].as_f64().unwrap().is_finite(), "{k}: {row}");
         }
     }
     let results = json(&run.join("clg_ode_results.json"));
-    assert_eq!(results["model"], "gcn");
+    assert_eq!(results["model"], model);
     let test = json(&run.join("test_metrics.json"));
     let model = test["model"]["sc_log_mse"].as_f64().unwrap();
     let identity = test["identity_baseline"]["sc_log_mse"].as_f64().unwrap();
@@ -279,4 +285,98 @@ fn gcn_trains_and_writes_its_run_directory() {
         "{test}"
     );
     assert!((skill - (1.0 - model / identity)).abs() < 1e-9, "{test}");
+}
+
+/// `--model vector-lstm`: the reference's VectorLSTM trains 2 epochs on a tiny cohort through
+/// the engine and writes the same files as the other models, with finite metrics.
+#[test]
+fn vector_lstm_trains_and_writes_its_run_directory() {
+    baseline_run(
+        "vector-lstm",
+        &["--latent_dim", "8", "--batch_size", "4"],
+        "vector_lstm",
+    );
+}
+
+/// The authors' baseline job scripts run with the program name changed: the command lines their
+/// submit scripts build (recorded by the reference's own parser in the golden, with its path
+/// registry `--config configs/paths.yaml` and no subject table), sizes and epochs made tiny.
+#[test]
+fn the_reference_submit_scripts_command_lines_run() {
+    let golden =
+        json(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/baselines-golden.json"));
+    let scripts = &golden["cli"]["submit_scripts"];
+    let t = tempfile::tempdir().unwrap();
+    let o = run_in(
+        t.path(),
+        &[
+            "synth-connectome",
+            "--subjects",
+            "16",
+            "--nodes",
+            "12",
+            "--out",
+            "tiny",
+            "--seed",
+            "1",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (key, model) in [
+        (
+            "vector_lstm (scripts/submit_vector_lstm_baseline.sh)",
+            "vector-lstm",
+        ),
+        ("gnn (scripts/submit_gnn_baseline.sh)", "gcn"),
+    ] {
+        let argv: Vec<String> = scripts[key]["argv"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key} in the golden"))
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
+        let mut args = vec!["train-gnn".to_string(), "--model".into(), model.into()];
+        let mut it = argv.iter();
+        let mut run_name = String::new();
+        while let Some(flag) = it.next() {
+            let value = it.next().unwrap().clone();
+            let value = match (flag.as_str(), value.as_str()) {
+                (_, "SC") => "tiny/sc".into(),
+                (_, "MR") => "tiny/morph".into(),
+                (_, "RD") => "RD".into(),
+                ("--latent_dim" | "--hidden_dim", _) => "8".into(),
+                ("--max_epochs", _) => "1".into(),
+                ("--run_name", v) => {
+                    run_name = v.to_string();
+                    v.to_string()
+                }
+                _ => value,
+            };
+            args.extend([flag.clone(), value]);
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run_in(t.path(), &refs);
+        assert!(o.status.success(), "{model}: {}", stderr(&o));
+        let run = t.path().join("RD/runs").join(&run_name);
+        let test = json(&run.join("test_metrics.json"));
+        assert!(
+            test["skill"]["skill"].as_f64().unwrap().is_finite(),
+            "{test}"
+        );
+    }
+    // Without the paths on the command line the registry is an error naming it.
+    let o = run_in(
+        t.path(),
+        &[
+            "train-gnn",
+            "--model",
+            "gcn",
+            "--config",
+            "configs/paths.yaml",
+            "--sc_dir",
+            "tiny/sc",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("configs/paths.yaml"), "{}", stderr(&o));
 }

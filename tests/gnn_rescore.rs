@@ -88,7 +88,21 @@ fn eval_gnn_reproduces_the_runs_test_metrics() {
         "gcn",
         &["--model", "gcn", "--hidden_dim", "8", "--max_epochs", "2"],
     );
-    for name in ["clg", "drift", "gcn"] {
+    train(
+        t.path(),
+        "lstm",
+        &[
+            "--model",
+            "vector-lstm",
+            "--latent_dim",
+            "8",
+            "--max_epochs",
+            "2",
+            "--learning_rate",
+            "1e-3",
+        ],
+    );
+    for name in ["clg", "drift", "gcn", "lstm"] {
         let run = t.path().join("res/runs").join(name);
         let o = run_in(t.path(), &["eval-gnn", run.to_str().unwrap()]);
         assert!(o.status.success(), "{name}: {}", stderr(&o));

@@ -59,7 +59,20 @@ pub fn parse_from(argv: Vec<OsString>) -> Result<Cli, clap::Error> {
         let mut layered = Vec::new();
         let mut in_file = Vec::new();
         let mut preset = given.get_one::<String>("preset").cloned();
-        if let Some(path) = given.get_one::<PathBuf>("config") {
+        let config = given
+            .get_one::<PathBuf>("config")
+            .filter(|path| !reference_registry(name, path, given).is_some_and(|ok| ok));
+        if let Some(path) = given.get_one::<PathBuf>("config")
+            && let Some(false) = reference_registry(name, path, given)
+        {
+            return Err(usage_error(format!(
+                "--config {}: a YAML file is the reference's path registry \
+                 (configs/paths.yaml), which trainer does not read: give --sc_dir, \
+                 --morph_root and --results_dir on the command line, as its submit scripts do",
+                path.display()
+            )));
+        }
+        if let Some(path) = config {
             let table = read_file(path)?;
             if preset.is_none() {
                 preset = lookup(&table, "preset");
@@ -138,6 +151,25 @@ fn usage_error(msg: String) -> clap::Error {
 /// The section name of a `--help` heading.
 fn section(heading: &str) -> String {
     heading.to_ascii_lowercase()
+}
+
+/// `train-gnn --config X.yaml`: the reference's path registry (`configs/paths.yaml`), passed
+/// by its submit scripts beside explicit paths. `Some(true)`: ignore it (the paths are given);
+/// `Some(false)`: an error (a path is missing); `None`: not such a file.
+fn reference_registry(command: &str, path: &Path, given: &ArgMatches) -> Option<bool> {
+    let yaml = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    );
+    if command != "train-gnn" || !yaml {
+        return None;
+    }
+    let explicit = |id: &str| given.value_source(id) == Some(ValueSource::CommandLine);
+    Some(
+        ["sc_dir", "morph_root", "results_dir"]
+            .into_iter()
+            .all(explicit),
+    )
 }
 
 fn read_file(path: &Path) -> Result<toml::Table, clap::Error> {

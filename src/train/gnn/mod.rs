@@ -133,11 +133,13 @@ pub struct Split {
 
 /// Loads and splits the cohort; every reader error surfaces here with its file name.
 pub fn prepare(paths: &CohortPaths, how: &Split) -> Result<Prepared> {
+    let table = paths.subject_info_csv.as_ref();
     for (flag, path, dir) in [
-        ("--sc-dir", &paths.sc_dir, true),
-        ("--morph-root", &paths.morph_root, true),
-        ("--subject-info-csv", &paths.subject_info_csv, false),
+        ("--sc-dir", Some(&paths.sc_dir), true),
+        ("--morph-root", Some(&paths.morph_root), true),
+        ("--subject-info-csv", table, false),
     ] {
+        let Some(path) = path else { continue };
         let ok = if dir { path.is_dir() } else { path.is_file() };
         if !ok {
             anyhow::bail!(

@@ -116,10 +116,7 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
     let paths = CohortPaths {
         sc_dir: s.sc_dir.clone().unwrap_or(set.sc_dir.clone()),
         morph_root: s.morph_root.clone().unwrap_or(set.morph_root.clone()),
-        subject_info_csv: s
-            .subject_info_csv
-            .clone()
-            .unwrap_or(set.subject_info_csv.clone()),
+        subject_info_csv: s.subject_info_csv.clone().or(set.subject_info_csv.clone()),
     };
     let prep = prepare(
         &paths,

@@ -61,8 +61,10 @@ pub struct GnnSettings {
     #[arg(long, alias = "morph_root", help_heading = DATA)]
     pub morph_root: PathBuf,
     /// Subject table with `scanid`, `age`, `sex`, `siteid` columns.
+    /// Needed by `clg-ode` (ages and covariates); the baselines run without it (ages = visit
+    /// indices), as the reference's baseline scripts, which take none.
     #[arg(long, alias = "subject_info_csv", help_heading = DATA)]
-    pub subject_info_csv: PathBuf,
+    pub subject_info_csv: Option<PathBuf>,
     /// Cross-validation fold to train (0..cv_folds−1), or −1 for every fold in turn.
     #[arg(long, alias = "cv_fold", default_value_t = -1, allow_negative_numbers = true, help_heading = DATA)]
     pub cv_fold: i64,
@@ -150,6 +152,9 @@ impl GnnSettings {
                 "--innovation-enabled needs --fixed-support (the new edges are added to the fixed \
                  support)"
             );
+        }
+        if self.subject_info_csv.is_none() && self.model_kind == ModelKind::ClgOde {
+            bail!("--subject-info-csv is required for --model clg-ode");
         }
         if self.resume_from.is_some() && self.cv_fold < 0 {
             bail!("--resume-from needs a single fold (--cv-fold >= 0)");

@@ -59,7 +59,10 @@ pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, L
     let layout = MorphLayout::infer(&layout_file, &opts.metrics)?;
     report.morph_layout_file = layout_file.clone();
 
-    let table = read_subject_table(&paths.subject_info_csv)?;
+    let table = match &paths.subject_info_csv {
+        Some(path) => read_subject_table(path)?,
+        None => Default::default(),
+    };
     report.table_duplicate_scan_ids = table.duplicate_scan_ids.clone();
     report.table_unparsable_ages = table.unparsable_ages.clone();
     report.table_rows_without_scanid = table.rows_without_scanid;

@@ -21,12 +21,14 @@ pub use load::load_cohort;
 pub use norm::{NormStats, NormalizedScan};
 pub use report::LoadReport;
 
-/// The three inputs of a cohort (`--sc_dir`, `--morph_root`, `--subject_info_csv`).
+/// The three inputs of a cohort (`--sc_dir`, `--morph_root`, `--subject_info_csv`). Without a
+/// subject table, ages are the visit indices and sex/site unknown (the reference's baselines
+/// read none).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CohortPaths {
     pub sc_dir: PathBuf,
     pub morph_root: PathBuf,
-    pub subject_info_csv: PathBuf,
+    pub subject_info_csv: Option<PathBuf>,
 }
 
 impl CohortPaths {
@@ -36,7 +38,7 @@ impl CohortPaths {
         Self {
             sc_dir: root.join("sc"),
             morph_root: root.join("morph"),
-            subject_info_csv: root.join("subject_info_sc.csv"),
+            subject_info_csv: Some(root.join("subject_info_sc.csv")),
         }
     }
 }
