@@ -38,6 +38,15 @@ fn train(dir: &Path, name: &str, extra: &[&str]) {
 fn same_metrics(run: &Value, eval: &Value, what: &str) {
     for key in ["model", "identity_baseline"] {
         for (name, want) in run[key].as_object().unwrap() {
+            if want.is_null() {
+                // Undefined (new-edge scores without the innovation module): undefined again.
+                assert!(
+                    eval[key][name].is_null(),
+                    "{what} {key}.{name}: {}",
+                    eval[key][name]
+                );
+                continue;
+            }
             let (want, got) = (want.as_f64().unwrap(), eval[key][name].as_f64().unwrap());
             assert!(
                 (want - got).abs() <= 1e-6 * want.abs().max(1e-9),
@@ -154,4 +163,81 @@ fn eval_gnn_reproduces_the_runs_test_metrics() {
         1,
         "something was written"
     );
+}
+
+/// The innovation module's new-edge scores (precision and recall at K_new, AUPRC; the ported
+/// function is checked against the reference's `_innovation_step` in the goldens) reach the test
+/// JSON, `per_subject.csv` and eval-gnn on a cohort where edges appear between scans; the
+/// identity and a run without the module leave them undefined (null, empty cells).
+#[test]
+fn new_edge_scores_with_the_innovation_module_and_null_without() {
+    let t = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/synth_drift_cohort.py"))
+        .args([
+            "--out",
+            "cohort",
+            "--subjects",
+            "20",
+            "--nodes",
+            "30",
+            "--seed",
+            "0",
+        ])
+        .current_dir(t.path())
+        .output()
+        .expect("python3 (scripts/setup.sh installs numpy)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let base = ["--max_epochs", "2", "--fixed_support", "--residual_skip"];
+    let mut with = base.to_vec();
+    with.extend(["--innovation_enabled", "--new_sparse_warmup_epochs", "0"]);
+    train(t.path(), "innovation", &with);
+    train(t.path(), "plain", &base);
+    let keys = [
+        "new_edge_precision_at_knew",
+        "new_edge_recall_at_knew",
+        "new_edge_auprc",
+    ];
+    let run = t.path().join("res/runs/innovation");
+    let test = json(&run.join("test_metrics.json"));
+    for k in keys {
+        let v = test["model"][k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k}: {test}"));
+        assert!((0.0..=1.0).contains(&v), "{k} = {v}");
+        assert!(test["identity_baseline"][k].is_null(), "identity {k}");
+    }
+    let mut csv = csv::Reader::from_path(run.join("per_subject.csv")).unwrap();
+    let header: Vec<String> = csv.headers().unwrap().iter().map(String::from).collect();
+    let col = header
+        .iter()
+        .position(|h| h == "model_new_edge_recall_at_knew")
+        .unwrap();
+    let cells: Vec<String> = csv.records().map(|r| r.unwrap()[col].to_string()).collect();
+    let defined: Vec<f64> = cells
+        .iter()
+        .filter(|c| !c.is_empty())
+        .map(|c| c.parse().unwrap())
+        .collect();
+    assert!(!defined.is_empty(), "{cells:?}");
+    let mean = defined.iter().sum::<f64>() / defined.len() as f64;
+    let want = test["model"]["new_edge_recall_at_knew"].as_f64().unwrap();
+    assert!(
+        (mean - want).abs() < 1e-12,
+        "mean of rows {mean}, aggregate {want}"
+    );
+    let o = run_in(t.path(), &["eval-gnn", run.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    same_metrics(
+        &test,
+        &json(&run.join("eval-test-best/metrics.json")),
+        "innovation",
+    );
+    let plain = json(&t.path().join("res/runs/plain/test_metrics.json"));
+    for k in keys {
+        assert!(
+            plain["model"][k].is_null(),
+            "without the module {k}: {plain}"
+        );
+    }
 }

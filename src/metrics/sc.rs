@@ -52,7 +52,10 @@ metric_struct! {
     /// * `mse_zero`: mean p² over {t_raw ≤ 0}; `mse_new_region`: mean (p − **t_raw**)² over
     ///   {ut(A0) ≤ 0} (raw truth, reference quirk); `mse_zero_strict`: mean p² over
     ///   {ut(A0) ≤ 0 and t_raw ≤ 0}. Each 0 when its set is empty.
-    /// * `new_edge_*`: 0 (only non-zero with the innovation module, which is not ported).
+    /// * `new_edge_precision_at_knew` / `new_edge_recall_at_knew` / `new_edge_auprc`: the
+    ///   innovation module's new-edge scores of a forecast (set by [`ScMetrics::with_new_edges`]);
+    ///   NaN (null in JSON, empty in CSV, N/A in tables) where undefined: no innovation module,
+    ///   the identity, or no true new edge (the reference writes 0). Means skip undefined values.
     ScMetrics {
         sc_log_mse,
         sc_log_mae,
@@ -89,20 +92,45 @@ impl ScMetrics {
             .collect()
     }
 
+    /// These scores with the innovation module's new-edge precision, recall and AUPRC (`None`:
+    /// undefined, NaN).
+    pub fn with_new_edges(mut self, scores: Option<[f64; 3]>) -> Self {
+        let [p, r, a] = scores.unwrap_or([f64::NAN; 3]);
+        self.new_edge_precision_at_knew = p;
+        self.new_edge_recall_at_knew = r;
+        self.new_edge_auprc = a;
+        self
+    }
+
+    /// Whether metric `name` may be undefined (NaN) for a subject and is then left out of means.
+    fn may_be_undefined(name: &str) -> bool {
+        name.starts_with("new_edge_")
+    }
+
     /// Element-wise mean over subjects (all zeros for an empty slice), as the reference averages
-    /// per-subject metrics.
+    /// per-subject metrics; a metric that may be undefined is averaged over the subjects that
+    /// define it (NaN when none does).
     pub fn mean(items: &[ScMetrics]) -> ScMetrics {
         if items.is_empty() {
-            return ScMetrics::default();
+            return ScMetrics::default().with_new_edges(None);
         }
         let mut sum = vec![0.0; Self::NAMES.len()];
+        let mut count = vec![0usize; Self::NAMES.len()];
         for m in items {
-            for (s, v) in sum.iter_mut().zip(m.values()) {
-                *s += v;
+            for (k, v) in m.values().into_iter().enumerate() {
+                if v.is_nan() && Self::may_be_undefined(Self::NAMES[k]) {
+                    continue;
+                }
+                sum[k] += v;
+                count[k] += 1;
             }
         }
-        let n = items.len() as f64;
-        Self::from_values(&sum.iter().map(|s| s / n).collect::<Vec<_>>())
+        let means: Vec<f64> = sum
+            .iter()
+            .zip(&count)
+            .map(|(s, &c)| if c == 0 { f64::NAN } else { s / c as f64 })
+            .collect();
+        Self::from_values(&means)
     }
 }
 
@@ -291,7 +319,7 @@ pub fn sc_metrics(
             .filter(|((_, tr), a)| **a <= 0.0 && **tr <= 0.0)
             .map(|((pv, _), _)| pv * pv),
     );
-    out
+    out.with_new_edges(None)
 }
 
 #[cfg(test)]
@@ -319,7 +347,10 @@ mod tests {
             assert_close(*v, w.as_f64().unwrap(), name);
         }
         assert_eq!(map.len(), 22);
-        assert_eq!(got.new_edge_auprc, 0.0);
+        assert!(
+            got.new_edge_auprc.is_nan(),
+            "undefined without the innovation module"
+        );
     }
 
     #[test]
@@ -376,7 +407,18 @@ mod tests {
         assert_eq!((m.sc_log_mse, m.deg_ks), (2.0, 0.25));
         let json = serde_json::to_value(m).unwrap();
         assert_eq!(json.as_object().unwrap().len(), 22);
-        assert_eq!(ScMetrics::mean(&[]), ScMetrics::default());
+        let empty = ScMetrics::mean(&[]);
+        assert_eq!(empty.sc_log_mse, 0.0);
+        assert!(empty.new_edge_recall_at_knew.is_nan());
+        // New-edge scores: averaged over the subjects that define them; NaN when none does.
+        let c = a.with_new_edges(Some([0.5, 1.0, 0.25]));
+        let d = b.with_new_edges(None);
+        let m = ScMetrics::mean(&[c, d]);
+        assert_eq!((m.sc_log_mse, m.new_edge_precision_at_knew), (2.0, 0.5));
+        assert_eq!(m.new_edge_auprc, 0.25);
+        assert!(ScMetrics::mean(&[d, d]).new_edge_auprc.is_nan());
+        let json = serde_json::to_value(ScMetrics::mean(&[d])).unwrap();
+        assert!(json["new_edge_auprc"].is_null(), "NaN is null in JSON");
     }
 
     #[test]

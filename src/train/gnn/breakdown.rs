@@ -15,6 +15,24 @@ use crate::files::write_atomic;
 use crate::metrics::Skill;
 use crate::metrics::sc::{ScMetrics, sc_metrics};
 
+/// A model's predictions of visit 1 (one per subject, as [`per_subject`] takes them) and, for
+/// CLG-ODE with the innovation module, each forecast's new-edge precision, recall and AUPRC
+/// (empty or `None`: undefined).
+#[derive(Debug, Clone, Default)]
+pub struct Predictions {
+    pub matrices: Vec<Array2<f32>>,
+    pub new_edges: Vec<Option<[f64; 3]>>,
+}
+
+impl From<Vec<Array2<f32>>> for Predictions {
+    fn from(matrices: Vec<Array2<f32>>) -> Self {
+        Self {
+            matrices,
+            new_edges: Vec::new(),
+        }
+    }
+}
+
 /// One test subject's prediction, scored.
 #[derive(Debug, Clone)]
 pub struct SubjectScore {
@@ -40,11 +58,16 @@ pub struct SubjectScore {
 pub fn per_subject(
     data: &FoldData,
     subjects: &[usize],
-    preds: &[Array2<f32>],
+    preds: &Predictions,
     topo_bins: usize,
 ) -> Vec<SubjectScore> {
-    let items: Vec<(usize, &Array2<f32>)> = subjects.iter().copied().zip(preds).collect();
-    par_map(&items, |&(sub, pred)| {
+    let items: Vec<(usize, &Array2<f32>, Option<[f64; 3]>)> = subjects
+        .iter()
+        .zip(&preds.matrices)
+        .enumerate()
+        .map(|(i, (&s, m))| (s, m, preds.new_edges.get(i).copied().flatten()))
+        .collect();
+    par_map(&items, |&(sub, pred, new_edges)| {
         let s = &data.cohort.subjects[sub];
         let scans = &s.scans;
         let (start, target) = (&scans[0], scans.get(1).unwrap_or(&scans[0]));
@@ -66,7 +89,8 @@ pub fn per_subject(
                 target.a_raw.view(),
                 start.a_raw.view(),
                 topo_bins,
-            ),
+            )
+            .with_new_edges(new_edges),
             identity: sc_metrics(
                 start.a_raw.view(),
                 target.a_raw.view(),
@@ -113,7 +137,14 @@ pub fn write_per_subject(path: &Path, rows: &[SubjectScore]) -> Result<()> {
                 u8::from(r.forecast).to_string(),
             ];
             for m in [&r.model, &r.identity] {
-                rec.extend(m.values().iter().map(|v| v.to_string()));
+                // Undefined (NaN) is an empty cell (NaN to pandas).
+                rec.extend(m.values().iter().map(|v| {
+                    if v.is_nan() {
+                        String::new()
+                    } else {
+                        v.to_string()
+                    }
+                }));
             }
             csv.write_record(&rec)?;
         }

@@ -234,7 +234,7 @@ impl<B: AutodiffBackend> Job<B> for DriftJob<B> {
         let (stage, data) = self.fold.as_ref().context("no fold in progress")?;
         let val = &self.prep.folds[*stage].val;
         let preds = self.predict(data, val, &model.host());
-        let v = versus_identity(data, val, &preds, self.settings.topo_bins);
+        let v = versus_identity(data, val, &preds.into(), self.settings.topo_bins);
         let mut head = Row::new();
         head.insert("val_loss".into(), json!(v.model.sc_log_mse));
         let mut detail = Row::new();
@@ -268,7 +268,12 @@ impl<B: AutodiffBackend> Job<B> for DriftJob<B> {
             .context("the best checkpoint has no drift")?
             .data;
         let preds = self.predict(&data, &self.prep.test, &d);
-        let test = versus_identity(&data, &self.prep.test, &preds, self.settings.topo_bins);
+        let test = versus_identity(
+            &data,
+            &self.prep.test,
+            &preds.clone().into(),
+            self.settings.topo_bins,
+        );
         // The test loss of a closed-form forecast is its test sc_log_mse.
         let run = TestRun {
             config: &self.config,
@@ -278,6 +283,6 @@ impl<B: AutodiffBackend> Job<B> for DriftJob<B> {
             test_loss: test.model.sc_log_mse,
         };
         let loss_bins = self.settings.objective.topology.loss_bins;
-        write_test_results(&run, &data, &preds, loss_bins, done.run_dir)
+        write_test_results(&run, &data, &preds.into(), loss_bins, done.run_dir)
     }
 }

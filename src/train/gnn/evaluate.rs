@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::batch::{Mode, Sampling, build};
-use super::breakdown::{SubjectScore, per_subject};
+use super::breakdown::{Predictions, SubjectScore, per_subject};
 use super::columns::val_sc_columns;
 use super::fold_data::FoldData;
 use super::settings::GnnSettings;
@@ -22,12 +22,14 @@ use crate::metrics::Skill;
 use crate::metrics::sc::ScMetrics;
 use crate::metrics::topology::ExactTopology;
 use crate::models::clg_ode::ClgOde;
-use crate::models::clg_ode::objective::Objective;
 use crate::models::clg_ode::objective::predict::decode;
+use crate::models::clg_ode::objective::{Objective, innovation};
 
 /// Predicted A_pred (N×N) of every subject in `subjects`, in order, `chunk` subjects at a time:
 /// the forecast of visit 1 from visit 0 when there is one, else the reconstruction of visit 0;
-/// decoded as in training at epoch `epoch` (evaluation uses `max_epochs`).
+/// decoded as in training at epoch `epoch` (evaluation uses `max_epochs`); with the innovation
+/// module, each forecast's new-edge scores (q of the kept candidates against the true new
+/// edges, as the reference's `_evaluate_sc_metrics`).
 #[allow(clippy::too_many_arguments)]
 pub fn predict_visit1<B: Backend>(
     model: &ClgOde<B>,
@@ -38,14 +40,24 @@ pub fn predict_visit1<B: Backend>(
     chunk: usize,
     epoch: usize,
     device: &B::Device,
-) -> Vec<Array2<f32>> {
+) -> Predictions {
     let n = data.n_nodes();
     let nn = n * n;
-    let mut out = Vec::with_capacity(subjects.len());
+    let mut out = Predictions::default();
     for part in subjects.chunks(chunk.max(1)) {
         let x = build::<ChaCha8Rng>(data, part, Mode::Forecast, epoch, &obj.cfg, sampling);
         let d = decode(obj, model, &x, epoch, device);
         let pred: Vec<f32> = d.a_pred.into_data().convert::<f32>().to_vec().expect("f32");
+        let l_new: Vec<f32> = if d.plans.iter().any(Option::is_some) {
+            d.conn
+                .l_new
+                .into_data()
+                .convert::<f32>()
+                .to_vec()
+                .expect("f32")
+        } else {
+            Vec::new()
+        };
         for b in 0..part.len() {
             // The forecast of subject b if it has one, else its reconstruction (row b).
             let row = x
@@ -53,10 +65,15 @@ pub fn predict_visit1<B: Backend>(
                 .iter()
                 .position(|p| p.b == b && p.forecast)
                 .unwrap_or(b);
-            out.push(
+            out.matrices.push(
                 Array2::from_shape_vec((n, n), pred[row * nn..(row + 1) * nn].to_vec())
                     .expect("n×n"),
             );
+            let cfg = &obj.cfg.innovation;
+            out.new_edges.push(d.plans[row].as_ref().and_then(|plan| {
+                let q = innovation::q_host(plan, &l_new[row * nn..(row + 1) * nn], cfg);
+                innovation::new_edge_metrics(plan, &q, x.target(row), cfg.k_new)
+            }));
         }
     }
     out
@@ -147,7 +164,7 @@ pub struct Versus {
 pub fn versus_identity(
     data: &FoldData,
     subjects: &[usize],
-    preds: &[Array2<f32>],
+    preds: &Predictions,
     topo_bins: usize,
 ) -> Versus {
     let t = test_metrics(data, subjects, preds, topo_bins);
@@ -195,7 +212,7 @@ fn start_and_truth(data: &FoldData, sub: usize) -> (&Array2<f32>, &Array2<f32>, 
 pub fn test_metrics(
     data: &FoldData,
     subjects: &[usize],
-    preds: &[Array2<f32>],
+    preds: &Predictions,
     topo_bins: usize,
 ) -> TestMetrics {
     TestMetrics::of(&per_subject(data, subjects, preds, topo_bins))

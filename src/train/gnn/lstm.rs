@@ -320,7 +320,7 @@ impl<B: AutodiffBackend> Job<B> for VectorLstmJob<B> {
         let bs = self.settings.batch_size;
         let val_loss = eval_loss(model, data, val, bs, ctx.device);
         let preds = predict(model, data, val, bs, ctx.device);
-        let v = versus_identity(data, val, &preds, self.settings.topo_bins);
+        let v = versus_identity(data, val, &preds.into(), self.settings.topo_bins);
         let mut head = Row::new();
         head.insert("val_loss".into(), json!(val_loss));
         let mut detail = Row::new();
@@ -371,6 +371,6 @@ impl<B: AutodiffBackend> Job<B> for VectorLstmJob<B> {
             test_loss,
         };
         let loss_bins = self.settings.objective.topology.loss_bins;
-        write_test_results(&run, &data, &preds, loss_bins, done.run_dir)
+        write_test_results(&run, &data, &preds.into(), loss_bins, done.run_dir)
     }
 }

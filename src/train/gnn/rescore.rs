@@ -8,10 +8,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use burn::tensor::backend::AutodiffBackend;
-use ndarray::Array2;
 use serde_json::json;
 
-use super::breakdown::{per_subject, strata, write_per_subject};
+use super::breakdown::{Predictions, per_subject, strata, write_per_subject};
 use super::config::GnnConfig;
 use super::evaluate::{TestMetrics, exact_topology, predict_visit1};
 use super::fold_data::FoldData;
@@ -145,7 +144,12 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
     let preds = backend::dispatch_checked(placement, job)?;
     let rows = per_subject(&data, &subjects, &preds, set.topo_bins);
     let metrics = TestMetrics::of(&rows);
-    let exact = exact_topology(&data, &subjects, &preds, set.objective.topology.loss_bins);
+    let exact = exact_topology(
+        &data,
+        &subjects,
+        &preds.matrices,
+        set.objective.topology.loss_bins,
+    );
     let mut m = serde_json::to_value(&metrics)?;
     if let serde_json::Value::Object(o) = &mut m {
         o.insert("exact_topology".into(), serde_json::to_value(&exact)?);
@@ -182,7 +186,7 @@ struct Rescore<'a> {
 }
 
 impl BackendJob for Rescore<'_> {
-    type Output = Vec<Array2<f32>>;
+    type Output = Predictions;
     fn run<B: AutodiffBackend>(self, device: B::Device, _p: Placement) -> Result<Self::Output> {
         let set = &self.config.settings;
         let weights = self.ck.with_prefix("model");
@@ -208,7 +212,8 @@ impl BackendJob for Rescore<'_> {
                             None => scans[0].a_raw.clone(),
                         }
                     })
-                    .collect())
+                    .collect::<Vec<_>>()
+                    .into())
             }
             ModelKind::Gcn => {
                 let model = params::load(
@@ -216,13 +221,10 @@ impl BackendJob for Rescore<'_> {
                     &weights,
                     &device,
                 )?;
-                Ok(super::gcn::predict(
-                    &model,
-                    self.data,
-                    self.subjects,
-                    set.batch_size,
-                    &device,
-                ))
+                Ok(
+                    super::gcn::predict(&model, self.data, self.subjects, set.batch_size, &device)
+                        .into(),
+                )
             }
             ModelKind::VectorLstm => {
                 let n = self.data.n_nodes();
@@ -235,13 +237,10 @@ impl BackendJob for Rescore<'_> {
                     &weights,
                     &device,
                 )?;
-                Ok(super::lstm::predict(
-                    &model,
-                    self.data,
-                    self.subjects,
-                    set.batch_size,
-                    &device,
-                ))
+                Ok(
+                    super::lstm::predict(&model, self.data, self.subjects, set.batch_size, &device)
+                        .into(),
+                )
             }
             ModelKind::ClgOde => {
                 let model = params::load(

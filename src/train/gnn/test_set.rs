@@ -6,11 +6,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use burn::prelude::*;
-use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::breakdown::{per_subject, strata, write_per_subject};
+use super::breakdown::{Predictions, per_subject, strata, write_per_subject};
 use super::evaluate::{TestMetrics, exact_topology, predict_visit1};
 use super::fold_data::FoldData;
 use super::step::eval_loss;
@@ -164,7 +163,7 @@ pub struct TestRun<'a> {
 pub fn write_test_results(
     r: &TestRun<'_>,
     data: &FoldData,
-    preds: &[Array2<f32>],
+    preds: &Predictions,
     loss_bins: usize,
     run_dir: &Path,
 ) -> Result<()> {
@@ -175,7 +174,7 @@ pub fn write_test_results(
     let test = TestMetrics::of(&rows);
     write_per_subject(&run_dir.join("per_subject.csv"), &rows)?;
     write_json(&run_dir.join("strata.json"), &strata(&rows))?;
-    let exact = exact_topology(data, &prep.test, preds, loss_bins);
+    let exact = exact_topology(data, &prep.test, &preds.matrices, loss_bins);
     let mut test_json = serde_json::to_value(&test)?;
     if let Value::Object(m) = &mut test_json {
         m.insert("exact_topology".into(), serde_json::to_value(&exact)?);

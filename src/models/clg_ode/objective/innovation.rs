@@ -141,13 +141,26 @@ pub fn terms<B: Backend>(
     }
 }
 
+/// q = g·σ((ℓ_new − δ)/τ) of the plan's candidates, on the host (`l_new`: the forecast's
+/// row-major N×N logits), as [`terms`] computes it on the device.
+pub fn q_host(plan: &Plan, l_new: &[f32], cfg: &InnovationConfig) -> Vec<f32> {
+    plan.cand
+        .iter()
+        .map(|&c| {
+            let z = (f64::from(l_new[c]) - plan.delta) / cfg.tau;
+            (plan.gate / (1.0 + (-z).exp())) as f32
+        })
+        .collect()
+}
+
 /// New-edge precision and recall at K and AUPRC over the pool (score q on the candidates, 0
-/// elsewhere), for the SC metrics; all 0 when the pool has no true new edge.
-pub fn new_edge_metrics(plan: &Plan, q: &[f32], target: &[f32], k_new: usize) -> [f64; 3] {
+/// elsewhere), for the SC metrics; `None` (undefined) when the pool has no true new edge (the
+/// reference writes 0 there).
+pub fn new_edge_metrics(plan: &Plan, q: &[f32], target: &[f32], k_new: usize) -> Option<[f64; 3]> {
     let labels: Vec<bool> = plan.pool.iter().map(|&c| target[c] > 0.0).collect();
     let positives = labels.iter().filter(|&&y| y).count();
     if positives == 0 {
-        return [0.0; 3];
+        return None;
     }
     let score: Vec<f64> = plan
         .pool
@@ -163,9 +176,9 @@ pub fn new_edge_metrics(plan: &Plan, q: &[f32], target: &[f32], k_new: usize) ->
     let mut order: Vec<usize> = (0..score.len()).collect();
     order.sort_by(|&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
     let hits = order[..k].iter().filter(|&&i| labels[i]).count() as f64;
-    [
+    Some([
         hits / k.max(1) as f64,
         hits / positives as f64,
         average_precision(&score, &labels),
-    ]
+    ])
 }

@@ -373,7 +373,14 @@ fn innovation_gate_plan_and_losses() {
         let q: Vec<f32> = terms.q.into_data().to_vec().unwrap();
         let q_mean = q.iter().map(|&x| x as f64).sum::<f64>() / q.len() as f64;
         close(q_mean, num(&out["new_q_mean"]), 1e-4, "q_mean");
-        let m = innovation::new_edge_metrics(&plan, &q, &truth, c.innovation.k_new);
+        // The host q the evaluation scores with equals the device's.
+        let qh = innovation::q_host(&plan, &l_new, &c.innovation);
+        for (a, b) in q.iter().zip(&qh) {
+            close(f64::from(*a), f64::from(*b), 1e-6, "q_host");
+        }
+        // Undefined (no true new edge in the pool): the reference writes 0, we write null.
+        let m =
+            innovation::new_edge_metrics(&plan, &q, &truth, c.innovation.k_new).unwrap_or([0.0; 3]);
         close(
             m[0],
             num(&out["new_edge_precision_at_knew"]),
