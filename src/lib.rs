@@ -41,6 +41,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::TrainGnn(args) => train::gnn::run(args.resolve()?),
         Command::Eval(args) => eval::run(args).map(|_| ExitCode::SUCCESS),
         Command::EvalGnn(s) => train::gnn::rescore::run(s).map(|_| ExitCode::SUCCESS),
+        Command::Predict(s) => train::gnn::predict::run(s).map(|_| ExitCode::SUCCESS),
+        Command::PlotSc(s) => train::gnn::plot_sc::run(s).map(|_| ExitCode::SUCCESS),
         Command::Bench(args) => bench::mnist::run(args).map(|_| ExitCode::SUCCESS),
         Command::Plot(a) => {
             outputs::curves::plot_runs(&a.runs, &a.metric, &a.out)?;

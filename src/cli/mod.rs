@@ -37,6 +37,12 @@ pub enum Command {
     /// Re-score a train-gnn run without retraining: its model and a checkpoint on the test (or
     /// validation) subjects; writes metrics.json, per_subject.csv and strata.json.
     EvalGnn(crate::train::gnn::rescore::EvalGnnSettings),
+    /// Predicted connectomes of a train-gnn run's model as CSV matrices (the input format) with
+    /// an index predictions.csv: the next visit, an age, a Δt or a trajectory of ages.
+    Predict(crate::train::gnn::predict::PredictSettings),
+    /// Heatmaps of a subject's truth, prediction, identity and errors (or, with --strata, the
+    /// skill per Δt/horizon stratum) of a train-gnn run, as PNG or SVG.
+    PlotSc(crate::train::gnn::plot_sc::PlotScSettings),
     /// Throughput benchmarks over every compiled backend and usable device.
     Bench(crate::bench::BenchSettings),
     /// Overlay the curves of several runs (metrics.jsonl) in one SVG or PNG image.

@@ -3,17 +3,15 @@
 //! system font library is needed).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
-use std::sync::Once;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, bail};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value;
 
+use super::figure::{Figure, plot_err, render_figure};
 use super::metrics::Row;
-use crate::files::write_atomic;
 
 /// One chart of `curves.svg`: metrics columns against the epoch.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,55 +125,19 @@ const WIDTH: u32 = 900;
 /// Draws `charts` one above the other into `out`: SVG, or PNG when `out` ends in `.png`.
 /// Written atomically.
 pub fn render(charts: &[Chart], out: &Path) -> Result<()> {
-    register_font();
-    let size = (WIDTH, PANEL_HEIGHT * charts.len().max(1) as u32);
-    let ext = out
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    match ext.as_deref() {
-        Some("svg") => {
-            let mut svg = String::new();
-            {
-                let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-                draw(&root, charts)?;
-                root.present().map_err(plot_err)?;
-            }
-            write_atomic(out, |w| Ok(w.write_all(svg.as_bytes())?))
-        }
-        Some("png") => {
-            let mut rgb = vec![0u8; (size.0 * size.1 * 3) as usize];
-            {
-                let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
-                draw(&root, charts)?;
-                root.present().map_err(plot_err)?;
-            }
-            write_atomic(out, |w| {
-                use image::ImageEncoder;
-                image::codecs::png::PngEncoder::new(w)
-                    .write_image(&rgb, size.0, size.1, image::ColorType::Rgb8)
-                    .context("PNG encoding failed")
-            })
-        }
-        _ => bail!("{}: the plot file must end in .svg or .png", out.display()),
+    render_figure(&Charts(charts), out)
+}
+
+/// Charts one above the other.
+struct Charts<'a>(&'a [Chart]);
+
+impl Figure for Charts<'_> {
+    fn size(&self) -> (u32, u32) {
+        (WIDTH, PANEL_HEIGHT * self.0.len().max(1) as u32)
     }
-}
-
-/// Text needs a font (to measure it in SVG, to draw it in PNG): DejaVu Sans, embedded in the
-/// binary.
-fn register_font() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = plotters::style::register_font(
-            "sans-serif",
-            FontStyle::Normal,
-            dejavu::sans::regular(),
-        );
-    });
-}
-
-fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
-    anyhow!("drawing the plot failed: {e:?}")
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, _: bool) -> Result<()> {
+        draw(root, self.0)
+    }
 }
 
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, charts: &[Chart]) -> Result<()> {

@@ -3,5 +3,7 @@
 
 pub mod compare;
 pub mod curves;
+pub mod figure;
+pub mod heatmap;
 pub mod metrics;
 pub mod rundir;

@@ -278,6 +278,49 @@ pub fn build<R: Rng>(
     x
 }
 
+/// The clean forecasts of every subject of `subjects` from its visit 0 over `dts[b]` years (any
+/// Δt ≥ 0, also for one-scan subjects): the [`Mode::Forecast`] batch with its trajectories
+/// replaced. The target of a forecast (used only by the innovation module's plan) is the visit
+/// whose Δt it is, when `targets[b]` names one, else an empty matrix.
+pub fn forecasts_at(
+    data: &FoldData,
+    subjects: &[usize],
+    dts: &[f64],
+    targets: &[Option<usize>],
+    obj: &ObjectiveConfig,
+    s: &Sampling,
+) -> ObjectiveInput {
+    let mut x = build::<rand_chacha::ChaCha8Rng>(data, subjects, Mode::Forecast, 0, obj, s);
+    let nn = x.n * x.n;
+    let (f, nb) = (x.f, x.nb);
+    x.preds.truncate(nb);
+    x.target_raw.truncate(nb * nn);
+    x.target_x.truncate(nb * x.n * f);
+    x.start_log.truncate(nb * nn);
+    x.traj_src.clear();
+    x.traj_dt.clear();
+    x.vel.clear();
+    x.acc.clear();
+    for (b, (&sub, (&dt, target))) in subjects.iter().zip(dts.iter().zip(targets)).enumerate() {
+        let scans = data.scans(sub);
+        x.traj_src.push(b as i64);
+        x.traj_dt.push(dt as f32);
+        match target {
+            Some(t) => x.target_raw.extend_from_slice(slice2(&scans[*t].a_raw)),
+            None => x.target_raw.extend(std::iter::repeat_n(0.0, nn)),
+        }
+        x.target_x.extend_from_slice(slice2(&data.x[sub][0]));
+        scans[0].log_into(&mut x.start_log);
+        x.preds.push(Pred {
+            b,
+            weight: 1.0,
+            t: dt as f32,
+            forecast: true,
+        });
+    }
+    x
+}
+
 /// The reconstruction input of visit `i` of subject `sub`: edge dropout on the log SC and
 /// Gaussian noise on the z-scored morphology.
 fn augmented(

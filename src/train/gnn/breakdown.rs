@@ -61,7 +61,7 @@ pub fn per_subject(
     preds: &Predictions,
     topo_bins: usize,
 ) -> Vec<SubjectScore> {
-    let items: Vec<(usize, &Array2<f32>, Option<[f64; 3]>)> = subjects
+    let items: Vec<_> = subjects
         .iter()
         .zip(&preds.matrices)
         .enumerate()

@@ -10,7 +10,7 @@ use ndarray::Array2;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::batch::{Mode, Sampling, build};
+use super::batch::{Mode, Sampling, build, forecasts_at};
 use super::breakdown::{Predictions, SubjectScore, per_subject};
 use super::columns::val_sc_columns;
 use super::fold_data::FoldData;
@@ -41,11 +41,54 @@ pub fn predict_visit1<B: Backend>(
     epoch: usize,
     device: &B::Device,
 ) -> Predictions {
-    let n = data.n_nodes();
-    let nn = n * n;
+    predict_with(model, obj, subjects, chunk, epoch, device, |part, _| {
+        build::<ChaCha8Rng>(data, part, Mode::Forecast, epoch, &obj.cfg, sampling)
+    })
+}
+
+/// The forecast of every subject of `subjects` from its visit 0 over `dts[i]` years (any
+/// Δt ≥ 0; `targets[i]`: the visit it is scored against, if any), decoded at `epoch`.
+#[allow(clippy::too_many_arguments)]
+pub fn predict_at<B: Backend>(
+    model: &ClgOde<B>,
+    obj: &Objective,
+    data: &FoldData,
+    sampling: &Sampling,
+    subjects: &[usize],
+    dts: &[f64],
+    targets: &[Option<usize>],
+    epoch: usize,
+    device: &B::Device,
+) -> Predictions {
+    predict_with(model, obj, subjects, 8, epoch, device, |part, at| {
+        let range = at..at + part.len();
+        forecasts_at(
+            data,
+            part,
+            &dts[range.clone()],
+            &targets[range],
+            &obj.cfg,
+            sampling,
+        )
+    })
+}
+
+/// Decodes the batches `input(part, offset)` builds for `subjects`, `chunk` at a time, and keeps
+/// each subject's forecast (else its reconstruction) with its new-edge scores.
+fn predict_with<B: Backend>(
+    model: &ClgOde<B>,
+    obj: &Objective,
+    subjects: &[usize],
+    chunk: usize,
+    epoch: usize,
+    device: &B::Device,
+    input: impl Fn(&[usize], usize) -> crate::models::clg_ode::objective::ObjectiveInput,
+) -> Predictions {
     let mut out = Predictions::default();
-    for part in subjects.chunks(chunk.max(1)) {
-        let x = build::<ChaCha8Rng>(data, part, Mode::Forecast, epoch, &obj.cfg, sampling);
+    for (c, part) in subjects.chunks(chunk.max(1)).enumerate() {
+        let x = input(part, c * chunk.max(1));
+        let nn = x.n * x.n;
+        let n = x.n;
         let d = decode(obj, model, &x, epoch, device);
         let pred: Vec<f32> = d.a_pred.into_data().convert::<f32>().to_vec().expect("f32");
         let l_new: Vec<f32> = if d.plans.iter().any(Option::is_some) {

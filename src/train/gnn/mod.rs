@@ -45,8 +45,11 @@ mod job;
 mod lstm;
 #[cfg(test)]
 mod lstm_golden;
+pub mod plot_sc;
 mod porcelain;
+pub mod predict;
 pub mod rescore;
+mod saved_run;
 mod settings;
 pub mod step;
 mod sums;

@@ -1,0 +1,73 @@
+//! A figure drawn with plotters into a file: SVG, or PNG with an embedded font (no system font
+//! library is needed), written atomically.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::{Context, Result, anyhow, bail};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::files::write_atomic;
+
+/// Something drawn on one canvas.
+pub trait Figure {
+    /// Width and height in pixels.
+    fn size(&self) -> (u32, u32);
+    /// Draws onto `root`; `vector`: the file is an SVG (a figure may draw less detail there).
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, vector: bool) -> Result<()>;
+}
+
+/// Draws `fig` into `out`: SVG, or PNG when `out` ends in `.png`.
+pub fn render_figure<F: Figure>(fig: &F, out: &Path) -> Result<()> {
+    register_font();
+    let size = fig.size();
+    let ext = out
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => {
+            let mut svg = String::new();
+            {
+                let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+                fig.draw(&root, true)?;
+                root.present().map_err(plot_err)?;
+            }
+            write_atomic(out, |w| Ok(w.write_all(svg.as_bytes())?))
+        }
+        Some("png") => {
+            let mut rgb = vec![0u8; (size.0 * size.1 * 3) as usize];
+            {
+                let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+                fig.draw(&root, false)?;
+                root.present().map_err(plot_err)?;
+            }
+            write_atomic(out, |w| {
+                use image::ImageEncoder;
+                image::codecs::png::PngEncoder::new(w)
+                    .write_image(&rgb, size.0, size.1, image::ColorType::Rgb8)
+                    .context("PNG encoding failed")
+            })
+        }
+        _ => bail!("{}: the plot file must end in .svg or .png", out.display()),
+    }
+}
+
+/// Text needs a font (to measure it in SVG, to draw it in PNG): DejaVu Sans, embedded in the
+/// binary.
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            dejavu::sans::regular(),
+        );
+    });
+}
+
+pub fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow!("drawing the plot failed: {e:?}")
+}
