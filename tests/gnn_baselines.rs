@@ -391,3 +391,67 @@ fn the_reference_submit_scripts_command_lines_run() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("configs/paths.yaml"), "{}", stderr(&o));
 }
+
+/// `--preset drift-residual`: CLG-ODE's residual starts from the linear-drift forecast and is
+/// evaluated before training; when training never beats it (here: a min-delta no improvement
+/// reaches) the run's test forecast is the linear drift's, metric for metric, and eval-gnn
+/// (which refits the fold's drift) reproduces it.
+#[test]
+fn drift_residual_keeps_the_linear_drift_unless_training_beats_it() {
+    let t = tempfile::tempdir().unwrap();
+    python_cohort(t.path(), "synth_drift_cohort.py", "drift");
+    let drift = drift_run(t.path(), "drift");
+    let o = run_in(
+        t.path(),
+        &[
+            "train-gnn",
+            "--sc_dir",
+            "drift/sc",
+            "--morph_root",
+            "drift/morph",
+            "--subject_info_csv",
+            "drift/subject_info_sc.csv",
+            "--results_dir",
+            "res",
+            "--cv_fold",
+            "0",
+            "--preset",
+            "drift-residual",
+            "--max_epochs",
+            "2",
+            "--min_delta",
+            "10",
+            "--run-name",
+            "dh",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("before training"), "{}", stderr(&o));
+    let run = t.path().join("res/runs/dh");
+    let results = json(&run.join("clg_ode_results.json"));
+    assert_eq!(results["cv_folds"][0]["best_epoch"], 0, "{results}");
+    let test = json(&run.join("test_metrics.json"));
+    for key in [
+        "sc_log_mse",
+        "sc_log_pearson",
+        "sc_log_pearson_sparse",
+        "ecc_l2",
+    ] {
+        let (a, b) = (
+            test["model"][key].as_f64().unwrap(),
+            drift["model"][key].as_f64().unwrap(),
+        );
+        assert!(
+            (a - b).abs() <= 1e-5 * b.abs().max(1e-6),
+            "{key}: drift-residual {a}, linear drift {b}"
+        );
+    }
+    let o = run_in(t.path(), &["eval-gnn", run.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let eval = json(&run.join("eval-test-best/metrics.json"));
+    let (a, b) = (
+        eval["model"]["sc_log_mse"].as_f64().unwrap(),
+        test["model"]["sc_log_mse"].as_f64().unwrap(),
+    );
+    assert!((a - b).abs() <= 1e-6 * b, "eval-gnn {a}, run {b}");
+}

@@ -3,11 +3,18 @@
 //! it is), layered under the configuration file and the command line.
 
 /// `(command, name, the file's text)`.
-const PRESETS: &[(&str, &str, &str)] = &[(
-    "train-gnn",
-    "residual",
-    include_str!("../../presets/train-gnn.residual.toml"),
-)];
+const PRESETS: &[(&str, &str, &str)] = &[
+    (
+        "train-gnn",
+        "residual",
+        include_str!("../../presets/train-gnn.residual.toml"),
+    ),
+    (
+        "train-gnn",
+        "drift-residual",
+        include_str!("../../presets/train-gnn.drift-residual.toml"),
+    ),
+];
 
 /// What a preset is: its leading comment lines.
 fn what(text: &str) -> String {

@@ -56,6 +56,9 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         mut model: J::Model,
     ) -> Result<(J::Model, Option<ExitCode>)> {
         let stage_index = pos.stage;
+        if ctx.spec.validate_initial && pos.epoch == 0 && pos.epoch_items == 0 {
+            self.validate_initial(ctx, pos, &model)?;
+        }
         while pos.stage == stage_index {
             let (m, end) = self.train_epoch(ctx, pos, model)?;
             model = m;

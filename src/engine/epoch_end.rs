@@ -12,7 +12,7 @@ use super::epoch::{StageRun, Trained, Weights};
 use super::progress::fmt_secs;
 use super::run::Ctx;
 use super::state::{Position, StageResult};
-use super::{EpochCtx, Job};
+use super::{EpochCtx, Job, JobSpec};
 use crate::outputs::curves;
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
@@ -76,19 +76,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         if ctx.main() {
             let weights = params::collect(&valid);
             let model_file = |path: &std::path::Path, weights: &Weights| -> Result<()> {
-                let mut ck = Checkpoint::default();
-                for (name, t) in weights {
-                    ck.floats.insert(format!("model.{name}"), t.clone());
-                }
-                if let Some(f) = &files {
-                    ck.metadata.extend(f.metadata.clone());
-                }
-                ck.metadata.insert("model".into(), spec.model_name.into());
-                ck.metadata.insert("epoch".into(), (epoch + 1).to_string());
-                if let (Some(m), Some(v)) = (&spec.monitor, monitored) {
-                    ck.metadata.insert(m.metric.clone(), v.to_string());
-                }
-                ck.save(path)
+                self.model_file(&spec, path, weights, epoch + 1, monitored)
             };
             if improved && let Some(p) = &best_path {
                 model_file(p, &weights)?;
@@ -179,6 +167,82 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                         .map_or(0, |s| s.epochs_run - s.best_epoch)
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// Writes a model-only file: `weights`, the stage's metadata, the model name, the 1-based
+    /// `epoch` (0: before training) and the monitored value.
+    fn model_file(
+        &self,
+        spec: &JobSpec,
+        path: &std::path::Path,
+        weights: &Weights,
+        epoch: usize,
+        monitored: Option<f64>,
+    ) -> Result<()> {
+        let mut ck = Checkpoint::default();
+        for (name, t) in weights {
+            ck.floats.insert(format!("model.{name}"), t.clone());
+        }
+        if let Some(f) = &self.stage.model_file {
+            ck.metadata.extend(f.metadata.clone());
+        }
+        ck.metadata.insert("model".into(), spec.model_name.into());
+        ck.metadata.insert("epoch".into(), epoch.to_string());
+        if let (Some(m), Some(v)) = (&spec.monitor, monitored) {
+            ck.metadata.insert(m.metric.clone(), v.to_string());
+        }
+        ck.save(path)
+    }
+
+    /// With [`JobSpec::validate_initial`]: the model as initialised is evaluated before the
+    /// stage's first epoch and is the first candidate for the best model (epoch 0), so that
+    /// training keeps only what beats the starting point (no metrics row: it trained nothing).
+    pub(super) fn validate_initial(
+        &mut self,
+        ctx: &mut Ctx<'_, B>,
+        pos: &mut Position,
+        model: &J::Model,
+    ) -> Result<()> {
+        let spec = ctx.spec.clone();
+        let Some(m) = &spec.monitor else {
+            return Ok(());
+        };
+        let valid = model.valid();
+        let eval = self.job.end_epoch(
+            &valid,
+            &J::Epoch::default(),
+            &EpochCtx {
+                stage: pos.stage,
+                epoch: 0,
+                device: ctx.device,
+                comm: ctx.comm,
+            },
+        )?;
+        let Some(value) = eval.get(&m.metric) else {
+            anyhow::bail!(
+                "early-stopping metric `{}` is not one this job evaluates",
+                m.metric
+            );
+        };
+        pos.monitor.record(m, value, 0);
+        if ctx.main() {
+            let weights = params::collect(&valid);
+            if let Some(f) = &self.stage.model_file {
+                let path = ctx
+                    .run_dir
+                    .join("checkpoints")
+                    .join(format!("{}_best.safetensors", f.stem));
+                self.model_file(&spec, &path, &weights, 0, Some(value))?;
+            }
+            self.best = Some(weights);
+            eprintln!(
+                "{} {}before training: {} (best)",
+                ctx.tag,
+                self.label(),
+                eval.summary
+            );
         }
         Ok(())
     }

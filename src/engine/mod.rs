@@ -90,6 +90,9 @@ pub struct JobSpec {
     pub epoch_checkpoints: bool,
     /// The panels of `curves.svg`.
     pub plot: Vec<Panel>,
+    /// Evaluate the model as initialised before each stage's first epoch and keep it as the
+    /// best unless training beats it (for models that start at a fitted baseline).
+    pub validate_initial: bool,
     /// The resolved configuration, written to `args.json` and into every checkpoint.
     pub config: Value,
     /// The settings a resumed run must share with its checkpoint.

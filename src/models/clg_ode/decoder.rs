@@ -37,6 +37,13 @@ pub struct DecoderConfig {
     #[arg(long, alias = "residual_scale_init", default_value_t = 1.0)]
     #[serde(default = "one")]
     pub residual_scale_init: f64,
+    /// The residual starts from the linear-drift forecast instead of the start visit: log A0 +
+    /// Δt·d, d the per-edge population drift fitted in closed form on the fold's training
+    /// subjects (as `--model linear-drift`, fixed, on every edge), and the support is that
+    /// forecast's (not a reference flag; needs --residual-skip).
+    #[arg(long, alias = "drift_head")]
+    #[serde(default)]
+    pub drift_head: bool,
 }
 
 fn one() -> f64 {
@@ -64,6 +71,23 @@ pub struct Start<B: Backend> {
     pub a0_log: Tensor<B, 3>,
     /// [B].
     pub t: Tensor<B, 1>,
+    /// The population drift per year `[1, N, N]` (`--drift-head`), or none.
+    pub drift: Option<Tensor<B, 3>>,
+}
+
+impl<B: Backend> Start<B> {
+    /// The residual's base in the log domain `[B, N, N]`: log A0, or max(log A0 + Δt·d, 0)
+    /// with the drift head.
+    pub fn base(&self) -> Tensor<B, 3> {
+        match &self.drift {
+            None => self.a0_log.clone(),
+            Some(d) => {
+                let [b, n, _] = self.a0_log.dims();
+                let step = d.clone().expand([b, n, n]) * self.t.clone().reshape([b, 1, 1]);
+                (self.a0_log.clone() + step).clamp_min(0.0)
+            }
+        }
+    }
 }
 
 /// Inner-product connection decoder. All ten calibration scalars of the reference are kept (so
@@ -158,20 +182,21 @@ impl<B: Backend> ConnDecoder<B> {
                 let r = (s * sc(&self.residual_scale) + sc(&self.residual_bias))
                     .tanh()
                     .mul_scalar(cfg.residual_cap);
-                let support = st.a0_log.clone().greater_elem(0.0).float();
+                let base = st.base();
+                let support = base.clone().greater_elem(0.0).float();
                 let gate = if cfg.residual_no_dt_gate {
                     Tensor::<B, 1>::ones([b], &r.device())
                 } else {
                     st.t.clone() / st.t.clone().add_scalar(cfg.residual_tau)
                 };
                 let step = r * support * gate.reshape([b, 1, 1]);
-                zero_diagonal((st.a0_log.clone() + step).exp().sub_scalar(1.0))
+                zero_diagonal((base + step).exp().sub_scalar(1.0))
             }
             _ => w_new.clone(),
         };
         let a_pred = match (cfg.fixed_support, start) {
             (true, Some(st)) => {
-                let support = st.a0_log.clone().greater_elem(0.0).float();
+                let support = st.base().greater_elem(0.0).float();
                 zero_diagonal(weight.clone().clamp_min(0.0) * support)
             }
             _ => sigmoid(logit.clone()) * weight.clone().clamp_min(0.0),

@@ -237,6 +237,7 @@ impl<B: Backend> ClgOde<B> {
                 let start = Start {
                     a0_log: a_log.clone(),
                     t,
+                    drift: None,
                 };
                 self.decode(z.clone(), Some(&start))
             })

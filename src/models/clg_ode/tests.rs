@@ -362,3 +362,64 @@ fn clg_rk4_limits_and_batching() {
         );
     }
 }
+
+/// `--drift-head` with the residual started at ρ = 0 predicts exactly the linear-drift forecast
+/// (`--drift-support all`): what `--preset drift-residual` keeps unless training beats it.
+#[test]
+fn drift_head_at_rest_is_the_linear_drift_forecast() {
+    use crate::models::linear_drift::{DriftSupport, forecast};
+    let n = 7;
+    let cfg = DecoderConfig {
+        residual_skip: true,
+        fixed_support: true,
+        residual_scale_init: 0.0,
+        drift_head: true,
+        ..DecoderConfig::default()
+    };
+    let decoder = ConnDecoder::<B>::with_residual_scale(0.0, &dev());
+    // A sparse start scan: some absent edges, which a positive drift creates.
+    let a0: Vec<f32> = host(random([1, n, n], 4))
+        .iter()
+        .map(|v| if *v < 0.0 { 0.0 } else { 3.0 * v })
+        .collect();
+    let a0 = ndarray::Array2::from_shape_vec((n, n), a0).unwrap();
+    let a0 = (&a0 + &a0.t()).mapv(|v| v * 0.5);
+    let drift: Vec<f32> = host(random([1, n, n], 6)).iter().map(|v| 0.3 * v).collect();
+    let drift = {
+        let d = ndarray::Array2::from_shape_vec((n, n), drift).unwrap();
+        (&d + &d.t()).mapv(|v| v * 0.5)
+    };
+    let dt = 2.5f32;
+    let start = Start {
+        a0_log: Tensor::from_data(
+            TensorData::new(a0.mapv(f32::ln_1p).iter().copied().collect(), [1, n, n]),
+            &dev(),
+        ),
+        t: Tensor::from_floats([dt], &dev()),
+        drift: Some(Tensor::from_data(
+            TensorData::new(drift.iter().copied().collect(), [1, n, n]),
+            &dev(),
+        )),
+    };
+    let z = random([1, n, 4], 8);
+    let out = decoder.forward(z, &cfg, Some(&start));
+    let want = forecast(
+        &a0,
+        &drift.iter().copied().collect::<Vec<_>>(),
+        dt as f64,
+        DriftSupport::All,
+    );
+    let mut want = want;
+    for i in 0..n {
+        want[(i, i)] = 0.0;
+    }
+    let created = (0..n * n)
+        .filter(|&k| a0.as_slice().unwrap()[k] == 0.0 && want.as_slice().unwrap()[k] > 0.0)
+        .count();
+    assert!(created > 0, "the fixture has edges the drift creates");
+    assert_all_close(
+        &host(out.a_pred),
+        want.as_slice().unwrap(),
+        "drift head at rest vs linear drift",
+    );
+}

@@ -27,6 +27,28 @@ use crate::engine::{
 };
 use crate::models::linear_drift::{DriftStats, LinearDrift, MODEL_NAME, forecast};
 
+/// The closed-form population drift per year (row-major N×N) of the consecutive visit pairs of
+/// `subjects` (what `--model linear-drift` fits; CLG-ODE's `--drift-head` starts from it).
+pub fn fit_population_drift(data: &FoldData, subjects: &[usize]) -> Vec<f32> {
+    let n = data.n_nodes();
+    let mut s = DriftStats {
+        xy: vec![0.0; n * n],
+        yy: vec![0.0; n * n],
+        ..Default::default()
+    };
+    for &sub in subjects {
+        let scans = data.scans(sub);
+        for v in 1..scans.len() {
+            s.add_pair(
+                &scans[v - 1].a_raw,
+                &scans[v].a_raw,
+                delta_t(scans, v - 1, v),
+            );
+        }
+    }
+    s.drift()
+}
+
 /// One step's (or an epoch's) statistics of the fit.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DriftSums(pub DriftStats);
@@ -102,6 +124,7 @@ impl<B: AutodiffBackend> DriftJob<B> {
             unit: "subjects",
             cpu_columns: true,
             epoch_checkpoints: false,
+            validate_initial: false,
             plot: vec![Panel::new(
                 "validation sc_log_mse",
                 &["val_sc_log_mse"],

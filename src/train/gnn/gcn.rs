@@ -160,6 +160,7 @@ impl<B: AutodiffBackend> GcnJob<B> {
             unit: "subjects",
             cpu_columns: true,
             epoch_checkpoints: false,
+            validate_initial: false,
             plot: vec![
                 Panel::new("loss", &["train_loss", "val_loss"], &[]),
                 Panel::new(

@@ -95,6 +95,7 @@ impl<B: AutodiffBackend> GnnJob<B> {
             unit: "subjects",
             cpu_columns: true,
             epoch_checkpoints: false,
+            validate_initial: settings.decoder.drift_head,
             plot: panels,
             config: serde_json::to_value(&config)?,
             fingerprint: config.fingerprint(),
@@ -234,6 +235,10 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
                 );
             }
         }
+        self.objective.population_drift = s
+            .decoder
+            .drift_head
+            .then(|| super::drift::fit_population_drift(&start.data, &split.train));
         self.fold = Some((stage, start.data, start.stats));
         Ok(start.stage)
     }

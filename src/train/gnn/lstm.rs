@@ -188,6 +188,7 @@ impl<B: AutodiffBackend> VectorLstmJob<B> {
             unit: "subjects",
             cpu_columns: true,
             epoch_checkpoints: false,
+            validate_initial: false,
             plot: vec![
                 Panel::new("loss", &["train_loss", "val_loss"], &[]),
                 Panel::new(

@@ -215,6 +215,8 @@ impl BackendJob for Forecast<'_> {
                     set.seed,
                 );
                 objective.state = final_state(&run.run_dir);
+                objective.population_drift =
+                    super::test_set::population_drift(&run.config, &run.prep, data, run.fold);
                 let (obj, sampling, epoch) = (&objective, &set.sampling, set.max_epochs);
                 Ok(match self.horizon {
                     Horizon::NextVisit => {

@@ -153,6 +153,9 @@ impl GnnSettings {
                  support)"
             );
         }
+        if self.decoder.drift_head && !self.decoder.residual_skip {
+            bail!("--drift-head needs --residual-skip (the drift is the residual's base)");
+        }
         if self.subject_info_csv.is_none() && self.model_kind == ModelKind::ClgOde {
             bail!("--subject-info-csv is required for --model clg-ode");
         }

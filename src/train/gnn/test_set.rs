@@ -109,6 +109,9 @@ pub fn score_test<B: Backend>(
 ) -> Result<()> {
     let best_fold = best_fold(config, finished)?;
     let (data, ck) = best_fold_data(prep, config, &best_fold)?;
+    let mut objective = objective.clone();
+    objective.population_drift = population_drift(config, prep, &data, best_fold.fold);
+    let objective = &objective;
     let model = params::load(
         config.model.init::<B>(device),
         &ck.with_prefix("model"),
@@ -144,6 +147,22 @@ pub fn score_test<B: Backend>(
         test_loss,
     };
     write_test_results(&results, &data, &preds, loss_bins, run_dir)
+}
+
+/// The population drift of fold `fold`'s training subjects when the model starts its residual
+/// from it (`--drift-head`).
+pub fn population_drift(
+    config: &GnnConfig,
+    prep: &Prepared,
+    data: &FoldData,
+    fold: usize,
+) -> Option<Vec<f32>> {
+    let split = prep.folds.iter().find(|s| s.fold == fold)?;
+    config
+        .settings
+        .decoder
+        .drift_head
+        .then(|| super::drift::fit_population_drift(data, &split.train))
 }
 
 /// What the test result files report besides the predictions.

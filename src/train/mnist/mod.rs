@@ -271,6 +271,7 @@ impl JobFactory for Factory {
             unit: "img",
             cpu_columns: false,
             epoch_checkpoints: true,
+            validate_initial: false,
             plot: vec![
                 Panel::new("loss", &["train_loss", "test_loss"], &[]),
                 Panel::new("test accuracy", &["test_accuracy"], &[]),

@@ -78,6 +78,9 @@ pub struct Objective {
     /// Probe vectors to use instead of drawing them (`[V, N]` row-major; for comparisons with
     /// the reference's own probes).
     pub fixed_probes: Option<Vec<f32>>,
+    /// The fold's population drift per year (row-major N×N) the decoder's residual starts from
+    /// (`--drift-head`), or none.
+    pub population_drift: Option<Vec<f32>>,
 }
 
 /// One forward pass over a batch shard.
@@ -99,6 +102,7 @@ impl Objective {
             state: ObjectiveState::default(),
             seed,
             fixed_probes: None,
+            population_drift: None,
         }
     }
 

@@ -89,6 +89,10 @@ pub fn decode<B: Backend>(
     let start = Start {
         a0_log: t3(x.start_log.clone(), [p, n, n], device),
         t: t1(x.preds.iter().map(|q| q.t).collect(), device),
+        drift: obj
+            .population_drift
+            .as_ref()
+            .map(|d| t3(d.clone(), [1, n, n], device)),
     };
     let dec = model.decode(z_pred, Some(&start));
     let conn = dec.conn;
