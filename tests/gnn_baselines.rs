@@ -208,6 +208,17 @@ fn per_subject_rows_average_to_the_test_metrics_and_strata_name_thresholds() {
         terciles["short"]["skill"]["skill"].as_f64().is_some(),
         "{terciles}"
     );
+    // Subjects with all three visits are also forecast from baseline to the 4-year scan.
+    let far = &strata["horizons"]["baseline_to_4year_skipping_2year"];
+    assert!(far["n"].as_u64().unwrap() > 0, "{far}");
+    let (m, i) = (
+        far["model"]["sc_log_mse"].as_f64().unwrap(),
+        far["identity"]["sc_log_mse"].as_f64().unwrap(),
+    );
+    assert!(m.is_finite() && i > 0.0, "{far}");
+    // The 4-year change is larger than the 2-year one: so is the identity's error.
+    let near = &strata["horizons"]["baseline_to_2year"]["identity"]["sc_log_mse"];
+    assert!(i > near.as_f64().unwrap(), "{strata}");
 }
 
 /// `--model gcn`: the reference's GCN baseline trains 2 epochs on a tiny cohort through the

@@ -126,7 +126,27 @@ fn eval_gnn_reproduces_the_runs_test_metrics() {
             std::fs::read_to_string(run.join("per_subject.csv")).unwrap(),
             "{name}: per-subject rows"
         );
-        assert!(eval.join("strata.json").is_file());
+        // The strata too, the baseline → 4-year forecasts of three-visit subjects included
+        // (null for the models without a time input).
+        let far = |p: &Path| json(p)["horizons"]["baseline_to_4year_skipping_2year"].clone();
+        let (a, b) = (
+            far(&run.join("strata.json")),
+            far(&eval.join("strata.json")),
+        );
+        match name {
+            "gcn" | "lstm" => assert!(a["model"].is_null() && b["model"].is_null(), "{name}"),
+            _ => {
+                let (x, y) = (
+                    a["model"]["sc_log_mse"].as_f64().unwrap(),
+                    b["model"]["sc_log_mse"].as_f64().unwrap(),
+                );
+                assert!(
+                    (x - y).abs() <= 1e-6 * x.abs().max(1e-9),
+                    "{name}: {x} vs {y}"
+                );
+                assert!(a["n"].as_u64().unwrap() > 0, "{name}: {a}");
+            }
+        }
     }
     // The validation split of the fold, into another directory.
     let run = t.path().join("res/runs/clg");

@@ -61,17 +61,43 @@ pub fn per_subject(
     preds: &Predictions,
     topo_bins: usize,
 ) -> Vec<SubjectScore> {
+    let targets: Vec<usize> = subjects
+        .iter()
+        .map(|&s| usize::from(data.scans(s).len() > 1))
+        .collect();
+    per_subject_at(data, subjects, &targets, preds, topo_bins)
+}
+
+/// The test subjects with three visits or more (those with a visit-0 → visit-2 forecast).
+pub fn three_visit_subjects(data: &FoldData, subjects: &[usize]) -> Vec<usize> {
+    subjects
+        .iter()
+        .copied()
+        .filter(|&s| data.scans(s).len() >= 3)
+        .collect()
+}
+
+/// Scores `preds[i]` as the forecast of visit `targets[i]` of `subjects[i]` from its visit 0
+/// (target 0: a reconstruction), beside the identity forecast.
+pub fn per_subject_at(
+    data: &FoldData,
+    subjects: &[usize],
+    targets: &[usize],
+    preds: &Predictions,
+    topo_bins: usize,
+) -> Vec<SubjectScore> {
     let items: Vec<_> = subjects
         .iter()
+        .zip(targets)
         .zip(&preds.matrices)
         .enumerate()
-        .map(|(i, (&s, m))| (s, m, preds.new_edges.get(i).copied().flatten()))
+        .map(|(i, ((&s, &v), m))| (s, v, m, preds.new_edges.get(i).copied().flatten()))
         .collect();
-    par_map(&items, |&(sub, pred, new_edges)| {
+    par_map(&items, |&(sub, visit, pred, new_edges)| {
         let s = &data.cohort.subjects[sub];
         let scans = &s.scans;
-        let (start, target) = (&scans[0], scans.get(1).unwrap_or(&scans[0]));
-        let forecast = scans.len() > 1;
+        let (start, target) = (&scans[0], &scans[visit]);
+        let forecast = visit > 0;
         SubjectScore {
             subject: s.id.clone(),
             start_scan: start.scan_id.clone(),
@@ -79,7 +105,11 @@ pub fn per_subject(
             start_session: start.session.clone(),
             target_session: target.session.clone(),
             start_age: start.age,
-            dt: if forecast { delta_t(scans, 0, 1) } else { 0.0 },
+            dt: if forecast {
+                delta_t(scans, 0, visit)
+            } else {
+                0.0
+            },
             n_visits: scans.len(),
             sex: s.sex,
             site: s.site,
@@ -177,8 +207,9 @@ fn stratum(rows: &[&SubjectScore]) -> Value {
 }
 
 /// The strata of the forecasts among `rows`: Δt terciles (short ≤ P33, long ≥ P67, with the
-/// thresholds) and horizons by the start and target sessions.
-pub fn strata(rows: &[SubjectScore]) -> Value {
+/// thresholds) and horizons by the start and target sessions; `far`: the visit-0 → visit-2
+/// forecasts of the subjects with three visits (`None`: a model without a time input).
+pub fn strata(rows: &[SubjectScore], far: Option<&[SubjectScore]>) -> Value {
     let forecasts: Vec<&SubjectScore> = rows.iter().filter(|r| r.forecast).collect();
     let mut dts: Vec<f64> = forecasts.iter().map(|r| r.dt).collect();
     dts.sort_by(f64::total_cmp);
@@ -206,9 +237,23 @@ pub fn strata(rows: &[SubjectScore]) -> Value {
         "horizons": {
             "note": "by the sessions of visit 0 and visit 1 (a subject whose visit 1 is the \
                      4-year scan counts as baseline->4-year; subjects with all three visits \
-                     are scored on visit 1 only)",
+                     are scored on visit 1 here, and from visit 0 to visit 2 under \
+                     baseline_to_4year_skipping_2year)",
             "baseline_to_2year": stratum(&horizon(SES_BASELINE, SES_2Y)),
             "baseline_to_4year": stratum(&horizon(SES_BASELINE, SES_4Y)),
+            "baseline_to_4year_skipping_2year": match far {
+                Some(far) => {
+                    let far: Vec<&SubjectScore> = far
+                        .iter()
+                        .filter(|r| r.start_session == SES_BASELINE && r.target_session == SES_4Y)
+                        .collect();
+                    stratum(&far)
+                }
+                None => json!({
+                    "n": 0, "model": null, "identity": null, "skill": null,
+                    "note": "this model has no time input: it predicts only the next visit",
+                }),
+            },
         },
     })
 }

@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::Prepared;
 use super::batch::delta_t;
+use super::breakdown::three_visit_subjects;
 use super::columns::val_sc_columns;
 use super::config::GnnConfig;
 use super::evaluate::versus_identity;
@@ -25,7 +26,7 @@ use crate::engine::{
     Batch, Done, EpochCtx, EpochReport, EpochSums, Job, JobSpec, LrSchedule, Monitor, Panel, Row,
     RunContext, Stage, StepOut, StepSums, Valid,
 };
-use crate::models::linear_drift::{DriftStats, LinearDrift, MODEL_NAME, forecast};
+use crate::models::linear_drift::{DriftStats, DriftSupport, LinearDrift, MODEL_NAME, forecast};
 
 /// The closed-form population drift per year (row-major N×N) of the consecutive visit pairs of
 /// `subjects` (what `--model linear-drift` fits; CLG-ODE's `--drift-head` starts from it).
@@ -151,22 +152,32 @@ impl<B: AutodiffBackend> DriftJob<B> {
     /// Visit 1 of every subject of `subjects` forecast from visit 0 (visit 0 itself for a
     /// subject with one scan), with drift `d`.
     fn predict(&self, data: &FoldData, subjects: &[usize], d: &[f32]) -> Vec<Array2<f32>> {
-        subjects
-            .iter()
-            .map(|&s| {
-                let scans = data.scans(s);
-                match scans.get(1) {
-                    Some(_) => forecast(
-                        &scans[0].a_raw,
-                        d,
-                        delta_t(scans, 0, 1),
-                        self.settings.drift.drift_support,
-                    ),
-                    None => scans[0].a_raw.clone(),
-                }
-            })
-            .collect()
+        drift_forecasts(data, subjects, d, self.settings.drift.drift_support, None)
     }
+}
+
+/// The linear-drift forecast of each subject of `subjects` from its visit 0: over `dts[i]`
+/// years, or (`dts` = `None`) to its visit 1 (a one-scan subject: its scan).
+pub(super) fn drift_forecasts(
+    data: &FoldData,
+    subjects: &[usize],
+    d: &[f32],
+    support: DriftSupport,
+    dts: Option<&[f64]>,
+) -> Vec<Array2<f32>> {
+    subjects
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            let scans = data.scans(s);
+            let dt = match dts {
+                Some(dts) => dts[i],
+                None if scans.len() < 2 => return scans[0].a_raw.clone(),
+                None => delta_t(scans, 0, 1),
+            };
+            forecast(&scans[0].a_raw, d, dt, support)
+        })
+        .collect()
 }
 
 impl<B: AutodiffBackend> Job<B> for DriftJob<B> {
@@ -306,6 +317,21 @@ impl<B: AutodiffBackend> Job<B> for DriftJob<B> {
             test_loss: test.model.sc_log_mse,
         };
         let loss_bins = self.settings.objective.topology.loss_bins;
-        write_test_results(&run, &data, &preds.into(), loss_bins, done.run_dir)
+        let far_subjects = three_visit_subjects(&data, &self.prep.test);
+        let far_dts: Vec<f64> = far_subjects
+            .iter()
+            .map(|&s| delta_t(data.scans(s), 0, 2))
+            .collect();
+        let support = self.settings.drift.drift_support;
+        let far = drift_forecasts(&data, &far_subjects, &d, support, Some(&far_dts));
+        let far = Some(far.into());
+        write_test_results(
+            &run,
+            &data,
+            &preds.into(),
+            far.as_ref(),
+            loss_bins,
+            done.run_dir,
+        )
     }
 }

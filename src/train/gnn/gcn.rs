@@ -334,6 +334,6 @@ impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
             test_loss,
         };
         let loss_bins = self.settings.objective.topology.loss_bins;
-        write_test_results(&run, &data, &preds.into(), loss_bins, done.run_dir)
+        write_test_results(&run, &data, &preds.into(), None, loss_bins, done.run_dir)
     }
 }

@@ -9,9 +9,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::breakdown::{per_subject, strata, write_per_subject};
+use super::batch::delta_t;
+use super::breakdown::{
+    per_subject, per_subject_at, strata, three_visit_subjects, write_per_subject,
+};
 use super::evaluate::{TestMetrics, exact_topology};
 use super::saved_run::{DataOverrides, Forecast, Horizon, SavedRun};
+use super::settings::ModelKind;
 use crate::backend::{self, DeviceSettings};
 use crate::files::write_json;
 
@@ -68,6 +72,26 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
     };
     let preds = backend::dispatch_checked(placement, job)?;
     let rows = per_subject(data, &subjects, &preds, set.topo_bins);
+    // Visit 0 → visit 2 of the subjects with three visits, for models with a time input.
+    let far_rows = match set.model_kind {
+        ModelKind::ClgOde | ModelKind::LinearDrift => {
+            let far = three_visit_subjects(data, &subjects);
+            let dts: Vec<f64> = far.iter().map(|&s| delta_t(data.scans(s), 0, 2)).collect();
+            let targets = vec![Some(2); far.len()];
+            let job = Forecast {
+                run: &run,
+                subjects: &far,
+                horizon: Horizon::Years {
+                    dts: &dts,
+                    targets: &targets,
+                },
+            };
+            let preds = backend::dispatch_checked(placement, job)?;
+            let visit2 = vec![2; far.len()];
+            Some(per_subject_at(data, &far, &visit2, &preds, set.topo_bins))
+        }
+        ModelKind::Gcn | ModelKind::VectorLstm => None,
+    };
     let metrics = TestMetrics::of(&rows);
     let exact = exact_topology(
         data,
@@ -88,7 +112,10 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     write_json(&out.join("metrics.json"), &m)?;
     write_per_subject(&out.join("per_subject.csv"), &rows)?;
-    write_json(&out.join("strata.json"), &strata(&rows))?;
+    write_json(
+        &out.join("strata.json"),
+        &strata(&rows, far_rows.as_deref()),
+    )?;
     eprintln!(
         "[eval-gnn] {} subjects, fold {fold}: sc_log_mse {:.6} (identity {:.6}, skill {:+.4}); \
          wrote {}",

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use burn::tensor::backend::AutodiffBackend;
 
-use super::batch::delta_t;
 use super::breakdown::Predictions;
 use super::config::GnnConfig;
+use super::drift::drift_forecasts;
 use super::evaluate::{predict_at, predict_visit1};
 use super::fold_data::FoldData;
 use super::settings::ModelKind;
@@ -18,7 +18,6 @@ use super::{CohortPaths, Prepared, Split, fold_stem, prepare};
 use crate::backend::{BackendJob, Placement};
 use crate::models::clg_ode::objective::{Objective, ObjectiveState};
 use crate::models::gcn_baseline::GcnBaseline;
-use crate::models::linear_drift::forecast;
 use crate::models::vector_lstm::VectorLstm;
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
@@ -169,16 +168,12 @@ impl BackendJob for Forecast<'_> {
                     .context("the checkpoint has no drift")?
                     .data
                     .clone();
-                let preds = subjects.iter().enumerate().map(|(i, &s)| {
-                    let scans = data.scans(s);
-                    let dt = match &self.horizon {
-                        Horizon::NextVisit if scans.len() < 2 => return scans[0].a_raw.clone(),
-                        Horizon::NextVisit => delta_t(scans, 0, 1),
-                        Horizon::Years { dts, .. } => dts[i],
-                    };
-                    forecast(&scans[0].a_raw, &d, dt, set.drift.drift_support)
-                });
-                Ok(preds.collect::<Vec<_>>().into())
+                let dts = match &self.horizon {
+                    Horizon::NextVisit => None,
+                    Horizon::Years { dts, .. } => Some(*dts),
+                };
+                let support = set.drift.drift_support;
+                Ok(drift_forecasts(data, subjects, &d, support, dts).into())
             }
             ModelKind::Gcn => {
                 no_time("gcn")?;

@@ -9,8 +9,11 @@ use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::breakdown::{Predictions, per_subject, strata, write_per_subject};
-use super::evaluate::{TestMetrics, exact_topology, predict_visit1};
+use super::batch::delta_t;
+use super::breakdown::{
+    Predictions, per_subject, per_subject_at, strata, three_visit_subjects, write_per_subject,
+};
+use super::evaluate::{TestMetrics, exact_topology, predict_at, predict_visit1};
 use super::fold_data::FoldData;
 use super::step::eval_loss;
 use super::{GnnConfig, Prepared};
@@ -138,6 +141,22 @@ pub fn score_test<B: Backend>(
         config.settings.max_epochs,
         device,
     );
+    let far_subjects = three_visit_subjects(&data, &prep.test);
+    let far_dts: Vec<f64> = far_subjects
+        .iter()
+        .map(|&s| delta_t(data.scans(s), 0, 2))
+        .collect();
+    let far = predict_at(
+        &model,
+        objective,
+        &data,
+        &config.settings.sampling,
+        &far_subjects,
+        &far_dts,
+        &vec![Some(2); far_subjects.len()],
+        config.settings.max_epochs,
+        device,
+    );
     let loss_bins = objective.cfg.topology.loss_bins;
     let results = TestRun {
         config,
@@ -146,7 +165,7 @@ pub fn score_test<B: Backend>(
         best: &best_fold,
         test_loss,
     };
-    write_test_results(&results, &data, &preds, loss_bins, run_dir)
+    write_test_results(&results, &data, &preds, Some(&far), loss_bins, run_dir)
 }
 
 /// The population drift of fold `fold`'s training subjects when the model starts its residual
@@ -183,6 +202,7 @@ pub fn write_test_results(
     r: &TestRun<'_>,
     data: &FoldData,
     preds: &Predictions,
+    far: Option<&Predictions>,
     loss_bins: usize,
     run_dir: &Path,
 ) -> Result<()> {
@@ -192,7 +212,15 @@ pub fn write_test_results(
     let rows = per_subject(data, &prep.test, preds, config.settings.topo_bins);
     let test = TestMetrics::of(&rows);
     write_per_subject(&run_dir.join("per_subject.csv"), &rows)?;
-    write_json(&run_dir.join("strata.json"), &strata(&rows))?;
+    let far_rows = far.map(|far| {
+        let subjects = three_visit_subjects(data, &prep.test);
+        let visit2 = vec![2; subjects.len()];
+        per_subject_at(data, &subjects, &visit2, far, config.settings.topo_bins)
+    });
+    write_json(
+        &run_dir.join("strata.json"),
+        &strata(&rows, far_rows.as_deref()),
+    )?;
     let exact = exact_topology(data, &prep.test, &preds.matrices, loss_bins);
     let mut test_json = serde_json::to_value(&test)?;
     if let Value::Object(m) = &mut test_json {
