@@ -5,7 +5,7 @@
 #   vector-lstm     the reference's VectorLSTM baseline (its submit script's flags; --latent_dim H)
 #   gcn             the reference's GCN baseline (its submit script's flags)
 #   clg-ode         the reference's CLG-ODE defaults (original decoder, topology loss, GradNorm)
-#   residual        `--preset residual`
+#   drift-residual  `--preset drift-residual` (the shipped forecast preset)
 # then one Markdown table (identity first), also written to OUT/table.md, and `trainer compare`.
 # Usage:
 #   benches/gnn-baselines.sh [SUBJECTS=60] [NODES=60] [SEED=1] [EPOCHS=40] [OUT=gnn-baselines]
@@ -31,9 +31,9 @@ declare -A flags=(
   [vector-lstm]="--model vector-lstm --latent_dim ${LSTM_H:-512} --batch_size 4 --max_epochs $epochs --patience 10 --learning_rate 1e-4"
   [gcn]="--model gcn --hidden_dim ${GCN_H:-64} --batch_size 2 --max_epochs $epochs --patience 8 --learning_rate 1e-4"
   [clg-ode]="--max_epochs $epochs"
-  [residual]="--preset residual --max_epochs $epochs"
+  [drift-residual]="--preset drift-residual --max_epochs $epochs"
 )
-order=(linear-drift vector-lstm gcn clg-ode residual)
+order=(linear-drift vector-lstm gcn clg-ode drift-residual)
 runs=()
 for v in "${order[@]}"; do
   name="baseline-$v"
