@@ -28,18 +28,16 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
-use serde_json::json;
 
-use super::columns::val_sc_columns;
+use super::baseline;
 use super::config::GnnConfig;
 use super::evaluate::versus_identity;
 use super::fold_data::{FoldData, FoldStart};
 use super::settings::GnnSettings;
-use super::test_set::{TestRun, best_fold, best_fold_data, fold_results, write_test_results};
 use super::{Prepared, fold_seed};
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LossSums, LrSchedule, Monitor, Panel, Row,
-    RunContext, Stage, StepOut, Valid,
+    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LossSums, Monitor, RunContext, Stage,
+    StepOut, Valid,
 };
 use crate::models::gcn_baseline::{GcnBaseline, MODEL_NAME, loss, loss_sum};
 use crate::toolbox::params;
@@ -147,32 +145,7 @@ impl<B: AutodiffBackend> GcnJob<B> {
         ctx: &RunContext<B>,
     ) -> Result<Self> {
         let fold_ids = settings.fold_ids();
-        let config = GnnConfig::new(settings.clone(), monitor.clone(), &prep, ctx);
-        let spec = JobSpec {
-            name: "train-gnn",
-            model_name: MODEL_NAME,
-            epochs: settings.max_epochs,
-            batch_size: settings.batch_size,
-            lr: LrSchedule::Constant(settings.learning_rate),
-            seed: settings.seed,
-            stages: fold_ids.len(),
-            monitor,
-            unit: "subjects",
-            cpu_columns: true,
-            epoch_checkpoints: false,
-            validate_initial: false,
-            plot: vec![
-                Panel::new("loss", &["train_loss", "val_loss"], &[]),
-                Panel::new(
-                    "validation sc_log_mse",
-                    &["val_sc_log_mse"],
-                    &["val_identity_sc_log_mse"],
-                ),
-            ],
-            config: serde_json::to_value(&config)?,
-            fingerprint: config.fingerprint(),
-            meta: config.meta(&prep),
-        };
+        let (config, spec) = baseline::job_spec(&settings, monitor, &prep, ctx, MODEL_NAME)?;
         Ok(Self {
             n: prep.cohort.n_nodes,
             main: ctx.is_main(),
@@ -285,25 +258,7 @@ impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
         let val_loss = eval_loss(model, data, val, bs, ctx.device);
         let preds = predict(model, data, val, bs, ctx.device);
         let v = versus_identity(data, val, &preds.into(), self.settings.topo_bins);
-        let mut head = Row::new();
-        head.insert("val_loss".into(), json!(val_loss));
-        let mut detail = Row::new();
-        val_sc_columns(Some(&v), 0.0, 0.0, &mut detail);
-        detail.insert("model".into(), json!(self.settings.model_kind));
-        let train_loss = if sums.count > 0.0 {
-            sums.mean()
-        } else {
-            f64::INFINITY
-        };
-        Ok(EpochReport {
-            train_loss,
-            head,
-            detail,
-            summary: format!(
-                "val_loss {val_loss:.4}, val sc_log_mse {:.4} (identity {:.4}, skill {:+.3})",
-                v.model.sc_log_mse, v.identity.sc_log_mse, v.skill.skill
-            ),
-        })
+        Ok(baseline::epoch_report(&self.settings, sums, val_loss, &v))
     }
 
     fn state(&self) {}
@@ -311,29 +266,21 @@ impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
     fn restore(&mut self, _state: ()) {}
 
     fn finish(&mut self, done: &Done<'_, B>) -> Result<()> {
-        if done.comm.rank() != 0 {
-            return Ok(());
-        }
-        let folds = fold_results(done.stages, &self.fold_ids);
-        let best = best_fold(&self.config, &folds)?;
-        let (data, ck) = best_fold_data(&self.prep, &self.config, &best)?;
-        let model = params::load(
-            GcnBaseline::<B::InnerBackend>::new(self.hidden(), done.device),
-            &ck.with_prefix("model"),
-            done.device,
-        )?;
-        let bs = self.settings.batch_size;
-        let test = &self.prep.test;
-        let test_loss = eval_loss(&model, &data, test, bs, done.device);
-        let preds = predict(&model, &data, test, bs, done.device);
-        let run = TestRun {
-            config: &self.config,
-            prep: &self.prep,
-            finished: &folds,
-            best: &best,
-            test_loss,
-        };
-        let loss_bins = self.settings.objective.topology.loss_bins;
-        write_test_results(&run, &data, &preds.into(), None, loss_bins, done.run_dir)
+        let (hidden, bs, test) = (self.hidden(), self.settings.batch_size, &self.prep.test);
+        baseline::finish(
+            done,
+            &self.config,
+            &self.prep,
+            &self.fold_ids,
+            |data, ck| {
+                let model = params::load(
+                    GcnBaseline::<B::InnerBackend>::new(hidden, done.device),
+                    &ck.with_prefix("model"),
+                    done.device,
+                )?;
+                let test_loss = eval_loss(&model, data, test, bs, done.device);
+                Ok((test_loss, predict(&model, data, test, bs, done.device)))
+            },
+        )
     }
 }

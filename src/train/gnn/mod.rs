@@ -27,6 +27,7 @@
 //! Epochs in `metrics.csv` are 1-based (`epoch` = epochs done); the loss schedule uses the
 //! 0-based epoch index e (velocity from e = 10, acceleration from e = 20).
 
+mod baseline;
 pub mod batch;
 pub mod breakdown;
 mod columns;
