@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod models;
 pub mod outputs;
 pub mod settings;
+pub mod sweep;
 pub mod toolbox;
 pub mod train;
 
@@ -61,6 +62,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Data {
             command: DataCommand::Fetch(a),
         } => data::fetch::fetch(a.dataset, &a.out, a.mirror.as_deref()).map(|_| ExitCode::SUCCESS),
+        Command::Sweep { command } => cli::sweep::run(command),
         Command::Completions(a) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(a.shell, &mut cmd, "trainer", &mut std::io::stdout());

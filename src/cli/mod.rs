@@ -6,6 +6,7 @@
 pub mod common;
 pub mod config;
 mod presets;
+pub mod sweep;
 pub mod tools;
 pub mod train;
 
@@ -70,6 +71,12 @@ pub enum Command {
     MigPick,
     /// Write a synthetic connectome cohort (SC CSVs, morphology, subject table) for tests.
     SynthConnectome(SynthArgs),
+    /// Campaigns of many runs: plan a sweep (grid, variants, folds, seeds) as a Slurm array or a
+    /// local plan, run its tasks, see their status.
+    Sweep {
+        #[command(subcommand)]
+        command: sweep::SweepCommand,
+    },
     /// Dataset utilities.
     Data {
         #[command(subcommand)]

@@ -1,0 +1,262 @@
+//! Campaigns of many runs: `trainer sweep plan SPEC.toml --out DIR` expands a specification
+//! ([`spec`]) into tasks, each with its flags (`DIR/tasks/<i>.toml`, a `--config` file), its run
+//! directory (`DIR/runs/<name>`) and a line in the manifest `DIR/sweep.json`, and writes the
+//! scheduler's script ([`scripts`]: a Slurm or LSF array with a throttle, gflow submissions, or a
+//! local plan). `sweep task DIR I` runs task I (what an array task calls; after a requeue it
+//! resumes its own checkpoint), `sweep run DIR --jobs N` runs the pending tasks here, `sweep
+//! status DIR` reads what the tasks left ([`state`]), `sweep plan --missing DIR` writes an array
+//! of only the failed and pending tasks.
+
+pub mod scripts;
+pub mod spec;
+pub mod state;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use self::spec::{Spec, Task};
+use self::state::{TaskState, read_state};
+use crate::files::{write_atomic, write_json};
+
+/// The schedulers a sweep can be written for.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheduler {
+    /// A Slurm array (`--array=…%N`), requeued from its checkpoint before the time limit.
+    Slurm,
+    /// `sweep run` on this machine.
+    Local,
+}
+
+/// `DIR/sweep.json`: what `plan` resolved.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub command: String,
+    pub spec: PathBuf,
+    pub scheduler: Scheduler,
+    /// At most this many tasks at once (0: no limit).
+    pub throttle: usize,
+    pub tasks: Vec<Task>,
+}
+
+impl Manifest {
+    pub fn read(dir: &Path) -> Result<Manifest> {
+        let path = dir.join("sweep.json");
+        let text = std::fs::read_to_string(&path).map_err(|_| {
+            anyhow::anyhow!("{}: not a sweep directory (no sweep.json)", dir.display())
+        })?;
+        serde_json::from_str(&text).with_context(|| format!("{}: unreadable", path.display()))
+    }
+
+    pub fn task(&self, index: usize) -> Result<&Task> {
+        self.tasks.get(index).with_context(|| {
+            format!(
+                "task {index}: the sweep has tasks 0..{}",
+                self.tasks.len().saturating_sub(1)
+            )
+        })
+    }
+}
+
+/// A task's `--config` file.
+pub fn task_config(dir: &Path, index: usize) -> PathBuf {
+    dir.join("tasks").join(format!("{index}.toml"))
+}
+
+/// A task's run directory.
+pub fn run_dir(dir: &Path, task: &Task) -> PathBuf {
+    dir.join("runs").join(&task.name)
+}
+
+/// `sweep plan`'s settings.
+#[derive(Debug, Clone)]
+pub struct PlanSettings {
+    pub spec: Option<PathBuf>,
+    pub out: Option<PathBuf>,
+    pub scheduler: Scheduler,
+    pub throttle: usize,
+    pub submit: bool,
+    /// Re-plan an existing sweep: an array of its failed and pending tasks only.
+    pub missing: Option<PathBuf>,
+}
+
+/// `trainer sweep plan`. `known(command, key)`: whether `key` is a flag of `command`.
+pub fn plan(s: &PlanSettings, known: &dyn Fn(&str, &str) -> bool) -> Result<()> {
+    if let Some(dir) = &s.missing {
+        return plan_missing(dir, s);
+    }
+    let (Some(spec_path), Some(out)) = (&s.spec, &s.out) else {
+        bail!("sweep plan needs SPEC.toml and --out DIR (or --missing DIR)");
+    };
+    let text = std::fs::read_to_string(spec_path)
+        .with_context(|| format!("{}: cannot read", spec_path.display()))?;
+    let spec = Spec::parse(spec_path, &text, known)?;
+    if out.join("sweep.json").exists() {
+        bail!(
+            "{}: already a sweep; `sweep plan --missing {}` re-plans what is left",
+            out.display(),
+            out.display()
+        );
+    }
+    std::fs::create_dir_all(out.join("tasks"))
+        .with_context(|| format!("cannot create {}", out.display()))?;
+    for t in &spec.tasks {
+        let text = toml::to_string(&t.flags).context("a task's flags as TOML")?;
+        write_atomic(&task_config(out, t.index), |w| {
+            Ok(w.write_all(text.as_bytes())?)
+        })?;
+    }
+    let manifest = Manifest {
+        command: spec.command.clone(),
+        spec: std::path::absolute(spec_path).unwrap_or(spec_path.clone()),
+        scheduler: s.scheduler,
+        throttle: s.throttle,
+        tasks: spec.tasks,
+    };
+    write_json(&out.join("sweep.json"), &manifest)?;
+    let all: Vec<usize> = (0..manifest.tasks.len()).collect();
+    let script = scripts::write(out, &manifest, &all, "all")?;
+    eprintln!(
+        "[sweep] {} tasks of trainer {} in {}",
+        manifest.tasks.len(),
+        manifest.command,
+        out.display()
+    );
+    submit_or_say(&script, s)
+}
+
+/// `sweep plan --missing DIR`: the failed and pending tasks of a sweep, same names and run
+/// directories (finished ones untouched).
+fn plan_missing(dir: &Path, s: &PlanSettings) -> Result<()> {
+    let mut manifest = Manifest::read(dir)?;
+    manifest.scheduler = s.scheduler;
+    if s.throttle > 0 {
+        manifest.throttle = s.throttle;
+    }
+    let left: Vec<usize> = manifest
+        .tasks
+        .iter()
+        .filter(|t| read_state(dir, t).wants_a_run())
+        .map(|t| t.index)
+        .collect();
+    if left.is_empty() {
+        eprintln!("[sweep] nothing missing: every task is done or running");
+        return Ok(());
+    }
+    let script = scripts::write(dir, &manifest, &left, "missing")?;
+    eprintln!(
+        "[sweep] {} of {} tasks to run again",
+        left.len(),
+        manifest.tasks.len()
+    );
+    submit_or_say(&script, s)
+}
+
+/// Prints the command that submits `script`, or runs it with `--submit`.
+fn submit_or_say(script: &scripts::Script, s: &PlanSettings) -> Result<()> {
+    if !s.submit {
+        println!("{}", script.submit.join(" "));
+        return Ok(());
+    }
+    let status = std::process::Command::new(&script.submit[0])
+        .args(&script.submit[1..])
+        .status()
+        .with_context(|| format!("cannot run {}", script.submit[0]))?;
+    if !status.success() {
+        bail!("{} failed ({status})", script.submit.join(" "));
+    }
+    Ok(())
+}
+
+/// `trainer sweep task DIR INDEX`: runs one task to its end and returns its exit code (75: a
+/// checkpoint was written, requeue me).
+pub fn task(dir: &Path, index: usize) -> Result<ExitCode> {
+    let manifest = Manifest::read(dir)?;
+    let t = manifest.task(index)?;
+    let code = state::run_task(dir, &manifest, t, &[])?;
+    Ok(ExitCode::from(
+        u8::try_from(code.clamp(0, 255)).unwrap_or(1),
+    ))
+}
+
+/// `trainer sweep run DIR --jobs N`: the pending and failed tasks on this machine, N at a time,
+/// the cores shared out between them.
+pub fn run(dir: &Path, jobs: usize) -> Result<ExitCode> {
+    let manifest = Manifest::read(dir)?;
+    let todo: Vec<&Task> = manifest
+        .tasks
+        .iter()
+        .filter(|t| read_state(dir, t).wants_a_run())
+        .collect();
+    let jobs = jobs.max(1);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = (cores / jobs).max(1).to_string();
+    eprintln!(
+        "[sweep] {} of {} tasks to run, {jobs} at a time, {threads} thread(s) each",
+        todo.len(),
+        manifest.tasks.len()
+    );
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(todo.len()) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(t) = todo.get(i) else { break };
+                    let env = [("RAYON_NUM_THREADS", threads.as_str())];
+                    let ok = state::run_task(dir, &manifest, t, &env).is_ok_and(|c| c == 0);
+                    if !ok {
+                        failed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    let failed = failed.into_inner();
+    if failed > 0 {
+        eprintln!(
+            "[sweep] {failed} task(s) failed: trainer sweep status {}",
+            dir.display()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `trainer sweep status DIR [--json]`.
+pub fn status(dir: &Path, json: bool) -> Result<()> {
+    let manifest = Manifest::read(dir)?;
+    let rows: Vec<(&Task, TaskState)> = manifest
+        .tasks
+        .iter()
+        .map(|t| (t, read_state(dir, t)))
+        .collect();
+    if json {
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(t, s)| {
+                let mut o = serde_json::to_value(s).unwrap_or_default();
+                o["index"] = t.index.into();
+                o["name"] = t.name.clone().into();
+                o["run_dir"] = run_dir(dir, t).display().to_string().into();
+                o
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let mut counts = std::collections::BTreeMap::new();
+    for (t, s) in &rows {
+        *counts.entry(s.label()).or_insert(0usize) += 1;
+        println!("{:>4}  {:<9} {}{}", t.index, s.label(), t.name, s.detail());
+    }
+    let summary: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    println!("{} tasks: {}", rows.len(), summary.join(", "));
+    Ok(())
+}
+
+use std::io::Write as _;

@@ -1,0 +1,353 @@
+//! A sweep specification (`SPEC.toml`) and the tasks it expands to.
+//!
+//! ```toml
+//! command = "train-gnn"          # or "train-mnist"
+//! folds = [0, 1]                 # optional: --cv-fold of each task
+//! seeds = [1, 2]                 # optional: --seed of each task
+//! [base]                         # flags of every task (either spelling)
+//! max_epochs = 40
+//! preset = "residual"
+//! [grid]                         # every combination
+//! pos_weight = [1.0, 3.0]
+//! lambda_density = [0.0, 0.01]
+//! [[variant]]                    # and/or named variants
+//! name = "fixed"
+//! fixed_support = true
+//! ```
+//!
+//! A task is a variant × a grid point × a fold × a seed; its name is built from what varies
+//! (`fixed/pw3_ld0.01/fold0`), stable across re-planning.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+/// One task of a sweep: its stable name and its flags (flag name → TOML value).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub index: usize,
+    pub name: String,
+    /// What varies, for tables: key → value as written (`variant`, grid keys, `fold`, `seed`).
+    pub varied: BTreeMap<String, String>,
+    pub flags: toml::Table,
+}
+
+/// A parsed specification.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub command: String,
+    pub tasks: Vec<Task>,
+}
+
+/// The line of `key` in the spec text (1-based; 0 when not found), for errors.
+fn line_of(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start();
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+                || l.starts_with(&format!("[{key}]"))
+                || l.starts_with(&format!("[[{key}]]"))
+        })
+        .map_or(0, |i| i + 1)
+}
+
+/// A value as it appears in a task name (`0.01`, `true`, `residual`).
+fn show(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A short name for a flag: its words' initials (`pos_weight` → `pw`), unless two varied flags
+/// share them (then the whole name).
+fn abbreviations(keys: &[String]) -> BTreeMap<String, String> {
+    let initials = |k: &str| -> String {
+        k.split(['_', '-'])
+            .filter_map(|w| w.chars().next())
+            .collect()
+    };
+    keys.iter()
+        .map(|k| {
+            let short = initials(k);
+            let unique = keys.iter().filter(|o| initials(o) == short).count() == 1;
+            (k.clone(), if unique { short } else { k.clone() })
+        })
+        .collect()
+}
+
+impl Spec {
+    /// Parses `text` (from `path`, named in errors); `known(command, key)` says whether `key` is a
+    /// flag of the command in either spelling.
+    pub fn parse(path: &Path, text: &str, known: &dyn Fn(&str, &str) -> bool) -> Result<Spec> {
+        let at = |key: &str| format!("{}:{}", path.display(), line_of(text, key));
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{}: not valid TOML: {e}", path.display()))?;
+        for key in table.keys() {
+            if !["command", "base", "grid", "variant", "folds", "seeds"].contains(&key.as_str()) {
+                let hint = if key == "then" {
+                    " (two-stage sweeps are not implemented yet)"
+                } else {
+                    ""
+                };
+                bail!(
+                    "{}: unknown key `{key}`{hint}; a spec has command, base, grid, variant, folds, seeds",
+                    at(key)
+                );
+            }
+        }
+        let command = match table.get("command").and_then(|c| c.as_str()) {
+            Some(c @ ("train-gnn" | "train-mnist")) => c.to_string(),
+            Some(c) => bail!(
+                "{}: command `{c}`: expected train-gnn or train-mnist",
+                at("command")
+            ),
+            None => bail!(
+                "{}: no `command = \"train-gnn\"` (or train-mnist)",
+                path.display()
+            ),
+        };
+        let check_key = |key: &str| -> Result<()> {
+            let per_task = ["cv_fold", "cv-fold", "seed", "random_state", "random-state"];
+            if per_task.contains(&key) {
+                bail!(
+                    "{}: `{key}` is set per task: use `folds = [...]` / `seeds = [...]`",
+                    at(key)
+                );
+            }
+            if [
+                "out",
+                "run_name",
+                "run-name",
+                "resume",
+                "results_dir",
+                "results-dir",
+            ]
+            .contains(&key)
+            {
+                bail!(
+                    "{}: `{key}` is the sweep's to set (each task has its run directory)",
+                    at(key)
+                );
+            }
+            if !known(&command, key) {
+                bail!("{}: `{key}` is not a flag of trainer {command}", at(key));
+            }
+            Ok(())
+        };
+        let sub_table = |name: &str| -> Result<toml::Table> {
+            match table.get(name) {
+                None => Ok(toml::Table::new()),
+                Some(toml::Value::Table(t)) => Ok(t.clone()),
+                Some(_) => bail!("{}: `{name}` must be a table", at(name)),
+            }
+        };
+        let base = sub_table("base")?;
+        for k in base.keys() {
+            check_key(k)?;
+        }
+        let grid = sub_table("grid")?;
+        let mut axes: Vec<(String, Vec<toml::Value>)> = Vec::new();
+        for (k, v) in &grid {
+            check_key(k)?;
+            match v {
+                toml::Value::Array(a) if !a.is_empty() => axes.push((k.clone(), a.clone())),
+                toml::Value::Array(_) => bail!("{}: the grid of `{k}` is empty", at(k)),
+                _ => bail!("{}: the grid of `{k}` must be a list", at(k)),
+            }
+        }
+        let mut variants: Vec<(Option<String>, toml::Table)> = Vec::new();
+        match table.get("variant") {
+            None => variants.push((None, toml::Table::new())),
+            Some(toml::Value::Array(list)) => {
+                for v in list {
+                    let Some(t) = v.as_table() else {
+                        bail!("{}: each [[variant]] must be a table", at("variant"));
+                    };
+                    let Some(name) = t.get("name").and_then(|n| n.as_str()) else {
+                        bail!("{}: a [[variant]] needs `name = \"...\"`", at("variant"));
+                    };
+                    let mut flags = t.clone();
+                    flags.remove("name");
+                    for k in flags.keys() {
+                        check_key(k)?;
+                    }
+                    variants.push((Some(name.to_string()), flags));
+                }
+            }
+            Some(_) => bail!("{}: write variants as [[variant]] tables", at("variant")),
+        }
+        let ints = |name: &str| -> Result<Option<Vec<i64>>> {
+            match table.get(name) {
+                None => Ok(None),
+                Some(toml::Value::Array(a)) if !a.is_empty() => a
+                    .iter()
+                    .map(|v| {
+                        v.as_integer().ok_or_else(|| {
+                            anyhow::anyhow!("{}: `{name}` must be a list of integers", at(name))
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()
+                    .map(Some),
+                Some(_) => bail!("{}: `{name}` must be a non-empty list", at(name)),
+            }
+        };
+        let folds = ints("folds")?;
+        let seeds = ints("seeds")?;
+        if folds.is_some() && command != "train-gnn" {
+            bail!("{}: folds are train-gnn's (--cv-fold)", at("folds"));
+        }
+        let names: Vec<String> = axes.iter().map(|(k, _)| k.clone()).collect();
+        let short = abbreviations(&names);
+
+        // Every grid point, the last axis fastest.
+        let mut points: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
+        for (k, values) in &axes {
+            points = points
+                .into_iter()
+                .flat_map(|p| {
+                    values.iter().map(move |v| {
+                        let mut q = p.clone();
+                        q.push((k.clone(), v.clone()));
+                        q
+                    })
+                })
+                .collect();
+        }
+        let mut tasks = Vec::new();
+        for (variant, vflags) in &variants {
+            for point in &points {
+                for fold in folds
+                    .clone()
+                    .map_or(vec![None], |f| f.into_iter().map(Some).collect())
+                {
+                    for seed in seeds
+                        .clone()
+                        .map_or(vec![None], |s| s.into_iter().map(Some).collect())
+                    {
+                        let mut flags = base.clone();
+                        flags.extend(vflags.clone());
+                        let mut varied = BTreeMap::new();
+                        let mut parts = Vec::new();
+                        if let Some(v) = variant {
+                            parts.push(v.clone());
+                            varied.insert("variant".to_string(), v.clone());
+                        }
+                        let grid_part: Vec<String> = point
+                            .iter()
+                            .map(|(k, v)| format!("{}{}", short[k], show(v)))
+                            .collect();
+                        if !grid_part.is_empty() {
+                            parts.push(grid_part.join("_"));
+                        }
+                        for (k, v) in point {
+                            flags.insert(k.clone(), v.clone());
+                            varied.insert(k.clone(), show(v));
+                        }
+                        if let Some(f) = fold {
+                            flags.insert("cv_fold".into(), toml::Value::Integer(f));
+                            parts.push(format!("fold{f}"));
+                            varied.insert("fold".into(), f.to_string());
+                        }
+                        if let Some(s) = seed {
+                            flags.insert("seed".into(), toml::Value::Integer(s));
+                            parts.push(format!("seed{s}"));
+                            varied.insert("seed".into(), s.to_string());
+                        }
+                        if parts.is_empty() {
+                            parts.push("run".into());
+                        }
+                        tasks.push(Task {
+                            index: tasks.len(),
+                            name: parts.join("/"),
+                            varied,
+                            flags,
+                        });
+                    }
+                }
+            }
+        }
+        let mut seen = BTreeMap::new();
+        for t in &tasks {
+            if let Some(first) = seen.insert(t.name.clone(), t.index) {
+                bail!(
+                    "{}: tasks {first} and {} are both named `{}` (two variants or grid values \
+                     that print alike)",
+                    path.display(),
+                    t.index,
+                    t.name
+                );
+            }
+        }
+        Ok(Spec { command, tasks })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known(_: &str, key: &str) -> bool {
+        [
+            "max_epochs",
+            "pos_weight",
+            "lambda_density",
+            "fixed_support",
+            "preset",
+        ]
+        .contains(&key)
+    }
+
+    fn parse(text: &str) -> Result<Spec> {
+        Spec::parse(Path::new("s.toml"), text, &known)
+    }
+
+    #[test]
+    fn a_grid_times_folds_expands_with_stable_names() {
+        let s = parse(
+            "command = \"train-gnn\"\nfolds = [0, 1]\n[base]\nmax_epochs = 3\n[grid]\n\
+             pos_weight = [1.0, 3.0]\nlambda_density = [0.0, 0.01]\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = s.tasks.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names.len(), 8);
+        assert!(names.contains(&"ld0.01_pw3.0/fold1"), "{names:?}");
+        let t = &s.tasks[0];
+        assert_eq!(t.flags["max_epochs"].as_integer(), Some(3));
+        assert_eq!(t.flags["cv_fold"].as_integer(), Some(0));
+        assert_eq!(t.varied["fold"], "0");
+    }
+
+    #[test]
+    fn variants_and_errors_name_the_line() {
+        let s = parse(
+            "command = \"train-gnn\"\n[[variant]]\nname = \"a\"\nfixed_support = true\n\
+             [[variant]]\nname = \"b\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.tasks.len(), 2);
+        assert_eq!(s.tasks[0].name, "a");
+        let e = parse("command = \"train-gnn\"\n[grid]\nbogus = [1]\n").unwrap_err();
+        assert!(
+            e.to_string().contains("s.toml:3") && e.to_string().contains("bogus"),
+            "{e}"
+        );
+        let e = parse("command = \"train-gnn\"\n[grid]\npos_weight = []\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("s.toml:3: the grid of `pos_weight` is empty"),
+            "{e}"
+        );
+        let e = parse(
+            "command = \"train-gnn\"\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"a\"\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("both named `a`"), "{e}");
+        let e = parse("command = \"train-gnn\"\n[then]\nmax_epochs = 1\n").unwrap_err();
+        assert!(e.to_string().contains("s.toml:2"), "{e}");
+    }
+}

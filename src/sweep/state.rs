@@ -1,0 +1,213 @@
+//! Running one task and the files it leaves: `DIR/status/<i>.json` (running with its pid and
+//! host, then done, failed with the exit code and the last error line, or stopped at a
+//! checkpoint) and `DIR/logs/<i>.log` (the trainer's output, appended across restarts).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::spec::Task;
+use super::{Manifest, run_dir, task_config};
+use crate::files::write_json;
+
+/// Where a task stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum TaskState {
+    /// Never started (no status file).
+    Pending,
+    Running {
+        pid: u32,
+        host: String,
+    },
+    Done,
+    /// Exit 75: a checkpoint was written; the scheduler requeues it (or `sweep run` reruns it)
+    /// and it resumes.
+    Stopped,
+    Failed {
+        code: Option<i32>,
+        error: String,
+    },
+}
+
+impl TaskState {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running { .. } => "running",
+            Self::Done => "done",
+            Self::Stopped => "stopped",
+            Self::Failed { .. } => "failed",
+        }
+    }
+
+    /// The rest of a status line.
+    pub fn detail(&self) -> String {
+        match self {
+            Self::Running { pid, host } => format!("  (pid {pid} on {host})"),
+            Self::Stopped => "  (checkpoint written; resumes when run again)".into(),
+            Self::Failed { code, error } => format!(
+                "  (exit {}: {error})",
+                code.map_or("by a signal".to_string(), |c| c.to_string())
+            ),
+            _ => String::new(),
+        }
+    }
+
+    /// Whether `sweep run` / `plan --missing` should (re)start it.
+    pub fn wants_a_run(&self) -> bool {
+        matches!(self, Self::Pending | Self::Stopped | Self::Failed { .. })
+    }
+}
+
+fn status_path(dir: &Path, index: usize) -> PathBuf {
+    dir.join("status").join(format!("{index}.json"))
+}
+
+fn log_path(dir: &Path, index: usize) -> PathBuf {
+    dir.join("logs").join(format!("{index}.log"))
+}
+
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// The state task `t` left; a task recorded as running on this host whose process is gone
+/// failed (killed).
+pub fn read_state(dir: &Path, t: &Task) -> TaskState {
+    let Ok(text) = std::fs::read_to_string(status_path(dir, t.index)) else {
+        return TaskState::Pending;
+    };
+    match serde_json::from_str::<TaskState>(&text) {
+        Ok(TaskState::Running { pid, host: h }) if h == host() => {
+            let alive = unsafe { libc::kill(pid as i32, 0) == 0 };
+            if alive {
+                TaskState::Running { pid, host: h }
+            } else {
+                TaskState::Failed {
+                    code: None,
+                    error: "the task's process is gone (killed or cancelled)".into(),
+                }
+            }
+        }
+        Ok(s) => s,
+        Err(_) => TaskState::Failed {
+            code: None,
+            error: "unreadable status file".into(),
+        },
+    }
+}
+
+/// The last line of the log that reads like an error (else its last line).
+fn last_error(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("error") || l.contains("panicked"))
+        .or(lines.last())
+        .map_or(String::new(), |l| l.trim().to_string())
+}
+
+/// Runs task `t` of the sweep in `dir` (its flags, its run directory, resuming its own
+/// checkpoint) with extra environment `env`; forwards SIGUSR1/SIGTERM/SIGINT to the trainer and
+/// returns its exit code.
+pub fn run_task(dir: &Path, m: &Manifest, t: &Task, env: &[(&str, &str)]) -> Result<i32> {
+    for sub in ["status", "logs"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
+    }
+    let log = log_path(dir, t.index);
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("cannot open {}", log.display()))?;
+    let exe = std::env::current_exe().context("the trainer binary's path")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg(&m.command)
+        .arg("--config")
+        .arg(task_config(dir, t.index))
+        .arg("--out")
+        .arg(run_dir(dir, t))
+        .args(["--resume", "auto"]);
+    if m.command == "train-gnn" {
+        cmd.arg("--results-dir").arg(dir);
+    }
+    cmd.envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out);
+    let mut child = cmd.spawn().context("cannot start the trainer")?;
+    write_json(
+        &status_path(dir, t.index),
+        &TaskState::Running {
+            pid: std::process::id(),
+            host: host(),
+        },
+    )?;
+    eprintln!(
+        "[sweep] task {} ({}) started; log {}",
+        t.index,
+        t.name,
+        log.display()
+    );
+    let signals = [
+        signal_hook::consts::SIGUSR1,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ];
+    let pending = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let mut ids = Vec::new();
+    for s in signals {
+        let flag = pending.clone();
+        // SAFETY: the handler only stores an integer.
+        let id = unsafe {
+            signal_hook::low_level::register(s, move || {
+                flag.store(s, std::sync::atomic::Ordering::SeqCst);
+            })
+        }
+        .context("cannot install a signal handler")?;
+        ids.push(id);
+    }
+    let status = loop {
+        let sig = pending.swap(0, std::sync::atomic::Ordering::SeqCst);
+        if sig != 0 {
+            unsafe { libc::kill(child.id() as i32, sig) };
+        }
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for id in ids {
+        signal_hook::low_level::unregister(id);
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    let state = match status.code() {
+        Some(0) => TaskState::Done,
+        Some(75) => TaskState::Stopped,
+        c => TaskState::Failed {
+            code: c,
+            error: last_error(&log),
+        },
+    };
+    write_json(&status_path(dir, t.index), &state)?;
+    eprintln!(
+        "[sweep] task {} ({}): {}{}",
+        t.index,
+        t.name,
+        state.label(),
+        state.detail()
+    );
+    Ok(code)
+}

@@ -1,0 +1,235 @@
+//! `trainer sweep`: a 2 × 2 grid × 2 folds planned, run locally two at a time and as a real
+//! Slurm array with throttle 2; status from the files the tasks leave; a failed task and a task
+//! killed midway re-planned alone with `plan --missing`; spec errors name their line.
+
+mod common;
+#[path = "common/slurm.rs"]
+mod slurm;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// A tiny cohort and a spec of 2 learning rates × 2 KL weights × 2 folds over it.
+fn setup(dir: &Path) {
+    let o = run_in(
+        dir,
+        &[
+            "synth-connectome",
+            "--subjects",
+            "16",
+            "--nodes",
+            "12",
+            "--out",
+            "cohort",
+            "--seed",
+            "1",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c = dir.join("cohort");
+    let spec = format!(
+        "command = \"train-gnn\"\nfolds = [0, 1]\n[base]\nsc_dir = \"{sc}\"\nmorph_root = \"{m}\"\n\
+         subject_info_csv = \"{s}\"\nmax_epochs = 1\nlatent_dim = 8\nhidden_dim = 16\n\
+         solver_steps = 2\n[grid]\nlearning_rate = [1e-3, 1e-4]\nlambda_kl = [0.0, 0.1]\n",
+        sc = c.join("sc").display(),
+        m = c.join("morph").display(),
+        s = c.join("subject_info_sc.csv").display(),
+    );
+    std::fs::write(dir.join("spec.toml"), spec).unwrap();
+}
+
+fn status(dir: &Path, sweep: &str) -> Vec<Value> {
+    let o = run_in(dir, &["sweep", "status", sweep, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str::<Value>(&stdout(&o))
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn states(rows: &[Value]) -> Vec<String> {
+    rows.iter()
+        .map(|r| r["state"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_local_sweep_runs_two_at_a_time_and_replans_only_what_failed() {
+    let t = tempfile::tempdir().unwrap();
+    setup(t.path());
+    let o = run_in(
+        t.path(),
+        &[
+            "sweep",
+            "plan",
+            "spec.toml",
+            "--out",
+            "S",
+            "--scheduler",
+            "local",
+            "--throttle",
+            "2",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("run-local.sh"), "{}", stdout(&o));
+    let rows = status(t.path(), "S");
+    assert_eq!(rows.len(), 8);
+    assert!(states(&rows).iter().all(|s| s == "pending"));
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"lk0.1_lr0.0001/fold1"), "{names:?}");
+    // Task 5 breaks: its cohort is missing.
+    let cfg = t.path().join("S/tasks/5.toml");
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    let bad: String = good
+        .lines()
+        .map(|l| {
+            if l.starts_with("sc_dir") {
+                "sc_dir = \"/nonexistent/sc\"".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&cfg, bad).unwrap();
+    let o = run_in(t.path(), &["sweep", "run", "S", "--jobs", "2"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let rows = status(t.path(), "S");
+    let st = states(&rows);
+    assert_eq!(st.iter().filter(|s| *s == "done").count(), 7, "{st:?}");
+    assert_eq!(rows[5]["state"], "failed");
+    assert!(rows[5]["code"].as_i64().unwrap() != 0);
+    assert!(
+        rows[5]["error"].as_str().unwrap().contains("/nonexistent"),
+        "{}",
+        rows[5]
+    );
+    for r in &rows {
+        if r["state"] == "done" {
+            let run = Path::new(r["run_dir"].as_str().unwrap());
+            assert!(
+                t.path().join(run).join("test_metrics.json").is_file(),
+                "{r}"
+            );
+        }
+    }
+    // A task killed midway (its process gone) counts as failed too.
+    let gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    let _ = { gone }.wait();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    std::fs::write(
+        t.path().join("S/status/2.json"),
+        format!(
+            "{{\"state\":\"running\",\"pid\":{pid},\"host\":\"{}\"}}",
+            host.trim()
+        ),
+    )
+    .unwrap();
+    assert_eq!(status(t.path(), "S")[2]["state"], "failed");
+    // plan --missing: a Slurm array of only those two, same names and run directories.
+    let o = run_in(
+        t.path(),
+        &["sweep", "plan", "--missing", "S", "--scheduler", "slurm"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let script = std::fs::read_to_string(t.path().join("S/submit-missing.slurm")).unwrap();
+    assert!(script.contains("#SBATCH --array=2,5%2"), "{script}");
+    let o = Command::new("bash")
+        .arg("-n")
+        .arg(t.path().join("S/submit-missing.slurm"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "bash -n: {}", stderr(&o));
+    // Fixed, run again: only the two run; the finished ones are untouched.
+    std::fs::write(&cfg, good).unwrap();
+    let done0 = t.path().join("S/runs/lk0.0_lr0.001/fold0/metrics.jsonl");
+    let before = std::fs::read_to_string(&done0).unwrap();
+    let o = run_in(t.path(), &["sweep", "run", "S", "--jobs", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("2 of 8 tasks to run"), "{}", stderr(&o));
+    assert!(states(&status(t.path(), "S")).iter().all(|s| s == "done"));
+    assert_eq!(std::fs::read_to_string(&done0).unwrap(), before);
+}
+
+#[test]
+fn spec_errors_name_the_file_and_line() {
+    let t = tempfile::tempdir().unwrap();
+    for (spec, needle) in [
+        (
+            "command = \"train-gnn\"\n[grid]\nno_such_flag = [1]\n",
+            "spec.toml:3",
+        ),
+        (
+            "command = \"train-gnn\"\n[grid]\nlearning_rate = []\n",
+            "is empty",
+        ),
+        (
+            "command = \"train-gnn\"\n[base]\ncv_fold = 1\n",
+            "folds = [...]",
+        ),
+        ("command = \"train-nothing\"\n", "spec.toml:1"),
+    ] {
+        std::fs::write(t.path().join("spec.toml"), spec).unwrap();
+        let o = run_in(t.path(), &["sweep", "plan", "spec.toml", "--out", "S"]);
+        assert!(!o.status.success(), "{spec}");
+        assert!(stderr(&o).contains(needle), "{spec}: {}", stderr(&o));
+        assert!(!t.path().join("S/sweep.json").exists());
+    }
+}
+
+#[test]
+fn a_slurm_array_with_throttle_two_finishes_eight_of_eight() {
+    let Some(conf) = slurm::slurm_conf() else {
+        eprintln!("SKIP sweep on Slurm: no Slurm (scripts/slurm-up.sh or TRAINER_REQUIRE_SLURM=1)");
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    setup(t.path());
+    let o = run_in(
+        t.path(),
+        &[
+            "sweep",
+            "plan",
+            "spec.toml",
+            "--out",
+            "S",
+            "--scheduler",
+            "slurm",
+            "--throttle",
+            "2",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let script = t.path().join("S/submit.slurm");
+    assert!(
+        std::fs::read_to_string(&script)
+            .unwrap()
+            .contains("#SBATCH --array=0-7%2")
+    );
+    let o = Command::new("sbatch")
+        .env("SLURM_CONF", &conf)
+        .env("TRAINER", env!("CARGO_BIN_EXE_trainer"))
+        .current_dir(t.path())
+        .args(["--parsable"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "sbatch: {}", stderr(&o));
+    let job = stdout(&o).trim().split(';').next().unwrap().to_string();
+    for task in 0..8 {
+        let id = format!("{job}_{task}");
+        let state = slurm::wait_for_job(&conf, &id, Duration::from_secs(900));
+        let log = std::fs::read_to_string(t.path().join(format!("S/logs/slurm_{job}_{task}.out")))
+            .unwrap_or_default();
+        assert_eq!(state, "COMPLETED", "task {task}:\n{log}");
+    }
+    let rows = status(t.path(), "S");
+    assert!(states(&rows).iter().all(|s| s == "done"), "{rows:?}");
+}
