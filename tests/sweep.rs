@@ -156,6 +156,51 @@ fn a_local_sweep_runs_two_at_a_time_and_replans_only_what_failed() {
     assert!(stderr(&o).contains("2 of 8 tasks to run"), "{}", stderr(&o));
     assert!(states(&status(t.path(), "S")).iter().all(|s| s == "done"));
     assert_eq!(std::fs::read_to_string(&done0).unwrap(), before);
+
+    // A table over the sweep: grouped by learning rate and KL weight, n = 2 folds per group,
+    // mean ± sd; a deliberately deleted fold is named as missing.
+    std::fs::remove_file(
+        t.path()
+            .join("S/runs/lk0.1_lr0.001/fold1/test_metrics.json"),
+    )
+    .unwrap();
+    let o = run_in(
+        t.path(),
+        &[
+            "compare",
+            "S",
+            "--group-by",
+            "learning_rate,lambda_kl",
+            "--metric",
+            "sc_log_mse",
+            "--format",
+            "md",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 2 + 4, "{table}");
+    assert!(
+        lines[0].starts_with("| learning_rate | lambda_kl | n | sc_log_mse mean ± sd"),
+        "{table}"
+    );
+    let full = lines
+        .iter()
+        .filter(|l| l.contains(" | 2 | ") && l.contains(" ± "))
+        .count();
+    assert_eq!(full, 3, "{table}");
+    let short = lines
+        .iter()
+        .find(|l| l.contains("lk0.1_lr0.001/fold1"))
+        .expect("missing fold named");
+    assert!(short.contains(" | 1 | "), "{short}");
+    let o = run_in(
+        t.path(),
+        &["compare", "S", "--group-by", "fold", "--format", "json"],
+    );
+    let groups: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(groups.as_array().unwrap().len(), 2, "{groups}");
 }
 
 #[test]

@@ -56,9 +56,22 @@ impl SynthArgs {
 /// `trainer compare`.
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
-    /// Run directories of `trainer train-gnn` (each with its `clg_ode_results.json`).
+    /// Run directories of `trainer train-gnn` (each with its `clg_ode_results.json`), or sweep
+    /// directories (their tasks' runs).
     #[arg(required = true)]
     pub runs: Vec<PathBuf>,
+    /// Group the runs by these keys (a varied setting, `variant`, `model`, `fold`, any setting of
+    /// args.json) and print mean ± sd, min, max and n of each metric per group.
+    #[arg(long, value_delimiter = ',')]
+    pub group_by: Vec<String>,
+    /// A metric of the grouped table (repeatable): a test metric (`sc_log_mse`), `skill`,
+    /// `pearson_gain`, `identity_<metric>`, `forecast_only.<metric>`, or a column of the best
+    /// epoch's metrics row (`val_mask_ratio`).
+    #[arg(long = "metric")]
+    pub metrics: Vec<String>,
+    /// The grouped table as `table`, `md` (Markdown), `csv` or `json`.
+    #[arg(long, value_enum)]
+    pub format: Option<crate::sweep::table::Format>,
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,

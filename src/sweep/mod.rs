@@ -10,6 +10,7 @@
 pub mod scripts;
 pub mod spec;
 pub mod state;
+pub mod table;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
