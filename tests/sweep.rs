@@ -278,3 +278,51 @@ fn a_slurm_array_with_throttle_two_finishes_eight_of_eight() {
     let rows = status(t.path(), "S");
     assert!(states(&rows).iter().all(|s| s == "done"), "{rows:?}");
 }
+
+/// `--scheduler lsf`: an LSF array (`-J "name[1-8]%2"`, requeue on 75, USR2 warning) whose
+/// element i + 1 runs task i; run here as LSF would run one element (no LSF on this machine:
+/// the script itself, with `LSB_JOBINDEX` set).
+#[test]
+fn an_lsf_array_element_runs_its_task() {
+    let t = tempfile::tempdir().unwrap();
+    setup(t.path());
+    let o = run_in(
+        t.path(),
+        &[
+            "sweep",
+            "plan",
+            "spec.toml",
+            "--out",
+            "S",
+            "--scheduler",
+            "lsf",
+            "--throttle",
+            "2",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("bsub < "), "{}", stdout(&o));
+    let script = t.path().join("S/submit.lsf");
+    let text = std::fs::read_to_string(&script).unwrap();
+    for line in ["#BSUB -J \"S[1-8]%2\"", "#BSUB -Q \"75\"", "#BSUB -wa USR2"] {
+        assert!(text.contains(line), "{line}:\n{text}");
+    }
+    let o = Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "bash -n: {}", stderr(&o));
+    let o = Command::new("bash")
+        .arg(&script)
+        .env("LSB_JOBINDEX", "3")
+        .env("TRAINER", env!("CARGO_BIN_EXE_trainer"))
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("task 2 exit code 0"), "{}", stdout(&o));
+    let rows = status(t.path(), "S");
+    assert_eq!(rows[2]["state"], "done");
+    assert_eq!(rows.iter().filter(|r| r["state"] == "pending").count(), 7);
+}

@@ -28,6 +28,8 @@ use crate::files::{write_atomic, write_json};
 pub enum Scheduler {
     /// A Slurm array (`--array=…%N`), requeued from its checkpoint before the time limit.
     Slurm,
+    /// An LSF array (`-J name[1-K]%N`), requeued on exit 75 (`-Q "75"`).
+    Lsf,
     /// `sweep run` on this machine.
     Local,
 }

@@ -95,6 +95,60 @@ exit "$rc"
     )
 }
 
+fn lsf(dir: &Path, m: &Manifest, indices: &[usize]) -> String {
+    let name = dir
+        .file_name()
+        .map_or("sweep".into(), |n| n.to_string_lossy().into_owned());
+    let throttle = if m.throttle > 0 {
+        format!("%{}", m.throttle)
+    } else {
+        String::new()
+    };
+    // LSF array indices start at 1: element i + 1 is task i.
+    let one_based: Vec<usize> = indices.iter().map(|i| i + 1).collect();
+    let dir = dir.display();
+    format!(
+        r#"#!/bin/bash
+# trainer sweep: {n} task(s) of `trainer {command}` from {spec}, one LSF array element each
+# (element i + 1 = task i). Submit with `bsub < {dir}/submit.lsf`; add the queue's options on
+# the command line (bsub -q gpu_a100 -gpu "num=1" < …).
+#BSUB -J "{name}[{array}]{throttle}"
+# SIGUSR2 five minutes before the run limit: forwarded, the trainer checkpoints and exits 75.
+#BSUB -wa USR2
+#BSUB -wt 5
+# Exit 75 = checkpoint written: LSF requeues the element, which resumes its checkpoint.
+#BSUB -Q "75"
+#BSUB -o {dir}/logs/lsf_%J_%I.out
+#BSUB -e {dir}/logs/lsf_%J_%I.out
+
+set -uo pipefail
+if [[ -n "${{TRAINER:-}}" ]]; then
+  RUN=("$TRAINER")
+elif [[ -n "${{IMAGE:-}}" ]]; then
+  RUN=(singularity exec --nv ${{BIND_MOUNTS:+--bind "$BIND_MOUNTS"}} "$IMAGE" trainer)
+else
+  RUN=(trainer)
+fi
+TASK=$(( ${{LSB_JOBINDEX:?an array element}} - 1 ))
+echo "=== $(date '+%F %T') task $TASK on $(hostname)"
+pid=""
+forward() {{ [[ -n "$pid" ]] && kill -s "$1" "$pid" 2>/dev/null; }}
+trap 'forward USR2' USR2
+trap 'forward TERM' TERM
+"${{RUN[@]}}" sweep task {dir} "$TASK" &
+pid=$!
+wait "$pid"; rc=$?
+while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
+echo "=== $(date '+%T') task $TASK exit code $rc"
+exit "$rc"
+"#,
+        n = indices.len(),
+        command = m.command,
+        spec = m.spec.display(),
+        array = ranges(&one_based),
+    )
+}
+
 /// Writes the script of `indices` (`which`: `all` or `missing`) into the sweep directory.
 pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result<Script> {
     // Absolute paths: the script runs from wherever it is submitted; Slurm does not create the
@@ -111,6 +165,20 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
             let path = dir.join(file);
             let submit = vec!["sbatch".into(), path.display().to_string()];
             (path, slurm(dir, m, indices), submit)
+        }
+        Scheduler::Lsf => {
+            let file = if which == "all" {
+                "submit.lsf".to_string()
+            } else {
+                format!("submit-{which}.lsf")
+            };
+            let path = dir.join(file);
+            let submit = vec![
+                "bash".into(),
+                "-c".into(),
+                format!("bsub < {}", path.display()),
+            ];
+            (path, lsf(dir, m, indices), submit)
         }
         Scheduler::Local => {
             let path = dir.join("run-local.sh");

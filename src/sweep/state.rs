@@ -116,7 +116,7 @@ fn last_error(log: &Path) -> String {
 }
 
 /// Runs task `t` of the sweep in `dir` (its flags, its run directory, resuming its own
-/// checkpoint) with extra environment `env`; forwards SIGUSR1/SIGTERM/SIGINT to the trainer and
+/// checkpoint) with extra environment `env`; forwards SIGUSR1/USR2/TERM/INT to the trainer and
 /// returns its exit code.
 pub fn run_task(dir: &Path, m: &Manifest, t: &Task, env: &[(&str, &str)]) -> Result<i32> {
     for sub in ["status", "logs"] {
@@ -160,6 +160,7 @@ pub fn run_task(dir: &Path, m: &Manifest, t: &Task, env: &[(&str, &str)]) -> Res
     );
     let signals = [
         signal_hook::consts::SIGUSR1,
+        signal_hook::consts::SIGUSR2,
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,
     ];
