@@ -36,15 +36,50 @@ pub fn ranges(indices: &[usize]) -> String {
     out.join(",")
 }
 
-fn slurm(dir: &Path, m: &Manifest, indices: &[usize]) -> String {
-    let name = dir
-        .file_name()
-        .map_or("sweep".into(), |n| n.to_string_lossy().into_owned());
-    let throttle = if m.throttle > 0 {
+/// The array job's name: the sweep directory's.
+fn job_name(dir: &Path) -> String {
+    dir.file_name()
+        .map_or("sweep".into(), |n| n.to_string_lossy().into_owned())
+}
+
+/// `%N` of an array's throttle (empty without one).
+fn throttle(m: &Manifest) -> String {
+    if m.throttle > 0 {
         format!("%{}", m.throttle)
     } else {
         String::new()
-    };
+    }
+}
+
+/// The trainer command of an array task: `$TRAINER`, else the container with `--nv` when
+/// `IMAGE` is set, else `trainer` on the PATH.
+const CHOOSE_TRAINER: &str = r#"if [[ -n "${TRAINER:-}" ]]; then
+  RUN=("$TRAINER")
+elif [[ -n "${IMAGE:-}" ]]; then
+  RUN=(singularity exec --nv ${BIND_MOUNTS:+--bind "$BIND_MOUNTS"} "$IMAGE" trainer)
+else
+  RUN=(trainer)
+fi
+"#;
+
+/// `sweep task DIR $TASK` in the background, the scheduler's warning `signal` and TERM
+/// forwarded to it, its exit code in `rc`.
+fn run_task(dir: &str, signal: &str) -> String {
+    format!(
+        r#"pid=""
+forward() {{ [[ -n "$pid" ]] && kill -s "$1" "$pid" 2>/dev/null; }}
+trap 'forward {signal}' {signal}
+trap 'forward TERM' TERM
+"${{RUN[@]}}" sweep task {dir} "$TASK" &
+pid=$!
+wait "$pid"; rc=$?
+while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
+"#
+    )
+}
+
+fn slurm(dir: &Path, m: &Manifest, indices: &[usize]) -> String {
+    let (name, throttle) = (job_name(dir), throttle(m));
     let dir = dir.display();
     format!(
         r#"#!/bin/bash
@@ -64,24 +99,9 @@ fn slurm(dir: &Path, m: &Manifest, indices: &[usize]) -> String {
 set -uo pipefail
 # The trainer: $TRAINER, else `singularity exec --nv $IMAGE trainer` when IMAGE is set, else
 # `trainer` on the PATH.
-if [[ -n "${{TRAINER:-}}" ]]; then
-  RUN=("$TRAINER")
-elif [[ -n "${{IMAGE:-}}" ]]; then
-  RUN=(singularity exec --nv ${{BIND_MOUNTS:+--bind "$BIND_MOUNTS"}} "$IMAGE" trainer)
-else
-  RUN=(trainer)
-fi
-TASK="${{SLURM_ARRAY_TASK_ID:?an array task}}"
+{choose}TASK="${{SLURM_ARRAY_TASK_ID:?an array task}}"
 echo "=== $(date '+%F %T') task $TASK on $(hostname), restart ${{SLURM_RESTART_COUNT:-0}}"
-pid=""
-forward() {{ [[ -n "$pid" ]] && kill -s "$1" "$pid" 2>/dev/null; }}
-trap 'forward USR1' USR1
-trap 'forward TERM' TERM
-"${{RUN[@]}}" sweep task {dir} "$TASK" &
-pid=$!
-wait "$pid"; rc=$?
-while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
-echo "=== $(date '+%T') task $TASK exit code $rc"
+{run}echo "=== $(date '+%T') task $TASK exit code $rc"
 if [[ $rc -eq 75 ]]; then
   echo "=== requeueing ${{SLURM_ARRAY_JOB_ID}}_$TASK; it resumes from its checkpoint"
   scontrol requeue "${{SLURM_ARRAY_JOB_ID}}_$TASK"
@@ -92,18 +112,13 @@ exit "$rc"
         command = m.command,
         spec = m.spec.display(),
         array = ranges(indices),
+        choose = CHOOSE_TRAINER,
+        run = run_task(&dir.to_string(), "USR1"),
     )
 }
 
 fn lsf(dir: &Path, m: &Manifest, indices: &[usize]) -> String {
-    let name = dir
-        .file_name()
-        .map_or("sweep".into(), |n| n.to_string_lossy().into_owned());
-    let throttle = if m.throttle > 0 {
-        format!("%{}", m.throttle)
-    } else {
-        String::new()
-    };
+    let (name, throttle) = (job_name(dir), throttle(m));
     // LSF array indices start at 1: element i + 1 is task i.
     let one_based: Vec<usize> = indices.iter().map(|i| i + 1).collect();
     let dir = dir.display();
@@ -122,30 +137,17 @@ fn lsf(dir: &Path, m: &Manifest, indices: &[usize]) -> String {
 #BSUB -e {dir}/logs/lsf_%J_%I.out
 
 set -uo pipefail
-if [[ -n "${{TRAINER:-}}" ]]; then
-  RUN=("$TRAINER")
-elif [[ -n "${{IMAGE:-}}" ]]; then
-  RUN=(singularity exec --nv ${{BIND_MOUNTS:+--bind "$BIND_MOUNTS"}} "$IMAGE" trainer)
-else
-  RUN=(trainer)
-fi
-TASK=$(( ${{LSB_JOBINDEX:?an array element}} - 1 ))
+{choose}TASK=$(( ${{LSB_JOBINDEX:?an array element}} - 1 ))
 echo "=== $(date '+%F %T') task $TASK on $(hostname)"
-pid=""
-forward() {{ [[ -n "$pid" ]] && kill -s "$1" "$pid" 2>/dev/null; }}
-trap 'forward USR2' USR2
-trap 'forward TERM' TERM
-"${{RUN[@]}}" sweep task {dir} "$TASK" &
-pid=$!
-wait "$pid"; rc=$?
-while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
-echo "=== $(date '+%T') task $TASK exit code $rc"
+{run}echo "=== $(date '+%T') task $TASK exit code $rc"
 exit "$rc"
 "#,
         n = indices.len(),
         command = m.command,
         spec = m.spec.display(),
         array = ranges(&one_based),
+        choose = CHOOSE_TRAINER,
+        run = run_task(&dir.to_string(), "USR2"),
     )
 }
 

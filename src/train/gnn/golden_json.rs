@@ -102,3 +102,34 @@ pub fn check_params(what: &str, ours: &[(String, Vec<f64>)], want: &Value) -> f6
     }
     worst
 }
+
+/// Adam's moments after two steps (torch's `exp_avg`, `exp_avg_sq`; Burn layout) against the
+/// golden's `adam_state_after` list; `names` in the order of Adam's slots. Returns the worst
+/// error.
+pub fn check_adam_moments<B: Backend>(
+    adam: &crate::toolbox::optim::Adam<B>,
+    names: &[String],
+    want: &Value,
+) -> f64 {
+    let mut ck = crate::toolbox::checkpoint::Checkpoint::default();
+    adam.save_into(names, &mut ck);
+    let mut worst = 0.0f64;
+    for p in want.as_array().unwrap() {
+        let name = p["name"].as_str().unwrap();
+        assert_eq!(ck.counters[&format!("optim.adam.time.{name}")], 2);
+        for (kind, key) in [("moment_1", "exp_avg"), ("moment_2", "exp_avg_sq")] {
+            let want = if p[key][0].is_array() {
+                transposed(&p[key])
+            } else {
+                flat(&p[key])
+            };
+            let ours: Vec<f64> = ck.floats[&format!("optim.adam.{kind}.{name}")]
+                .data
+                .iter()
+                .map(|&x| f64::from(x))
+                .collect();
+            worst = worst.max(check(&format!("step2 adam {key} {name}"), &ours, &want));
+        }
+    }
+    worst
+}

@@ -11,7 +11,9 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use serde_json::Value;
 
-use super::golden_json::{check, check_params, flat, golden, host, param, tensor3, transposed};
+use super::golden_json::{
+    check, check_adam_moments, check_params, flat, golden, host, param, tensor3,
+};
 use crate::models::vector_lstm::{VectorLstm, loss};
 use crate::toolbox::optim::{Adam, Grads};
 
@@ -176,24 +178,11 @@ fn two_adam_steps_match_the_reference() {
         .iter()
         .map(|&i| NAMES[i].to_string())
         .collect();
-    let mut ck = crate::toolbox::checkpoint::Checkpoint::default();
-    adam.save_into(&names, &mut ck);
-    for p in t["step1"]["adam_state_after"].as_array().unwrap() {
-        let name = p["name"].as_str().unwrap();
-        for (kind, key) in [("moment_1", "exp_avg"), ("moment_2", "exp_avg_sq")] {
-            let want = if p[key][0].is_array() {
-                transposed(&p[key])
-            } else {
-                flat(&p[key])
-            };
-            let ours: Vec<f64> = ck.floats[&format!("optim.adam.{kind}.{name}")]
-                .data
-                .iter()
-                .map(|&x| f64::from(x))
-                .collect();
-            worst = worst.max(check(&format!("step2 adam {key} {name}"), &ours, &want));
-        }
-    }
+    worst = worst.max(check_adam_moments(
+        &adam,
+        &names,
+        &t["step1"]["adam_state_after"],
+    ));
     eprintln!("VectorLSTM golden: worst error {worst:.3e}");
 }
 
