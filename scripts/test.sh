@@ -4,7 +4,8 @@
 #      one-node Slurm and OpenMPI started here;
 #   2. the job templates and container images (scripts/test-jobs.sh);
 #   3. the `tch` + `cuda` (+ `mpi`) build against PyTorch 2.9.0, with the tests of those backends
-#      (CUDA itself cannot run without a GPU: that build is compiled and its no-driver path tested).
+#      (CUDA itself cannot run without a GPU: that build is compiled and its no-driver path tested),
+#      and tests/pt_checkpoint.rs (scripts/pt2safetensors.py: needs torch in python3).
 # Each stage prints its wall time. TRAINER_SKIP_FEATURES=1 skips stage 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,8 +51,10 @@ if [ "${TRAINER_SKIP_FEATURES:-0}" != 1 ]; then
   cargo build --release --features tch,cuda,mpi --all-targets
   done_stage
   stage "tests (tch + cuda + mpi)"
+  # tests/pt_checkpoint.rs needs python3 with torch (on PATH since setup-torch.sh): required here.
+  export TRAINER_REQUIRE_TORCH=1
   cargo test --release --features tch,cuda,mpi --lib --test backend_errors --test backend_tch \
-    --test fast_tch
+    --test fast_tch --test pt_checkpoint
   done_stage
 fi
 echo "=== all stages done in $(( $(date +%s) - T_ALL )) s"

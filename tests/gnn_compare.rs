@@ -253,3 +253,303 @@ fn the_python_generator_writes_a_cohort_the_trainer_reads() {
         "{results}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Run directories of the reference's PyTorch trainer (tests/fixtures/reference-run, written by
+// its own `scripts.train_clg_ode`: tests/golden/reference_run.py).
+
+fn reference_runs() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference-run/runs")
+}
+
+/// The reference's best epoch of `fold` (the first lowest `monitor_value`: its monitor is the
+/// validation loss) and that row's `column`, read from its `metrics.csv`.
+fn best_epoch_value(run: &Path, fold: u64, column: &str) -> f64 {
+    let mut r = csv::Reader::from_path(run.join("metrics.csv")).unwrap();
+    let header = r.headers().unwrap().clone();
+    let col = |c: &str| header.iter().position(|h| h == c).unwrap();
+    let mut best: Option<(f64, f64)> = None;
+    for row in r.records() {
+        let row = row.unwrap();
+        if row[col("fold")].parse::<u64>().unwrap() != fold {
+            continue;
+        }
+        let m: f64 = row[col("monitor_value")].parse().unwrap();
+        if best.is_none_or(|(b, _)| m < b) {
+            best = Some((m, row[col(column)].parse().unwrap()));
+        }
+    }
+    best.unwrap().1
+}
+
+fn compare_json(cwd: &Path, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["compare", "--format", "json"];
+    all.extend_from_slice(args);
+    let o = run_in(cwd, &all);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value =
+        serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    v.as_array().unwrap().clone()
+}
+
+fn close(a: &Value, b: f64) -> bool {
+    (a.as_f64().unwrap() - b).abs() <= 1e-12 * b.abs().max(1.0)
+}
+
+#[test]
+fn compare_reads_the_reference_trainers_run_directories() {
+    let refs = reference_runs();
+    let base = refs.join("clg_ode_ref");
+    let (f0, f1) = (base.join("fold0"), base.join("fold1"));
+    let test_mse = |dir: &Path| {
+        json(&dir.join("clg_ode_results.json"))["test_sc_metrics"]["sc_log_mse"]
+            .as_f64()
+            .unwrap()
+    };
+    let (m0, m1) = (test_mse(&f0), test_mse(&f1));
+    let (v0, v1) = (
+        best_epoch_value(&f0, 0, "val_loss"),
+        best_epoch_value(&f1, 1, "val_loss"),
+    );
+
+    // The authors' layout `<base>/fold<k>`: the base directory gives its folds, two runs.
+    let t = tempfile::tempdir().unwrap();
+    let rows = compare_json(
+        t.path(),
+        &[
+            base.to_str().unwrap(),
+            "--group-by",
+            "model",
+            "--metric",
+            "sc_log_mse",
+            "--metric",
+            "val_loss",
+            "--metric",
+            "val_sc_log_mse",
+            "--metric",
+            "skill",
+            "--metric",
+            "identity_sc_log_mse",
+        ],
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(row["group"], serde_json::json!(["clg-ode"]));
+    assert_eq!(row["n"], 2);
+    let mse = &row["sc_log_mse"];
+    assert_eq!(mse["n"], 2);
+    assert!(close(&mse["mean"], (m0 + m1) / 2.0), "{mse}");
+    assert!(close(&mse["sd"], (m0 - m1).abs() / 2f64.sqrt()), "{mse}");
+    assert!(
+        close(&mse["min"], m0.min(m1)) && close(&mse["max"], m0.max(m1)),
+        "{mse}"
+    );
+    assert!(close(&row["val_loss"]["mean"], (v0 + v1) / 2.0), "{row}");
+    // Validation SC metrics were computed every epoch in these runs: real values.
+    let s0 = best_epoch_value(&f0, 0, "val_sc_log_mse");
+    assert!(
+        s0 > 0.0
+            && close(
+                &row["val_sc_log_mse"]["min"],
+                s0.min(best_epoch_value(&f1, 1, "val_sc_log_mse"))
+            )
+    );
+    // The reference writes no identity baseline: N/A, not a number made up.
+    assert!(
+        row["skill"].is_null() && row["identity_sc_log_mse"].is_null(),
+        "{row}"
+    );
+
+    // One results file with both folds counts as two runs; only the tested (best) fold has
+    // test metrics, and the 0.0 written for never-computed validation SC metrics is N/A.
+    let all = refs.join("clg_ode_ref_allfolds");
+    let results = json(&all.join("clg_ode_results.json"));
+    let tested = results["best_model_path"].as_str().unwrap();
+    assert!(tested.ends_with("clg_ode_fold1_best.pt"), "{tested}");
+    let rows = compare_json(
+        t.path(),
+        &[
+            all.to_str().unwrap(),
+            "--group-by",
+            "fold",
+            "--metric",
+            "sc_log_mse",
+            "--metric",
+            "val_loss",
+            "--metric",
+            "val_sc_log_mse",
+        ],
+    );
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (row, fold) in rows.iter().zip([0u64, 1]) {
+        assert_eq!(row["group"], serde_json::json!([fold.to_string()]));
+        assert_eq!(row["n"], 1);
+        assert!(
+            close(
+                &row["val_loss"]["mean"],
+                best_epoch_value(&all, fold, "val_loss")
+            ),
+            "{row}"
+        );
+        assert!(row["val_sc_log_mse"].is_null(), "{row}");
+    }
+    assert!(rows[0]["sc_log_mse"].is_null(), "{:?}", rows[0]);
+    assert_eq!(
+        rows[1]["sc_log_mse"]["mean"],
+        results["test_sc_metrics"]["sc_log_mse"]
+    );
+
+    // Any args.json key, in either spelling; n per fold over three directories.
+    for key in ["lambda_density", "lambda-density"] {
+        let rows = compare_json(
+            t.path(),
+            &[
+                f0.to_str().unwrap(),
+                f1.to_str().unwrap(),
+                all.to_str().unwrap(),
+                "--group-by",
+                key,
+            ],
+        );
+        let groups: Vec<(String, u64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r["group"][0].as_str().unwrap().to_string(),
+                    r["n"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            groups,
+            [("0.0".to_string(), 2), ("0.01".to_string(), 2)],
+            "{key}"
+        );
+    }
+
+    // Markdown: the same figures.
+    let o = run_in(
+        t.path(),
+        &[
+            "compare",
+            f0.to_str().unwrap(),
+            f1.to_str().unwrap(),
+            "--group-by",
+            "model",
+            "--metric",
+            "sc_log_mse",
+            "--format",
+            "md",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let md = stdout(&o);
+    let lines: Vec<&str> = md.lines().collect();
+    assert_eq!(
+        lines[0],
+        "| model | n | sc_log_mse mean ± sd | sc_log_mse min | sc_log_mse max | missing |"
+    );
+    let expect = format!(
+        "| clg-ode | 2 | {:.4} ± {:.4} | {:.4} | {:.4} |  |",
+        (m0 + m1) / 2.0,
+        (m0 - m1).abs() / 2f64.sqrt(),
+        m0.min(m1),
+        m0.max(m1)
+    );
+    assert_eq!(lines[2], expect, "{md}");
+}
+
+#[test]
+fn reference_runs_sit_beside_ours() {
+    let t = tempfile::tempdir().unwrap();
+    let o = run_in(
+        t.path(),
+        &[
+            "synth-connectome",
+            "--subjects",
+            "16",
+            "--nodes",
+            "20",
+            "--out",
+            "cohort",
+            "--seed",
+            "3",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ours = train(t.path(), "cohort", "ours", &["--max_epochs", "2"]);
+    let reference = reference_runs().join("clg_ode_ref/fold0");
+    let args = [
+        ours.to_str().unwrap(),
+        reference.to_str().unwrap(),
+        "--group-by",
+        "model",
+    ];
+
+    // Different implementations are never pooled: a `source` column keeps them apart.
+    let mut with_metric = args.to_vec();
+    with_metric.extend(["--metric", "sc_log_mse", "--metric", "skill"]);
+    let rows = compare_json(t.path(), &with_metric);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(
+        rows[0]["group"],
+        serde_json::json!(["reference", "clg-ode"])
+    );
+    assert_eq!(rows[1]["group"], serde_json::json!(["trainer", "clg-ode"]));
+    assert_eq!(
+        rows[0]["sc_log_mse"]["mean"],
+        json(&reference.join("clg_ode_results.json"))["test_sc_metrics"]["sc_log_mse"]
+    );
+    let test = json(&ours.join("test_metrics.json"));
+    assert_eq!(rows[1]["sc_log_mse"]["mean"], test["model"]["sc_log_mse"]);
+    assert_eq!(rows[1]["skill"]["mean"], test["skill"]["skill"]);
+    assert!(rows[0]["skill"].is_null());
+
+    let mut table = vec!["compare"];
+    table.extend_from_slice(&args);
+    let o = run_in(t.path(), &table);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let firsts: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().take(3).collect())
+        .collect();
+    assert_eq!(
+        firsts,
+        [
+            vec!["source", "model", "n"],
+            vec!["reference", "clg-ode", "1"],
+            vec!["trainer", "clg-ode", "1"]
+        ],
+        "{out}"
+    );
+}
+
+#[test]
+fn a_broken_reference_results_file_is_named_and_an_unfinished_run_is_missing() {
+    let t = tempfile::tempdir().unwrap();
+    let src = reference_runs().join("clg_ode_ref/fold0");
+    let run = t.path().join("fold0");
+    std::fs::create_dir(&run).unwrap();
+    for f in ["args.json", "metrics.csv", "clg_ode_results.json"] {
+        std::fs::copy(src.join(f), run.join(f)).unwrap();
+    }
+    let results = run.join("clg_ode_results.json");
+    let text = std::fs::read_to_string(&results).unwrap();
+    // Cut short, as a full disk leaves it.
+    std::fs::write(&results, &text[..text.len() / 2]).unwrap();
+    let o = run_in(t.path(), &["compare", "fold0", "--group-by", "model"]);
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("fold0/clg_ode_results.json") && err.contains("not JSON"),
+        "{err}"
+    );
+
+    // Without a results file the run has not finished: named under `missing`, n = 0.
+    std::fs::remove_file(&results).unwrap();
+    let rows = compare_json(t.path(), &["fold0", "--group-by", "model"]);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["n"], 0);
+    assert_eq!(rows[0]["missing"], serde_json::json!(["fold0"]));
+}

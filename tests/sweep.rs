@@ -5,6 +5,8 @@
 mod common;
 #[path = "common/slurm.rs"]
 mod slurm;
+#[path = "common/sweep.rs"]
+mod sweep;
 
 use std::path::Path;
 use std::process::Command;
@@ -12,50 +14,15 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
+use sweep::{setup_with, states, status};
 
 /// A tiny cohort and a spec of 2 learning rates × 2 KL weights × 2 folds over it.
 fn setup(dir: &Path) {
-    let o = run_in(
+    setup_with(
         dir,
-        &[
-            "synth-connectome",
-            "--subjects",
-            "16",
-            "--nodes",
-            "12",
-            "--out",
-            "cohort",
-            "--seed",
-            "1",
-        ],
+        "folds = [0, 1]\n",
+        "[grid]\nlearning_rate = [1e-3, 1e-4]\nlambda_kl = [0.0, 0.1]\n",
     );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let c = dir.join("cohort");
-    let spec = format!(
-        "command = \"train-gnn\"\nfolds = [0, 1]\n[base]\nsc_dir = \"{sc}\"\nmorph_root = \"{m}\"\n\
-         subject_info_csv = \"{s}\"\nmax_epochs = 1\nlatent_dim = 8\nhidden_dim = 16\n\
-         solver_steps = 2\n[grid]\nlearning_rate = [1e-3, 1e-4]\nlambda_kl = [0.0, 0.1]\n",
-        sc = c.join("sc").display(),
-        m = c.join("morph").display(),
-        s = c.join("subject_info_sc.csv").display(),
-    );
-    std::fs::write(dir.join("spec.toml"), spec).unwrap();
-}
-
-fn status(dir: &Path, sweep: &str) -> Vec<Value> {
-    let o = run_in(dir, &["sweep", "status", sweep, "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    serde_json::from_str::<Value>(&stdout(&o))
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
-fn states(rows: &[Value]) -> Vec<String> {
-    rows.iter()
-        .map(|r| r["state"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[test]

@@ -7,6 +7,8 @@
 //! status DIR` reads what the tasks left ([`state`]), `sweep plan --missing DIR` writes an array
 //! of only the failed and pending tasks.
 
+mod gflow;
+mod reference_run;
 pub mod scripts;
 pub mod spec;
 pub mod state;
@@ -30,6 +32,8 @@ pub enum Scheduler {
     Slurm,
     /// An LSF array (`-J name[1-K]%N`), requeued on exit 75 (`-Q "75"`).
     Lsf,
+    /// gflow submissions on one machine (`gbatch --param task=… --max-concurrent N`).
+    Gflow,
     /// `sweep run` on this machine.
     Local,
 }
@@ -186,7 +190,7 @@ pub fn task(dir: &Path, index: usize) -> Result<ExitCode> {
 }
 
 /// `trainer sweep run DIR --jobs N`: the pending and failed tasks on this machine, N at a time,
-/// the cores shared out between them.
+/// the cores shared out between them; a two-stage sweep's phase-2 tasks after phase 1.
 pub fn run(dir: &Path, jobs: usize) -> Result<ExitCode> {
     let manifest = Manifest::read(dir)?;
     let todo: Vec<&Task> = manifest
@@ -202,24 +206,9 @@ pub fn run(dir: &Path, jobs: usize) -> Result<ExitCode> {
         todo.len(),
         manifest.tasks.len()
     );
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let failed = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.min(todo.len()) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some(t) = todo.get(i) else { break };
-                    let env = [("RAYON_NUM_THREADS", threads.as_str())];
-                    let ok = state::run_task(dir, &manifest, t, &env).is_ok_and(|c| c == 0);
-                    if !ok {
-                        failed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    }
-                }
-            });
-        }
-    });
-    let failed = failed.into_inner();
+    let (second, first): (Vec<&Task>, Vec<&Task>) = todo.iter().partition(|t| t.after.is_some());
+    let failed = run_wave(dir, &manifest, &first, jobs, &threads)
+        + run_wave(dir, &manifest, &second, jobs, &threads);
     if failed > 0 {
         eprintln!(
             "[sweep] {failed} task(s) failed: trainer sweep status {}",
@@ -228,6 +217,28 @@ pub fn run(dir: &Path, jobs: usize) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `todo` `jobs` at a time with `threads` threads each; returns how many failed.
+fn run_wave(dir: &Path, manifest: &Manifest, todo: &[&Task], jobs: usize, threads: &str) -> usize {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(todo.len()) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(t) = todo.get(i) else { break };
+                    let env = [("RAYON_NUM_THREADS", threads)];
+                    let ok = state::run_task(dir, manifest, t, &env).is_ok_and(|c| c == 0);
+                    if !ok {
+                        failed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    failed.into_inner()
 }
 
 /// `trainer sweep status DIR [--json]`.

@@ -1,8 +1,11 @@
 //! The scheduler's script of a sweep: a Slurm array over the task indices with a throttle
 //! (`--array=0-7%2`), each task `trainer sweep task DIR $SLURM_ARRAY_TASK_ID` with the queue
 //! rules of `jobs/` (signal before the limit, forward it, requeue on 75, one appended log per
-//! task, the trainer from `$TRAINER` or a container with `--nv`); or the local plan
-//! (`trainer sweep run DIR --jobs N`).
+//! task, the trainer from `$TRAINER` or a container with `--nv`); an LSF array; gflow
+//! submissions (`gbatch --param task=… --max-concurrent N`); or the local plan (`trainer sweep
+//! run DIR --jobs N`). A two-stage sweep is submitted as arrays ([`arrays`]) by a small
+//! `submit.sh`: phase 2 of each task waits for its own phase-1 task (Slurm `aftercorr`, a gflow
+//! dependency per task; LSF: the whole phase-1 array has ended).
 
 use std::path::{Path, PathBuf};
 
@@ -36,8 +39,14 @@ pub fn ranges(indices: &[usize]) -> String {
     out.join(",")
 }
 
+/// `0 1 2` (a shell word list) of `indices` − `offset`.
+pub(super) fn ranges_list(indices: &[usize], offset: usize) -> String {
+    let v: Vec<String> = indices.iter().map(|i| (i - offset).to_string()).collect();
+    v.join(" ")
+}
+
 /// The array job's name: the sweep directory's.
-fn job_name(dir: &Path) -> String {
+pub(super) fn job_name(dir: &Path) -> String {
     dir.file_name()
         .map_or("sweep".into(), |n| n.to_string_lossy().into_owned())
 }
@@ -53,7 +62,7 @@ fn throttle(m: &Manifest) -> String {
 
 /// The trainer command of an array task: `$TRAINER`, else the container with `--nv` when
 /// `IMAGE` is set, else `trainer` on the PATH.
-const CHOOSE_TRAINER: &str = r#"if [[ -n "${TRAINER:-}" ]]; then
+pub(super) const CHOOSE_TRAINER: &str = r#"if [[ -n "${TRAINER:-}" ]]; then
   RUN=("$TRAINER")
 elif [[ -n "${IMAGE:-}" ]]; then
   RUN=(singularity exec --nv ${BIND_MOUNTS:+--bind "$BIND_MOUNTS"} "$IMAGE" trainer)
@@ -64,7 +73,7 @@ fi
 
 /// `sweep task DIR $TASK` in the background, the scheduler's warning `signal` and TERM
 /// forwarded to it, its exit code in `rc`.
-fn run_task(dir: &str, signal: &str) -> String {
+pub(super) fn run_task(dir: &str, signal: &str) -> String {
     format!(
         r#"pid=""
 forward() {{ [[ -n "$pid" ]] && kill -s "$1" "$pid" 2>/dev/null; }}
@@ -78,8 +87,62 @@ while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
     )
 }
 
-fn slurm(dir: &Path, m: &Manifest, indices: &[usize]) -> String {
-    let (name, throttle) = (job_name(dir), throttle(m));
+/// One array of a submission: manifest indices `tasks`, array index = task − `offset`;
+/// `chained`: each task waits for the array index of the same number in the first array
+/// (phase 2 after its own phase 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Array {
+    pub tasks: Vec<usize>,
+    pub offset: usize,
+    pub chained: bool,
+}
+
+/// The arrays that run `indices`: phase 1 first; then phase-2 tasks whose phase-1 task is in
+/// it (chained), and phase-2 tasks whose phase 1 is already done (not chained).
+pub fn arrays(m: &Manifest, indices: &[usize]) -> Vec<Array> {
+    let phase_one = m.tasks.iter().filter(|t| t.after.is_none()).count();
+    let first: Vec<usize> = indices
+        .iter()
+        .copied()
+        .filter(|&i| m.tasks[i].after.is_none())
+        .collect();
+    let (chained, free): (Vec<usize>, Vec<usize>) = indices
+        .iter()
+        .copied()
+        .filter(|&i| m.tasks[i].after.is_some())
+        .partition(|&i| m.tasks[i].after.is_some_and(|p| first.contains(&p)));
+    let mut out = Vec::new();
+    if !first.is_empty() {
+        out.push(Array {
+            tasks: first,
+            offset: 0,
+            chained: false,
+        });
+    }
+    for (tasks, chained) in [(chained, true), (free, false)] {
+        if !tasks.is_empty() {
+            out.push(Array {
+                tasks,
+                offset: phase_one,
+                chained,
+            });
+        }
+    }
+    out
+}
+
+/// `TASK=` line of an array script: the array index plus the array's offset.
+fn task_line(var: &str, offset: isize) -> String {
+    match offset {
+        0 => format!("TASK=\"${{{var}:?an array task}}\""),
+        o => format!("TASK=$(( ${{{var}:?an array task}} + {o} ))"),
+    }
+}
+
+fn slurm(dir: &Path, m: &Manifest, a: &Array, name: &str) -> String {
+    let throttle = throttle(m);
+    let indices = &a.tasks;
+    let array: Vec<usize> = indices.iter().map(|i| i - a.offset).collect();
     let dir = dir.display();
     format!(
         r#"#!/bin/bash
@@ -88,7 +151,7 @@ fn slurm(dir: &Path, m: &Manifest, indices: &[usize]) -> String {
 #   sbatch --partition=q_ai4 --gres=gpu:1 --time=12:00:00 {dir}/submit.slurm
 # (GPU queues ask only --gres; CPUs and memory come with the GPU).
 #SBATCH --job-name={name}
-# Task indices of the sweep; %N = at most N at once.
+# Array index + {offset} = task index of the sweep; %N = at most N at once.
 #SBATCH --array={array}{throttle}
 # SIGUSR1 to this batch shell 120 s before the limit: forwarded, the trainer checkpoints, exits 75.
 #SBATCH --signal=B:USR1@120
@@ -99,7 +162,7 @@ fn slurm(dir: &Path, m: &Manifest, indices: &[usize]) -> String {
 set -uo pipefail
 # The trainer: $TRAINER, else `singularity exec --nv $IMAGE trainer` when IMAGE is set, else
 # `trainer` on the PATH.
-{choose}TASK="${{SLURM_ARRAY_TASK_ID:?an array task}}"
+{choose}{task_line}
 echo "=== $(date '+%F %T') task $TASK on $(hostname), restart ${{SLURM_RESTART_COUNT:-0}}"
 {run}echo "=== $(date '+%T') task $TASK exit code $rc"
 if [[ $rc -eq 75 ]]; then
@@ -111,24 +174,33 @@ exit "$rc"
         n = indices.len(),
         command = m.command,
         spec = m.spec.display(),
-        array = ranges(indices),
+        array = ranges(&array),
+        offset = a.offset,
         choose = CHOOSE_TRAINER,
+        task_line = task_line("SLURM_ARRAY_TASK_ID", a.offset as isize),
         run = run_task(&dir.to_string(), "USR1"),
     )
 }
 
-fn lsf(dir: &Path, m: &Manifest, indices: &[usize]) -> String {
-    let (name, throttle) = (job_name(dir), throttle(m));
-    // LSF array indices start at 1: element i + 1 is task i.
-    let one_based: Vec<usize> = indices.iter().map(|i| i + 1).collect();
+fn lsf(dir: &Path, m: &Manifest, a: &Array, name: &str, after: Option<&str>) -> String {
+    let throttle = throttle(m);
+    let indices = &a.tasks;
+    // LSF array indices start at 1: element e is task e - 1 + offset.
+    let one_based: Vec<usize> = indices.iter().map(|i| i - a.offset + 1).collect();
+    let wait = after.map_or(String::new(), |first| {
+        format!(
+            "# Phase 2: starts when the phase-1 array has ended; each element checks that its own\n\
+             # phase-1 task is done.\n#BSUB -w \"ended({first})\"\n"
+        )
+    });
     let dir = dir.display();
     format!(
         r#"#!/bin/bash
 # trainer sweep: {n} task(s) of `trainer {command}` from {spec}, one LSF array element each
-# (element i + 1 = task i). Submit with `bsub < {dir}/submit.lsf`; add the queue's options on
+# (element e = task e - 1 + {offset}). Submit with `bsub < {dir}/submit.lsf`; add the queue's options on
 # the command line (bsub -q gpu_a100 -gpu "num=1" < …).
 #BSUB -J "{name}[{array}]{throttle}"
-# SIGUSR2 five minutes before the run limit: forwarded, the trainer checkpoints and exits 75.
+{wait}# SIGUSR2 five minutes before the run limit: forwarded, the trainer checkpoints and exits 75.
 #BSUB -wa USR2
 #BSUB -wt 5
 # Exit 75 = checkpoint written: LSF requeues the element, which resumes its checkpoint.
@@ -137,7 +209,7 @@ fn lsf(dir: &Path, m: &Manifest, indices: &[usize]) -> String {
 #BSUB -e {dir}/logs/lsf_%J_%I.out
 
 set -uo pipefail
-{choose}TASK=$(( ${{LSB_JOBINDEX:?an array element}} - 1 ))
+{choose}{task_line}
 echo "=== $(date '+%F %T') task $TASK on $(hostname)"
 {run}echo "=== $(date '+%T') task $TASK exit code $rc"
 exit "$rc"
@@ -146,41 +218,83 @@ exit "$rc"
         command = m.command,
         spec = m.spec.display(),
         array = ranges(&one_based),
+        offset = a.offset,
         choose = CHOOSE_TRAINER,
+        task_line = task_line("LSB_JOBINDEX", a.offset as isize - 1),
         run = run_task(&dir.to_string(), "USR2"),
     )
 }
 
-/// Writes the script of `indices` (`which`: `all` or `missing`) into the sweep directory.
+/// The file stem of array `k` of a submission (`submit`, `submit-phase2`, …).
+fn stem(which: &str, a: &Array) -> String {
+    let base = if which == "all" {
+        "submit".to_string()
+    } else {
+        format!("submit-{which}")
+    };
+    match (a.offset, a.chained) {
+        (0, _) => base,
+        (_, true) => format!("{base}-phase2"),
+        (_, false) => format!("{base}-phase2-now"),
+    }
+}
+
+/// Writes the scripts of `indices` (`which`: `all` or `missing`) into the sweep directory.
 pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result<Script> {
     // Absolute paths: the script runs from wherever it is submitted; Slurm does not create the
     // log directory.
     let dir = &std::path::absolute(dir).unwrap_or(dir.to_path_buf());
     std::fs::create_dir_all(dir.join("logs"))?;
-    let (path, text, submit) = match m.scheduler {
+    let arrays = arrays(m, indices);
+    let name = job_name(dir);
+    let mut files: Vec<(PathBuf, String)> = Vec::new();
+    let (path, submit) = match m.scheduler {
         Scheduler::Slurm => {
-            let file = if which == "all" {
-                "submit.slurm".to_string()
+            for a in &arrays {
+                let job = if a.offset == 0 {
+                    name.clone()
+                } else {
+                    format!("{name}-phase2")
+                };
+                files.push((
+                    dir.join(format!("{}.slurm", stem(which, a))),
+                    slurm(dir, m, a, &job),
+                ));
+            }
+            if let [(only, _)] = files.as_slice() {
+                let submit = vec!["sbatch".into(), only.display().to_string()];
+                (only.clone(), submit)
             } else {
-                format!("submit-{which}.slurm")
-            };
-            let path = dir.join(file);
-            let submit = vec!["sbatch".into(), path.display().to_string()];
-            (path, slurm(dir, m, indices), submit)
+                let sh = dir.join(format!("{}.sh", stem(which, &arrays[0])));
+                files.push((sh.clone(), slurm_chain(&arrays, &files)));
+                (sh.clone(), vec!["bash".into(), sh.display().to_string()])
+            }
         }
         Scheduler::Lsf => {
-            let file = if which == "all" {
-                "submit.lsf".to_string()
-            } else {
-                format!("submit-{which}.lsf")
-            };
-            let path = dir.join(file);
-            let submit = vec![
-                "bash".into(),
-                "-c".into(),
-                format!("bsub < {}", path.display()),
-            ];
-            (path, lsf(dir, m, indices), submit)
+            let mut cmds = Vec::new();
+            for a in &arrays {
+                let job = if a.offset == 0 {
+                    name.clone()
+                } else {
+                    format!("{name}-phase2")
+                };
+                let after = (a.chained).then_some(name.as_str());
+                let file = dir.join(format!("{}.lsf", stem(which, a)));
+                cmds.push(format!("bsub < {}", file.display()));
+                files.push((file, lsf(dir, m, a, &job, after)));
+            }
+            let path = files[0].0.clone();
+            (path, vec!["bash".into(), "-c".into(), cmds.join(" && ")])
+        }
+        Scheduler::Gflow => {
+            let task = dir.join("task.gflow");
+            files.push((task.clone(), super::gflow::task_script(dir, m)));
+            let sh = dir.join(format!("{}.gflow.sh", stem(which, &arrays[0])));
+            files.push((
+                sh.clone(),
+                super::gflow::submit_script(dir, m, &arrays, &task),
+            ));
+            (sh.clone(), vec!["bash".into(), sh.display().to_string()])
         }
         Scheduler::Local => {
             let path = dir.join("run-local.sh");
@@ -191,22 +305,103 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
                 dir.display(),
                 dir.display()
             );
+            files.push((path.clone(), text));
             (
                 path.clone(),
-                text,
                 vec!["bash".into(), path.display().to_string()],
             )
         }
     };
-    write_atomic(&path, |w| Ok(w.write_all(text.as_bytes())?))?;
+    for (file, text) in &files {
+        write_atomic(file, |w| Ok(w.write_all(text.as_bytes())?))?;
+        // Executable: gflow runs a script by its path.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o755))?;
+    }
     Ok(Script { path, submit })
+}
+
+/// `submit.sh` of a two-stage Slurm sweep: the phase-1 array, then each phase-2 array; a
+/// chained one waits task by task (`aftercorr`: array index i after index i of phase 1).
+fn slurm_chain(arrays: &[Array], files: &[(PathBuf, String)]) -> String {
+    let mut out = String::from(
+        "#!/bin/bash\n# Submits the sweep's arrays; options given to this script go to every \
+         sbatch\n# (bash submit.sh --partition=q_ai4 --gres=gpu:1).\nset -euo pipefail\n",
+    );
+    let mut first = false;
+    for (a, (file, _)) in arrays.iter().zip(files) {
+        let f = file.display();
+        if a.offset == 0 {
+            first = true;
+            out.push_str(&format!(
+                "first=$(sbatch --parsable \"$@\" {f}); first=${{first%%;*}}\n\
+                 echo \"phase 1: array job $first\"\n"
+            ));
+        } else if a.chained && first {
+            out.push_str(&format!(
+                "second=$(sbatch --parsable --dependency=aftercorr:\"$first\" \"$@\" {f})\n\
+                 echo \"phase 2: array job ${{second%%;*}}, task i after phase-1 task i \
+                 (aftercorr:$first)\"\n"
+            ));
+        } else {
+            out.push_str(&format!(
+                "now=$(sbatch --parsable \"$@\" {f})\n\
+                 echo \"phase 2 (phase 1 already done): array job ${{now%%;*}}\"\n"
+            ));
+        }
+    }
+    out
 }
 
 use std::io::Write as _;
 
 #[cfg(test)]
 mod tests {
-    use super::ranges;
+    use super::*;
+    use crate::sweep::spec::Task;
+
+    fn manifest(afters: &[Option<usize>]) -> Manifest {
+        let tasks = afters
+            .iter()
+            .enumerate()
+            .map(|(index, &after)| Task {
+                index,
+                name: format!("t{index}"),
+                varied: Default::default(),
+                flags: Default::default(),
+                after,
+            })
+            .collect();
+        Manifest {
+            command: "train-gnn".into(),
+            spec: "s.toml".into(),
+            scheduler: Scheduler::Slurm,
+            throttle: 2,
+            tasks,
+        }
+    }
+
+    #[test]
+    fn two_stage_tasks_split_into_chained_and_free_arrays() {
+        let m = manifest(&[None, None, None, Some(0), Some(1), Some(2)]);
+        let all = arrays(&m, &[0, 1, 2, 3, 4, 5]);
+        assert_eq!(all.len(), 2);
+        assert_eq!((all[1].offset, all[1].chained), (3, true));
+        // Phase 1 of task 1 failed, task 0's phase 2 failed after a done phase 1.
+        let missing = arrays(&m, &[1, 3, 4]);
+        assert_eq!(missing[0].tasks, vec![1]);
+        assert_eq!(
+            (missing[1].tasks.clone(), missing[1].chained),
+            (vec![4], true)
+        );
+        assert_eq!(
+            (missing[2].tasks.clone(), missing[2].chained),
+            (vec![3], false)
+        );
+        let text = slurm(Path::new("/s"), &m, &missing[1], "s-phase2");
+        assert!(text.contains("#SBATCH --array=1%2"), "{text}");
+        assert!(text.contains("TASK=$(( ${SLURM_ARRAY_TASK_ID:?an array task} + 3 ))"));
+    }
 
     #[test]
     fn index_lists_become_slurm_ranges() {

@@ -17,6 +17,11 @@
 //!
 //! A task is a variant × a grid point × a fold × a seed; its name is built from what varies
 //! (`fixed/pw3_ld0.01/fold0`), stable across re-planning.
+//!
+//! An optional `[then]` table makes a two-stage sweep: every task above (phase 1) gets a
+//! phase-2 task with the `[then]` flags on top of its own, resumed (`--resume-from`) from its
+//! phase-1 task's best checkpoint, named `<then name>/<phase-1 name>` (`name = "..."` in
+//! `[then]`, default `phase2`); `stage` (`phase1` or the then-name) is a varied key for tables.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -32,6 +37,9 @@ pub struct Task {
     /// What varies, for tables: key → value as written (`variant`, grid keys, `fold`, `seed`).
     pub varied: BTreeMap<String, String>,
     pub flags: toml::Table,
+    /// Phase 2 of a two-stage sweep: the phase-1 task whose best checkpoint this one starts from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<usize>,
 }
 
 /// A parsed specification.
@@ -88,14 +96,14 @@ impl Spec {
             .parse()
             .map_err(|e| anyhow::anyhow!("{}: not valid TOML: {e}", path.display()))?;
         for key in table.keys() {
-            if !["command", "base", "grid", "variant", "folds", "seeds"].contains(&key.as_str()) {
-                let hint = if key == "then" {
-                    " (two-stage sweeps are not implemented yet)"
-                } else {
-                    ""
-                };
+            if ![
+                "command", "base", "grid", "variant", "folds", "seeds", "then",
+            ]
+            .contains(&key.as_str())
+            {
                 bail!(
-                    "{}: unknown key `{key}`{hint}; a spec has command, base, grid, variant, folds, seeds",
+                    "{}: unknown key `{key}`; a spec has command, base, grid, variant, folds, \
+                     seeds, then",
                     at(key)
                 );
             }
@@ -266,10 +274,38 @@ impl Spec {
                             name: parts.join("/"),
                             varied,
                             flags,
+                            after: None,
                         });
                     }
                 }
             }
+        }
+        if table.contains_key("then") {
+            let then = sub_table("then")?;
+            if folds.is_none() || !known(&command, "resume_from") {
+                bail!(
+                    "{}: a two-stage sweep needs train-gnn and `folds = [...]` (phase 2 resumes \
+                     one fold's best checkpoint)",
+                    at("then")
+                );
+            }
+            let stage = match then.get("name") {
+                None => "phase2".to_string(),
+                Some(toml::Value::String(n)) if !n.is_empty() && !n.contains('/') => n.clone(),
+                Some(_) => bail!("{}: `name` of [then] must be a word", at("then")),
+            };
+            let mut flags = then.clone();
+            flags.remove("name");
+            for k in flags.keys() {
+                if ["resume_from", "resume-from"].contains(&k.as_str()) {
+                    bail!(
+                        "{}: phase 2 resumes from phase 1's best checkpoint: no `{k}` in [then]",
+                        at(k)
+                    );
+                }
+                check_key(k)?;
+            }
+            tasks = then_stage(tasks, &stage, &flags);
         }
         let mut seen = BTreeMap::new();
         for t in &tasks {
@@ -287,6 +323,35 @@ impl Spec {
     }
 }
 
+/// Phase 1 (`tasks`, marked `stage = phase1`) followed by one phase-2 task per phase-1 task:
+/// its flags with `then` on top, named `<stage>/<name>`, resumed from it.
+fn then_stage(tasks: Vec<Task>, stage: &str, then: &toml::Table) -> Vec<Task> {
+    let first: Vec<Task> = tasks
+        .into_iter()
+        .map(|mut t| {
+            t.varied.insert("stage".into(), "phase1".into());
+            t
+        })
+        .collect();
+    let second: Vec<Task> = first
+        .iter()
+        .map(|t| {
+            let mut flags = t.flags.clone();
+            flags.extend(then.clone());
+            let mut varied = t.varied.clone();
+            varied.insert("stage".into(), stage.to_string());
+            Task {
+                index: first.len() + t.index,
+                name: format!("{stage}/{}", t.name),
+                varied,
+                flags,
+                after: Some(t.index),
+            }
+        })
+        .collect();
+    first.into_iter().chain(second).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +363,7 @@ mod tests {
             "lambda_density",
             "fixed_support",
             "preset",
+            "resume_from",
         ]
         .contains(&key)
     }
@@ -348,6 +414,30 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("both named `a`"), "{e}");
         let e = parse("command = \"train-gnn\"\n[then]\nmax_epochs = 1\n").unwrap_err();
-        assert!(e.to_string().contains("s.toml:2"), "{e}");
+        assert!(
+            e.to_string().contains("s.toml:2") && e.to_string().contains("folds"),
+            "{e}"
+        );
+        let e = parse("command = \"train-gnn\"\nfolds = [0]\n[then]\nresume_from = \"x\"\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("s.toml:4"), "{e}");
+    }
+
+    #[test]
+    fn a_then_stage_adds_one_resumed_task_per_phase_one_task() {
+        let s = parse(
+            "command = \"train-gnn\"\nfolds = [0, 1]\n[grid]\npos_weight = [1.0, 3.0]\n\
+             [then]\nname = \"fine\"\nlambda_density = 0.1\n",
+        )
+        .unwrap();
+        assert_eq!(s.tasks.len(), 8);
+        let p2 = &s.tasks[5];
+        assert_eq!(p2.after, Some(1));
+        assert_eq!(p2.name, format!("fine/{}", s.tasks[1].name));
+        assert_eq!(p2.flags["lambda_density"].as_float(), Some(0.1));
+        assert_eq!(p2.flags["cv_fold"], s.tasks[1].flags["cv_fold"]);
+        assert_eq!(p2.varied["stage"], "fine");
+        assert_eq!(s.tasks[1].varied["stage"], "phase1");
+        assert!(s.tasks[..4].iter().all(|t| t.after.is_none()));
     }
 }

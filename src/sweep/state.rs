@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use std::io::Write as _;
+
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
@@ -115,6 +117,38 @@ fn last_error(log: &Path) -> String {
         .map_or(String::new(), |l| l.trim().to_string())
 }
 
+/// The best checkpoint of phase-1 task `p` (`checkpoints/*_best.safetensors` in its run
+/// directory), or why there is none yet.
+fn phase_one_best(dir: &Path, m: &Manifest, p: usize) -> Result<PathBuf> {
+    let first = m.task(p)?;
+    let state = read_state(dir, first);
+    if state != TaskState::Done {
+        anyhow::bail!(
+            "phase 1 (task {p}, {}) is {}, not done: this phase-2 task resumes from its best \
+             checkpoint",
+            first.name,
+            state.label()
+        );
+    }
+    let ckpts = run_dir(dir, first).join("checkpoints");
+    let best: Vec<PathBuf> = std::fs::read_dir(&ckpts)
+        .with_context(|| format!("phase 1 (task {p}): no {}", ckpts.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|f| {
+            f.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with("_best.safetensors"))
+        })
+        .collect();
+    match best.as_slice() {
+        [one] => Ok(std::path::absolute(one).unwrap_or(one.clone())),
+        _ => anyhow::bail!(
+            "phase 1 (task {p}): expected one *_best.safetensors in {}, found {}",
+            ckpts.display(),
+            best.len()
+        ),
+    }
+}
+
 /// Runs task `t` of the sweep in `dir` (its flags, its run directory, resuming its own
 /// checkpoint) with extra environment `env`; forwards SIGUSR1/USR2/TERM/INT to the trainer and
 /// returns its exit code.
@@ -129,6 +163,20 @@ pub fn run_task(dir: &Path, m: &Manifest, t: &Task, env: &[(&str, &str)]) -> Res
         .append(true)
         .open(&log)
         .with_context(|| format!("cannot open {}", log.display()))?;
+    let resume_from = match t.after.map(|p| phase_one_best(dir, m, p)).transpose() {
+        Ok(path) => path,
+        Err(error) => {
+            // Phase 1 has not finished: this task fails without starting the trainer.
+            writeln!(&out, "error: {error}")?;
+            let state = TaskState::Failed {
+                code: Some(1),
+                error: error.to_string(),
+            };
+            write_json(&status_path(dir, t.index), &state)?;
+            eprintln!("[sweep] task {} ({}): {error}", t.index, t.name);
+            return Ok(1);
+        }
+    };
     let exe = std::env::current_exe().context("the trainer binary's path")?;
     let mut cmd = Command::new(exe);
     cmd.arg(&m.command)
@@ -139,6 +187,9 @@ pub fn run_task(dir: &Path, m: &Manifest, t: &Task, env: &[(&str, &str)]) -> Res
         .args(["--resume", "auto"]);
     if m.command == "train-gnn" {
         cmd.arg("--results-dir").arg(dir);
+    }
+    if let Some(path) = &resume_from {
+        cmd.arg("--resume-from").arg(path);
     }
     cmd.envs(env.iter().copied())
         .stdin(Stdio::null())

@@ -1,0 +1,90 @@
+//! `trainer sweep plan --scheduler gflow` on a real gflowd (PyPI's `runqd`, installed by
+//! scripts/test-jobs.sh, which runs this test): a two-stage sweep of 2 learning rates × 2 folds,
+//! submitted by the written `submit.gflow.sh` with `--max-concurrent 2`; every phase-2 task is
+//! a gflow job that depends on its phase-1 task's job and starts from its best weights.
+
+mod common;
+#[path = "common/gflow.rs"]
+mod gflow;
+#[path = "common/sweep.rs"]
+mod sweep;
+
+use std::time::Duration;
+
+use common::*;
+use gflow::Gflow;
+use sweep::{setup_with, states, status, test_metric};
+
+#[test]
+fn a_two_stage_sweep_runs_on_a_real_gflowd() {
+    let t = tempfile::tempdir().unwrap();
+    setup_with(
+        t.path(),
+        "folds = [0, 1]\n",
+        "[grid]\nlearning_rate = [1e-3, 1e-4]\n[then]\nmax_epochs = 2\nlearning_rate = 1e-12\n",
+    );
+    let plan = [
+        "sweep",
+        "plan",
+        "spec.toml",
+        "--out",
+        "S",
+        "--scheduler",
+        "gflow",
+        "--throttle",
+        "2",
+    ];
+    let o = run_in(t.path(), &plan);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("submit.gflow.sh"), "{}", stdout(&o));
+    let submit = std::fs::read_to_string(t.path().join("S/submit.gflow.sh")).unwrap();
+    assert!(
+        submit.contains("--param task=0,1,2,3") && submit.contains("--max-concurrent 2"),
+        "{submit}"
+    );
+    let task = std::fs::read_to_string(t.path().join("S/task.gflow")).unwrap();
+    assert!(task.contains("\n# GFLOW --gpus 1\n"), "{task}");
+    for f in ["S/submit.gflow.sh", "S/task.gflow"] {
+        let o = std::process::Command::new("bash")
+            .arg("-n")
+            .arg(t.path().join(f))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "bash -n {f}: {}", stderr(&o));
+    }
+    let env = [("TRAINER", env!("CARGO_BIN_EXE_trainer").to_string())];
+    let Some(daemon) = Gflow::start(t.path(), &env) else {
+        return;
+    };
+    // No GPU here: the command line overrides the task script's `--gpus 1`.
+    let o = daemon
+        .cmd("bash")
+        .arg(t.path().join("S/submit.gflow.sh"))
+        .args(["--gpus", "0"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(
+        out.matches("Submitted batch job").count(),
+        8,
+        "four phase-1 jobs and four dependent phase-2 jobs:\n{out}"
+    );
+    let jobs = daemon.wait_all(8, Duration::from_secs(600));
+    let logs: Vec<String> = jobs.iter().map(|(id, _)| daemon.log(*id)).collect();
+    assert!(
+        jobs.iter().all(|(_, s)| s == "Finished"),
+        "{jobs:?}\n{}",
+        logs.join("\n---\n")
+    );
+    let rows = status(t.path(), "S");
+    assert!(states(&rows).iter().all(|s| s == "done"), "{rows:?}");
+    for name in ["lr0.001/fold0", "lr0.0001/fold1"] {
+        let first = test_metric(&t.path().join("S/runs").join(name), "sc_log_mse");
+        let second = test_metric(&t.path().join("S/runs/phase2").join(name), "sc_log_mse");
+        assert!(
+            (first - second).abs() <= 1e-9 * first.abs(),
+            "{name}: {first} vs {second}"
+        );
+    }
+}
