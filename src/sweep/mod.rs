@@ -5,11 +5,15 @@
 //! local plan). `sweep task DIR I` runs task I (what an array task calls; after a requeue it
 //! resumes its own checkpoint), `sweep run DIR --jobs N` runs the pending tasks here, `sweep
 //! status DIR` reads what the tasks left ([`state`]), `sweep plan --missing DIR` writes an array
-//! of only the failed and pending tasks.
+//! of only the failed and pending tasks. A `[then]` stage adds one phase-2 task per task, resumed
+//! from its phase-1 task's best checkpoint ([`expand`]; chained per task in the scripts).
 
+pub mod expand;
 mod gflow;
+mod lsf;
 mod reference_run;
 pub mod scripts;
+mod slurm;
 pub mod spec;
 pub mod state;
 pub mod table;

@@ -1,9 +1,8 @@
-//! The scheduler's script of a sweep: a Slurm array over the task indices with a throttle
-//! (`--array=0-7%2`), each task `trainer sweep task DIR $SLURM_ARRAY_TASK_ID` with the queue
-//! rules of `jobs/` (signal before the limit, forward it, requeue on 75, one appended log per
-//! task, the trainer from `$TRAINER` or a container with `--nv`); an LSF array; gflow
-//! submissions (`gbatch --param task=… --max-concurrent N`); or the local plan (`trainer sweep
-//! run DIR --jobs N`). A two-stage sweep is submitted as arrays ([`arrays`]) by a small
+//! The scheduler's scripts of a sweep, and what they share: the arrays a submission is made of
+//! ([`arrays`]), the trainer choice (`$TRAINER`, or a container with `--nv`), running the task
+//! with the scheduler's signal forwarded. Each scheduler's text is in its file: a Slurm array
+//! with a throttle ([`super::slurm`]), an LSF array ([`super::lsf`]), gflow submissions
+//! ([`super::gflow`]); or the local plan (`trainer sweep run DIR --jobs N`). A two-stage sweep is submitted as arrays ([`arrays`]) by a small
 //! `submit.sh`: phase 2 of each task waits for its own phase-1 task (Slurm `aftercorr`, a gflow
 //! dependency per task; LSF: the whole phase-1 array has ended).
 
@@ -52,7 +51,7 @@ pub(super) fn job_name(dir: &Path) -> String {
 }
 
 /// `%N` of an array's throttle (empty without one).
-fn throttle(m: &Manifest) -> String {
+pub(super) fn throttle(m: &Manifest) -> String {
     if m.throttle > 0 {
         format!("%{}", m.throttle)
     } else {
@@ -132,97 +131,11 @@ pub fn arrays(m: &Manifest, indices: &[usize]) -> Vec<Array> {
 }
 
 /// `TASK=` line of an array script: the array index plus the array's offset.
-fn task_line(var: &str, offset: isize) -> String {
+pub(super) fn task_line(var: &str, offset: isize) -> String {
     match offset {
         0 => format!("TASK=\"${{{var}:?an array task}}\""),
         o => format!("TASK=$(( ${{{var}:?an array task}} + {o} ))"),
     }
-}
-
-fn slurm(dir: &Path, m: &Manifest, a: &Array, name: &str) -> String {
-    let throttle = throttle(m);
-    let indices = &a.tasks;
-    let array: Vec<usize> = indices.iter().map(|i| i - a.offset).collect();
-    let dir = dir.display();
-    format!(
-        r#"#!/bin/bash
-# trainer sweep: {n} task(s) of `trainer {command}` from {spec}, one array task each.
-# Submit from anywhere; add the queue's own options on the command line, e.g.
-#   sbatch --partition=q_ai4 --gres=gpu:1 --time=12:00:00 {dir}/submit.slurm
-# (GPU queues ask only --gres; CPUs and memory come with the GPU).
-#SBATCH --job-name={name}
-# Array index + {offset} = task index of the sweep; %N = at most N at once.
-#SBATCH --array={array}{throttle}
-# SIGUSR1 to this batch shell 120 s before the limit: forwarded, the trainer checkpoints, exits 75.
-#SBATCH --signal=B:USR1@120
-#SBATCH --requeue
-#SBATCH --open-mode=append
-#SBATCH --output={dir}/logs/slurm_%A_%a.out
-
-set -uo pipefail
-# The trainer: $TRAINER, else `singularity exec --nv $IMAGE trainer` when IMAGE is set, else
-# `trainer` on the PATH.
-{choose}{task_line}
-echo "=== $(date '+%F %T') task $TASK on $(hostname), restart ${{SLURM_RESTART_COUNT:-0}}"
-{run}echo "=== $(date '+%T') task $TASK exit code $rc"
-if [[ $rc -eq 75 ]]; then
-  echo "=== requeueing ${{SLURM_ARRAY_JOB_ID}}_$TASK; it resumes from its checkpoint"
-  scontrol requeue "${{SLURM_ARRAY_JOB_ID}}_$TASK"
-fi
-exit "$rc"
-"#,
-        n = indices.len(),
-        command = m.command,
-        spec = m.spec.display(),
-        array = ranges(&array),
-        offset = a.offset,
-        choose = CHOOSE_TRAINER,
-        task_line = task_line("SLURM_ARRAY_TASK_ID", a.offset as isize),
-        run = run_task(&dir.to_string(), "USR1"),
-    )
-}
-
-fn lsf(dir: &Path, m: &Manifest, a: &Array, name: &str, after: Option<&str>) -> String {
-    let throttle = throttle(m);
-    let indices = &a.tasks;
-    // LSF array indices start at 1: element e is task e - 1 + offset.
-    let one_based: Vec<usize> = indices.iter().map(|i| i - a.offset + 1).collect();
-    let wait = after.map_or(String::new(), |first| {
-        format!(
-            "# Phase 2: starts when the phase-1 array has ended; each element checks that its own\n\
-             # phase-1 task is done.\n#BSUB -w \"ended({first})\"\n"
-        )
-    });
-    let dir = dir.display();
-    format!(
-        r#"#!/bin/bash
-# trainer sweep: {n} task(s) of `trainer {command}` from {spec}, one LSF array element each
-# (element e = task e - 1 + {offset}). Submit with `bsub < {dir}/submit.lsf`; add the queue's options on
-# the command line (bsub -q gpu_a100 -gpu "num=1" < …).
-#BSUB -J "{name}[{array}]{throttle}"
-{wait}# SIGUSR2 five minutes before the run limit: forwarded, the trainer checkpoints and exits 75.
-#BSUB -wa USR2
-#BSUB -wt 5
-# Exit 75 = checkpoint written: LSF requeues the element, which resumes its checkpoint.
-#BSUB -Q "75"
-#BSUB -o {dir}/logs/lsf_%J_%I.out
-#BSUB -e {dir}/logs/lsf_%J_%I.out
-
-set -uo pipefail
-{choose}{task_line}
-echo "=== $(date '+%F %T') task $TASK on $(hostname)"
-{run}echo "=== $(date '+%T') task $TASK exit code $rc"
-exit "$rc"
-"#,
-        n = indices.len(),
-        command = m.command,
-        spec = m.spec.display(),
-        array = ranges(&one_based),
-        offset = a.offset,
-        choose = CHOOSE_TRAINER,
-        task_line = task_line("LSB_JOBINDEX", a.offset as isize - 1),
-        run = run_task(&dir.to_string(), "USR2"),
-    )
 }
 
 /// The file stem of array `k` of a submission (`submit`, `submit-phase2`, …).
@@ -258,7 +171,7 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
                 };
                 files.push((
                     dir.join(format!("{}.slurm", stem(which, a))),
-                    slurm(dir, m, a, &job),
+                    super::slurm::script(dir, m, a, &job),
                 ));
             }
             if let [(only, _)] = files.as_slice() {
@@ -266,7 +179,7 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
                 (only.clone(), submit)
             } else {
                 let sh = dir.join(format!("{}.sh", stem(which, &arrays[0])));
-                files.push((sh.clone(), slurm_chain(&arrays, &files)));
+                files.push((sh.clone(), super::slurm::chain(&arrays, &files)));
                 (sh.clone(), vec!["bash".into(), sh.display().to_string()])
             }
         }
@@ -281,7 +194,7 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
                 let after = (a.chained).then_some(name.as_str());
                 let file = dir.join(format!("{}.lsf", stem(which, a)));
                 cmds.push(format!("bsub < {}", file.display()));
-                files.push((file, lsf(dir, m, a, &job, after)));
+                files.push((file, super::lsf::script(dir, m, a, &job, after)));
             }
             let path = files[0].0.clone();
             (path, vec!["bash".into(), "-c".into(), cmds.join(" && ")])
@@ -319,38 +232,6 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
         std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o755))?;
     }
     Ok(Script { path, submit })
-}
-
-/// `submit.sh` of a two-stage Slurm sweep: the phase-1 array, then each phase-2 array; a
-/// chained one waits task by task (`aftercorr`: array index i after index i of phase 1).
-fn slurm_chain(arrays: &[Array], files: &[(PathBuf, String)]) -> String {
-    let mut out = String::from(
-        "#!/bin/bash\n# Submits the sweep's arrays; options given to this script go to every \
-         sbatch\n# (bash submit.sh --partition=q_ai4 --gres=gpu:1).\nset -euo pipefail\n",
-    );
-    let mut first = false;
-    for (a, (file, _)) in arrays.iter().zip(files) {
-        let f = file.display();
-        if a.offset == 0 {
-            first = true;
-            out.push_str(&format!(
-                "first=$(sbatch --parsable \"$@\" {f}); first=${{first%%;*}}\n\
-                 echo \"phase 1: array job $first\"\n"
-            ));
-        } else if a.chained && first {
-            out.push_str(&format!(
-                "second=$(sbatch --parsable --dependency=aftercorr:\"$first\" \"$@\" {f})\n\
-                 echo \"phase 2: array job ${{second%%;*}}, task i after phase-1 task i \
-                 (aftercorr:$first)\"\n"
-            ));
-        } else {
-            out.push_str(&format!(
-                "now=$(sbatch --parsable \"$@\" {f})\n\
-                 echo \"phase 2 (phase 1 already done): array job ${{now%%;*}}\"\n"
-            ));
-        }
-    }
-    out
 }
 
 use std::io::Write as _;
@@ -398,7 +279,7 @@ mod tests {
             (missing[2].tasks.clone(), missing[2].chained),
             (vec![3], false)
         );
-        let text = slurm(Path::new("/s"), &m, &missing[1], "s-phase2");
+        let text = crate::sweep::slurm::script(Path::new("/s"), &m, &missing[1], "s-phase2");
         assert!(text.contains("#SBATCH --array=1%2"), "{text}");
         assert!(text.contains("TASK=$(( ${SLURM_ARRAY_TASK_ID:?an array task} + 3 ))"));
     }

@@ -29,6 +29,8 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
+use super::expand::{Space, then_stage};
+
 /// One task of a sweep: its stable name and its flags (flag name → TOML value).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
@@ -60,31 +62,6 @@ fn line_of(text: &str, key: &str) -> usize {
                 || l.starts_with(&format!("[[{key}]]"))
         })
         .map_or(0, |i| i + 1)
-}
-
-/// A value as it appears in a task name (`0.01`, `true`, `residual`).
-fn show(v: &toml::Value) -> String {
-    match v {
-        toml::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// A short name for a flag: its words' initials (`pos_weight` → `pw`), unless two varied flags
-/// share them (then the whole name).
-fn abbreviations(keys: &[String]) -> BTreeMap<String, String> {
-    let initials = |k: &str| -> String {
-        k.split(['_', '-'])
-            .filter_map(|w| w.chars().next())
-            .collect()
-    };
-    keys.iter()
-        .map(|k| {
-            let short = initials(k);
-            let unique = keys.iter().filter(|o| initials(o) == short).count() == 1;
-            (k.clone(), if unique { short } else { k.clone() })
-        })
-        .collect()
 }
 
 impl Spec {
@@ -209,77 +186,14 @@ impl Spec {
         if folds.is_some() && command != "train-gnn" {
             bail!("{}: folds are train-gnn's (--cv-fold)", at("folds"));
         }
-        let names: Vec<String> = axes.iter().map(|(k, _)| k.clone()).collect();
-        let short = abbreviations(&names);
-
-        // Every grid point, the last axis fastest.
-        let mut points: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
-        for (k, values) in &axes {
-            points = points
-                .into_iter()
-                .flat_map(|p| {
-                    values.iter().map(move |v| {
-                        let mut q = p.clone();
-                        q.push((k.clone(), v.clone()));
-                        q
-                    })
-                })
-                .collect();
+        let mut tasks = Space {
+            base,
+            axes,
+            variants,
+            folds: folds.clone(),
+            seeds,
         }
-        let mut tasks = Vec::new();
-        for (variant, vflags) in &variants {
-            for point in &points {
-                for fold in folds
-                    .clone()
-                    .map_or(vec![None], |f| f.into_iter().map(Some).collect())
-                {
-                    for seed in seeds
-                        .clone()
-                        .map_or(vec![None], |s| s.into_iter().map(Some).collect())
-                    {
-                        let mut flags = base.clone();
-                        flags.extend(vflags.clone());
-                        let mut varied = BTreeMap::new();
-                        let mut parts = Vec::new();
-                        if let Some(v) = variant {
-                            parts.push(v.clone());
-                            varied.insert("variant".to_string(), v.clone());
-                        }
-                        let grid_part: Vec<String> = point
-                            .iter()
-                            .map(|(k, v)| format!("{}{}", short[k], show(v)))
-                            .collect();
-                        if !grid_part.is_empty() {
-                            parts.push(grid_part.join("_"));
-                        }
-                        for (k, v) in point {
-                            flags.insert(k.clone(), v.clone());
-                            varied.insert(k.clone(), show(v));
-                        }
-                        if let Some(f) = fold {
-                            flags.insert("cv_fold".into(), toml::Value::Integer(f));
-                            parts.push(format!("fold{f}"));
-                            varied.insert("fold".into(), f.to_string());
-                        }
-                        if let Some(s) = seed {
-                            flags.insert("seed".into(), toml::Value::Integer(s));
-                            parts.push(format!("seed{s}"));
-                            varied.insert("seed".into(), s.to_string());
-                        }
-                        if parts.is_empty() {
-                            parts.push("run".into());
-                        }
-                        tasks.push(Task {
-                            index: tasks.len(),
-                            name: parts.join("/"),
-                            varied,
-                            flags,
-                            after: None,
-                        });
-                    }
-                }
-            }
-        }
+        .tasks();
         if table.contains_key("then") {
             let then = sub_table("then")?;
             if folds.is_none() || !known(&command, "resume_from") {
@@ -321,35 +235,6 @@ impl Spec {
         }
         Ok(Spec { command, tasks })
     }
-}
-
-/// Phase 1 (`tasks`, marked `stage = phase1`) followed by one phase-2 task per phase-1 task:
-/// its flags with `then` on top, named `<stage>/<name>`, resumed from it.
-fn then_stage(tasks: Vec<Task>, stage: &str, then: &toml::Table) -> Vec<Task> {
-    let first: Vec<Task> = tasks
-        .into_iter()
-        .map(|mut t| {
-            t.varied.insert("stage".into(), "phase1".into());
-            t
-        })
-        .collect();
-    let second: Vec<Task> = first
-        .iter()
-        .map(|t| {
-            let mut flags = t.flags.clone();
-            flags.extend(then.clone());
-            let mut varied = t.varied.clone();
-            varied.insert("stage".into(), stage.to_string());
-            Task {
-                index: first.len() + t.index,
-                name: format!("{stage}/{}", t.name),
-                varied,
-                flags,
-                after: Some(t.index),
-            }
-        })
-        .collect();
-    first.into_iter().chain(second).collect()
 }
 
 #[cfg(test)]

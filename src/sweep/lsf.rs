@@ -1,0 +1,51 @@
+//! A sweep as LSF arrays: `-J "name[1-K]%N"`, element e = task e − 1 + offset, USR2 before the
+//! run limit, requeue on exit 75; a phase-2 array waits for the phase-1 array (`-w`).
+
+use std::path::Path;
+
+use super::Manifest;
+use super::scripts::{Array, CHOOSE_TRAINER, ranges, run_task, task_line, throttle};
+
+/// The LSF array script of `a`, job name `name`; `after`: the phase-1 array it waits for.
+pub fn script(dir: &Path, m: &Manifest, a: &Array, name: &str, after: Option<&str>) -> String {
+    let throttle = throttle(m);
+    let indices = &a.tasks;
+    // LSF array indices start at 1: element e is task e - 1 + offset.
+    let one_based: Vec<usize> = indices.iter().map(|i| i - a.offset + 1).collect();
+    let wait = after.map_or(String::new(), |first| {
+        format!(
+            "# Phase 2: starts when the phase-1 array has ended; each element checks that its own\n\
+             # phase-1 task is done.\n#BSUB -w \"ended({first})\"\n"
+        )
+    });
+    let dir = dir.display();
+    format!(
+        r#"#!/bin/bash
+# trainer sweep: {n} task(s) of `trainer {command}` from {spec}, one LSF array element each
+# (element e = task e - 1 + {offset}). Submit with `bsub < {dir}/submit.lsf`; add the queue's options on
+# the command line (bsub -q gpu_a100 -gpu "num=1" < …).
+#BSUB -J "{name}[{array}]{throttle}"
+{wait}# SIGUSR2 five minutes before the run limit: forwarded, the trainer checkpoints and exits 75.
+#BSUB -wa USR2
+#BSUB -wt 5
+# Exit 75 = checkpoint written: LSF requeues the element, which resumes its checkpoint.
+#BSUB -Q "75"
+#BSUB -o {dir}/logs/lsf_%J_%I.out
+#BSUB -e {dir}/logs/lsf_%J_%I.out
+
+set -uo pipefail
+{choose}{task_line}
+echo "=== $(date '+%F %T') task $TASK on $(hostname)"
+{run}echo "=== $(date '+%T') task $TASK exit code $rc"
+exit "$rc"
+"#,
+        n = indices.len(),
+        command = m.command,
+        spec = m.spec.display(),
+        array = ranges(&one_based),
+        offset = a.offset,
+        choose = CHOOSE_TRAINER,
+        task_line = task_line("LSB_JOBINDEX", a.offset as isize - 1),
+        run = run_task(&dir.to_string(), "USR2"),
+    )
+}

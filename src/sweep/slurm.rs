@@ -1,0 +1,86 @@
+//! A sweep as Slurm arrays: `--array=0-7%2`, each array task `trainer sweep task DIR
+//! $SLURM_ARRAY_TASK_ID`; a two-stage sweep's phase-2 array chained task by task (`aftercorr`)
+//! by `submit.sh`.
+
+use std::path::{Path, PathBuf};
+
+use super::Manifest;
+use super::scripts::{Array, CHOOSE_TRAINER, ranges, run_task, task_line, throttle};
+
+/// The array script of `a`, job name `name`: each array task runs `trainer sweep task DIR
+/// $TASK` with the queue rules of `jobs/` (signal before the limit, forward it, requeue on 75,
+/// one appended log per task).
+pub fn script(dir: &Path, m: &Manifest, a: &Array, name: &str) -> String {
+    let throttle = throttle(m);
+    let indices = &a.tasks;
+    let array: Vec<usize> = indices.iter().map(|i| i - a.offset).collect();
+    let dir = dir.display();
+    format!(
+        r#"#!/bin/bash
+# trainer sweep: {n} task(s) of `trainer {command}` from {spec}, one array task each.
+# Submit from anywhere; add the queue's own options on the command line, e.g.
+#   sbatch --partition=q_ai4 --gres=gpu:1 --time=12:00:00 {dir}/submit.slurm
+# (GPU queues ask only --gres; CPUs and memory come with the GPU).
+#SBATCH --job-name={name}
+# Array index + {offset} = task index of the sweep; %N = at most N at once.
+#SBATCH --array={array}{throttle}
+# SIGUSR1 to this batch shell 120 s before the limit: forwarded, the trainer checkpoints, exits 75.
+#SBATCH --signal=B:USR1@120
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --output={dir}/logs/slurm_%A_%a.out
+
+set -uo pipefail
+# The trainer: $TRAINER, else `singularity exec --nv $IMAGE trainer` when IMAGE is set, else
+# `trainer` on the PATH.
+{choose}{task_line}
+echo "=== $(date '+%F %T') task $TASK on $(hostname), restart ${{SLURM_RESTART_COUNT:-0}}"
+{run}echo "=== $(date '+%T') task $TASK exit code $rc"
+if [[ $rc -eq 75 ]]; then
+  echo "=== requeueing ${{SLURM_ARRAY_JOB_ID}}_$TASK; it resumes from its checkpoint"
+  scontrol requeue "${{SLURM_ARRAY_JOB_ID}}_$TASK"
+fi
+exit "$rc"
+"#,
+        n = indices.len(),
+        command = m.command,
+        spec = m.spec.display(),
+        array = ranges(&array),
+        offset = a.offset,
+        choose = CHOOSE_TRAINER,
+        task_line = task_line("SLURM_ARRAY_TASK_ID", a.offset as isize),
+        run = run_task(&dir.to_string(), "USR1"),
+    )
+}
+
+/// `submit.sh` of a two-stage Slurm sweep: the phase-1 array, then each phase-2 array; a
+/// chained one waits task by task (`aftercorr`: array index i after index i of phase 1).
+pub fn chain(arrays: &[Array], files: &[(PathBuf, String)]) -> String {
+    let mut out = String::from(
+        "#!/bin/bash\n# Submits the sweep's arrays; options given to this script go to every \
+         sbatch\n# (bash submit.sh --partition=q_ai4 --gres=gpu:1).\nset -euo pipefail\n",
+    );
+    let mut first = false;
+    for (a, (file, _)) in arrays.iter().zip(files) {
+        let f = file.display();
+        if a.offset == 0 {
+            first = true;
+            out.push_str(&format!(
+                "first=$(sbatch --parsable \"$@\" {f}); first=${{first%%;*}}\n\
+                 echo \"phase 1: array job $first\"\n"
+            ));
+        } else if a.chained && first {
+            out.push_str(&format!(
+                "second=$(sbatch --parsable --dependency=aftercorr:\"$first\" \"$@\" {f})\n\
+                 echo \"phase 2: array job ${{second%%;*}}, task i after phase-1 task i \
+                 (aftercorr:$first)\"\n"
+            ));
+        } else {
+            out.push_str(&format!(
+                "now=$(sbatch --parsable \"$@\" {f})\n\
+                 echo \"phase 2 (phase 1 already done): array job ${{now%%;*}}\"\n"
+            ));
+        }
+    }
+    out
+}
