@@ -293,3 +293,53 @@ fn an_lsf_array_element_runs_its_task() {
     assert_eq!(rows[2]["state"], "done");
     assert_eq!(rows.iter().filter(|r| r["state"] == "pending").count(), 7);
 }
+
+/// `config = "FILE.toml"` in `[base]`: the file's keys (sections too) under each task's own,
+/// resolved into the manifest and the task files; a key the command lacks names the file.
+#[test]
+fn a_config_file_in_the_spec_is_the_base_of_every_task() {
+    let t = tempfile::tempdir().unwrap();
+    setup_with(
+        t.path(),
+        "folds = [0]\n",
+        "config = \"base.toml\"\n[grid]\nhidden_dim = [12]\n",
+    );
+    std::fs::write(
+        t.path().join("base.toml"),
+        "[model]\nhidden_dim = 32\nlatent_dim = 4\n[optimisation]\nlearning_rate = 0.005\n",
+    )
+    .unwrap();
+    let plan = [
+        "sweep",
+        "plan",
+        "spec.toml",
+        "--out",
+        "S",
+        "--scheduler",
+        "local",
+    ];
+    let o = run_in(t.path(), &plan);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let task: toml::Table = std::fs::read_to_string(t.path().join("S/tasks/0.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The spec's [base] and grid win over the file; the file's other keys are kept.
+    assert_eq!(task["hidden_dim"].as_integer(), Some(12));
+    assert_eq!(task["latent_dim"].as_integer(), Some(8));
+    assert_eq!(task["learning_rate"].as_float(), Some(0.005));
+    assert!(!task.contains_key("config"));
+    let o = run_in(t.path(), &["sweep", "run", "S"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cfg = std::fs::read_to_string(t.path().join("S/runs/hd12/fold0/config.toml")).unwrap();
+    assert!(cfg.contains("learning_rate = 0.005"), "{cfg}");
+    std::fs::write(t.path().join("base.toml"), "max_epoch = 3\n").unwrap();
+    let o = run_in(t.path(), &["sweep", "plan", "spec.toml", "--out", "S2"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("base.toml: `max_epoch` is not a flag of trainer train-gnn"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!t.path().join("S2").exists());
+}

@@ -301,3 +301,63 @@ fn on_slurm_a_task_cancelled_midway_is_failed_and_rerun_alone() {
         "the rerun should resume its checkpoint:\n{text}"
     );
 }
+
+/// `--scheduler lsf`, two stages: the phase-2 array waits for the phase-1 array (`-w`); its
+/// element e runs task e − 1 + 4; run here as LSF runs an element (no LSF on this machine).
+#[test]
+fn an_lsf_phase_two_element_runs_its_task_from_phase_one_best_weights() {
+    let t = tempfile::tempdir().unwrap();
+    two_stage(t.path());
+    let plan = [
+        "sweep",
+        "plan",
+        "spec.toml",
+        "--out",
+        "S",
+        "--scheduler",
+        "lsf",
+    ];
+    let o = run_in(t.path(), &plan);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("submit.lsf && bsub < ") && stdout(&o).contains("submit-phase2.lsf"),
+        "{}",
+        stdout(&o)
+    );
+    let second = std::fs::read_to_string(t.path().join("S/submit-phase2.lsf")).unwrap();
+    for line in ["#BSUB -J \"S-phase2[1-4]\"", "#BSUB -w \"ended(S)\""] {
+        assert!(second.contains(line), "{line}:\n{second}");
+    }
+    let element = |script: &str, e: &str| {
+        let o = Command::new("bash")
+            .arg(t.path().join("S").join(script))
+            .env("LSB_JOBINDEX", e)
+            .env("TRAINER", env!("CARGO_BIN_EXE_trainer"))
+            .current_dir(t.path())
+            .output()
+            .unwrap();
+        (o.status.code(), stdout(&o))
+    };
+    // Element 2 of phase 2 = task 5, whose phase 1 (task 1) has not run: it fails, saying so.
+    let (code, out) = element("submit-phase2.lsf", "2");
+    assert_eq!(code, Some(1), "{out}");
+    let rows = status(t.path(), "S");
+    assert!(
+        rows[5]["error"]
+            .as_str()
+            .unwrap()
+            .contains("phase 1 (task 1, lr0.001/fold1) is pending, not done"),
+        "{}",
+        rows[5]
+    );
+    for (script, e) in [("submit.lsf", "1"), ("submit-phase2.lsf", "1")] {
+        let (code, out) = element(script, e);
+        assert_eq!(code, Some(0), "{script} element {e}:\n{out}");
+    }
+    let runs = t.path().join("S/runs");
+    let (first, second) = (
+        test_metric(&runs.join("lr0.001/fold0"), "sc_log_mse"),
+        test_metric(&runs.join("fine/lr0.001/fold0"), "sc_log_mse"),
+    );
+    assert_eq!(first, second);
+}

@@ -104,7 +104,10 @@ pub fn plan(s: &PlanSettings, known: &dyn Fn(&str, &str) -> bool) -> Result<()> 
     };
     let text = std::fs::read_to_string(spec_path)
         .with_context(|| format!("{}: cannot read", spec_path.display()))?;
-    let spec = Spec::parse(spec_path, &text, known)?;
+    let mut spec = Spec::parse(spec_path, &text, known)?;
+    for t in &mut spec.tasks {
+        resolve_config(spec_path, &spec.command, t, known)?;
+    }
     if out.join("sweep.json").exists() {
         bail!(
             "{}: already a sweep; `sweep plan --missing {}` re-plans what is left",
@@ -137,6 +140,53 @@ pub fn plan(s: &PlanSettings, known: &dyn Fn(&str, &str) -> bool) -> Result<()> 
         out.display()
     );
     submit_or_say(&script, s)
+}
+
+/// A task's `config = "FILE.toml"` (relative to the spec's folder) becomes its flags: the file's
+/// keys (top level or under its `[section]` headings), under the task's own.
+fn resolve_config(
+    spec_path: &Path,
+    command: &str,
+    t: &mut Task,
+    known: &dyn Fn(&str, &str) -> bool,
+) -> Result<()> {
+    let Some(value) = t.flags.remove("config") else {
+        return Ok(());
+    };
+    let Some(name) = value.as_str() else {
+        bail!("{}: `config` must be a file name", spec_path.display());
+    };
+    let path = spec_path.parent().unwrap_or(Path::new(".")).join(name);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "{}: config = \"{name}\": cannot read {}",
+            spec_path.display(),
+            path.display()
+        )
+    })?;
+    let file: toml::Table = text
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{}: not valid TOML: {e}", path.display()))?;
+    let mut flags = toml::Table::new();
+    for (k, v) in file {
+        let entries = match v {
+            toml::Value::Table(section) => section.into_iter().collect(),
+            v => vec![(k, v)],
+        };
+        for (key, v) in entries {
+            if key == "config" || !known(command, &key) {
+                bail!(
+                    "{}: `{key}` is not a flag of trainer {command} (config of {})",
+                    path.display(),
+                    spec_path.display()
+                );
+            }
+            flags.insert(key, v);
+        }
+    }
+    flags.extend(std::mem::take(&mut t.flags));
+    t.flags = flags;
+    Ok(())
 }
 
 /// `sweep plan --missing DIR`: the failed and pending tasks of a sweep, same names and run
