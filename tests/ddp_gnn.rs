@@ -13,21 +13,7 @@ use common::*;
 use serde_json::Value;
 
 fn synth(dir: &Path) {
-    let o = run_in(
-        dir,
-        &[
-            "synth-connectome",
-            "--subjects",
-            "16",
-            "--nodes",
-            "20",
-            "--out",
-            "cohort",
-            "--seed",
-            "7",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    synth_cohort(dir, 16, 20, 7);
 }
 
 fn args(run: &str, batch: usize, extra: &[&str]) -> Vec<String> {

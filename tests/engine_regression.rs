@@ -85,21 +85,7 @@ fn mnist_rows_are_unchanged() {
 #[test]
 fn gnn_rows_are_unchanged() {
     let t = tempfile::tempdir().unwrap();
-    let o = run_in(
-        t.path(),
-        &[
-            "synth-connectome",
-            "--subjects",
-            "16",
-            "--nodes",
-            "12",
-            "--out",
-            "cohort",
-            "--seed",
-            "5",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    synth_cohort(t.path(), 16, 12, 5);
     let data = [
         "--sc_dir",
         "cohort/sc",

@@ -47,21 +47,7 @@ fn train(dir: &Path, cohort: &str, run: &str, extra: &[&str]) -> std::path::Path
 #[test]
 fn compare_two_runs_with_exact_topology() {
     let t = tempfile::tempdir().unwrap();
-    let o = run_in(
-        t.path(),
-        &[
-            "synth-connectome",
-            "--subjects",
-            "16",
-            "--nodes",
-            "20",
-            "--out",
-            "cohort",
-            "--seed",
-            "3",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    synth_cohort(t.path(), 16, 20, 3);
     let a = train(
         t.path(),
         "cohort",
@@ -462,21 +448,7 @@ fn compare_reads_the_reference_trainers_run_directories() {
 #[test]
 fn reference_runs_sit_beside_ours() {
     let t = tempfile::tempdir().unwrap();
-    let o = run_in(
-        t.path(),
-        &[
-            "synth-connectome",
-            "--subjects",
-            "16",
-            "--nodes",
-            "20",
-            "--out",
-            "cohort",
-            "--seed",
-            "3",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    synth_cohort(t.path(), 16, 20, 3);
     let ours = train(t.path(), "cohort", "ours", &["--max_epochs", "2"]);
     let reference = reference_runs().join("clg_ode_ref/fold0");
     let args = [

@@ -169,21 +169,7 @@ fn the_reference_refuses_what_we_refuse() {
 #[test]
 fn all_74_flags_reach_the_run_directory() {
     let t = tempfile::tempdir().unwrap();
-    let o = run_in(
-        t.path(),
-        &[
-            "synth-connectome",
-            "--subjects",
-            "10",
-            "--nodes",
-            "12",
-            "--out",
-            "cohort",
-            "--seed",
-            "4",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    synth_cohort(t.path(), 10, 12, 4);
     let g = golden();
     let set = g["cli"]["flag_sets"]["sets"]
         .as_array()

@@ -12,21 +12,7 @@ use common::*;
 /// A 16-subject cohort and a 2-epoch CLG-ODE run (`res/runs/clg`) and a linear-drift run.
 fn trained() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
-    let o = run_in(
-        t.path(),
-        &[
-            "synth-connectome",
-            "--subjects",
-            "16",
-            "--nodes",
-            "12",
-            "--out",
-            "cohort",
-            "--seed",
-            "3",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    synth_cohort(t.path(), 16, 12, 3);
     for (name, extra) in [
         (
             "clg",

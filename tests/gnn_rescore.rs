@@ -60,21 +60,7 @@ fn same_metrics(run: &Value, eval: &Value, what: &str) {
 #[test]
 fn eval_gnn_reproduces_the_runs_test_metrics() {
     let t = tempfile::tempdir().unwrap();
-    let o = run_in(
-        t.path(),
-        &[
-            "synth-connectome",
-            "--subjects",
-            "16",
-            "--nodes",
-            "12",
-            "--out",
-            "cohort",
-            "--seed",
-            "9",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    synth_cohort(t.path(), 16, 12, 9);
     train(
         t.path(),
         "clg",

@@ -319,21 +319,7 @@ fn leftover_temporaries_of_dead_processes_are_removed() {
 }
 
 fn synth(dir: &Path) {
-    let o = run_in(
-        dir,
-        &[
-            "synth-connectome",
-            "--subjects",
-            "10",
-            "--nodes",
-            "12",
-            "--out",
-            "cohort",
-            "--seed",
-            "3",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    synth_cohort(dir, 10, 12, 3);
 }
 
 fn gnn<'a>(name: &'a str, extra: &[&'a str]) -> Vec<&'a str> {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-use sweep::{setup_with, states, status};
+use sweep::{plan, setup_with, states, status};
 
 /// A tiny cohort and a spec of 2 learning rates × 2 KL weights × 2 folds over it.
 fn setup(dir: &Path) {
@@ -29,22 +29,8 @@ fn setup(dir: &Path) {
 fn a_local_sweep_runs_two_at_a_time_and_replans_only_what_failed() {
     let t = tempfile::tempdir().unwrap();
     setup(t.path());
-    let o = run_in(
-        t.path(),
-        &[
-            "sweep",
-            "plan",
-            "spec.toml",
-            "--out",
-            "S",
-            "--scheduler",
-            "local",
-            "--throttle",
-            "2",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("run-local.sh"), "{}", stdout(&o));
+    let printed = plan(t.path(), "local", Some(2));
+    assert!(printed.contains("run-local.sh"), "{}", printed);
     let rows = status(t.path(), "S");
     assert_eq!(rows.len(), 8);
     assert!(states(&rows).iter().all(|s| s == "pending"));
@@ -204,21 +190,7 @@ fn a_slurm_array_with_throttle_two_finishes_eight_of_eight() {
     };
     let t = tempfile::tempdir().unwrap();
     setup(t.path());
-    let o = run_in(
-        t.path(),
-        &[
-            "sweep",
-            "plan",
-            "spec.toml",
-            "--out",
-            "S",
-            "--scheduler",
-            "slurm",
-            "--throttle",
-            "2",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    plan(t.path(), "slurm", Some(2));
     let script = t.path().join("S/submit.slurm");
     assert!(
         std::fs::read_to_string(&script)
@@ -253,22 +225,8 @@ fn a_slurm_array_with_throttle_two_finishes_eight_of_eight() {
 fn an_lsf_array_element_runs_its_task() {
     let t = tempfile::tempdir().unwrap();
     setup(t.path());
-    let o = run_in(
-        t.path(),
-        &[
-            "sweep",
-            "plan",
-            "spec.toml",
-            "--out",
-            "S",
-            "--scheduler",
-            "lsf",
-            "--throttle",
-            "2",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("bsub < "), "{}", stdout(&o));
+    let printed = plan(t.path(), "lsf", Some(2));
+    assert!(printed.contains("bsub < "), "{}", printed);
     let script = t.path().join("S/submit.lsf");
     let text = std::fs::read_to_string(&script).unwrap();
     for line in ["#BSUB -J \"S[1-8]%2\"", "#BSUB -Q \"75\"", "#BSUB -wa USR2"] {
@@ -309,17 +267,7 @@ fn a_config_file_in_the_spec_is_the_base_of_every_task() {
         "[model]\nhidden_dim = 32\nlatent_dim = 4\n[optimisation]\nlearning_rate = 0.005\n",
     )
     .unwrap();
-    let plan = [
-        "sweep",
-        "plan",
-        "spec.toml",
-        "--out",
-        "S",
-        "--scheduler",
-        "local",
-    ];
-    let o = run_in(t.path(), &plan);
-    assert!(o.status.success(), "{}", stderr(&o));
+    plan(t.path(), "local", None);
     let task: toml::Table = std::fs::read_to_string(t.path().join("S/tasks/0.toml"))
         .unwrap()
         .parse()

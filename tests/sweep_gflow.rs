@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::*;
 use gflow::Gflow;
-use sweep::{setup_with, states, status, test_metric};
+use sweep::{plan, setup_with, states, status, test_metric};
 
 #[test]
 fn a_two_stage_sweep_runs_on_a_real_gflowd() {
@@ -23,20 +23,8 @@ fn a_two_stage_sweep_runs_on_a_real_gflowd() {
         "folds = [0, 1]\n",
         "[grid]\nlearning_rate = [1e-3, 1e-4]\n[then]\nmax_epochs = 2\nlearning_rate = 1e-12\n",
     );
-    let plan = [
-        "sweep",
-        "plan",
-        "spec.toml",
-        "--out",
-        "S",
-        "--scheduler",
-        "gflow",
-        "--throttle",
-        "2",
-    ];
-    let o = run_in(t.path(), &plan);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("submit.gflow.sh"), "{}", stdout(&o));
+    let printed = plan(t.path(), "gflow", Some(2));
+    assert!(printed.contains("submit.gflow.sh"), "{}", printed);
     let submit = std::fs::read_to_string(t.path().join("S/submit.gflow.sh")).unwrap();
     assert!(
         submit.contains("--param task=0,1,2,3") && submit.contains("--max-concurrent 2"),

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sweep::{setup_with, states, status, test_metric};
+use sweep::{plan, setup_with, states, status, test_metric};
 
 /// 2 learning rates × 2 folds, then phase 2 at a learning rate too small to move a weight: a
 /// phase-2 run that really starts from phase 1's best checkpoint scores exactly as phase 1 did
@@ -61,17 +61,7 @@ fn assert_resumed(sweep: &Path) {
 fn a_two_stage_sweep_runs_phase_two_from_phase_one_best_weights_locally() {
     let t = tempfile::tempdir().unwrap();
     two_stage(t.path());
-    let plan = [
-        "sweep",
-        "plan",
-        "spec.toml",
-        "--out",
-        "S",
-        "--scheduler",
-        "local",
-    ];
-    let o = run_in(t.path(), &plan);
-    assert!(o.status.success(), "{}", stderr(&o));
+    plan(t.path(), "local", None);
     let rows = status(t.path(), "S");
     assert_eq!(rows.len(), 8);
     assert_eq!(rows[5]["name"], "fine/lr0.001/fold1");
@@ -186,19 +176,7 @@ fn on_slurm_phase_two_runs_after_its_own_phase_one_and_from_its_best_weights() {
     };
     let t = tempfile::tempdir().unwrap();
     two_stage(t.path());
-    let plan = [
-        "sweep",
-        "plan",
-        "spec.toml",
-        "--out",
-        "S",
-        "--scheduler",
-        "slurm",
-        "--throttle",
-        "2",
-    ];
-    let o = run_in(t.path(), &plan);
-    assert!(o.status.success(), "{}", stderr(&o));
+    plan(t.path(), "slurm", Some(2));
     let out = submit(&conf, t.path(), "S/submit.sh");
     let (first, second) = (
         job_after(&out, "phase 1: array job"),
@@ -240,19 +218,7 @@ fn on_slurm_a_task_cancelled_midway_is_failed_and_rerun_alone() {
         "folds = [0, 1]\n",
         "[grid]\nmax_epochs = [1, 60]\npatience = [1000]\n",
     );
-    let plan = [
-        "sweep",
-        "plan",
-        "spec.toml",
-        "--out",
-        "S",
-        "--scheduler",
-        "slurm",
-        "--throttle",
-        "2",
-    ];
-    let o = run_in(t.path(), &plan);
-    assert!(o.status.success(), "{}", stderr(&o));
+    plan(t.path(), "slurm", Some(2));
     let rows = status(t.path(), "S");
     assert_eq!(rows[2]["name"], "me60_p1000/fold0");
     let job = sbatch(&conf, t.path(), "S/submit.slurm");
@@ -308,21 +274,11 @@ fn on_slurm_a_task_cancelled_midway_is_failed_and_rerun_alone() {
 fn an_lsf_phase_two_element_runs_its_task_from_phase_one_best_weights() {
     let t = tempfile::tempdir().unwrap();
     two_stage(t.path());
-    let plan = [
-        "sweep",
-        "plan",
-        "spec.toml",
-        "--out",
-        "S",
-        "--scheduler",
-        "lsf",
-    ];
-    let o = run_in(t.path(), &plan);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let printed = plan(t.path(), "lsf", None);
     assert!(
-        stdout(&o).contains("submit.lsf && bsub < ") && stdout(&o).contains("submit-phase2.lsf"),
+        printed.contains("submit.lsf && bsub < ") && printed.contains("submit-phase2.lsf"),
         "{}",
-        stdout(&o)
+        printed
     );
     let second = std::fs::read_to_string(t.path().join("S/submit-phase2.lsf")).unwrap();
     for line in ["#BSUB -J \"S-phase2[1-4]\"", "#BSUB -w \"ended(S)\""] {

@@ -93,3 +93,24 @@ pub fn checkpoint_tensors(path: &Path) -> std::collections::BTreeMap<String, Vec
         .map(|(k, v)| (k, v.data().to_vec()))
         .collect()
 }
+
+/// `trainer synth-connectome --subjects S --nodes N --out <dir>/cohort --seed SEED`, which must
+/// succeed: a cohort in the reference's on-disk formats under `dir/cohort`.
+pub fn synth_cohort(dir: &Path, subjects: usize, nodes: usize, seed: u64) {
+    let (s, n, seed) = (subjects.to_string(), nodes.to_string(), seed.to_string());
+    let o = run_in(
+        dir,
+        &[
+            "synth-connectome",
+            "--subjects",
+            &s,
+            "--nodes",
+            &n,
+            "--out",
+            "cohort",
+            "--seed",
+            &seed,
+        ],
+    );
+    assert!(o.status.success(), "synth-connectome: {}", stderr(&o));
+}

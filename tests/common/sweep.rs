@@ -5,26 +5,12 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{run_in, stderr, stdout};
+use super::{run_in, stderr, stdout, synth_cohort};
 
 /// A tiny cohort in `dir/cohort` and `dir/spec.toml`: train-gnn on it (1 epoch, small model),
 /// `top` before the `[base]` table (`folds = [...]`), `tail` after it (`[grid]`, `[then]`, …).
 pub fn setup_with(dir: &Path, top: &str, tail: &str) {
-    let o = run_in(
-        dir,
-        &[
-            "synth-connectome",
-            "--subjects",
-            "16",
-            "--nodes",
-            "12",
-            "--out",
-            "cohort",
-            "--seed",
-            "1",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    synth_cohort(dir, 16, 12, 1);
     let c = dir.join("cohort");
     let spec = format!(
         "command = \"train-gnn\"\n{top}[base]\nsc_dir = \"{sc}\"\nmorph_root = \"{m}\"\n\
@@ -60,4 +46,25 @@ pub fn test_metric(run: &Path, name: &str) -> f64 {
         .unwrap_or_else(|e| panic!("{}: {e}", run.display()));
     let v: Value = serde_json::from_str(&text).unwrap();
     v["model"][name].as_f64().unwrap()
+}
+
+/// `sweep plan spec.toml --out S --scheduler SCHEDULER [--throttle N]` in `dir`, which must
+/// succeed; returns what it printed (the submit command).
+pub fn plan(dir: &Path, scheduler: &str, throttle: Option<usize>) -> String {
+    let throttle = throttle.map(|n| n.to_string());
+    let mut args = vec![
+        "sweep",
+        "plan",
+        "spec.toml",
+        "--out",
+        "S",
+        "--scheduler",
+        scheduler,
+    ];
+    if let Some(n) = &throttle {
+        args.extend(["--throttle", n]);
+    }
+    let o = run_in(dir, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
 }
