@@ -3,6 +3,8 @@
 //! reference's `val_loss` beside the validation forecasts against the identity) and the test
 //! files (the best fold's best weights: the test loss and visit 0 → 1 forecasts).
 
+use std::collections::BTreeMap;
+
 use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
@@ -12,6 +14,7 @@ use super::Prepared;
 use super::columns::val_sc_columns;
 use super::config::GnnConfig;
 use super::evaluate::Versus;
+use super::fold_data::FoldStart;
 use super::settings::GnnSettings;
 use super::test_set::{TestRun, write_test_results};
 use super::test_set::{best_fold, best_fold_data, fold_results};
@@ -20,8 +23,61 @@ use crate::engine::{
 };
 use crate::toolbox::checkpoint::Checkpoint;
 
+/// What a baseline job holds besides its fold in progress: the settings, the prepared cohort,
+/// the folds it trains, the resolved configuration and the engine's spec.
+pub struct Common {
+    pub settings: GnnSettings,
+    pub prep: Prepared,
+    pub fold_ids: Vec<usize>,
+    pub config: GnnConfig,
+    pub spec: JobSpec,
+    /// Whether this rank prints.
+    pub main: bool,
+    /// Nodes per connectome.
+    pub n: usize,
+}
+
+impl Common {
+    pub fn new<B: AutodiffBackend>(
+        settings: GnnSettings,
+        monitor: Option<Monitor>,
+        prep: Prepared,
+        ctx: &RunContext<B>,
+    ) -> Result<Self> {
+        let model_name = settings.model_kind.file_stem();
+        let (config, spec) = job_spec(&settings, monitor, &prep, ctx, model_name)?;
+        Ok(Self {
+            n: prep.cohort.n_nodes,
+            main: ctx.is_main(),
+            fold_ids: settings.fold_ids(),
+            settings,
+            prep,
+            config,
+            spec,
+        })
+    }
+
+    /// Fold `stage`'s data and the engine's stage; `metadata` (the model's sizes) goes into its
+    /// checkpoints with the number of nodes.
+    pub fn start_fold(&self, stage: usize, metadata: &[(&str, usize)]) -> Result<FoldStart> {
+        let mut meta: BTreeMap<String, String> = BTreeMap::new();
+        meta.insert("n_nodes".into(), self.n.to_string());
+        for (k, v) in metadata {
+            meta.insert(k.to_string(), v.to_string());
+        }
+        FoldStart::new(
+            &self.prep,
+            stage,
+            self.settings.sampling.include_s_mean(),
+            self.settings.seed,
+            self.settings.model_kind.file_stem(),
+            meta,
+        )
+    }
+}
+
 /// The resolved configuration and the engine's spec of a baseline job.
-pub fn job_spec<B: AutodiffBackend>(
+fn job_spec<B: AutodiffBackend>(
     settings: &GnnSettings,
     monitor: Option<Monitor>,
     prep: &Prepared,

@@ -20,7 +20,6 @@
 //!   dropout draw from the backend's RNG seeded per fold from `--seed` (the reference's are
 //!   unseeded).
 
-use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 use anyhow::{Context, Result};
@@ -30,26 +29,19 @@ use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
 
 use super::baseline;
-use super::config::GnnConfig;
 use super::evaluate::versus_identity;
-use super::fold_data::{FoldData, FoldStart};
+use super::fold_data::FoldData;
 use super::settings::GnnSettings;
 use super::{Prepared, fold_seed};
 use crate::engine::{
     Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LossSums, Monitor, RunContext, Stage,
     StepOut, Valid,
 };
-use crate::models::gcn_baseline::{GcnBaseline, MODEL_NAME, loss, loss_sum};
+use crate::models::gcn_baseline::{GcnBaseline, loss, loss_sum};
 use crate::toolbox::params;
 
 pub struct GcnJob<B: AutodiffBackend> {
-    settings: GnnSettings,
-    prep: Prepared,
-    fold_ids: Vec<usize>,
-    config: GnnConfig,
-    main: bool,
-    spec: JobSpec,
-    n: usize,
+    c: baseline::Common,
     /// The fold in progress: its index in `fold_ids` and data.
     fold: Option<(usize, FoldData)>,
     _b: PhantomData<B>,
@@ -144,23 +136,15 @@ impl<B: AutodiffBackend> GcnJob<B> {
         prep: Prepared,
         ctx: &RunContext<B>,
     ) -> Result<Self> {
-        let fold_ids = settings.fold_ids();
-        let (config, spec) = baseline::job_spec(&settings, monitor, &prep, ctx, MODEL_NAME)?;
         Ok(Self {
-            n: prep.cohort.n_nodes,
-            main: ctx.is_main(),
-            settings,
-            prep,
-            fold_ids,
-            config,
-            spec,
+            c: baseline::Common::new(settings, monitor, prep, ctx)?,
             fold: None,
             _b: PhantomData,
         })
     }
 
     fn hidden(&self) -> usize {
-        self.settings.sizes.hidden_dim
+        self.c.settings.sizes.hidden_dim
     }
 }
 
@@ -171,23 +155,13 @@ impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
     type State = ();
 
     fn spec(&self) -> &JobSpec {
-        &self.spec
+        &self.c.spec
     }
 
     fn begin_stage(&mut self, stage: usize, _resumed: bool) -> Result<Stage> {
-        let mut metadata = BTreeMap::new();
-        metadata.insert("n_nodes".into(), self.n.to_string());
-        metadata.insert("hidden_dim".into(), self.hidden().to_string());
-        let start = FoldStart::new(
-            &self.prep,
-            stage,
-            self.settings.sampling.include_s_mean(),
-            self.settings.seed,
-            self.settings.model_kind.file_stem(),
-            metadata,
-        )?;
-        let split = &self.prep.folds[stage];
-        if self.main {
+        let start = self.c.start_fold(stage, &[("hidden_dim", self.hidden())])?;
+        let split = &self.c.prep.folds[stage];
+        if self.c.main {
             eprintln!(
                 "[train-gnn] gcn fold {}: {} train pairs, {} val pairs ({} / {} subjects), \
                  {} test subjects",
@@ -196,7 +170,7 @@ impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
                 pairs(&start.data, &split.val).len(),
                 split.train.len(),
                 split.val.len(),
-                self.prep.test.len()
+                self.c.prep.test.len()
             );
         }
         self.fold = Some((stage, start.data));
@@ -204,13 +178,16 @@ impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
     }
 
     fn init_model(&self, stage: usize, device: &B::Device) -> Result<GcnBaseline<B>> {
-        B::seed(device, fold_seed(self.settings.seed, self.fold_ids[stage]));
+        B::seed(
+            device,
+            fold_seed(self.c.settings.seed, self.c.fold_ids[stage]),
+        );
         Ok(GcnBaseline::new(self.hidden(), device))
     }
 
     fn step(&mut self, model: &GcnBaseline<B>, b: &Batch<'_, B>) -> Result<StepOut<LossSums>> {
         let (stage, data) = self.fold.as_ref().context("no fold in progress")?;
-        let train = &self.prep.folds[*stage].train;
+        let train = &self.c.prep.folds[*stage].train;
         let subjects = |lo: usize, hi: usize| -> Vec<usize> {
             b.order[lo..hi].iter().map(|&i| train[i]).collect()
         };
@@ -224,7 +201,7 @@ impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
                 sums: LossSums::default(),
             });
         }
-        let n = self.n;
+        let n = self.c.n;
         let edges = (n * n.saturating_sub(1) / 2).max(1);
         let a_in: Vec<_> = mine.iter().map(|&(s, v)| &data.scans(s)[v].a_raw).collect();
         let a_out: Vec<_> = mine
@@ -253,12 +230,12 @@ impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
         ctx: &EpochCtx<'_, B>,
     ) -> Result<EpochReport> {
         let (stage, data) = self.fold.as_ref().context("no fold in progress")?;
-        let val = &self.prep.folds[*stage].val;
-        let bs = self.settings.batch_size;
+        let val = &self.c.prep.folds[*stage].val;
+        let bs = self.c.settings.batch_size;
         let val_loss = eval_loss(model, data, val, bs, ctx.device);
         let preds = predict(model, data, val, bs, ctx.device);
-        let v = versus_identity(data, val, &preds.into(), self.settings.topo_bins);
-        Ok(baseline::epoch_report(&self.settings, sums, val_loss, &v))
+        let v = versus_identity(data, val, &preds.into(), self.c.settings.topo_bins);
+        Ok(baseline::epoch_report(&self.c.settings, sums, val_loss, &v))
     }
 
     fn state(&self) {}
@@ -266,12 +243,12 @@ impl<B: AutodiffBackend> Job<B> for GcnJob<B> {
     fn restore(&mut self, _state: ()) {}
 
     fn finish(&mut self, done: &Done<'_, B>) -> Result<()> {
-        let (hidden, bs, test) = (self.hidden(), self.settings.batch_size, &self.prep.test);
+        let (hidden, bs, test) = (self.hidden(), self.c.settings.batch_size, &self.c.prep.test);
         baseline::finish(
             done,
-            &self.config,
-            &self.prep,
-            &self.fold_ids,
+            &self.c.config,
+            &self.c.prep,
+            &self.c.fold_ids,
             |data, ck| {
                 let model = params::load(
                     GcnBaseline::<B::InnerBackend>::new(hidden, done.device),

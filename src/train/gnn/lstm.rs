@@ -19,7 +19,6 @@
 //!   init draws from the backend's RNG seeded per fold from `--seed` (the reference's is
 //!   unseeded).
 
-use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 use anyhow::{Context, Result, bail};
@@ -29,28 +28,19 @@ use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
 
 use super::baseline;
-use super::config::GnnConfig;
 use super::evaluate::versus_identity;
-use super::fold_data::{FoldData, FoldStart};
+use super::fold_data::FoldData;
 use super::settings::GnnSettings;
 use super::{Prepared, fold_seed};
 use crate::engine::{
     Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LossSums, Monitor, RunContext, Stage,
     StepOut, Valid,
 };
-use crate::models::vector_lstm::{
-    MODEL_NAME, VectorLstm, from_upper_triangle, masked_sq_sum, upper_triangle,
-};
+use crate::models::vector_lstm::{VectorLstm, from_upper_triangle, masked_sq_sum, upper_triangle};
 use crate::toolbox::params;
 
 pub struct VectorLstmJob<B: AutodiffBackend> {
-    settings: GnnSettings,
-    prep: Prepared,
-    fold_ids: Vec<usize>,
-    config: GnnConfig,
-    main: bool,
-    spec: JobSpec,
-    n: usize,
+    c: baseline::Common,
     /// The fold in progress: its index in `fold_ids`, data and training sequences.
     fold: Option<(usize, FoldData, Vec<usize>)>,
     _b: PhantomData<B>,
@@ -172,24 +162,16 @@ impl<B: AutodiffBackend> VectorLstmJob<B> {
         prep: Prepared,
         ctx: &RunContext<B>,
     ) -> Result<Self> {
-        let fold_ids = settings.fold_ids();
-        let (config, spec) = baseline::job_spec(&settings, monitor, &prep, ctx, MODEL_NAME)?;
         Ok(Self {
-            n: prep.cohort.n_nodes,
-            main: ctx.is_main(),
-            settings,
-            prep,
-            fold_ids,
-            config,
-            spec,
+            c: baseline::Common::new(settings, monitor, prep, ctx)?,
             fold: None,
             _b: PhantomData,
         })
     }
 
     fn dims(&self) -> (usize, usize) {
-        let d = self.n * self.n.saturating_sub(1) / 2;
-        (d, self.settings.sizes.latent_dim)
+        let d = self.c.n * self.c.n.saturating_sub(1) / 2;
+        (d, self.c.settings.sizes.latent_dim)
     }
 }
 
@@ -200,24 +182,15 @@ impl<B: AutodiffBackend> Job<B> for VectorLstmJob<B> {
     type State = ();
 
     fn spec(&self) -> &JobSpec {
-        &self.spec
+        &self.c.spec
     }
 
     fn begin_stage(&mut self, stage: usize, _resumed: bool) -> Result<Stage> {
         let (d, h) = self.dims();
-        let mut metadata = BTreeMap::new();
-        metadata.insert("n_nodes".into(), self.n.to_string());
-        metadata.insert("input_dim".into(), d.to_string());
-        metadata.insert("latent_dim".into(), h.to_string());
-        let mut start = FoldStart::new(
-            &self.prep,
-            stage,
-            self.settings.sampling.include_s_mean(),
-            self.settings.seed,
-            MODEL_NAME,
-            metadata,
-        )?;
-        let split = &self.prep.folds[stage];
+        let mut start = self
+            .c
+            .start_fold(stage, &[("input_dim", d), ("latent_dim", h)])?;
+        let split = &self.c.prep.folds[stage];
         let train = sequences(&start.data, &split.train);
         let val = sequences(&start.data, &split.val);
         if train.is_empty() || val.is_empty() {
@@ -229,7 +202,7 @@ impl<B: AutodiffBackend> Job<B> for VectorLstmJob<B> {
                 val.len()
             );
         }
-        if self.main {
+        if self.c.main {
             eprintln!(
                 "[train-gnn] vector-lstm fold {}: {} train / {} val sequences ({} / {} \
                  subjects), D = {d}, H = {h}, {} test subjects",
@@ -238,7 +211,7 @@ impl<B: AutodiffBackend> Job<B> for VectorLstmJob<B> {
                 val.len(),
                 split.train.len(),
                 split.val.len(),
-                self.prep.test.len()
+                self.c.prep.test.len()
             );
         }
         start.stage.items = train.len();
@@ -247,7 +220,10 @@ impl<B: AutodiffBackend> Job<B> for VectorLstmJob<B> {
     }
 
     fn init_model(&self, stage: usize, device: &B::Device) -> Result<VectorLstm<B>> {
-        B::seed(device, fold_seed(self.settings.seed, self.fold_ids[stage]));
+        B::seed(
+            device,
+            fold_seed(self.c.settings.seed, self.c.fold_ids[stage]),
+        );
         let (d, h) = self.dims();
         Ok(VectorLstm::new(d, h, device))
     }
@@ -290,12 +266,12 @@ impl<B: AutodiffBackend> Job<B> for VectorLstmJob<B> {
         ctx: &EpochCtx<'_, B>,
     ) -> Result<EpochReport> {
         let (stage, data, _) = self.fold.as_ref().context("no fold in progress")?;
-        let val = &self.prep.folds[*stage].val;
-        let bs = self.settings.batch_size;
+        let val = &self.c.prep.folds[*stage].val;
+        let bs = self.c.settings.batch_size;
         let val_loss = eval_loss(model, data, val, bs, ctx.device);
         let preds = predict(model, data, val, bs, ctx.device);
-        let v = versus_identity(data, val, &preds.into(), self.settings.topo_bins);
-        Ok(baseline::epoch_report(&self.settings, sums, val_loss, &v))
+        let v = versus_identity(data, val, &preds.into(), self.c.settings.topo_bins);
+        Ok(baseline::epoch_report(&self.c.settings, sums, val_loss, &v))
     }
 
     fn state(&self) {}
@@ -303,12 +279,12 @@ impl<B: AutodiffBackend> Job<B> for VectorLstmJob<B> {
     fn restore(&mut self, _state: ()) {}
 
     fn finish(&mut self, done: &Done<'_, B>) -> Result<()> {
-        let ((d, h), bs, test) = (self.dims(), self.settings.batch_size, &self.prep.test);
+        let ((d, h), bs, test) = (self.dims(), self.c.settings.batch_size, &self.c.prep.test);
         baseline::finish(
             done,
-            &self.config,
-            &self.prep,
-            &self.fold_ids,
+            &self.c.config,
+            &self.c.prep,
+            &self.c.fold_ids,
             |data, ck| {
                 let model = params::load(
                     VectorLstm::<B::InnerBackend>::new(d, h, done.device),
