@@ -33,7 +33,7 @@ pub enum SweepCommand {
 
 #[derive(Args, Debug)]
 pub struct PlanArgs {
-    /// The sweep specification (command, [base], [grid], [[variant]], folds, seeds).
+    /// The sweep specification (command, [base], [grid], [[variant]], folds, seeds, [then]).
     #[arg(required_unless_present = "missing")]
     pub spec: Option<PathBuf>,
     /// The sweep directory (manifest, task configs, run directories, logs).
