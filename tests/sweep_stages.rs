@@ -317,3 +317,53 @@ fn an_lsf_phase_two_element_runs_its_task_from_phase_one_best_weights() {
     );
     assert_eq!(first, second);
 }
+
+/// Both stages stopped at a checkpoint (exit 75) and requeued by their array scripts, as at a
+/// time limit: phase 2 still waits for the whole of phase 1 (`aftercorr` is not fulfilled by a
+/// requeued task), the phase-2 array task requeues itself by its own array index, and resumed
+/// phase 2 still starts from phase 1's best weights.
+#[test]
+fn on_slurm_requeued_stages_stay_chained() {
+    let Some(conf) = slurm::slurm_conf() else {
+        eprintln!("SKIP requeued two-stage sweep on Slurm: no Slurm (scripts/slurm-up.sh)");
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    setup_with(
+        t.path(),
+        "folds = [0]\n",
+        "batch_size = 4\nstop_after_steps = 2\n[then]\nmax_epochs = 2\nlearning_rate = 1e-12\n",
+    );
+    plan(t.path(), "slurm", None);
+    let out = submit(&conf, t.path(), "S/submit.sh");
+    let (first, second) = (
+        job_after(&out, "phase 1: array job"),
+        job_after(&out, "phase 2: array job"),
+    );
+    let (one, two) = (format!("{first}_0"), format!("{second}_0"));
+    let log = |job: &str| {
+        std::fs::read_to_string(t.path().join(format!("S/logs/slurm_{job}.out")))
+            .unwrap_or_default()
+    };
+    let s1 = slurm::wait_for_job(&conf, &one, Duration::from_secs(600));
+    assert_eq!(s1, "COMPLETED", "phase 1:\n{}", log(&one));
+    let s2 = slurm::wait_for_job(&conf, &two, Duration::from_secs(600));
+    assert_eq!(s2, "COMPLETED", "phase 2:\n{}", log(&two));
+    let field = |id: &str, f: &str| slurm::job_field(&conf, id, f).unwrap_or_default();
+    for (id, stage) in [(&one, "phase 1"), (&two, "phase 2")] {
+        let restarts: u32 = field(id, "Restarts").parse().unwrap_or(0);
+        assert!(restarts >= 1, "{stage} was never requeued:\n{}", log(id));
+    }
+    let (end, start) = (field(&one, "EndTime"), field(&two, "StartTime"));
+    assert!(start >= end, "phase 2 started {start}, phase 1 ended {end}");
+    assert!(
+        log(&two).contains(&format!("requeueing {second}_0 (task 1)")),
+        "{}",
+        log(&two)
+    );
+    let runs = t.path().join("S/runs");
+    assert_eq!(
+        test_metric(&runs.join("fold0"), "sc_log_mse"),
+        test_metric(&runs.join("phase2/fold0"), "sc_log_mse")
+    );
+}

@@ -37,8 +37,9 @@ set -uo pipefail
 echo "=== $(date '+%F %T') task $TASK on $(hostname), restart ${{SLURM_RESTART_COUNT:-0}}"
 {run}echo "=== $(date '+%T') task $TASK exit code $rc"
 if [[ $rc -eq 75 ]]; then
-  echo "=== requeueing ${{SLURM_ARRAY_JOB_ID}}_$TASK; it resumes from its checkpoint"
-  scontrol requeue "${{SLURM_ARRAY_JOB_ID}}_$TASK"
+  # The array task (its index is the task's minus the array's offset).
+  echo "=== requeueing ${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}} (task $TASK); it resumes from its checkpoint"
+  scontrol requeue "${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}"
 fi
 exit "$rc"
 "#,
