@@ -1,7 +1,8 @@
 //! `trainer sweep plan --scheduler gflow` on a real gflowd (PyPI's `runqd`, installed by
 //! scripts/test-jobs.sh, which runs this test): a two-stage sweep of 2 learning rates × 2 folds,
 //! submitted by the written `submit.gflow.sh` with `--max-concurrent 2`; every phase-2 task is
-//! a gflow job that depends on its phase-1 task's job and starts from its best weights.
+//! a gflow job that depends on its phase-1 task's job and starts from its best weights, though
+//! every piece of every task stops at a checkpoint and is resumed by gflow's retry.
 
 mod common;
 #[path = "common/gflow.rs"]
@@ -21,7 +22,10 @@ fn a_two_stage_sweep_runs_on_a_real_gflowd() {
     setup_with(
         t.path(),
         "folds = [0, 1]\n",
-        "[grid]\nlearning_rate = [1e-3, 1e-4]\n[then]\nmax_epochs = 2\nlearning_rate = 1e-12\n",
+        // Every piece stops at a checkpoint after 2 steps (exit 75, as at a time limit): gflow
+        // has no requeue, its retry resumes the task.
+        "batch_size = 4\nstop_after_steps = 2\n[grid]\nlearning_rate = [1e-3, 1e-4]\n[then]\n\
+         max_epochs = 2\nlearning_rate = 1e-12\n",
     );
     let printed = plan(t.path(), "gflow", Some(2));
     assert!(printed.contains("submit.gflow.sh"), "{}", printed);
@@ -58,10 +62,21 @@ fn a_two_stage_sweep_runs_on_a_real_gflowd() {
         8,
         "four phase-1 jobs and four dependent phase-2 jobs:\n{out}"
     );
-    let jobs = daemon.wait_all(8, Duration::from_secs(600));
+    // Every task ends with one finished job, after one or more stopped (failed, retried) pieces.
+    let t0 = std::time::Instant::now();
+    let jobs = loop {
+        let jobs = daemon.wait_all(8, Duration::from_secs(600));
+        if jobs.iter().filter(|(_, s)| s == "Finished").count() >= 8 {
+            break jobs;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(600), "{jobs:?}");
+        std::thread::sleep(Duration::from_secs(1));
+    };
     let logs: Vec<String> = jobs.iter().map(|(id, _)| daemon.log(*id)).collect();
+    let finished = jobs.iter().filter(|(_, s)| s == "Finished").count();
+    let stopped = logs.iter().filter(|l| l.contains("exit code 75")).count();
     assert!(
-        jobs.iter().all(|(_, s)| s == "Finished"),
+        finished == 8 && stopped >= 4 && jobs.len() == finished + stopped,
         "{jobs:?}\n{}",
         logs.join("\n---\n")
     );
