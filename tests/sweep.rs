@@ -291,3 +291,26 @@ fn a_config_file_in_the_spec_is_the_base_of_every_task() {
     );
     assert!(!t.path().join("S2").exists());
 }
+
+/// The README's worked example plans as written (every key a flag; 1 variant × 4 grid points ×
+/// 2 folds × 2 seeds), with the names the README shows.
+#[test]
+fn the_readme_sweep_example_plans() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme
+        .find("```toml\n# sweep.toml\n")
+        .expect("README's sweep.toml")
+        + 8;
+    let end = start + readme[start..].find("```").unwrap();
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("spec.toml"), &readme[start..end]).unwrap();
+    plan(t.path(), "slurm", Some(4));
+    let rows = status(t.path(), "S");
+    assert_eq!(rows.len(), 16);
+    assert_eq!(rows[0]["name"], "fixed/epw1.0_ld0.0/fold0/seed1");
+    assert!(
+        rows.iter()
+            .any(|r| r["name"] == "fixed/epw3.0_ld0.01/fold1/seed2")
+    );
+}
