@@ -132,14 +132,14 @@ pub fn plan(s: &PlanSettings, known: &dyn Fn(&str, &str) -> bool) -> Result<()> 
     };
     write_json(&out.join("sweep.json"), &manifest)?;
     let all: Vec<usize> = (0..manifest.tasks.len()).collect();
-    let script = scripts::write(out, &manifest, &all, "all")?;
+    let submit = scripts::write(out, &manifest, &all, "all")?;
     eprintln!(
         "[sweep] {} tasks of trainer {} in {}",
         manifest.tasks.len(),
         manifest.command,
         out.display()
     );
-    submit_or_say(&script, s)
+    submit_or_say(&submit, s)
 }
 
 /// A task's `config = "FILE.toml"` (relative to the spec's folder) becomes its flags: the file's
@@ -207,27 +207,27 @@ fn plan_missing(dir: &Path, s: &PlanSettings) -> Result<()> {
         eprintln!("[sweep] nothing missing: every task is done or running");
         return Ok(());
     }
-    let script = scripts::write(dir, &manifest, &left, "missing")?;
+    let submit = scripts::write(dir, &manifest, &left, "missing")?;
     eprintln!(
         "[sweep] {} of {} tasks to run again",
         left.len(),
         manifest.tasks.len()
     );
-    submit_or_say(&script, s)
+    submit_or_say(&submit, s)
 }
 
-/// Prints the command that submits `script`, or runs it with `--submit`.
-fn submit_or_say(script: &scripts::Script, s: &PlanSettings) -> Result<()> {
+/// Prints the command `submit`, or runs it with `--submit`.
+fn submit_or_say(submit: &[String], s: &PlanSettings) -> Result<()> {
     if !s.submit {
-        println!("{}", script.submit.join(" "));
+        println!("{}", submit.join(" "));
         return Ok(());
     }
-    let status = std::process::Command::new(&script.submit[0])
-        .args(&script.submit[1..])
+    let status = std::process::Command::new(&submit[0])
+        .args(&submit[1..])
         .status()
-        .with_context(|| format!("cannot run {}", script.submit[0]))?;
+        .with_context(|| format!("cannot run {}", submit[0]))?;
     if !status.success() {
-        bail!("{} failed ({status})", script.submit.join(" "));
+        bail!("{} failed ({status})", submit.join(" "));
     }
     Ok(())
 }

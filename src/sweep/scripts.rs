@@ -13,12 +13,6 @@ use anyhow::Result;
 use super::{Manifest, Scheduler};
 use crate::files::write_atomic;
 
-/// A written script and the command that submits it.
-pub struct Script {
-    pub path: PathBuf,
-    pub submit: Vec<String>,
-}
-
 /// `0-3,5,7-9` from sorted indices.
 pub fn ranges(indices: &[usize]) -> String {
     let mut out: Vec<String> = Vec::new();
@@ -138,7 +132,7 @@ pub(super) fn task_line(var: &str, offset: isize) -> String {
     }
 }
 
-/// The file stem of array `k` of a submission (`submit`, `submit-phase2`, …).
+/// The file stem of array `a` of a submission (`submit`, `submit-phase2`, …).
 fn stem(which: &str, a: &Array) -> String {
     let base = if which == "all" {
         "submit".to_string()
@@ -152,8 +146,18 @@ fn stem(which: &str, a: &Array) -> String {
     }
 }
 
-/// Writes the scripts of `indices` (`which`: `all` or `missing`) into the sweep directory.
-pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result<Script> {
+/// The scheduler's job name of array `a` of the sweep named `name`.
+fn array_job(name: &str, a: &Array) -> String {
+    if a.offset == 0 {
+        name.to_string()
+    } else {
+        format!("{name}-phase2")
+    }
+}
+
+/// Writes the scripts of `indices` (`which`: `all` or `missing`) into the sweep directory and
+/// returns the command that submits them.
+pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result<Vec<String>> {
     // Absolute paths: the script runs from wherever it is submitted; Slurm does not create the
     // log directory.
     let dir = &std::path::absolute(dir).unwrap_or(dir.to_path_buf());
@@ -161,43 +165,32 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
     let arrays = arrays(m, indices);
     let name = job_name(dir);
     let mut files: Vec<(PathBuf, String)> = Vec::new();
-    let (path, submit) = match m.scheduler {
+    let submit = match m.scheduler {
         Scheduler::Slurm => {
             for a in &arrays {
-                let job = if a.offset == 0 {
-                    name.clone()
-                } else {
-                    format!("{name}-phase2")
-                };
                 files.push((
                     dir.join(format!("{}.slurm", stem(which, a))),
-                    super::slurm::script(dir, m, a, &job),
+                    super::slurm::script(dir, m, a, &array_job(&name, a)),
                 ));
             }
             if let [(only, _)] = files.as_slice() {
-                let submit = vec!["sbatch".into(), only.display().to_string()];
-                (only.clone(), submit)
+                vec!["sbatch".into(), only.display().to_string()]
             } else {
                 let sh = dir.join(format!("{}.sh", stem(which, &arrays[0])));
                 files.push((sh.clone(), super::slurm::chain(&arrays, &files)));
-                (sh.clone(), vec!["bash".into(), sh.display().to_string()])
+                vec!["bash".into(), sh.display().to_string()]
             }
         }
         Scheduler::Lsf => {
             let mut cmds = Vec::new();
             for a in &arrays {
-                let job = if a.offset == 0 {
-                    name.clone()
-                } else {
-                    format!("{name}-phase2")
-                };
-                let after = (a.chained).then_some(name.as_str());
+                let after = a.chained.then_some(name.as_str());
                 let file = dir.join(format!("{}.lsf", stem(which, a)));
                 cmds.push(format!("bsub < {}", file.display()));
-                files.push((file, super::lsf::script(dir, m, a, &job, after)));
+                let text = super::lsf::script(dir, m, a, &array_job(&name, a), after);
+                files.push((file, text));
             }
-            let path = files[0].0.clone();
-            (path, vec!["bash".into(), "-c".into(), cmds.join(" && ")])
+            vec!["bash".into(), "-c".into(), cmds.join(" && ")]
         }
         Scheduler::Gflow => {
             let task = dir.join("task.gflow");
@@ -207,7 +200,7 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
                 sh.clone(),
                 super::gflow::submit_script(dir, m, &arrays, &task),
             ));
-            (sh.clone(), vec!["bash".into(), sh.display().to_string()])
+            vec!["bash".into(), sh.display().to_string()]
         }
         Scheduler::Local => {
             let path = dir.join("run-local.sh");
@@ -218,11 +211,9 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
                 dir.display(),
                 dir.display()
             );
-            files.push((path.clone(), text));
-            (
-                path.clone(),
-                vec!["bash".into(), path.display().to_string()],
-            )
+            let submit = vec!["bash".into(), path.display().to_string()];
+            files.push((path, text));
+            submit
         }
     };
     for (file, text) in &files {
@@ -231,7 +222,7 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o755))?;
     }
-    Ok(Script { path, submit })
+    Ok(submit)
 }
 
 use std::io::Write as _;
