@@ -4,9 +4,11 @@
 #   eval "$(scripts/setup-torch.sh)"
 set -euo pipefail
 venv="${TRAINER_TORCH_VENV:-$HOME/.cache/trainer/torch-2.9.0}"
-if ! "$venv/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.9.0")' 2>/dev/null; then
+# numpy too: torch does not depend on it, and scripts/pt2safetensors.py (tests/pt_checkpoint.rs,
+# run with this venv's python) needs it.
+if ! "$venv/bin/python" -c 'import numpy, torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.9.0")' 2>/dev/null; then
   python3 -m venv "$venv" >&2
-  "$venv/bin/pip" install -q --disable-pip-version-check torch==2.9.0 >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check torch==2.9.0 numpy >&2
 fi
 lib="$("$venv/bin/python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
 echo "export LIBTORCH_USE_PYTORCH=1"
