@@ -35,6 +35,15 @@ export TRAINER_FUZZ_CASES="${TRAINER_FUZZ_CASES:-2000}" TRAINER_HOSTLIST_CASES="
 cargo test --release --features mpi
 done_stage
 
+stage "thread counts (RAYON_NUM_THREADS=1 and 4: the cross-process, cross-thread comparisons)"
+# The comparisons across processes and ranks, and the fixtures, must not depend on the thread
+# count (the fast kernels cut work by shape): run them again with one thread and oversubscribed.
+for threads in 1 4; do
+  RAYON_NUM_THREADS=$threads cargo test --release --features mpi --test ddp --test ddp_gnn \
+    --test fast_cpu --test engine_regression
+done
+done_stage
+
 if [ -x scripts/test-jobs.sh ]; then
   stage "job templates and containers"
   scripts/test-jobs.sh

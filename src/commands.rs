@@ -12,6 +12,7 @@ use crate::cluster::vars::Vars;
 use crate::cluster::visible_devices::VisibleDevices;
 use crate::cluster::{detect_env, render_env};
 use crate::data::connectome::{SynthOptions, write_synthetic_cohort_with};
+use crate::exit::Exit;
 
 /// `trainer env [--json]`: ranks, hosts, rendezvous, job ids and devices.
 pub fn cmd_env(json: bool) -> anyhow::Result<()> {
@@ -43,7 +44,9 @@ pub fn cmd_env(json: bool) -> anyhow::Result<()> {
 /// first visible GPU (builds with `--features cuda,mpi`; `scripts/gpu-check.sh` uses this).
 pub fn cmd_doctor(require_gpu: bool, json: bool) -> anyhow::Result<ExitCode> {
     let mut report = DoctorReport::collect(require_gpu);
-    if std::env::var("TRAINER_CHECK_NCCL").is_ok_and(|v| v == "1") && report.exit_code == 0 {
+    if std::env::var("TRAINER_CHECK_NCCL").is_ok_and(|v| v == "1")
+        && report.exit_code == Exit::Ok.code()
+    {
         report.check_nccl(crate::dist::nccl_self_test(0));
     }
     if json {
@@ -51,7 +54,7 @@ pub fn cmd_doctor(require_gpu: bool, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", report.render());
     }
-    Ok(ExitCode::from(report.exit_code))
+    Ok(Exit::from_status(report.exit_code.into()).into())
 }
 
 /// `trainer mig-pick`: prints a free MIG UUID on stdout, or the reason on stderr with its code.
@@ -65,11 +68,11 @@ pub fn cmd_mig_pick() -> anyhow::Result<ExitCode> {
                 "mig-pick: {} on GPU {} ({})",
                 pick.uuid, pick.gpu_index, pick.gpu_name
             );
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Ok.into())
         }
         Err(e) => {
             eprintln!("mig-pick: {e}");
-            Ok(ExitCode::from(e.code))
+            Ok(Exit::from_status(e.code.into()).into())
         }
     }
 }

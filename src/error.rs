@@ -1,7 +1,8 @@
 //! Errors that carry their own process exit code, and how the binary prints an error.
 //!
-//! Most failures are plain `anyhow` errors and exit with [`GENERAL`]. A few outcomes have a
-//! documented code of their own (see README "Exit codes"), so that batch scripts can react.
+//! Most failures are plain `anyhow` errors and exit with [`Exit::General`]. A few outcomes have
+//! a documented code of their own ([`Exit`], the one table of codes; README "Exit codes"), so
+//! that batch scripts can react.
 //!
 //! Every error is said once: a layer either puts its cause's text in its own message or exposes
 //! the cause as `source()`, never both (the anyhow/thiserror convention). [`render`] prints the
@@ -9,16 +10,21 @@
 
 use std::fmt;
 
-/// Any error without a more specific code.
-pub const GENERAL: u8 = 1;
-/// The requested backend or device cannot be used (not compiled in, no driver).
-pub const BACKEND_UNAVAILABLE: u8 = 3;
+pub use crate::exit::Exit;
+
+/// Any error without a more specific code: [`Exit::General`].
+pub const GENERAL: u8 = Exit::General.code();
+/// The requested backend or device cannot be used (not compiled in, no driver):
+/// [`Exit::BackendUnavailable`].
+pub const BACKEND_UNAVAILABLE: u8 = Exit::BackendUnavailable.code();
 
 type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// An error that asks the process to exit with `code`, optionally with the error it wraps.
+/// `code` is an [`Exit`] (or a number taken from one, such as a doctor report's).
 #[derive(Debug)]
 pub struct ExitError {
+    /// [`Exit::code`] of the way to exit.
     pub code: u8,
     pub message: String,
     source: Option<Source>,
@@ -26,9 +32,9 @@ pub struct ExitError {
 
 impl ExitError {
     /// An error whose message says everything.
-    pub fn new(code: u8, message: impl Into<String>) -> Self {
+    pub fn new(code: impl Into<u8>, message: impl Into<String>) -> Self {
         Self {
-            code,
+            code: code.into(),
             message: message.into(),
             source: None,
         }
@@ -36,9 +42,13 @@ impl ExitError {
 
     /// An error that adds `message` (what was being done) to `source` (why it failed). The
     /// message must not repeat the source's text: the source is printed as the next cause.
-    pub fn with_source(code: u8, message: impl Into<String>, source: impl Into<Source>) -> Self {
+    pub fn with_source(
+        code: impl Into<u8>,
+        message: impl Into<String>,
+        source: impl Into<Source>,
+    ) -> Self {
         Self {
-            code,
+            code: code.into(),
             message: message.into(),
             source: Some(source.into()),
         }
@@ -59,11 +69,17 @@ impl std::error::Error for ExitError {
     }
 }
 
-/// The exit code for an error: the first [`ExitError`] in its chain, else [`GENERAL`].
-pub fn exit_code_of(err: &anyhow::Error) -> u8 {
+/// How the process exits for an error: the code of the first [`ExitError`] in its chain, else
+/// [`Exit::General`].
+pub fn exit_of(err: &anyhow::Error) -> Exit {
     err.chain()
         .find_map(|e| e.downcast_ref::<ExitError>().map(|x| x.code))
-        .unwrap_or(GENERAL)
+        .map_or(Exit::General, |code| Exit::from_status(code.into()))
+}
+
+/// [`exit_of`] as a number.
+pub fn exit_code_of(err: &anyhow::Error) -> u8 {
+    exit_of(err).code()
 }
 
 /// What the binary prints for a failed command: `error: <top>`, then `caused by: <cause>` for
@@ -101,21 +117,26 @@ mod tests {
 
     #[test]
     fn render_prints_each_cause_once() {
-        let err = anyhow::Error::new(ExitError::with_source(16, "reading the scheduler", Inner))
-            .context("starting");
+        let err = anyhow::Error::new(ExitError::with_source(
+            Exit::BadClusterEnv,
+            "reading the scheduler",
+            Inner,
+        ))
+        .context("starting");
         assert_eq!(
             render(&err),
             "error: starting\ncaused by: reading the scheduler\ncaused by: inner reason\n"
         );
-        assert_eq!(exit_code_of(&err), 16);
+        assert_eq!(exit_of(&err), Exit::BadClusterEnv);
+        assert_eq!(exit_code_of(&err), Exit::BadClusterEnv.code());
         let plain = anyhow::anyhow!("plain");
         assert_eq!(render(&plain), "error: plain\n");
-        assert_eq!(exit_code_of(&plain), GENERAL);
+        assert_eq!(exit_of(&plain), Exit::General);
     }
 
     #[test]
     fn chain_text_joins_the_causes() {
-        let e = ExitError::with_source(1, "outer", Inner);
+        let e = ExitError::with_source(Exit::General, "outer", Inner);
         assert_eq!(chain_text(&e), "outer: inner reason");
     }
 }

@@ -19,6 +19,7 @@ pub mod dist;
 pub mod engine;
 pub mod error;
 pub mod eval;
+pub mod exit;
 pub mod files;
 pub mod launch;
 pub mod metrics;
@@ -50,19 +51,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             eprintln!("wrote {}", a.out.display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Compare(a) => {
-            let grouped = !a.group_by.is_empty()
-                || !a.metrics.is_empty()
-                || a.format.is_some()
-                || a.runs.iter().any(|r| r.join("sweep.json").is_file());
-            if grouped {
-                let format = a.format.unwrap_or(sweep::table::Format::Table);
-                sweep::table::compare(&a.runs, &a.group_by, &a.metrics, format)
-            } else {
-                outputs::compare::run(&a.runs, a.json, a.plot.as_deref())
-            }
-            .map(|_| ExitCode::SUCCESS)
-        }
+        Command::Compare(a) => sweep::table::compare(&a.settings()).map(|_| ExitCode::SUCCESS),
         Command::Env { json } => commands::cmd_env(json).map(|_| ExitCode::SUCCESS),
         Command::Doctor { require_gpu, json } => commands::cmd_doctor(require_gpu, json),
         Command::SynthConnectome(a) => {

@@ -77,14 +77,38 @@ fn losses(dir: &Path, run: &str) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Per epoch, train and validation loss within 1e-5 relative.
+/// Relative bound on the per-epoch losses of 2 ranks × batch 2 against 1 rank × batch 4.
+///
+/// The two runs see the same subjects with the same draws; what differs is f32 reassociation:
+/// each rank sums its 2 subjects' gradients and the all-reduce adds the ranks' sums, where one
+/// rank sums all 4, and the GEMM shapes (batch 2 vs 4) differ, so gemm tiles and Flex's SIMD
+/// sums (whose lane count is the CPU's: 8 on AVX2, 16 on AVX-512) associate differently. Bound:
+/// a reassociated sum of n ≤ 64 terms moves a gradient by ≤ n·u ≈ 4e-6 relative per step
+/// (u = 2^-24), ≈ 32 f32 ulps; carried through Adam (lr 1e-3, 4 epochs here) such perturbations
+/// move the losses smoothly: with every Adam step perturbed by k ulps (the learning rate
+/// 1e-3·(1 ± k·1.2e-7), k ≤ 7, this configuration) the losses moved by ≈ 1e-7·k, so 32 ulps
+/// per step give ≈ 3e-6. Measured here (AMD EPYC, AVX2): 5.7e-8 with RAYON_NUM_THREADS=1 and
+/// 4 (the resumed run too). The old bound, 1e-5, was only 3× that worst case (the MNIST
+/// analogue in tests/ddp.rs, the same kind of gap, failed its 1e-5 on an AVX-512 CPU); 1e-4
+/// is 30× it, while a real sharding error is far outside: a batch of 2 or 3 subjects instead
+/// of 4 moves the losses by 4e-2 to 5e-1.
+const REASSOCIATION_BOUND: f64 = 1e-4;
+
+/// Per epoch, train and validation loss within [`REASSOCIATION_BOUND`] relative.
 fn compare(reference: &[(f64, f64)], other: &[(f64, f64)]) {
     assert_eq!(reference.len(), other.len(), "different epoch counts");
+    let worst = reference
+        .iter()
+        .zip(other)
+        .flat_map(|(a, b)| [(a.0, b.0), (a.1, b.1)])
+        .map(|(x, y)| (x - y).abs() / x.abs().max(1e-12))
+        .fold(0.0f64, f64::max);
+    eprintln!("1 rank vs 2 ranks: worst relative gap {worst:.1e}\n{reference:?}\n{other:?}");
     for (e, (a, b)) in reference.iter().zip(other).enumerate() {
         for (x, y) in [(a.0, b.0), (a.1, b.1)] {
             let rel = (x - y).abs() / x.abs().max(1e-12);
             assert!(
-                rel <= 1e-5,
+                rel <= REASSOCIATION_BOUND,
                 "epoch {}: {reference:?} vs {other:?} (relative {rel:e})",
                 e + 1
             );
@@ -108,6 +132,8 @@ fn clg_ode_two_ranks_under_mpirun_match_one_rank_and_resume_on_one() {
         .filter_map(|l| l.split("parameter digest ").nth(1))
         .collect();
     assert_eq!(digests.len(), 2, "{log}");
+    // Exact across the two rank processes: both apply the same all-reduced gradient to the
+    // same weights with the same binary on the same machine.
     assert_eq!(
         digests[0], digests[1],
         "ranks hold different weights:\n{log}"

@@ -89,6 +89,8 @@ fn config_toml_repeats_the_run() {
     ok(&o);
     let rows = metrics_without_timing(&first);
     assert_eq!(rows.len(), 2);
+    // Exact: the same binary, machine, seed and thread count (and the kernels do not depend
+    // on the thread count anyway).
     assert_eq!(rows, metrics_without_timing(&second));
     assert_eq!(
         text,

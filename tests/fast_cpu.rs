@@ -106,6 +106,9 @@ impl Pool {
         );
         let (y_ref, idx_ref, dx_ref) = self.run::<Plain>();
         assert_close(&format!("{name}: output"), &y, &y_ref);
+        // Max-pool compares and copies values (the gradient adds a value where windows
+        // overlap): output and gradient came out exact on all four cases (printed error 0);
+        // the indices are compared exactly (no arithmetic, so the same on every CPU).
         assert_eq!(idx, idx_ref, "{name}: indices");
         assert_close(&format!("{name}: input grad"), &dx, &dx_ref);
         let x = random(self.x.iter().product(), 3);
@@ -198,6 +201,7 @@ fn dropout_masks_are_seeded() {
         host(t)
     };
     let (a, b) = (draw(), draw());
+    // One process, one seed, ChaCha8 (the same stream on every machine): identical draws.
     assert_eq!(a, b);
     let kept = a.iter().filter(|&&v| v == 1.0).count();
     assert!(a.iter().all(|&v| v == 0.0 || v == 1.0));
@@ -267,6 +271,11 @@ fn threaded_element_wise_ops_give_flex_values_exactly() {
         )),
         host(burn::tensor::activation::relu(x)),
     ];
+    // Bit-equality holds on every CPU and thread count: each value is computed on its own by
+    // the same scalar function on both sides (`+ − × ÷ √` are correctly rounded, so Flex's
+    // SIMD loops give the scalar results; exp, ln, ln_1p and sigmoid call the same libm
+    // functions in the same process), and the threaded path cuts the buffer into fixed
+    // 16 384-value chunks whatever the thread count. Nothing is summed.
     for (i, (f, p)) in fast.iter().zip(&plain).enumerate() {
         assert!(f == p, "operation {i} differs from Flex");
     }

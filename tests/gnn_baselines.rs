@@ -113,6 +113,8 @@ fn linear_drift_beats_the_identity_on_every_generator() {
             skill > 0.0 && model < identity,
             "{cohort}: skill {skill} (model {model}, identity {identity})"
         );
+        // The run computed the skill from these two f64 values with this formula: equal but
+        // for an ulp or two (≈ 1e-16), on any CPU (no sums, correctly rounded f64 division).
         assert!(
             (skill - (1.0 - model / identity)).abs() < 1e-9,
             "{cohort}: skill is 1 - model/identity"
@@ -179,6 +181,11 @@ fn per_subject_rows_average_to_the_test_metrics_and_strata_name_thresholds() {
                 checked += 1;
                 continue;
             }
+            // The cells are the run's f64 values written shortest-round-trip, so they parse
+            // back exactly; the run's aggregate sums the same ≤ 40 values, perhaps in another
+            // order: ≤ 40·2^-53·Σ|x| ≈ 5e-15 of the values' magnitude, far inside 1e-9 unless
+            // a signed column's mean cancelled to 1e-6 of its terms. f64 host arithmetic, one
+            // thread: the same on every machine.
             let mean = defined.iter().sum::<f64>() / defined.len() as f64;
             let want = want.as_f64().unwrap();
             assert!(
@@ -306,6 +313,7 @@ fn baseline_run(model: &str, extra: &[&str], stem: &str) {
         model.is_finite() && identity.is_finite() && skill.is_finite(),
         "{test}"
     );
+    // The same f64 formula on the same stored values: an ulp or two apart at most.
     assert!((skill - (1.0 - model / identity)).abs() < 1e-9, "{test}");
 }
 
@@ -452,6 +460,18 @@ fn drift_residual_keeps_the_linear_drift_unless_training_beats_it() {
             test["model"][key].as_f64().unwrap(),
             drift["model"][key].as_f64().unwrap(),
         );
+        // Two runs (processes) of one binary on one machine: the drift-residual model's f32
+        // forecast (Flex: exp(log1p(a0) + drift·Δt) − 1 through the decoder with the residual
+        // at rest) against the linear-drift baseline's f64 forecast of the same drift. The
+        // gap is the f32 rounding of the forecast carried into the metrics: ≈ u = 6e-8
+        // relative per value, ≤ 1e-6 on these means of squares (their relative error is
+        // about twice the inputs', more where forecast and truth nearly agree). Measured
+        // ≤ 4.5e-9 (sc_log_mse); 1e-5 leaves > 1000×. Element-wise work (no long sums in f32),
+        // so the same on every CPU and thread count.
+        eprintln!(
+            "{key}: drift-residual {a}, linear drift {b}, relative {:.1e}",
+            (a - b).abs() / b.abs().max(1e-6)
+        );
         assert!(
             (a - b).abs() <= 1e-5 * b.abs().max(1e-6),
             "{key}: drift-residual {a}, linear drift {b}"
@@ -464,5 +484,8 @@ fn drift_residual_keeps_the_linear_drift_unless_training_beats_it() {
         eval["model"]["sc_log_mse"].as_f64().unwrap(),
         test["model"]["sc_log_mse"].as_f64().unwrap(),
     );
+    // eval-gnn re-scores the run's checkpoint in another process of the same binary on the
+    // same machine: the same computation, measured equal; 1e-6 is headroom only.
+    eprintln!("eval-gnn {a}, run {b}, relative {:.1e}", (a - b).abs() / b);
     assert!((a - b).abs() <= 1e-6 * b, "eval-gnn {a}, run {b}");
 }

@@ -144,6 +144,8 @@ fn compare_two_runs_with_exact_topology() {
             row["test_sc_log_mse"].as_f64().unwrap(),
             row["identity_sc_log_mse"].as_f64().unwrap(),
         );
+        // The same f64 formula on the same two stored values, in one process each: equal to
+        // the last ulp or two, on any CPU.
         assert!((row["skill"].as_f64().unwrap() - (1.0 - m / i)).abs() < 1e-12);
         assert_eq!(
             row["betti0_l1"],
@@ -278,6 +280,13 @@ fn compare_json(cwd: &Path, args: &[&str]) -> Vec<Value> {
     v.as_array().unwrap().clone()
 }
 
+/// `compare`'s aggregate (f64, from values it read from the run directories) against the same
+/// aggregate computed here from the same stored values. Both sides are f64 arithmetic on two
+/// numbers (a mean, a sample standard deviation, a min or max) with possibly different
+/// formulas (`(a + b) / 2` vs a running mean; `|a − b| / √2` vs a two-pass sd): they agree to a
+/// few ulps (≈ 1e-15 relative). IEEE f64 add/sub/mul/div/sqrt are correctly rounded on every
+/// CPU and nothing is summed in parallel, so this cannot depend on the machine or the thread
+/// count; 1e-12 leaves a 1000× margin.
 fn close(a: &Value, b: f64) -> bool {
     (a.as_f64().unwrap() - b).abs() <= 1e-12 * b.abs().max(1.0)
 }

@@ -65,6 +65,10 @@ fn check_same(parsed: &serde_json::Map<String, Value>, config: &toml::Table, wha
             (Value::Bool(a), toml::Value::Boolean(b)) => a == b,
             (Value::String(a), toml::Value::String(b)) => a == b,
             (Value::Number(a), toml::Value::Integer(b)) => a.as_f64() == Some(*b as f64),
+            // The same decimal literal parsed by Python's float() and by toml (both correctly
+            // rounded to f64), or a default both sides write as a literal: equal, or an ulp
+            // apart (≈ 2e-16) at worst. No arithmetic on either side, so nothing here can
+            // depend on the CPU or the thread count; 1e-12 is that ulp with room to spare.
             (Value::Number(a), toml::Value::Float(b)) => {
                 (a.as_f64().unwrap() - b).abs() <= 1e-12 * b.abs().max(1.0)
             }

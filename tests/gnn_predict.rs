@@ -50,13 +50,22 @@ fn trained() -> tempfile::TempDir {
 }
 
 /// numpy recomputes sc_log_mse of every prediction from the written CSV and the true scan and
-/// compares it with the run's per_subject.csv.
+/// compares it with the run's per_subject.csv, within 1e-5 relative (floor 1e-3).
+///
+/// Across processes and implementations: the run scored its f32 prediction with its own host
+/// code and summation order; numpy re-reads the prediction from its CSV decimals (each within
+/// half an f32 ulp, 3e-8 relative, of the run's value), takes log1p in f64 and averages the 66
+/// pairs of a 12-node scan pairwise. The gap is f32 rounding: ≤ 66·u ≈ 4e-6 relative for the
+/// sum, plus the inputs' 3e-8 amplified where prediction and truth nearly agree (the 1e-3
+/// floor bounds that). Measured worst (printed): 3.3e-7 (the linear-drift run), 6.8e-9
+/// (CLG-ODE): 30× inside. Both sides are host code, so the gap depends neither on the CPU's
+/// SIMD nor on the thread count.
 const RESCORE: &str = r#"
 import csv, sys
 import numpy as np
 pred_dir, sc_dir, per_subject = sys.argv[1:4]
 want = {r["subject"]: float(r["model_sc_log_mse"]) for r in csv.DictReader(open(per_subject))}
-n = 0
+n, worst = 0, 0.0
 for r in csv.DictReader(open(f"{pred_dir}/predictions.csv")):
     p = np.loadtxt(f"{pred_dir}/{r['file']}", delimiter=",", dtype=np.float64)
     t = np.loadtxt(f"{sc_dir}/{r['true_scan']}.csv", delimiter=",", dtype=np.float32)
@@ -67,7 +76,9 @@ for r in csv.DictReader(open(f"{pred_dir}/predictions.csv")):
     mse = np.mean((np.log1p(p[iu]) - np.log1p(t[iu].astype(np.float64))) ** 2)
     w = want[r["subject"]]
     assert abs(mse - w) <= 1e-5 * max(abs(w), 1e-3), (r["subject"], mse, w)
+    worst = max(worst, abs(mse - w) / max(abs(w), 1e-3))
     n += 1
+print(f"numpy rescore: worst relative gap {worst:.1e}", file=sys.stderr)
 print(n)
 "#;
 
@@ -101,6 +112,7 @@ fn next_visit_predictions_rescore_in_numpy_to_the_runs_per_subject_scores() {
             "{run}: {}",
             String::from_utf8_lossy(&py.stderr)
         );
+        eprint!("{run}: {}", String::from_utf8_lossy(&py.stderr));
         let n: usize = String::from_utf8_lossy(&py.stdout).trim().parse().unwrap();
         assert!(n >= 2, "{run}: only {n} predictions checked");
         // Our own SC reader reads the predictions back.

@@ -35,6 +35,13 @@ fn train(dir: &Path, name: &str, extra: &[&str]) {
 }
 
 /// Every metric of `eval` equals the run's test metric within 1e-6 (relative).
+///
+/// Two processes of one binary on one machine with the same thread count, scoring the same
+/// weights on the same subjects in the same batches: the same kernels in the same order, so
+/// the values are the same bits in practice (measured: equal, with RAYON_NUM_THREADS=1 and 4;
+/// `per_subject.csv` is even compared byte for byte below). 1e-6 is headroom should eval-gnn
+/// ever batch differently (other GEMM shapes: f32 reassociation, ≈ 1e-7 relative on these
+/// means). Nothing here compares across machines: both sides run on the same CPU.
 fn same_metrics(run: &Value, eval: &Value, what: &str) {
     for key in ["model", "identity_baseline"] {
         for (name, want) in run[key].as_object().unwrap() {
@@ -48,6 +55,9 @@ fn same_metrics(run: &Value, eval: &Value, what: &str) {
                 continue;
             }
             let (want, got) = (want.as_f64().unwrap(), eval[key][name].as_f64().unwrap());
+            if want != got {
+                eprintln!("{what} {key}.{name}: run {want}, eval-gnn {got}");
+            }
             assert!(
                 (want - got).abs() <= 1e-6 * want.abs().max(1e-9),
                 "{what} {key}.{name}: run {want}, eval-gnn {got}"
@@ -126,6 +136,10 @@ fn eval_gnn_reproduces_the_runs_test_metrics() {
                     a["model"]["sc_log_mse"].as_f64().unwrap(),
                     b["model"]["sc_log_mse"].as_f64().unwrap(),
                 );
+                // As in `same_metrics`: equal in practice (measured), 1e-6 is headroom.
+                if x != y {
+                    eprintln!("{name}: strata {x} vs {y}");
+                }
                 assert!(
                     (x - y).abs() <= 1e-6 * x.abs().max(1e-9),
                     "{name}: {x} vs {y}"
@@ -228,6 +242,8 @@ fn new_edge_scores_with_the_innovation_module_and_null_without() {
     assert!(!defined.is_empty(), "{cells:?}");
     let mean = defined.iter().sum::<f64>() / defined.len() as f64;
     let want = test["model"]["new_edge_recall_at_knew"].as_f64().unwrap();
+    // The cells are the run's f64 values (shortest round-trip, read back exactly), averaged
+    // here as the run averages them: a few f64 ulps apart at most (≤ 1e-15 on values ≤ 1).
     assert!(
         (mean - want).abs() < 1e-12,
         "mean of rows {mean}, aggregate {want}"

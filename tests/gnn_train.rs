@@ -183,6 +183,9 @@ fn train_gnn_resume_continues_exactly() {
             })
             .collect()
     };
+    // Bit-equality across processes is sound here: one binary on one machine (the same CPU
+    // kernels), the checkpoint holds every float exactly, and the kernels cut work by shape,
+    // never by thread count, so the resumed process follows the uninterrupted one exactly.
     assert_eq!(strip("full"), strip("split"));
     let a = json(&t.path().join("results/runs/full/test_sc_metrics.json"));
     let b = json(&t.path().join("results/runs/split/test_sc_metrics.json"));

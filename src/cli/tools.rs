@@ -53,15 +53,17 @@ impl SynthArgs {
     }
 }
 
-/// `trainer compare`.
+/// `trainer compare`: one line per run, or with `--group-by`, `--metric` or `--format` one line
+/// per group (`crate::sweep::table`).
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
-    /// Run directories of `trainer train-gnn` (each with its `clg_ode_results.json`), or sweep
-    /// directories (their tasks' runs).
+    /// Run directories of `trainer train-gnn` (each with its `clg_ode_results.json`), sweep
+    /// directories (their tasks' runs), or the reference trainer's run directories.
     #[arg(required = true)]
     pub runs: Vec<PathBuf>,
-    /// Group the runs by these keys (a varied setting, `variant`, `model`, `fold`, any setting of
-    /// args.json) and print mean ± sd, min, max and n of each metric per group.
+    /// Group the runs by these keys (a varied setting, `variant`, `model`, `fold`, `stage`,
+    /// `source`, any setting of args.json) and print mean ± sd, min, max and n of each metric per
+    /// group.
     #[arg(long, value_delimiter = ',')]
     pub group_by: Vec<String>,
     /// A metric of the grouped table (repeatable): a test metric (`sc_log_mse`), `skill`,
@@ -71,13 +73,27 @@ pub struct CompareArgs {
     pub metrics: Vec<String>,
     /// The grouped table as `table`, `md` (Markdown), `csv` or `json`.
     #[arg(long, value_enum)]
-    pub format: Option<crate::sweep::table::Format>,
-    /// Print JSON instead of the table.
+    pub format: Option<crate::outputs::compare::Format>,
+    /// Print JSON instead of the table (grouped: as `--format json`).
     #[arg(long)]
     pub json: bool,
     /// Also write the validation skill per epoch of every run to this `.svg` or `.png`.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+}
+
+impl CompareArgs {
+    /// The command's settings.
+    pub fn settings(self) -> crate::sweep::table::CompareSettings {
+        crate::sweep::table::CompareSettings {
+            runs: self.runs,
+            group_by: self.group_by,
+            metrics: self.metrics,
+            format: self.format,
+            json: self.json,
+            plot: self.plot,
+        }
+    }
 }
 
 /// `trainer plot`.

@@ -27,7 +27,7 @@ pub struct PreflightError {
 impl PreflightError {
     /// The process exit code to stop with.
     pub fn exit_code(&self) -> ExitCode {
-        ExitCode::from(self.code)
+        crate::exit::Exit::from_status(self.code.into()).into()
     }
 }
 

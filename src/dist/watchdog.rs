@@ -1,14 +1,13 @@
 //! Makes a rank give up when a collective does not complete: a peer that died leaves the others
 //! blocked inside MPI, so a thread watches how long the current collective has been running and
-//! ends the process (exit code [`PEER_LOST_EXIT`]) after `TRAINER_DIST_TIMEOUT` seconds (45).
+//! ends the process (exit code [`Exit::PeerLost`], 17) after `TRAINER_DIST_TIMEOUT` seconds (45).
 //! The last checkpoint stays valid: checkpoints are written atomically by rank 0 between steps.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Exit code of a rank that lost a peer (a collective timed out).
-pub const PEER_LOST_EXIT: i32 = 17;
+use crate::exit::Exit;
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
 /// Milliseconds since [`EPOCH`] at which the running collective began; 0 when none runs.
@@ -41,10 +40,11 @@ pub fn start_global() {
                 if since != 0 && now_ms().saturating_sub(since) > limit {
                     eprintln!(
                         "error: a collective operation has not completed for {} s: another rank \
-                         probably died; exiting (code {PEER_LOST_EXIT}). The last checkpoint is intact.",
-                        limit / 1000
+                         probably died; exiting (code {}). The last checkpoint is intact.",
+                        limit / 1000,
+                        Exit::PeerLost.code()
                     );
-                    std::process::exit(PEER_LOST_EXIT);
+                    Exit::PeerLost.exit_process();
                 }
             }
         });

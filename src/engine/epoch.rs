@@ -90,13 +90,12 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         pos: &mut Position,
         mut model: J::Model,
     ) -> Result<(J::Model, EpochEnd)> {
-        let (rank, world) = (ctx.comm.rank(), ctx.comm.size());
         let spec = &ctx.spec;
         let items = self.stage.items;
         let epoch = pos.epoch;
         let order = epoch_order(items, self.stage.shuffle_seed, epoch as u64);
         let lr = spec.lr.at(epoch);
-        let global_batch = spec.batch_size * world;
+        let global_batch = spec.global_batch(ctx.comm.size());
         let mut progress = Progress::new(
             format!(
                 "{} {}epoch {}/{}",
@@ -117,45 +116,18 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         while pos.epoch_items < items {
             let start = pos.epoch_items;
             let end = (start + global_batch).min(items);
-            let (lo, hi) = ddp::shard(start, end, rank, world);
-            let out = self.job.step(
-                &model,
-                &Batch {
-                    stage: pos.stage,
-                    epoch,
-                    global_step: pos.global_step,
-                    order: &order,
-                    start,
-                    end,
-                    lo,
-                    hi,
-                    device: ctx.device,
-                    comm: ctx.comm,
-                },
-            )?;
-            let grads = if world == 1 {
-                Grads::Params(out.grads)
-            } else {
-                ddp::all_reduce_grads(
-                    ctx.comm,
-                    &model,
-                    out.grads,
-                    out.grad_weight,
-                    ctx.device,
-                    &mut ctx.comm_stats,
-                )?
-            };
+            let (grads, step_sums) = self.step_shards(ctx, pos, &model, &order, start, end)?;
             model = self.adam.step(lr, model, grads);
             // One small reduction carries the step's sums and any pending stop request, so
             // that every rank stops after the same step.
-            let mut flat = out.sums.flat();
+            let mut flat = step_sums.flat();
             let stop = ddp::sum_with_stop(
                 ctx.comm,
                 &mut flat,
                 ctx.steps_here + 1,
                 ctx.run.stop_after_steps,
             )?;
-            let step_sums = out.sums.with_flat(&flat);
+            let step_sums = step_sums.with_flat(&flat);
             let loss = step_sums.loss();
             let step_in_epoch = end.div_ceil(global_batch);
             if !loss.is_finite() {
@@ -202,6 +174,74 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         ))
     }
 
+    /// This rank's part of one step: its shard of the global batch `order[start..end]`, cut
+    /// into `spec.micro_batches` micro-batches that run one after the other (gradient
+    /// accumulation), then the gradients summed over ranks. Shard `r × K + k` of `ranks × K`
+    /// is rank `r`'s micro-batch `k`, so one rank over K micro-batches computes what K ranks
+    /// compute, summed in the same order. Returns the gradients and this rank's step sums
+    /// (summed over ranks by the caller, together with the stop votes).
+    fn step_shards(
+        &mut self,
+        ctx: &mut Ctx<'_, B>,
+        pos: &Position,
+        model: &J::Model,
+        order: &[usize],
+        start: usize,
+        end: usize,
+    ) -> Result<(Grads<B>, J::Step)> {
+        let (rank, world) = (ctx.comm.rank(), ctx.comm.size());
+        let micro = ctx.spec.micro_batches.max(1);
+        let shards = world * micro;
+        let mut acc: Option<(ddp::ShardGrads, J::Step)> = None;
+        for k in 0..micro {
+            let shard = rank * micro + k;
+            let (lo, hi) = ddp::shard(start, end, shard, shards);
+            let out = self.job.step(
+                model,
+                &Batch {
+                    stage: pos.stage,
+                    epoch: pos.epoch,
+                    global_step: pos.global_step,
+                    order,
+                    start,
+                    end,
+                    lo,
+                    hi,
+                    shard,
+                    shards,
+                    device: ctx.device,
+                    comm: ctx.comm,
+                },
+            )?;
+            if shards == 1 {
+                return Ok((Grads::Params(out.grads), out.sums));
+            }
+            let grads = ddp::ShardGrads::new(model, &out.grads);
+            acc = Some(match acc {
+                None => (grads, out.sums),
+                Some((mut sum, sums)) => {
+                    sum.add(&grads)?;
+                    let total: Vec<f64> = sums
+                        .flat()
+                        .iter()
+                        .zip(out.sums.flat())
+                        .map(|(a, b)| a + b)
+                        .collect();
+                    (sum, sums.with_flat(&total))
+                }
+            });
+        }
+        let Some((grads, sums)) = acc else {
+            bail!("a step with no micro-batch");
+        };
+        let grads = if world > 1 {
+            grads.all_reduce(ctx.comm, &mut ctx.comm_stats)?
+        } else {
+            grads
+        };
+        Ok((grads.into_grads(ctx.device)?, sums))
+    }
+
     /// After a stop request: the checkpoint is written; logs and returns the exit code.
     fn stop_code(
         &self,
@@ -219,7 +259,9 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             ctx.tag,
             self.label(),
             reason.describe(),
-            ctx.run_dir.join("checkpoints/last.safetensors").display(),
+            crate::outputs::RunDir::new(&ctx.run_dir)
+                .last_checkpoint()
+                .display(),
         );
         ctx.run.requeue.finish(reason, &ctx.tag)
     }
@@ -253,13 +295,13 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             best: self.best.clone(),
         }
         .write_into(&mut ck, &ctx.spec.fingerprint, ctx.spec.seed)?;
-        let dir = ctx.run_dir.join("checkpoints");
+        let run_files = crate::outputs::RunDir::new(&ctx.run_dir);
         if ctx.spec.epoch_checkpoints
             && let Some(epoch) = row.and_then(|r| r.get("epoch")).and_then(|e| e.as_u64())
         {
-            ck.save(&dir.join(format!("epoch_{epoch:03}.safetensors")))?;
+            ck.save(&run_files.epoch_checkpoint(epoch))?;
         }
-        ck.save(&dir.join("last.safetensors"))
+        ck.save(&run_files.last_checkpoint())
     }
 }
 
@@ -272,7 +314,7 @@ fn append_step<B: AutodiffBackend>(
     lr: f64,
 ) -> Result<()> {
     use std::io::Write;
-    let path = ctx.run_dir.join("steps.csv");
+    let path = crate::outputs::RunDir::new(&ctx.run_dir).steps_csv();
     let new = !path.exists();
     let mut f = std::fs::OpenOptions::new()
         .create(true)

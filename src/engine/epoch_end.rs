@@ -13,7 +13,7 @@ use super::progress::fmt_secs;
 use super::run::Ctx;
 use super::state::{Position, StageResult};
 use super::{EpochCtx, Job, JobSpec};
-use crate::outputs::curves;
+use crate::outputs::{RunDir, curves};
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
 
@@ -64,15 +64,13 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             monitored = Some(value);
         }
         let files = self.stage.model_file.clone();
-        let ckpt_dir = ctx.run_dir.join("checkpoints");
+        let run_files = RunDir::new(&ctx.run_dir);
         let best_path = match (&files, &spec.monitor) {
-            (Some(f), _) => Some(ckpt_dir.join(format!("{}_best.safetensors", f.stem))),
-            (None, Some(_)) => Some(ckpt_dir.join("best.safetensors")),
+            (Some(f), _) => Some(run_files.best_model(&f.stem)),
+            (None, Some(_)) => Some(run_files.best_checkpoint()),
             (None, None) => None,
         };
-        let last_path = files
-            .as_ref()
-            .map(|f| ckpt_dir.join(format!("{}_last.safetensors", f.stem)));
+        let last_path = files.as_ref().map(|f| run_files.last_model(&f.stem));
         if ctx.main() {
             let weights = params::collect(&valid);
             let model_file = |path: &std::path::Path, weights: &Weights| -> Result<()> {
@@ -109,7 +107,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         row.insert("seconds".into(), json!(trained.seconds));
         row.insert("allreduce_seconds".into(), json!(trained.allreduce_seconds));
         if spec.cpu_columns {
-            let global_batch = spec.batch_size * ctx.comm.size();
+            let global_batch = spec.global_batch(ctx.comm.size());
             row.insert(
                 "epoch_steps".into(),
                 json!(self.stage.items.div_ceil(global_batch)),
@@ -230,10 +228,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         if ctx.main() {
             let weights = params::collect(&valid);
             if let Some(f) = &self.stage.model_file {
-                let path = ctx
-                    .run_dir
-                    .join("checkpoints")
-                    .join(format!("{}_best.safetensors", f.stem));
+                let path = RunDir::new(&ctx.run_dir).best_model(&f.stem);
                 self.model_file(&spec, &path, &weights, 0, Some(value))?;
             }
             self.best = Some(weights);

@@ -72,8 +72,13 @@ pub struct JobSpec {
     pub model_name: &'static str,
     /// Epochs per stage.
     pub epochs: usize,
-    /// Items per step on each rank (the global batch is this × ranks).
+    /// Items per forward pass on each rank (the global batch is this × `micro_batches` ×
+    /// ranks).
     pub batch_size: usize,
+    /// Micro-batches per step on each rank (gradient accumulation; 1 = none). Only for jobs
+    /// whose step calls no collective of its own: the micro-batches of a rank run one after
+    /// the other.
+    pub micro_batches: usize,
     pub lr: LrSchedule,
     /// Seed written into checkpoints (the job derives its own seeds from it).
     pub seed: u64,
@@ -101,6 +106,40 @@ pub struct JobSpec {
     pub meta: Row,
 }
 
+impl Default for JobSpec {
+    /// One stage, one epoch, batch 1 without accumulation, a constant learning rate of 1e-3,
+    /// seed 0, no monitor, items called `items`, no extra columns, files or panels: a job
+    /// states what differs (`JobSpec { name, model_name, epochs, .., ..JobSpec::default() }`).
+    fn default() -> Self {
+        JobSpec {
+            name: "train",
+            model_name: "model",
+            epochs: 1,
+            batch_size: 1,
+            micro_batches: 1,
+            lr: LrSchedule::Constant(1e-3),
+            seed: 0,
+            stages: 1,
+            monitor: None,
+            unit: "items",
+            cpu_columns: false,
+            epoch_checkpoints: false,
+            plot: Vec::new(),
+            validate_initial: false,
+            config: Value::Null,
+            fingerprint: Value::Null,
+            meta: Row::new(),
+        }
+    }
+}
+
+impl JobSpec {
+    /// Items per optimiser step over all ranks.
+    pub fn global_batch(&self, ranks: usize) -> usize {
+        self.batch_size * self.micro_batches.max(1) * ranks
+    }
+}
+
 /// One stage as the job sets it up.
 #[derive(Debug, Clone)]
 pub struct Stage {
@@ -125,20 +164,25 @@ pub struct Batch<'a, B: AutodiffBackend> {
     pub global_step: u64,
     /// The epoch's order of training items.
     pub order: &'a [usize],
-    /// The global batch is `order[start..end]`; this rank trains on `order[lo..hi]`.
+    /// The global batch is `order[start..end]`; this shard is `order[lo..hi]`.
     pub start: usize,
     pub end: usize,
     pub lo: usize,
     pub hi: usize,
+    /// This shard's index among `shards` = ranks × micro-batches (rank `r`'s micro-batch `k`
+    /// is shard `r × micro_batches + k`; with one micro-batch, the rank). Anything drawn per
+    /// shard (dropout masks) is seeded by it, so K ranks and one rank over K micro-batches
+    /// draw the same.
+    pub shard: usize,
+    pub shards: usize,
     pub device: &'a B::Device,
     pub comm: &'a dyn Collective,
 }
 
-/// What a step returns: gradients of this rank's shard, and sums that add up over ranks.
+/// What a step returns: the gradients of this shard's share of the global batch's loss, and
+/// sums that add up over shards. See [`Job::step`] for the convention.
 pub struct StepOut<S> {
     pub grads: GradientsParams,
-    /// The all-reduce sums `grad_weight × gradient` over ranks.
-    pub grad_weight: f32,
     pub sums: S,
 }
 
@@ -209,7 +253,17 @@ pub trait Job<B: AutodiffBackend> {
     fn begin_stage(&mut self, stage: usize, resumed: bool) -> Result<Stage>;
     /// A freshly initialised model for the stage, drawn from the job's seed.
     fn init_model(&self, stage: usize, device: &B::Device) -> Result<Self::Model>;
-    /// Forward and backward on this rank's shard of the batch.
+    /// Forward and backward on one shard of the global batch (`batch.lo..batch.hi` of
+    /// `batch.start..batch.end`; a shard is a rank's part, or a micro-batch of it).
+    ///
+    /// The one convention every job follows:
+    /// * **Gradients** are of the shard's *share* of the global batch's loss, so that the
+    ///   engine only adds them (over micro-batches, then over ranks): if the loss is a mean
+    ///   over the global batch's `n` items, the shard differentiates `Σ_shard loss_i / n`
+    ///   (MNIST: the shard's mean × `n_shard / n`; CLG-ODE: its sums divided by global counts
+    ///   it all-reduces itself). An empty shard returns no gradient.
+    /// * **Sums** (`Self::Step`) are plain sums and counts over the shard's items; the engine
+    ///   adds them over shards, and `StepSums::loss` of the total is the global batch's loss.
     fn step(&mut self, model: &Self::Model, batch: &Batch<'_, B>) -> Result<StepOut<Self::Step>>;
     /// After an epoch's steps, before the evaluation: a closed-form model's weights fitted from
     /// the epoch's sums (the default keeps the weights the steps' gradients trained).
@@ -229,10 +283,12 @@ pub trait Job<B: AutodiffBackend> {
         sums: &Self::Epoch,
         ctx: &EpochCtx<'_, B>,
     ) -> Result<EpochReport>;
-    /// The job's state, for a resume checkpoint.
-    fn state(&self) -> Self::State;
-    /// Restores the state of a resume checkpoint.
-    fn restore(&mut self, state: Self::State);
+    /// The job's state, for a resume checkpoint (default: the empty state).
+    fn state(&self) -> Self::State {
+        Self::State::default()
+    }
+    /// Restores the state of a resume checkpoint (default: nothing to restore).
+    fn restore(&mut self, _state: Self::State) {}
     /// After the last stage (e.g. scoring the test set). Runs on every rank.
     fn finish(&mut self, _done: &Done<'_, B>) -> Result<()> {
         Ok(())

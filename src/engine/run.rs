@@ -13,7 +13,7 @@ use super::progress::fmt_secs;
 use super::state::{Position, Saved};
 use super::{Done, Job, JobSpec, Row, RunContext, RunSettings};
 use crate::dist::Collective;
-use crate::files::{write_atomic, write_json};
+use crate::outputs::RunDir;
 use crate::outputs::metrics::MetricsFiles;
 use crate::outputs::rundir::{self, RunMeta};
 use crate::toolbox::checkpoint::Checkpoint;
@@ -90,11 +90,10 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
     stop::install()?;
     let metrics = MetricsFiles::new(&run_dir);
     if main {
-        write_json(&run_dir.join("args.json"), &spec.config)?;
+        let run_files = RunDir::new(&run_dir);
+        run_files.write_args(&spec.config)?;
         if let Some(toml) = &rc.run.resolved_config {
-            write_atomic(&run_dir.join("config.toml"), |w| {
-                Ok(std::io::Write::write_all(w, toml.as_bytes())?)
-            })?;
+            run_files.write_config_toml(toml)?;
         }
         write_meta(rc, &spec)?;
         if let Some(row) = saved.as_ref().and_then(|(_, s)| s.row.as_ref()) {
@@ -207,14 +206,17 @@ fn write_meta<B: AutodiffBackend>(rc: &RunContext<B>, spec: &JobSpec) -> Result<
     let extra = &mut meta.extra;
     extra.insert(
         "effective_batch_size".into(),
-        json!(spec.batch_size * rc.world_size()),
+        json!(spec.global_batch(rc.world_size())),
     );
     extra.insert("per_rank_batch_size".into(), json!(spec.batch_size));
+    if spec.micro_batches > 1 {
+        extra.insert("micro_batches".into(), json!(spec.micro_batches));
+    }
     extra.insert("collective".into(), json!(rc.comm.name()));
     extra.insert(
         "resumed_from".into(),
         json!(rc.resume.as_ref().map(|p| p.display().to_string())),
     );
     extra.extend(spec.meta.clone());
-    write_json(&rc.run_dir.join("run_meta.json"), &meta)
+    RunDir::new(&rc.run_dir).write_run_meta(&meta)
 }

@@ -340,12 +340,22 @@ mod tests {
         let map = got.to_map();
         let want = g["metrics"].as_object().unwrap();
         assert_eq!(want.len(), 19);
+        // Host code against the reference's numpy values: see `assert_close` for the
+        // tolerance; the worst is printed.
+        let mut worst = (0.0f64, "");
         for (name, w) in want {
             let v = map
                 .get(name)
                 .unwrap_or_else(|| panic!("missing metric {name}"));
-            assert_close(*v, w.as_f64().unwrap(), name);
+            let e = assert_close(*v, w.as_f64().unwrap(), name);
+            if e > worst.0 {
+                worst = (e, name);
+            }
         }
+        eprintln!(
+            "sc metrics: worst error {:.2e} of the tolerance ({})",
+            worst.0, worst.1
+        );
         assert_eq!(map.len(), 22);
         assert!(
             got.new_edge_auprc.is_nan(),

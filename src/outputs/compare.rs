@@ -1,28 +1,42 @@
-//! `trainer compare RUN_DIR…`: the test results of several CLG-ODE runs side by side, each
-//! against its identity baseline (the way the authors compare their variants), and one plot of
-//! the validation skill per epoch of every run.
+//! What `trainer compare` prints, whatever the runs are (ours, a sweep's tasks, the reference
+//! trainer's): the per-run table ([`RunSummary`], one line per run, each model figure beside its
+//! identity figure, the way the authors compare their variants) and the grouped table
+//! ([`grouped`], mean ± sd, min, max and n of each metric per group). Reading the inputs (sweeps,
+//! the reference's run directories) and choosing the view is `crate::sweep::table::compare`, the
+//! one implementation of the command; this module knows our own run directory only.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::metrics::MetricsFiles;
+use super::RunDir;
 
-/// One run's line of the comparison.
-#[derive(Debug, Clone, Serialize)]
+/// How the grouped table is printed.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Md,
+    Csv,
+    Json,
+}
+
+/// One run's line of the per-run table. A figure the run does not have (the reference writes no
+/// identity baseline, an untested fold no test metrics) is `None`: `-` in the table, `null` in
+/// JSON.
+#[derive(Debug, Clone, Serialize, Default)]
 pub struct RunSummary {
     pub run: String,
     pub fold: Option<i64>,
     pub epochs: usize,
     pub best_epoch: Option<i64>,
-    pub test_sc_log_mse: f64,
-    pub identity_sc_log_mse: f64,
-    pub skill: f64,
-    pub test_pearson_sparse: f64,
-    pub identity_pearson_sparse: f64,
-    pub pearson_sparse_gain: f64,
+    pub test_sc_log_mse: Option<f64>,
+    pub identity_sc_log_mse: Option<f64>,
+    pub skill: Option<f64>,
+    pub test_pearson_sparse: Option<f64>,
+    pub identity_pearson_sparse: Option<f64>,
+    pub pearson_sparse_gain: Option<f64>,
     pub betti0_l1: Option<f64>,
     pub identity_betti0_l1: Option<f64>,
     pub betti1_l1: Option<f64>,
@@ -30,18 +44,18 @@ pub struct RunSummary {
     pub degree_pearson: Option<f64>,
     pub strength_pearson: Option<f64>,
     /// Σ over epochs of training and evaluation seconds.
-    pub wall_seconds: f64,
+    pub wall_seconds: Option<f64>,
     /// CPU seconds of the whole run when recorded, else of the training steps.
-    pub cpu_seconds: f64,
+    pub cpu_seconds: Option<f64>,
 }
 
 fn num(v: &Value, path: &[&str]) -> Option<f64> {
     path.iter().try_fold(v, |v, k| v.get(k))?.as_f64()
 }
 
-/// Reads `dir/clg_ode_results.json` and `dir/metrics.jsonl`.
-pub fn summarize(dir: &Path) -> Result<RunSummary> {
-    let file = dir.join("clg_ode_results.json");
+/// The per-run line of our run directory `dir`: its `clg_ode_results.json` and `metrics.jsonl`.
+pub fn summarize(dir: &RunDir) -> Result<RunSummary> {
+    let file = dir.results_json();
     let text = std::fs::read_to_string(&file).with_context(|| {
         format!(
             "{}: cannot read it (a finished `trainer train-gnn` run directory has one)",
@@ -53,8 +67,9 @@ pub fn summarize(dir: &Path) -> Result<RunSummary> {
     let need = |path: &[&str]| {
         num(&r, path)
             .with_context(|| format!("{}: no number at {}", file.display(), path.join(".")))
+            .map(Some)
     };
-    let rows = MetricsFiles::new(dir).rows()?;
+    let rows = dir.read_metrics()?;
     let sum = |key: &str| -> f64 {
         rows.iter()
             .filter_map(|row| row.get(key).and_then(Value::as_f64))
@@ -67,7 +82,7 @@ pub fn summarize(dir: &Path) -> Result<RunSummary> {
     });
     let exact = |who: &str, key: &str| num(&r, &["test_exact_topology", who, key]);
     Ok(RunSummary {
-        run: dir.display().to_string(),
+        run: dir.path().display().to_string(),
         fold: best_fold,
         epochs: rows.len(),
         best_epoch: fold_info.and_then(|f| f.get("best_epoch")?.as_i64()),
@@ -86,14 +101,21 @@ pub fn summarize(dir: &Path) -> Result<RunSummary> {
         identity_betti1_l1: exact("identity_baseline", "betti1_l1"),
         degree_pearson: exact("model", "degree_pearson"),
         strength_pearson: exact("model", "strength_pearson"),
-        wall_seconds: sum("seconds") + sum("eval_seconds"),
-        cpu_seconds: num(&r, &["cpu_seconds"]).unwrap_or_else(|| sum("train_cpu_seconds")),
+        wall_seconds: Some(sum("seconds") + sum("eval_seconds")),
+        cpu_seconds: Some(num(&r, &["cpu_seconds"]).unwrap_or_else(|| sum("train_cpu_seconds"))),
     })
 }
 
-/// The comparison table, one line per run; every model figure beside its identity figure.
+/// What the per-run table says below itself.
+pub const PER_RUN_LEGEND: &str = "skill = 1 − mse/identity (> 0: better than \"the next scan \
+     equals this one\"); r_sp = sc_log_pearson_sparse; β L1 = exact Betti-curve distance to the \
+     truth (identity's in brackets)";
+
+/// The per-run table, one line per run; every model figure beside its identity figure.
 pub fn table(runs: &[RunSummary]) -> String {
     let opt = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
+    let sci = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3e}"));
+    let signed = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:+.digits$}"));
     let mut lines = vec![format!(
         "{:<4} {:>6} {:>4} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>11} {:>11} {:>6} {:>6} {:>8} {:>8}  run",
         "fold",
@@ -114,51 +136,225 @@ pub fn table(runs: &[RunSummary]) -> String {
     )];
     for s in runs {
         lines.push(format!(
-            "{:<4} {:>6} {:>4} {:>9.3e} {:>9.3e} {:>+7.3} {:>7.4} {:>7.4} {:>+7.4} {:>11} {:>11} {:>6} {:>6} {:>8.1} {:>8.1}  {}",
+            "{:<4} {:>6} {:>4} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>11} {:>11} {:>6} {:>6} {:>8} {:>8}  {}",
             s.fold.map_or("-".into(), |f| f.to_string()),
             s.epochs,
             s.best_epoch.map_or("-".into(), |e| e.to_string()),
-            s.test_sc_log_mse,
-            s.identity_sc_log_mse,
-            s.skill,
-            s.test_pearson_sparse,
-            s.identity_pearson_sparse,
-            s.pearson_sparse_gain,
+            sci(s.test_sc_log_mse),
+            sci(s.identity_sc_log_mse),
+            signed(s.skill, 3),
+            opt(s.test_pearson_sparse, 4),
+            opt(s.identity_pearson_sparse, 4),
+            signed(s.pearson_sparse_gain, 4),
             format!("{} ({})", opt(s.betti0_l1, 1), opt(s.identity_betti0_l1, 1)),
             format!("{} ({})", opt(s.betti1_l1, 0), opt(s.identity_betti1_l1, 0)),
             opt(s.degree_pearson, 3),
             opt(s.strength_pearson, 3),
-            s.wall_seconds,
-            s.cpu_seconds,
+            opt(s.wall_seconds, 1),
+            opt(s.cpu_seconds, 1),
             s.run
         ));
     }
     lines.join("\n") + "\n"
 }
 
-/// `trainer compare`: prints the table (or JSON) and, with `plot`, writes the validation skill
-/// of every run per epoch.
-pub fn run(runs: &[PathBuf], json: bool, plot: Option<&Path>) -> Result<()> {
-    if runs.is_empty() {
-        bail!("give at least one run directory");
-    }
-    let summaries = runs
-        .iter()
-        .map(|d| summarize(d))
-        .collect::<Result<Vec<_>>>()?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&summaries)?);
+/// One run as the grouped table sees it: its name, its value of each grouping key, and its
+/// value of each metric (`None` while it has no results: named under `missing`).
+pub struct Grouping {
+    pub name: String,
+    pub key: Vec<String>,
+    pub values: Option<Vec<Option<f64>>>,
+}
+
+/// The grouped table: a header and one row per group (text), and one JSON record per group.
+pub struct GroupTable {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    pub records: Vec<Value>,
+    /// Runs without results, over all groups.
+    pub missing: usize,
+}
+
+/// mean, sd (n − 1; NaN below 2), min, max.
+fn stats(v: &[f64]) -> (f64, f64, f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let sd = if v.len() > 1 {
+        (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
     } else {
-        print!("{}", table(&summaries));
-        println!(
-            "skill = 1 − mse/identity (> 0: better than \"the next scan equals this one\"); \
-             r_sp = sc_log_pearson_sparse; β L1 = exact Betti-curve distance to the truth \
-             (identity's in brackets)"
+        f64::NAN
+    };
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (mean, sd, min, max)
+}
+
+fn fmt(x: f64) -> String {
+    if x.is_nan() {
+        "N/A".into()
+    } else if x != 0.0 && (x.abs() < 1e-3 || x.abs() >= 1e4) {
+        format!("{x:.3e}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+/// Groups `runs` by their keys (in key order) and gives each metric's mean ± sd, min, max and n
+/// over the group's finished runs.
+pub fn grouped(group_by: &[String], metrics: &[String], runs: &[Grouping]) -> GroupTable {
+    /// A group's finished runs (their metric values) and the names of the others.
+    type Members<'a> = (Vec<&'a [Option<f64>]>, Vec<&'a str>);
+    let mut groups: BTreeMap<&[String], Members<'_>> = BTreeMap::new();
+    for r in runs {
+        let entry = groups.entry(&r.key).or_default();
+        match &r.values {
+            Some(v) => entry.0.push(v),
+            None => entry.1.push(&r.name),
+        }
+    }
+    let mut header: Vec<String> = group_by.to_vec();
+    header.push("n".into());
+    for m in metrics {
+        header.extend([
+            format!("{m} mean ± sd"),
+            format!("{m} min"),
+            format!("{m} max"),
+        ]);
+    }
+    header.push("missing".into());
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut records = Vec::new();
+    for (key, (done, missing)) in &groups {
+        let mut row = key.to_vec();
+        row.push(done.len().to_string());
+        let mut rec = json!({ "group": key, "n": done.len() });
+        for (i, m) in metrics.iter().enumerate() {
+            let values: Vec<f64> = done.iter().filter_map(|v| v[i]).collect();
+            if values.is_empty() {
+                row.extend(["N/A".into(), "N/A".into(), "N/A".into()]);
+                rec[m] = Value::Null;
+                continue;
+            }
+            let (mean, sd, min, max) = stats(&values);
+            let of = if values.len() < done.len() {
+                format!(" (n={})", values.len())
+            } else {
+                String::new()
+            };
+            row.extend([
+                format!("{} ± {}{of}", fmt(mean), fmt(sd)),
+                fmt(min),
+                fmt(max),
+            ]);
+            rec[m] = json!({ "mean": mean, "sd": if sd.is_nan() { Value::Null } else { json!(sd) },
+                             "min": min, "max": max, "n": values.len() });
+        }
+        row.push(missing.join(" "));
+        rec["missing"] = json!(missing);
+        rows.push(row);
+        records.push(rec);
+    }
+    GroupTable {
+        header,
+        rows,
+        records,
+        missing: groups.values().map(|g| g.1.len()).sum(),
+    }
+}
+
+impl GroupTable {
+    /// The table as `f`, on standard output.
+    pub fn print(&self, f: Format) -> Result<()> {
+        let (header, rows) = (&self.header, &self.rows);
+        match f {
+            Format::Json => println!("{}", serde_json::to_string_pretty(&self.records)?),
+            Format::Csv => {
+                let mut w = csv::Writer::from_writer(std::io::stdout());
+                w.write_record(header)?;
+                for r in rows {
+                    w.write_record(r)?;
+                }
+                w.flush().context("writing CSV")?;
+            }
+            Format::Md => {
+                println!("| {} |", header.join(" | "));
+                println!("|{}", " --- |".repeat(header.len()));
+                for r in rows {
+                    println!("| {} |", r.join(" | "));
+                }
+            }
+            Format::Table => {
+                let widths: Vec<usize> = (0..header.len())
+                    .map(|i| {
+                        rows.iter()
+                            .map(|r| r[i].chars().count())
+                            .chain([header[i].chars().count()])
+                            .max()
+                            .unwrap_or(0)
+                    })
+                    .collect();
+                let line = |cells: &[String]| -> String {
+                    cells
+                        .iter()
+                        .zip(&widths)
+                        .map(|(c, w)| format!("{c:<w$}"))
+                        .collect::<Vec<_>>()
+                        .join("  ")
+                };
+                println!("{}", line(header).trim_end());
+                for r in rows {
+                    println!("{}", line(r).trim_end());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_pool_finished_runs_and_name_the_missing() {
+        let run = |name: &str, key: &str, v: Option<Vec<Option<f64>>>| Grouping {
+            name: name.into(),
+            key: vec![key.into()],
+            values: v,
+        };
+        let runs = [
+            run("a", "x", Some(vec![Some(1.0), None])),
+            run("b", "x", Some(vec![Some(3.0), Some(5.0)])),
+            run("c", "x", None),
+            run("d", "y", Some(vec![Some(2.0), None])),
+        ];
+        let t = grouped(&["k".into()], &["m".into(), "w".into()], &runs);
+        assert_eq!(t.header[..3], ["k", "n", "m mean ± sd"]);
+        assert_eq!(t.rows[0][..3], ["x", "2", "2.0000 ± 1.4142"]);
+        assert_eq!(t.rows[0][5], "5.0000 ± N/A (n=1)");
+        assert_eq!(t.rows[0].last().unwrap(), "c");
+        assert_eq!(t.rows[1][5], "N/A");
+        assert_eq!(t.missing, 1);
+        assert_eq!(t.records[0]["m"]["n"], 2);
+        assert!(t.records[1]["w"].is_null());
+    }
+
+    #[test]
+    fn a_figure_a_run_lacks_is_a_dash() {
+        let full = RunSummary {
+            run: "r".into(),
+            test_sc_log_mse: Some(1.5e-3),
+            identity_sc_log_mse: Some(2e-3),
+            skill: Some(0.25),
+            wall_seconds: Some(3.0),
+            ..Default::default()
+        };
+        let t = table(&[full, RunSummary::default()]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].contains(" 1.500e-3  2.000e-3  +0.250 "), "{t}");
+        assert!(
+            lines[2].starts_with("-         0    -         -         -"),
+            "{t}"
         );
     }
-    if let Some(out) = plot {
-        super::curves::plot_runs(runs, &["val_skill".to_string()], out)?;
-        eprintln!("wrote {}", out.display());
-    }
-    Ok(())
 }

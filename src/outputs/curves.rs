@@ -116,7 +116,10 @@ pub fn write(run_dir: &Path, rows: &[Row], panels: &[Panel]) -> Result<()> {
     if panels.is_empty() {
         return Ok(());
     }
-    render(&run_charts(rows, panels), &run_dir.join("curves.svg"))
+    render(
+        &run_charts(rows, panels),
+        &super::RunDir::new(run_dir).curves_svg(),
+    )
 }
 
 const PANEL_HEIGHT: u32 = 320;
@@ -235,7 +238,7 @@ pub fn plot_runs(runs: &[std::path::PathBuf], metrics: &[String], out: &Path) ->
     }
     let mut rows: BTreeMap<usize, Vec<Row>> = BTreeMap::new();
     for (i, dir) in runs.iter().enumerate() {
-        let r = crate::outputs::metrics::MetricsFiles::new(dir).rows()?;
+        let r = super::RunDir::new(dir).read_metrics()?;
         if r.is_empty() {
             bail!(
                 "{}: no metrics rows (metrics.jsonl missing or empty): not a run directory?",

@@ -20,8 +20,8 @@ pub struct MetricsFiles {
 impl MetricsFiles {
     pub fn new(dir: &Path) -> Self {
         Self {
-            csv: dir.join("metrics.csv"),
-            jsonl: dir.join("metrics.jsonl"),
+            csv: dir.join(super::run_files::METRICS_CSV),
+            jsonl: dir.join(super::run_files::METRICS_JSONL),
         }
     }
 

@@ -1,9 +1,12 @@
-//! What a run leaves behind: the run directory, its metrics files and its plots, and the
-//! comparison of several runs.
+//! What a run leaves behind: the run directory (every file of it named by [`RunDir`]), its
+//! metrics files and its plots, and the comparison of several runs.
 
 pub mod compare;
 pub mod curves;
 pub mod figure;
 pub mod heatmap;
 pub mod metrics;
+pub mod run_files;
 pub mod rundir;
+
+pub use run_files::RunDir;

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
+use super::RunDir;
+
 /// Where a run directory comes from: `--out`, `--run-name`, `--resume`, and the scheduler's
 /// job id (for default names and for finding a requeued job's directory).
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +62,7 @@ fn newest_with_suffix(root: &Path, suffix: &str) -> Option<PathBuf> {
     let resumable = found
         .iter()
         .rev()
-        .find(|p| p.join("checkpoints/last.safetensors").is_file())
+        .find(|p| RunDir::new(p.as_path()).last_checkpoint().is_file())
         .cloned();
     resumable.or_else(|| found.pop())
 }
@@ -76,14 +78,8 @@ pub struct RunLock {
 /// Whether `dir` holds (part of) a run: metrics rows or checkpoints. A directory with only the
 /// files a failed start writes (`args.json`, `config.toml`, `run_meta.json`) does not.
 pub fn holds_a_run(dir: &Path) -> bool {
-    if dir.join("metrics.jsonl").is_file() {
-        return true;
-    }
-    std::fs::read_dir(dir.join("checkpoints")).is_ok_and(|entries| {
-        entries
-            .filter_map(|e| e.ok())
-            .any(|e| e.file_name().to_string_lossy().ends_with(".safetensors"))
-    })
+    let run = RunDir::new(dir);
+    run.metrics_jsonl().is_file() || run.has_checkpoints()
 }
 
 /// Takes the run directory for this run: creates it (and `checkpoints/`), locks it, refuses a
@@ -92,7 +88,8 @@ pub fn holds_a_run(dir: &Path) -> bool {
 pub fn claim(dir: &Path, resuming: bool) -> Result<RunLock> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create run directory {}", dir.display()))?;
-    let lock_path = dir.join(".lock");
+    let run = RunDir::new(dir);
+    let lock_path = run.lock_file();
     let existed = lock_path.exists();
     let mut file = std::fs::OpenOptions::new()
         .create(true)
@@ -124,9 +121,10 @@ pub fn claim(dir: &Path, resuming: bool) -> Result<RunLock> {
     file.set_len(0)?;
     file.rewind()?;
     write!(file, "{}", std::process::id())?;
-    std::fs::create_dir_all(dir.join("checkpoints"))
-        .with_context(|| format!("cannot create {}", dir.join("checkpoints").display()))?;
-    for d in [dir.to_path_buf(), dir.join("checkpoints")] {
+    let checkpoints = run.checkpoints();
+    std::fs::create_dir_all(&checkpoints)
+        .with_context(|| format!("cannot create {}", checkpoints.display()))?;
+    for d in [dir.to_path_buf(), checkpoints] {
         remove_dead_temporaries(&d);
     }
     Ok(RunLock { _file: file })
@@ -230,7 +228,7 @@ pub fn resume_source(resume: Option<&str>, run_dir: &Path) -> Result<Option<Path
     match resume {
         None => Ok(None),
         Some("auto") => {
-            let last = run_dir.join("checkpoints").join("last.safetensors");
+            let last = RunDir::new(run_dir).last_checkpoint();
             Ok(last.is_file().then_some(last))
         }
         Some(p) => {

@@ -55,7 +55,7 @@ pub struct Manifest {
 
 impl Manifest {
     pub fn read(dir: &Path) -> Result<Manifest> {
-        let path = dir.join("sweep.json");
+        let path = state::manifest_path(dir);
         let text = std::fs::read_to_string(&path).map_err(|_| {
             anyhow::anyhow!("{}: not a sweep directory (no sweep.json)", dir.display())
         })?;
@@ -108,7 +108,7 @@ pub fn plan(s: &PlanSettings, known: &dyn Fn(&str, &str) -> bool) -> Result<()> 
     for t in &mut spec.tasks {
         resolve_config(spec_path, &spec.command, t, known)?;
     }
-    if out.join("sweep.json").exists() {
+    if state::manifest_path(out).exists() {
         bail!(
             "{}: already a sweep; `sweep plan --missing {}` re-plans what is left",
             out.display(),
@@ -130,7 +130,7 @@ pub fn plan(s: &PlanSettings, known: &dyn Fn(&str, &str) -> bool) -> Result<()> 
         throttle: s.throttle,
         tasks: spec.tasks,
     };
-    write_json(&out.join("sweep.json"), &manifest)?;
+    write_json(&state::manifest_path(out), &manifest)?;
     let all: Vec<usize> = (0..manifest.tasks.len()).collect();
     let submit = scripts::write(out, &manifest, &all, "all")?;
     eprintln!(
@@ -238,9 +238,7 @@ pub fn task(dir: &Path, index: usize) -> Result<ExitCode> {
     let manifest = Manifest::read(dir)?;
     let t = manifest.task(index)?;
     let code = state::run_task(dir, &manifest, t, &[])?;
-    Ok(ExitCode::from(
-        u8::try_from(code.clamp(0, 255)).unwrap_or(1),
-    ))
+    Ok(crate::exit::Exit::from_status(code).into())
 }
 
 /// `trainer sweep run DIR --jobs N`: the pending and failed tasks on this machine, N at a time,
@@ -268,7 +266,7 @@ pub fn run(dir: &Path, jobs: usize) -> Result<ExitCode> {
             "[sweep] {failed} task(s) failed: trainer sweep status {}",
             dir.display()
         );
-        return Ok(ExitCode::from(1));
+        return Ok(crate::exit::Exit::General.into());
     }
     Ok(ExitCode::SUCCESS)
 }

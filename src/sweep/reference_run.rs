@@ -16,8 +16,14 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use super::table::{find, text};
+use crate::outputs::RunDir;
+use crate::outputs::compare::RunSummary;
 
-const RESULTS: &str = "clg_ode_results.json";
+// The reference's run directory uses the names ours took from it (`args.json`, `metrics.csv`,
+// `clg_ode_results.json`: [`RunDir`] names them); only its model files differ.
+/// The reference's best model file of fold k: `clg_ode_fold<k>_best.pt`.
+const BEST_PT_PREFIX: &str = "clg_ode_fold";
+const BEST_PT_SUFFIX: &str = "_best.pt";
 
 /// One reference run directory, read once.
 pub(super) struct RefRun {
@@ -39,10 +45,11 @@ pub(super) struct RefFold {
 /// Whether `dir` is a reference run: `args.json` with the reference's `clg_ode_results.json` or
 /// `metrics.csv`, and neither file only ours write (`metrics.jsonl`, `test_metrics.json`).
 pub(super) fn is_reference_run(dir: &Path) -> bool {
-    dir.join("args.json").is_file()
-        && (dir.join(RESULTS).is_file() || dir.join("metrics.csv").is_file())
-        && !dir.join("metrics.jsonl").exists()
-        && !dir.join("test_metrics.json").exists()
+    let d = RunDir::new(dir);
+    d.args_json().is_file()
+        && (d.results_json().is_file() || d.metrics_csv().is_file())
+        && !d.metrics_jsonl().exists()
+        && !d.test_metrics_json().exists()
 }
 
 /// The `fold<k>` subdirectories of `dir` that are reference runs (the authors' layout
@@ -99,8 +106,9 @@ fn read_python_json(p: &Path) -> Result<Value> {
 /// Reads the reference run in `dir`: one [`RefFold`] per fold of its results file, or one
 /// without a fold while it has none. A results file that is not the reference's is an error.
 pub(super) fn read(dir: &Path) -> Result<Vec<RefFold>> {
-    let args = read_python_json(&dir.join("args.json"))?;
-    let file = dir.join(RESULTS);
+    let d = RunDir::new(dir);
+    let args = read_python_json(&d.args_json())?;
+    let file = d.results_json();
     let results = if file.is_file() {
         Some(read_python_json(&file)?)
     } else {
@@ -124,7 +132,7 @@ pub(super) fn read(dir: &Path) -> Result<Vec<RefFold>> {
             ids.into_iter().map(Some).collect()
         }
     };
-    let (header, rows) = read_csv(&dir.join("metrics.csv"))?;
+    let (header, rows) = read_csv(&d.metrics_csv())?;
     let run = Rc::new(RefRun {
         args,
         results,
@@ -195,8 +203,8 @@ impl RefFold {
         };
         let from_path = r["best_model_path"].as_str().and_then(|p| {
             let name = Path::new(p).file_name()?.to_str()?;
-            name.strip_prefix("clg_ode_fold")?
-                .strip_suffix("_best.pt")?
+            name.strip_prefix(BEST_PT_PREFIX)?
+                .strip_suffix(BEST_PT_SUFFIX)?
                 .parse::<i64>()
                 .ok()
         });
@@ -237,6 +245,38 @@ impl RefFold {
         });
         test.or_else(|| self.best_epoch_value(name))
             .filter(|v| v.is_finite())
+    }
+
+    /// This fold's line of the per-run table, named `run`: epochs and best epoch from
+    /// `metrics.csv`, the test figures when this fold was the one tested; no identity
+    /// baseline, skill, exact topology or seconds (the reference writes none).
+    pub(super) fn summary(&self, run: &str) -> RunSummary {
+        let col = |c: &str| self.run.header.iter().position(|h| h == c);
+        let fold = self.fold.map(|f| f.to_string());
+        let epochs = col("fold").map_or(0, |fc| {
+            self.run
+                .rows
+                .iter()
+                .filter(|r| r.get(fc).map(|f| f.trim()) == fold.as_deref())
+                .count()
+        });
+        let tested = self.results().filter(|_| self.tested());
+        let test = |k: &str| {
+            tested
+                .and_then(|r| r["test_sc_metrics"][k].as_f64())
+                .filter(|v| v.is_finite())
+        };
+        RunSummary {
+            run: run.to_string(),
+            fold: self.fold,
+            epochs,
+            best_epoch: self
+                .best_row()
+                .and_then(|r| r.get(col("epoch")?)?.trim().parse().ok()),
+            test_sc_log_mse: test("sc_log_mse"),
+            test_pearson_sparse: test("sc_log_pearson_sparse"),
+            ..RunSummary::default()
+        }
     }
 
     fn best_epoch_value(&self, name: &str) -> Option<f64> {
@@ -357,5 +397,25 @@ mod tests {
             1,
         );
         assert_eq!(f1.metric("val_sc_log_mse"), None);
+    }
+
+    #[test]
+    fn a_folds_line_has_its_epochs_and_test_figures_only_when_tested() {
+        let csv = "fold,epoch,monitor_value\n0,1,0.5\n0,2,0.4\n0,3,0.6\n1,1,0.1\n";
+        let results = serde_json::json!({
+            "cv_folds": [{"fold": 0, "best_monitor": 0.4}, {"fold": 1, "best_monitor": 0.1}],
+            "best_model_path": "x/clg_ode_fold0_best.pt",
+            "test_sc_metrics": {"sc_log_mse": 2.0, "sc_log_pearson_sparse": 0.9}});
+        let s = fold(csv, Value::Null, results.clone(), 0).summary("r");
+        assert_eq!((s.run.as_str(), s.fold, s.epochs), ("r", Some(0), 3));
+        assert_eq!(s.best_epoch, Some(2));
+        assert_eq!(s.test_sc_log_mse, Some(2.0));
+        assert_eq!(s.test_pearson_sparse, Some(0.9));
+        assert!(s.identity_sc_log_mse.is_none() && s.skill.is_none() && s.cpu_seconds.is_none());
+        let s = fold(csv, Value::Null, results, 1).summary("r");
+        assert_eq!(
+            (s.epochs, s.best_epoch, s.test_sc_log_mse),
+            (1, Some(1), None)
+        );
     }
 }

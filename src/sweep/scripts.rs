@@ -161,7 +161,7 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
     // Absolute paths: the script runs from wherever it is submitted; Slurm does not create the
     // log directory.
     let dir = &std::path::absolute(dir).unwrap_or(dir.to_path_buf());
-    std::fs::create_dir_all(dir.join("logs"))?;
+    std::fs::create_dir_all(super::state::logs_dir(dir))?;
     let arrays = arrays(m, indices);
     let name = job_name(dir);
     let mut files: Vec<(PathBuf, String)> = Vec::new();

@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use super::spec::Task;
 use super::{Manifest, run_dir, task_config};
 use crate::files::write_json;
+use crate::outputs::RunDir;
+use crate::outputs::run_files::BEST_MODEL_SUFFIX;
 
 /// Where a task stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,12 +67,29 @@ impl TaskState {
     }
 }
 
+/// The sweep's manifest, `DIR/sweep.json`.
+pub const MANIFEST: &str = "sweep.json";
+/// `DIR/status/`: one `<i>.json` per task.
+pub const STATUS: &str = "status";
+/// `DIR/logs/`: one `<i>.log` per task, and the schedulers' own output files.
+pub const LOGS: &str = "logs";
+
+/// `DIR/sweep.json`.
+pub fn manifest_path(dir: &Path) -> PathBuf {
+    dir.join(MANIFEST)
+}
+
+/// `DIR/logs/`.
+pub fn logs_dir(dir: &Path) -> PathBuf {
+    dir.join(LOGS)
+}
+
 fn status_path(dir: &Path, index: usize) -> PathBuf {
-    dir.join("status").join(format!("{index}.json"))
+    dir.join(STATUS).join(format!("{index}.json"))
 }
 
 fn log_path(dir: &Path, index: usize) -> PathBuf {
-    dir.join("logs").join(format!("{index}.log"))
+    logs_dir(dir).join(format!("{index}.log"))
 }
 
 fn host() -> String {
@@ -130,19 +149,15 @@ fn phase_one_best(dir: &Path, m: &Manifest, p: usize) -> Result<PathBuf> {
             state.label()
         );
     }
-    let ckpts = run_dir(dir, first).join("checkpoints");
-    let best: Vec<PathBuf> = std::fs::read_dir(&ckpts)
-        .with_context(|| format!("phase 1 (task {p}): no {}", ckpts.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|f| {
-            f.file_name()
-                .is_some_and(|n| n.to_string_lossy().ends_with("_best.safetensors"))
-        })
-        .collect();
+    let run = RunDir::new(run_dir(dir, first));
+    let ckpts = run.checkpoints();
+    let best = run
+        .best_models()
+        .with_context(|| format!("phase 1 (task {p}): no {}", ckpts.display()))?;
     match best.as_slice() {
         [one] => Ok(std::path::absolute(one).unwrap_or(one.clone())),
         _ => anyhow::bail!(
-            "phase 1 (task {p}): expected one *_best.safetensors in {}, found {}",
+            "phase 1 (task {p}): expected one *{BEST_MODEL_SUFFIX} in {}, found {}",
             ckpts.display(),
             best.len()
         ),
@@ -153,7 +168,7 @@ fn phase_one_best(dir: &Path, m: &Manifest, p: usize) -> Result<PathBuf> {
 /// checkpoint) with extra environment `env`; forwards SIGUSR1/USR2/TERM/INT to the trainer and
 /// returns its exit code.
 pub fn run_task(dir: &Path, m: &Manifest, t: &Task, env: &[(&str, &str)]) -> Result<i32> {
-    for sub in ["status", "logs"] {
+    for sub in [STATUS, LOGS] {
         std::fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
     }

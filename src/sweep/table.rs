@@ -1,44 +1,71 @@
-//! Tables over runs: `trainer compare SWEEP_DIR|RUN_DIR… --group-by KEY[,KEY] --metric NAME…
-//! --format table|md|csv|json`. Runs are grouped by the values of the keys (a varied setting of a
-//! sweep, `variant`, `model`, `fold`, or any setting in a run's `args.json`); each metric gets
-//! mean ± sd, min, max and n over the group (folds and seeds). A sweep task without results is
-//! named as missing, not dropped silently. Run directories of the reference's PyTorch trainer
-//! sit beside ours ([`super::reference_run`]): each fold counts as a run, and when both kinds are
-//! compared a `source` column (`reference`, `trainer`) keeps them in separate rows.
+//! `trainer compare`, the one implementation: every input (a run directory of ours, a sweep's
+//! tasks, the reference trainer's run directory or its `fold<k>` directories) becomes runs
+//! ([`runs`]), shown in one of two views chosen by the flags alone:
+//!
+//! * the per-run table (no `--group-by`, `--metric` or `--format`): one line per run, fold,
+//!   epochs, best epoch, test figures beside the identity's, exact topology, seconds
+//!   ([`crate::outputs::compare::RunSummary`]); `--json` prints the lines as JSON;
+//! * the grouped table (`--group-by KEY[,KEY]`, `--metric NAME…`, `--format table|md|csv|json`):
+//!   runs grouped by the values of the keys (a varied setting of a sweep, `variant`, `model`,
+//!   `fold`, `stage`, `source`, or any setting in a run's `args.json`); each metric gets mean ±
+//!   sd, min, max and n over the group (folds and seeds). `--json` is `--format json` here.
+//!
+//! A sweep's task without results is named as missing, not dropped silently; a run directory
+//! named on the command line must have finished (the per-run view says which file it lacks).
+//! Run directories of the reference's PyTorch trainer sit beside ours
+//! ([`super::reference_run`]): each fold counts as a run, and when both kinds are grouped a
+//! `source` column (`reference`, `trainer`) keeps them in separate rows. `--plot` draws the
+//! validation skill per epoch of our runs, in either view.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
-use serde_json::{Value, json};
+use anyhow::{Result, bail};
+use serde_json::Value;
 
 use super::reference_run::{self, RefFold};
-use super::{Manifest, run_dir};
+use super::{Manifest, run_dir, state};
+use crate::outputs::RunDir;
+use crate::outputs::compare::{self as view, Format, Grouping};
 
-/// How a table is printed.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Table,
-    Md,
-    Csv,
-    Json,
+/// `trainer compare`'s settings (its flags).
+#[derive(Debug, Clone, Default)]
+pub struct CompareSettings {
+    /// Run directories (ours or the reference's) and sweep directories.
+    pub runs: Vec<PathBuf>,
+    pub group_by: Vec<String>,
+    pub metrics: Vec<String>,
+    pub format: Option<Format>,
+    pub json: bool,
+    pub plot: Option<PathBuf>,
+}
+
+impl CompareSettings {
+    /// The grouped view: asked for by `--group-by`, `--metric` or `--format` (never by what the
+    /// inputs are).
+    pub fn grouped(&self) -> bool {
+        !self.group_by.is_empty() || !self.metrics.is_empty() || self.format.is_some()
+    }
 }
 
 /// One run: where, what varied, and whether it has results.
 struct Run {
-    dir: PathBuf,
+    dir: RunDir,
     name: String,
     varied: BTreeMap<String, String>,
+    /// A task of a sweep (`false`: a run directory named on the command line).
+    task: bool,
     /// One fold of a reference trainer's run; `None` for ours.
     reference: Option<RefFold>,
 }
 
 impl Run {
-    fn ours(dir: PathBuf, name: String, varied: BTreeMap<String, String>) -> Self {
+    fn ours(dir: PathBuf, name: String, varied: BTreeMap<String, String>, task: bool) -> Self {
         Self {
-            dir,
+            dir: RunDir::new(dir),
             name,
             varied,
+            task,
             reference: None,
         }
     }
@@ -46,7 +73,7 @@ impl Run {
     fn done(&self) -> bool {
         match &self.reference {
             Some(r) => r.done(),
-            None => self.dir.join("test_metrics.json").is_file(),
+            None => self.dir.test_metrics_json().is_file(),
         }
     }
 
@@ -59,7 +86,7 @@ impl Run {
 }
 
 fn read_json(p: &Path) -> Option<Value> {
-    serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
+    crate::outputs::run_files::read_json(p).ok()
 }
 
 /// The value of `key` (either spelling) anywhere in a JSON object tree.
@@ -87,10 +114,15 @@ fn runs(inputs: &[PathBuf]) -> Result<Vec<Run>> {
     let mut out = Vec::new();
     for p in inputs {
         let folds = reference_run::fold_dirs(p);
-        if p.join("sweep.json").is_file() {
+        if state::manifest_path(p).is_file() {
             let m = Manifest::read(p)?;
             for t in &m.tasks {
-                out.push(Run::ours(run_dir(p, t), t.name.clone(), t.varied.clone()));
+                out.push(Run::ours(
+                    run_dir(p, t),
+                    t.name.clone(),
+                    t.varied.clone(),
+                    true,
+                ));
             }
         } else if reference_run::is_reference_run(p) || !folds.is_empty() {
             let dirs = if folds.is_empty() {
@@ -102,22 +134,29 @@ fn runs(inputs: &[PathBuf]) -> Result<Vec<Run>> {
                 for f in reference_run::read(&dir)? {
                     out.push(Run {
                         name: dir.display().to_string(),
-                        dir: dir.clone(),
+                        dir: RunDir::new(&dir),
                         varied: BTreeMap::new(),
+                        task: false,
                         reference: Some(f),
                     });
                 }
             }
-        } else if p.join("args.json").is_file() {
+        } else if RunDir::new(p).args_json().is_file() || RunDir::new(p).results_json().is_file() {
             out.push(Run::ours(
                 p.clone(),
                 p.display().to_string(),
                 BTreeMap::new(),
+                false,
             ));
         } else {
+            let d = RunDir::new(p);
             bail!(
-                "{}: neither a sweep (sweep.json) nor a run directory (args.json)",
-                p.display()
+                "{}: not a run directory (no {}; a finished one also has {}), a sweep (no {}) \
+                 nor the reference trainer's run directory",
+                p.display(),
+                d.args_json().display(),
+                d.results_json().display(),
+                state::manifest_path(p).display(),
             );
         }
     }
@@ -132,7 +171,7 @@ fn group_value(run: &Run, key: &str) -> String {
     if let Some(r) = &run.reference {
         return r.group_value(key).unwrap_or_else(|| "?".into());
     }
-    let results = read_json(&run.dir.join("clg_ode_results.json"));
+    let results = read_json(&run.dir.results_json());
     match key {
         "source" => "trainer".into(),
         "model" => results
@@ -143,7 +182,7 @@ fn group_value(run: &Run, key: &str) -> String {
             .as_ref()
             .and_then(|r| r.get("cv_fold").map(text))
             .unwrap_or_else(|| "?".into()),
-        _ => read_json(&run.dir.join("args.json"))
+        _ => read_json(&run.dir.args_json())
             .and_then(|a| find(&a, key))
             .map_or_else(|| "?".into(), |v| text(&v)),
     }
@@ -152,8 +191,8 @@ fn group_value(run: &Run, key: &str) -> String {
 /// Metric `name` of a finished run: a test metric of the model (`sc_log_mse`), `skill`,
 /// `pearson_gain`, `identity_<metric>`, `forecast_only.<metric>`, or a column of the best
 /// epoch's metrics row (`val_mask_ratio`); `None` when the run has no results.
-fn metric(dir: &Path, name: &str) -> Option<f64> {
-    let test = read_json(&dir.join("test_metrics.json"))?;
+fn metric(dir: &RunDir, name: &str) -> Option<f64> {
+    let test = read_json(&dir.test_metrics_json())?;
     let from_test = if let Some(rest) = name.strip_prefix("forecast_only.") {
         test["forecast_only"]["model"][rest].as_f64()
     } else if let Some(rest) = name.strip_prefix("identity_") {
@@ -164,7 +203,7 @@ fn metric(dir: &Path, name: &str) -> Option<f64> {
         test["model"][name].as_f64().or(test[name].as_f64())
     };
     from_test.or_else(|| {
-        let results = read_json(&dir.join("clg_ode_results.json"))?;
+        let results = read_json(&dir.results_json())?;
         let fold = &results["best_fold"];
         let folds = results["cv_folds"].as_array()?;
         let info = folds
@@ -172,7 +211,7 @@ fn metric(dir: &Path, name: &str) -> Option<f64> {
             .find(|f| &f["fold"] == fold)
             .or(folds.first())?;
         let best = info["best_epoch"].as_u64()?;
-        let rows = std::fs::read_to_string(dir.join("metrics.jsonl")).ok()?;
+        let rows = std::fs::read_to_string(dir.metrics_jsonl()).ok()?;
         rows.lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .find(|r| {
@@ -183,173 +222,108 @@ fn metric(dir: &Path, name: &str) -> Option<f64> {
     })
 }
 
-/// mean, sd (n − 1; NaN below 2), min, max.
-fn stats(v: &[f64]) -> (f64, f64, f64, f64) {
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    let sd = if v.len() > 1 {
-        (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
-    } else {
-        f64::NAN
-    };
-    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (mean, sd, min, max)
-}
-
-fn fmt(x: f64) -> String {
-    if x.is_nan() {
-        "N/A".into()
-    } else if x != 0.0 && (x.abs() < 1e-3 || x.abs() >= 1e4) {
-        format!("{x:.3e}")
-    } else {
-        format!("{x:.4}")
+/// `trainer compare`: the runs of every input, in the view the flags ask for, then `--plot`.
+pub fn compare(s: &CompareSettings) -> Result<()> {
+    if s.runs.is_empty() {
+        bail!("give at least one run directory");
     }
+    let runs = runs(&s.runs)?;
+    if s.grouped() {
+        let format = match (s.format, s.json) {
+            (Some(f), _) => f,
+            (None, true) => Format::Json,
+            (None, false) => Format::Table,
+        };
+        grouped(&runs, &s.group_by, &s.metrics, format)?;
+    } else {
+        per_run(&runs, s.json)?;
+    }
+    if let Some(out) = &s.plot {
+        let ours: Vec<PathBuf> = runs
+            .iter()
+            .filter(|r| r.reference.is_none() && (!r.task || r.done()))
+            .map(|r| r.dir.path().to_path_buf())
+            .collect();
+        if ours.len() < runs.len() {
+            eprintln!(
+                "[compare] --plot: {} run(s) left out (the reference's, or without results)",
+                runs.len() - ours.len()
+            );
+        }
+        crate::outputs::curves::plot_runs(&ours, &["val_skill".to_string()], out)?;
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
 }
 
-/// `trainer compare` with groups.
-pub fn compare(
-    inputs: &[PathBuf],
-    group_by: &[String],
-    metrics: &[String],
-    f: Format,
-) -> Result<()> {
+/// The per-run view: one line per run (JSON with `json`); a sweep's tasks without results are
+/// named on standard error.
+fn per_run(runs: &[Run], json: bool) -> Result<()> {
+    let (lines, missing) = per_run_lines(runs)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&lines)?);
+    } else {
+        print!("{}", view::table(&lines));
+        println!("{}", view::PER_RUN_LEGEND);
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "[compare] {} run(s) without test results: {}",
+            missing.len(),
+            missing.join(" ")
+        );
+    }
+    Ok(())
+}
+
+/// The lines of the per-run view, and the names of a sweep's tasks without results. A run
+/// named on the command line without results is an error naming the file it lacks.
+fn per_run_lines(runs: &[Run]) -> Result<(Vec<view::RunSummary>, Vec<&str>)> {
+    let mut lines = Vec::new();
+    let mut missing = Vec::new();
+    for r in runs {
+        match &r.reference {
+            Some(f) if f.done() => lines.push(f.summary(&r.name)),
+            None if !r.task || r.done() => lines.push(view::summarize(&r.dir)?),
+            _ => missing.push(r.name.as_str()),
+        }
+    }
+    Ok((lines, missing))
+}
+
+/// The grouped view.
+fn grouped(runs: &[Run], group_by: &[String], metrics: &[String], f: Format) -> Result<()> {
     let metrics: Vec<String> = if metrics.is_empty() {
         vec!["sc_log_mse".into(), "skill".into(), "sc_log_pearson".into()]
     } else {
         metrics.to_vec()
     };
-    let runs = runs(inputs)?;
     let mut group_by = group_by.to_vec();
     let mixed =
         runs.iter().any(|r| r.reference.is_some()) && runs.iter().any(|r| r.reference.is_none());
     if mixed && !group_by.iter().any(|k| k == "source") {
         group_by.insert(0, "source".into());
     }
-    let mut groups: BTreeMap<Vec<String>, (Vec<&Run>, Vec<&Run>)> = BTreeMap::new();
-    for r in &runs {
-        let key: Vec<String> = group_by.iter().map(|k| group_value(r, k)).collect();
-        let entry = groups.entry(key).or_default();
-        if r.done() {
-            entry.0.push(r);
-        } else {
-            entry.1.push(r);
-        }
-    }
-    let mut header: Vec<String> = group_by.to_vec();
-    header.push("n".into());
-    for m in &metrics {
-        header.extend([
-            format!("{m} mean ± sd"),
-            format!("{m} min"),
-            format!("{m} max"),
-        ]);
-    }
-    header.push("missing".into());
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut records = Vec::new();
-    for (key, (done, missing)) in &groups {
-        let mut row = key.clone();
-        row.push(done.len().to_string());
-        let mut rec = json!({ "group": key, "n": done.len() });
-        for m in &metrics {
-            let values: Vec<f64> = done.iter().filter_map(|r| r.metric(m)).collect();
-            if values.is_empty() {
-                row.extend(["N/A".into(), "N/A".into(), "N/A".into()]);
-                rec[m] = Value::Null;
-                continue;
-            }
-            let (mean, sd, min, max) = stats(&values);
-            let of = if values.len() < done.len() {
-                format!(" (n={})", values.len())
-            } else {
-                String::new()
-            };
-            row.extend([
-                format!("{} ± {}{of}", fmt(mean), fmt(sd)),
-                fmt(min),
-                fmt(max),
-            ]);
-            rec[m] = json!({ "mean": mean, "sd": if sd.is_nan() { Value::Null } else { json!(sd) },
-                             "min": min, "max": max, "n": values.len() });
-        }
-        let names: Vec<String> = missing.iter().map(|r| r.name.clone()).collect();
-        row.push(names.join(" "));
-        rec["missing"] = json!(names);
-        rows.push(row);
-        records.push(rec);
-    }
-    match f {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&records)?),
-        Format::Csv => {
-            let mut w = csv::Writer::from_writer(std::io::stdout());
-            w.write_record(&header)?;
-            for r in &rows {
-                w.write_record(r)?;
-            }
-            w.flush().context("writing CSV")?;
-        }
-        Format::Md => {
-            println!("| {} |", header.join(" | "));
-            println!("|{}", " --- |".repeat(header.len()));
-            for r in &rows {
-                println!("| {} |", r.join(" | "));
-            }
-        }
-        Format::Table => {
-            let widths: Vec<usize> = (0..header.len())
-                .map(|i| {
-                    rows.iter()
-                        .map(|r| r[i].chars().count())
-                        .chain([header[i].chars().count()])
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect();
-            let line = |cells: &[String]| -> String {
-                cells
-                    .iter()
-                    .zip(&widths)
-                    .map(|(c, w)| format!("{c:<w$}"))
-                    .collect::<Vec<_>>()
-                    .join("  ")
-            };
-            println!("{}", line(&header).trim_end());
-            for r in &rows {
-                println!("{}", line(r).trim_end());
-            }
-        }
-    }
-    let missing: usize = groups.values().map(|g| g.1.len()).sum();
-    if missing > 0 {
-        eprintln!("[compare] {missing} run(s) without test results, named under `missing`");
+    let rows: Vec<Grouping> = runs
+        .iter()
+        .map(|r| Grouping {
+            name: r.name.clone(),
+            key: group_by.iter().map(|k| group_value(r, k)).collect(),
+            values: r
+                .done()
+                .then(|| metrics.iter().map(|m| r.metric(m)).collect()),
+        })
+        .collect();
+    let table = view::grouped(&group_by, &metrics, &rows);
+    table.print(f)?;
+    if table.missing > 0 {
+        eprintln!(
+            "[compare] {} run(s) without test results, named under `missing`",
+            table.missing
+        );
     }
     Ok(())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_best_epoch_column_is_of_the_best_folds_best_epoch() {
-        let t = tempfile::tempdir().unwrap();
-        let d = t.path();
-        std::fs::write(
-            d.join("test_metrics.json"),
-            r#"{"model": {"sc_log_mse": 1.5}}"#,
-        )
-        .unwrap();
-        let results = json!({"best_fold": 1, "cv_folds": [
-            {"fold": 0, "best_epoch": 1}, {"fold": 1, "best_epoch": 2}]});
-        std::fs::write(d.join("clg_ode_results.json"), results.to_string()).unwrap();
-        let rows =
-            [(0, 1, 10.0), (0, 2, 20.0), (1, 1, 30.0), (1, 2, 40.0)].map(|(fold, epoch, v)| {
-                json!({"fold": fold, "epoch": epoch, "val_loss": v}).to_string()
-            });
-        std::fs::write(d.join("metrics.jsonl"), rows.join("\n")).unwrap();
-        assert_eq!(metric(d, "sc_log_mse"), Some(1.5));
-        assert_eq!(metric(d, "val_loss"), Some(40.0));
-        assert_eq!(metric(d, "skill"), None);
-    }
-}
+mod tests;

@@ -138,50 +138,87 @@ pub fn flatten_grads<B: AutodiffBackend, M: AutodiffModule<B>>(
     }
 }
 
-/// Sums `weight × gradient` over ranks in one fused all-reduce and returns the result as flat
-/// per-parameter gradients. With weights `n_rank / n_global` this is the gradient of the mean
-/// loss over the global batch, whatever the shard sizes. A parameter that had a gradient on no
-/// rank (outside this step's graph everywhere) gets none, so the optimiser leaves it alone
-/// exactly as a single process would; one extra value per parameter carries that fact.
-pub fn all_reduce_grads<B: AutodiffBackend, M: AutodiffModule<B>>(
-    comm: &dyn Collective,
-    model: &M,
-    grads: GradientsParams,
-    weight: f32,
-    device: &B::Device,
-    stats: &mut CommStats,
-) -> Result<Grads<B>> {
-    let FlatGrads {
-        mut flat,
-        lens,
-        present,
-    } = flatten_grads(model, &grads);
-    if weight != 1.0 {
-        flat.iter_mut().for_each(|x| *x *= weight);
+/// One shard's gradients, flat in visiting order, with one presence value per
+/// parameter (1 where this shard computed a gradient). Shards of a step add up by [`add`]
+/// (micro-batches of one rank, in order) and [`all_reduce`] (ranks): both are plain `f32` sums
+/// of the same operands, so one rank over micro-batches `a, b` and two ranks holding `a` and
+/// `b` produce the same bits (two-operand IEEE addition is commutative).
+///
+/// [`add`]: ShardGrads::add
+/// [`all_reduce`]: ShardGrads::all_reduce
+pub struct ShardGrads {
+    flat: Vec<f32>,
+    lens: Vec<usize>,
+    present: Vec<f32>,
+}
+
+impl ShardGrads {
+    /// The gradients of one shard (of its share of the global batch's loss: see
+    /// `engine::Job::step`), so that their sum over shards is the global batch's gradient.
+    pub fn new<B: AutodiffBackend, M: AutodiffModule<B>>(
+        model: &M,
+        grads: &GradientsParams,
+    ) -> Self {
+        let FlatGrads {
+            flat,
+            lens,
+            present,
+        } = flatten_grads(model, grads);
+        let present = present.iter().map(|&p| if p { 1.0 } else { 0.0 }).collect();
+        ShardGrads {
+            flat,
+            lens,
+            present,
+        }
     }
-    let n_values = flat.len();
-    flat.extend(present.iter().map(|&p| if p { 1.0 } else { 0.0 }));
-    let t0 = Instant::now();
-    comm.all_reduce_sum_f32(&mut flat)?;
-    stats.time += t0.elapsed();
-    stats.calls += 1;
-    stats.bytes += (flat.len() * 4) as u64;
-    let present = flat.split_off(n_values);
-    let mut out = Vec::with_capacity(lens.len());
-    let mut offset = 0;
-    for (n, any) in lens.into_iter().zip(present) {
-        let slice = flat[offset..offset + n].to_vec();
-        out.push(
-            (any > 0.0).then(|| {
+
+    /// Adds another shard of the same model (element by element, `self + other`).
+    pub fn add(&mut self, other: &ShardGrads) -> Result<()> {
+        if self.lens != other.lens {
+            bail!("gradient shards of different models");
+        }
+        self.flat
+            .iter_mut()
+            .zip(&other.flat)
+            .for_each(|(a, b)| *a += b);
+        self.present
+            .iter_mut()
+            .zip(&other.present)
+            .for_each(|(a, b)| *a += b);
+        Ok(())
+    }
+
+    /// Sums over ranks in one fused all-reduce (values and presence together).
+    pub fn all_reduce(mut self, comm: &dyn Collective, stats: &mut CommStats) -> Result<Self> {
+        let n_values = self.flat.len();
+        self.flat.extend_from_slice(&self.present);
+        let t0 = Instant::now();
+        comm.all_reduce_sum_f32(&mut self.flat)?;
+        stats.time += t0.elapsed();
+        stats.calls += 1;
+        stats.bytes += (self.flat.len() * 4) as u64;
+        self.present = self.flat.split_off(n_values);
+        Ok(self)
+    }
+
+    /// Per-parameter gradients for the optimiser. A parameter that had a gradient on no shard
+    /// (outside this step's graph everywhere) gets none, so the optimiser leaves it alone
+    /// exactly as a single process would.
+    pub fn into_grads<B: AutodiffBackend>(self, device: &B::Device) -> Result<Grads<B>> {
+        let mut out = Vec::with_capacity(self.lens.len());
+        let mut offset = 0;
+        for (&n, &any) in self.lens.iter().zip(&self.present) {
+            let slice = self.flat[offset..offset + n].to_vec();
+            out.push((any > 0.0).then(|| {
                 Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(slice, [n]), device)
-            }),
-        );
-        offset += n;
+            }));
+            offset += n;
+        }
+        if offset != self.flat.len() {
+            bail!("gradient buffer size mismatch");
+        }
+        Ok(Grads::Flat(out))
     }
-    if offset != flat.len() {
-        bail!("gradient buffer size mismatch");
-    }
-    Ok(Grads::Flat(out))
 }
 
 /// Stop requests in the order one is chosen when ranks disagree.

@@ -10,9 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::Result;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 
+use crate::exit::Exit;
+
 /// Exit code of a run that stopped early after writing its checkpoint and wants to be requeued
-/// (EX_TEMPFAIL). Batch scripts requeue on it.
-pub const REQUEUE_EXIT: u8 = 75;
+/// (EX_TEMPFAIL, [`Exit::Requeue`]). Batch scripts requeue on it.
+pub const REQUEUE_EXIT: u8 = Exit::Requeue.code();
 
 static FLAG: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
 
@@ -119,38 +121,36 @@ impl RequeuePolicy {
         })
     }
 
+    /// How to exit for `reason`: [`Exit::Requeue`] for the step budget and the requeue
+    /// signals, [`Exit::Signal`] (128 + n) for the other signals.
+    pub fn exit(&self, reason: StopReason) -> Exit {
+        match reason {
+            StopReason::Signal(s) if !self.signals.contains(&s) => Exit::Signal(s),
+            _ => Exit::Requeue,
+        }
+    }
+
     /// The exit code for `reason`, without logging or requeueing (non-zero ranks).
     pub fn exit_code(&self, reason: StopReason) -> std::process::ExitCode {
-        match reason {
-            StopReason::Signal(s) if !self.signals.contains(&s) => {
-                std::process::ExitCode::from((128 + s) as u8)
-            }
-            _ => std::process::ExitCode::from(REQUEUE_EXIT),
-        }
+        self.exit(reason).into()
     }
 
     /// Called after the stop checkpoint was written: logs, requeues if asked, and returns the
     /// documented exit code (75 requeue me; 128 + signal otherwise).
     pub fn finish(&self, reason: StopReason, log_prefix: &str) -> std::process::ExitCode {
-        let requeue = match reason {
-            StopReason::StepBudget => true,
-            StopReason::Signal(s) => self.signals.contains(&s),
-        };
-        if !requeue {
-            let StopReason::Signal(s) = reason else {
-                unreachable!()
-            };
+        let exit = self.exit(reason);
+        if let Exit::Signal(s) = exit {
             eprintln!(
                 "{log_prefix} stopped by {}: exiting with {}",
                 signal_name(s),
-                128 + s
+                exit.code()
             );
-            return std::process::ExitCode::from((128 + s) as u8);
+            return exit.into();
         }
         if self.scontrol {
             self.scontrol_requeue(log_prefix);
         }
-        std::process::ExitCode::from(REQUEUE_EXIT)
+        exit.into()
     }
 
     fn scontrol_requeue(&self, log_prefix: &str) {
@@ -175,5 +175,21 @@ impl RequeuePolicy {
                  scontrol requeue $SLURM_JOB_ID`)"
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_requeues_on_budget_and_requeue_signals_only() {
+        let p = RequeuePolicy::new(&["USR1".into()], false).unwrap();
+        assert_eq!(p.exit(StopReason::StepBudget), Exit::Requeue);
+        assert_eq!(p.exit(StopReason::Signal(SIGUSR1)), Exit::Requeue);
+        assert_eq!(p.exit(StopReason::Signal(SIGTERM)), Exit::Signal(SIGTERM));
+        assert_eq!(p.exit(StopReason::Signal(SIGTERM)).code(), 143);
+        assert_eq!(p.exit(StopReason::Signal(SIGINT)).code(), 130);
+        assert_eq!(REQUEUE_EXIT, 75);
     }
 }

@@ -10,7 +10,26 @@ use burn::tensor::ops::ConvOptions;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// The largest relative error the fast paths may have against the plain ones.
+/// The largest relative error (max |a − b| / max |b|, see [`rel_err`]) the fast paths may have
+/// against the plain ones.
+///
+/// Both sides run in one process on one machine, but sum in different orders: im2col + one
+/// gemm per image (and the weight gradient summed over a fixed partition of the batch)
+/// against Flex's convolution and Burn's default backward passes; gemm's depth blocking (from
+/// the L1 cache's geometry) and micro-kernels (AVX-512, FMA or SSE) and Flex's SIMD sums
+/// (macerator: 8 lanes on AVX2, 16 on AVX-512) make both orders CPU-dependent; the thread
+/// count does not change them (measured: identical errors with RAYON_NUM_THREADS=1 and 4).
+/// The longest sums are the weight gradients and fc1's products, n = 9216 terms (16 images ×
+/// 576 positions; k = 9216): the worst case n·u·Σ|x| is far too pessimistic for random
+/// inputs, whose rounding errors add like a random walk: a sequential sum of n terms of
+/// spread σ is off by ≈ u·σ·n/√6 against a result ≈ √n·σ, i.e. ≈ u·√(n/6) ≈ 2.3e-6
+/// relative for n = 9216, and less against max |b|. Measured on this machine (AMD EPYC,
+/// AVX2): ≤ 9.9e-7 (conv2's output), 7.4e-7 (conv1's weight gradient in the CNN step), 0 for
+/// max-pool and the matrix products; 1e-4 is 40× the random-walk estimate and 100× the
+/// measured worst, so another CPU's order (another draw of the same noise) stays inside,
+/// while a wrong index or a missing term gives errors of order 1. (`tests/fast_tch.rs` uses
+/// the same bound for LibTorch's CPU kernels, whose errors are of the same kind; not measured
+/// on this machine, which has no LibTorch.)
 pub const TOLERANCE: f32 = 1e-4;
 
 pub fn random(n: usize, seed: u64) -> Vec<f32> {

@@ -6,9 +6,9 @@ use super::VisibleGpu;
 use super::diagnose::Findings;
 use crate::cluster::container::{Container, NV_LIBS_DIR, NvEvidence};
 use crate::cluster::cuda::{CudaVersion, min_compute_capability, min_runtime_for};
-use crate::cluster::exit_codes as code;
 use crate::cluster::gpu::GpuInfo;
 use crate::cluster::nvrtc::NvrtcInfo;
+use crate::exit::Exit;
 
 /// What is known when no NVIDIA driver loaded.
 pub(super) struct NoDriver<'a> {
@@ -33,9 +33,9 @@ pub(super) fn no_driver(f: &mut Findings, c: &NoDriver<'_>) {
     let wanted = allocated || c.require_gpu;
     // Allocated GPUs that cannot be used have their own code; a plain requirement is "no driver".
     let failing = if allocated {
-        code::ALLOCATED_GPU_NOT_VISIBLE
+        Exit::AllocatedGpuNotVisible
     } else {
-        code::NO_DRIVER
+        Exit::NoDriver
     };
     let since = if allocated {
         format!(" although GPUs were allocated ({alloc})")
@@ -68,9 +68,9 @@ pub(super) fn no_driver(f: &mut Findings, c: &NoDriver<'_>) {
         ),
         (Some(ct), Some(nv)) if wanted => f.fail(
             if allocated {
-                code::CONTAINER_MISSING_NV
+                Exit::ContainerMissingNv
             } else {
-                code::NO_DRIVER
+                Exit::NoDriver
             },
             format!(
                 "no NVIDIA driver inside the {} container{since} although the host's /dev/{} \
@@ -81,7 +81,7 @@ pub(super) fn no_driver(f: &mut Findings, c: &NoDriver<'_>) {
             &format!("{} exec --nv IMAGE trainer ...", ct.runtime),
         ),
         (Some(ct), None) if allocated => f.fail(
-            code::CONTAINER_MISSING_NV,
+            Exit::ContainerMissingNv,
             format!(
                 "no NVIDIA driver inside the {} container{since}: add --nv",
                 ct.runtime
@@ -89,7 +89,7 @@ pub(super) fn no_driver(f: &mut Findings, c: &NoDriver<'_>) {
             &format!("{} exec --nv IMAGE trainer ...", ct.runtime),
         ),
         (None, _) if allocated => f.fail(
-            code::ALLOCATED_GPU_NOT_VISIBLE,
+            Exit::AllocatedGpuNotVisible,
             format!(
                 "GPUs were allocated ({alloc}) but no NVIDIA driver was found: {}",
                 c.reason
@@ -97,7 +97,7 @@ pub(super) fn no_driver(f: &mut Findings, c: &NoDriver<'_>) {
             "run `nvidia-smi` on the node; if it fails the node's driver is broken, tell the admins",
         ),
         (ct, _) if c.require_gpu => f.fail(
-            code::NO_DRIVER,
+            Exit::NoDriver,
             format!("no NVIDIA driver: {}", c.reason),
             if ct.is_some() {
                 "run on a GPU node with `--gres=gpu:1` and pass --nv to the container, or use \
@@ -151,7 +151,7 @@ pub(super) fn check_runtime(
     }
     match driver {
         Some(d) if effective > d => f.fail(
-            code::RUNTIME_NEWER_THAN_DRIVER,
+            Exit::RuntimeNewerThanDriver,
             format!("CUDA runtime {effective} is newer than the driver supports ({d}); the rule is runtime ≤ driver"),
             "use a build or image for CUDA ≤ the driver's (e.g. CUDA 11.8/12.x), or ask for a newer driver",
         ),
@@ -176,7 +176,7 @@ pub(super) fn check_gpu(f: &mut Findings, g: &GpuInfo, v: &VisibleGpu, runtime: 
         let needs = min_runtime_for(cc);
         if cc < min {
             f.fail(
-                code::UNSUPPORTED_COMPUTE_CAPABILITY,
+                Exit::UnsupportedComputeCapability,
                 format!(
                     "GPU {} ({}, compute capability {cc}) is not targeted by CUDA {runtime}, whose oldest is {min}",
                     g.index, g.name
@@ -185,7 +185,7 @@ pub(super) fn check_gpu(f: &mut Findings, g: &GpuInfo, v: &VisibleGpu, runtime: 
             );
         } else if runtime < needs {
             f.fail(
-                code::UNSUPPORTED_COMPUTE_CAPABILITY,
+                Exit::UnsupportedComputeCapability,
                 format!(
                     "GPU {} ({}, compute capability {cc}) needs CUDA ≥ {needs}, this runtime is {runtime}",
                     g.index, g.name

@@ -5,12 +5,12 @@ use super::{DoctorReport, Finding, Level, RuntimeCheck, SMALL_MODEL_HINT, Visibl
 use crate::cluster::container::{NvEvidence, detect_container};
 use crate::cluster::cuda::runtime_target;
 use crate::cluster::env::{detect, gpu_allocation};
-use crate::cluster::exit_codes as code;
 use crate::cluster::gpu::{DriverProbe, GpuInfo};
 use crate::cluster::nvrtc::NvrtcInfo;
 use crate::cluster::vars::Vars;
 use crate::cluster::visible_devices::{DeviceId, VisibleDevices, VisibleForm};
 use crate::error::chain_text;
+use crate::exit::Exit;
 
 /// Which physical GPUs `CUDA_VISIBLE_DEVICES` selects (all when unset; UUID prefixes match).
 pub fn visible_gpus(visible: &VisibleDevices, gpus: &[GpuInfo]) -> Vec<VisibleGpu> {
@@ -66,8 +66,8 @@ impl Findings {
             fix: fix.map(str::to_string),
         });
     }
-    pub(super) fn fail(&mut self, code: u8, message: String, fix: &str) {
-        self.push(Level::Fail, Some(code), message, Some(fix));
+    pub(super) fn fail(&mut self, code: Exit, message: String, fix: &str) {
+        self.push(Level::Fail, Some(code.code()), message, Some(fix));
     }
 }
 
@@ -96,7 +96,7 @@ pub fn diagnose_with(
         Err(e) => {
             let text = chain_text(&e);
             f.fail(
-                code::BAD_CLUSTER_ENV,
+                Exit::BadClusterEnv,
                 format!("scheduler variables: {text}"),
                 "fix or unset the variable named above (see `trainer env`)",
             );
@@ -163,7 +163,7 @@ pub fn diagnose_with(
                 );
                 if require_gpu || !allocation.is_empty() {
                     f.fail(
-                        code::NO_VISIBLE_GPU,
+                        Exit::NoVisibleGpu,
                         msg,
                         "unset CUDA_VISIBLE_DEVICES or list GPUs that exist (`nvidia-smi -L`)",
                     );
@@ -187,7 +187,7 @@ pub fn diagnose_with(
         f.0.iter()
             .find(|x| x.level == Level::Fail)
             .and_then(|x| x.code)
-            .unwrap_or(code::OK);
+            .unwrap_or(Exit::Ok.code());
     DoctorReport {
         cluster,
         cluster_error,

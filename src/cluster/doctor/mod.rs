@@ -45,7 +45,7 @@ pub enum Level {
 pub struct Finding {
     /// Severity.
     pub level: Level,
-    /// Exit code for failures (see [`super::exit_codes`]).
+    /// Exit code for failures ([`crate::exit::Exit::code`]).
     pub code: Option<u8>,
     /// What was found.
     pub message: String,
@@ -100,7 +100,7 @@ pub struct DoctorReport {
     pub require_gpu: bool,
     /// Findings in order.
     pub findings: Vec<Finding>,
-    /// Exit code: the first failure's, or 0.
+    /// Exit code ([`crate::exit::Exit::code`]): the first failure's, or 0.
     pub exit_code: u8,
 }
 
@@ -133,13 +133,13 @@ impl DoctorReport {
             },
             Err(e) => Finding {
                 level: Level::Fail,
-                code: Some(crate::error::GENERAL),
+                code: Some(crate::exit::Exit::General.code()),
                 message: format!("NCCL all-reduce: {e:#}"),
                 fix: Some("check libnccl.so (NCCL 2.x) on LD_LIBRARY_PATH".into()),
             },
         };
-        if finding.level == Level::Fail && self.exit_code == super::exit_codes::OK {
-            self.exit_code = crate::error::GENERAL;
+        if finding.level == Level::Fail && self.exit_code == crate::exit::Exit::Ok.code() {
+            self.exit_code = crate::exit::Exit::General.code();
         }
         self.findings.push(finding);
     }

@@ -15,11 +15,13 @@ use serde_json::json;
 
 use super::Prepared;
 use super::batch::delta_t;
-use super::breakdown::three_visit_subjects;
+use super::breakdown::{Predictions, three_visit_subjects};
 use super::columns::val_sc_columns;
 use super::config::GnnConfig;
 use super::evaluate::versus_identity;
 use super::fold_data::{FoldData, FoldStart};
+use super::registry::{GnnModel, ModelKind};
+use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
 use super::test_set::{TestRun, best_fold, best_fold_data, fold_results, write_test_results};
 use crate::engine::{
@@ -48,6 +50,44 @@ pub fn fit_population_drift(data: &FoldData, subjects: &[usize]) -> Vec<f32> {
         }
     }
     s.drift()
+}
+
+/// `--model linear-drift`.
+pub struct DriftModel;
+
+impl GnnModel for DriftModel {
+    const KIND: ModelKind = ModelKind::LinearDrift;
+    const FILE_STEM: &'static str = MODEL_NAME;
+    const TIME_INPUT: bool = true;
+    type Job<B: AutodiffBackend> = DriftJob<B>;
+
+    fn job<B: AutodiffBackend>(
+        settings: GnnSettings,
+        monitor: Option<Monitor>,
+        prep: Prepared,
+        ctx: &RunContext<B>,
+    ) -> Result<DriftJob<B>> {
+        DriftJob::new(settings, monitor, prep, ctx)
+    }
+
+    fn forecast<B: AutodiffBackend>(
+        run: &SavedRun,
+        subjects: &[usize],
+        horizon: &Horizon<'_>,
+        _device: &B::Device,
+    ) -> Result<Predictions> {
+        let weights = run.ck.with_prefix("model");
+        let d = &weights
+            .get("drift")
+            .context("the checkpoint has no drift")?
+            .data;
+        let dts = match horizon {
+            Horizon::NextVisit => None,
+            Horizon::Years { dts, .. } => Some(*dts),
+        };
+        let support = run.config.settings.drift.drift_support;
+        Ok(drift_forecasts(&run.data, subjects, d, support, dts).into())
+    }
 }
 
 /// One step's (or an epoch's) statistics of the fit.
@@ -124,8 +164,6 @@ impl<B: AutodiffBackend> DriftJob<B> {
             monitor,
             unit: "subjects",
             cpu_columns: true,
-            epoch_checkpoints: false,
-            validate_initial: false,
             plot: vec![Panel::new(
                 "validation sc_log_mse",
                 &["val_sc_log_mse"],
@@ -134,6 +172,7 @@ impl<B: AutodiffBackend> DriftJob<B> {
             config: serde_json::to_value(&config)?,
             fingerprint: config.fingerprint(),
             meta: config.meta(&prep),
+            ..JobSpec::default()
         };
         Ok(Self {
             n: prep.cohort.n_nodes,
@@ -158,7 +197,7 @@ impl<B: AutodiffBackend> DriftJob<B> {
 
 /// The linear-drift forecast of each subject of `subjects` from its visit 0: over `dts[i]`
 /// years, or (`dts` = `None`) to its visit 1 (a one-scan subject: its scan).
-pub(super) fn drift_forecasts(
+fn drift_forecasts(
     data: &FoldData,
     subjects: &[usize],
     d: &[f32],
@@ -243,7 +282,6 @@ impl<B: AutodiffBackend> Job<B> for DriftJob<B> {
         }
         Ok(StepOut {
             grads: GradientsParams::new(),
-            grad_weight: 0.0,
             sums: DriftSums(s),
         })
     }
@@ -284,10 +322,6 @@ impl<B: AutodiffBackend> Job<B> for DriftJob<B> {
             ),
         })
     }
-
-    fn state(&self) {}
-
-    fn restore(&mut self, _state: ()) {}
 
     fn finish(&mut self, done: &Done<'_, B>) -> Result<()> {
         if done.comm.rank() != 0 {

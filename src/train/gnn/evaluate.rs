@@ -23,7 +23,7 @@ use crate::metrics::sc::ScMetrics;
 use crate::metrics::topology::ExactTopology;
 use crate::models::clg_ode::ClgOde;
 use crate::models::clg_ode::objective::predict::decode;
-use crate::models::clg_ode::objective::{Objective, innovation};
+use crate::models::clg_ode::objective::{Objective, Stat, innovation};
 
 /// Predicted A_pred (N×N) of every subject in `subjects`, in order, `chunk` subjects at a time:
 /// the forecast of visit 1 from visit 0 when there is one, else the reconstruction of visit 0;
@@ -181,7 +181,7 @@ pub fn validate<B: AutodiffBackend>(
     });
     val_sc_columns(
         sc.as_ref(),
-        stats.mean("density"),
+        stats.mean(Stat::Density),
         args.early_stop_density_weight,
         &mut detail,
     );

@@ -88,6 +88,7 @@ impl<B: AutodiffBackend> GnnJob<B> {
             model_name: MODEL_NAME,
             epochs: settings.max_epochs,
             batch_size: settings.batch_size,
+            micro_batches: 1,
             lr: LrSchedule::Constant(settings.learning_rate),
             seed: settings.seed,
             stages: fold_ids.len(),
@@ -273,7 +274,6 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
             .coefficients(b.epoch, self.objective.state.gradnorm.weights);
         Ok(StepOut {
             grads: r.grads,
-            grad_weight: 1.0,
             sums: GnnStep::new(r.stats, b.end - b.start, &r.topo_raw, coefficients),
         })
     }

@@ -1,5 +1,6 @@
 //! `train-gnn --model vector-lstm`: the reference's VectorLSTM baseline
-//! (docs/baselines-surface.md §1) as a job of the engine, on the same loader, split, folds,
+//! (docs/baselines-surface.md §1) as a [`GradBaseline`] (the shared baseline job of the
+//! engine), on the same loader, split, folds,
 //! validation columns, test protocol and result files as the other models.
 //!
 //! * Training items are the fold's training subjects with two scans or more (the reference
@@ -19,31 +20,104 @@
 //!   init draws from the backend's RNG seeded per fold from `--seed` (the reference's is
 //!   unseeded).
 
-use std::marker::PhantomData;
-
-use anyhow::{Context, Result, bail};
-use burn::optim::GradientsParams;
+use anyhow::{Result, bail};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
 
-use super::baseline;
-use super::evaluate::versus_identity;
+use super::baseline::{GradBaseline, Inner};
 use super::fold_data::FoldData;
+use super::registry::ModelKind;
 use super::settings::GnnSettings;
-use super::{Prepared, fold_seed};
-use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LossSums, Monitor, RunContext, Stage,
-    StepOut, Valid,
+use crate::data::connectome::FoldSplit;
+use crate::models::vector_lstm::{
+    MODEL_NAME, VectorLstm, from_upper_triangle, masked_sq_sum, upper_triangle,
 };
-use crate::models::vector_lstm::{VectorLstm, from_upper_triangle, masked_sq_sum, upper_triangle};
-use crate::toolbox::params;
 
-pub struct VectorLstmJob<B: AutodiffBackend> {
-    c: baseline::Common,
-    /// The fold in progress: its index in `fold_ids`, data and training sequences.
-    fold: Option<(usize, FoldData, Vec<usize>)>,
-    _b: PhantomData<B>,
+/// `--model vector-lstm`.
+pub struct LstmModel;
+
+/// Upper-triangle entries of an N×N matrix: the network's input and output width.
+fn width(n: usize) -> usize {
+    n * n.saturating_sub(1) / 2
+}
+
+impl GradBaseline for LstmModel {
+    const KIND: ModelKind = ModelKind::VectorLstm;
+    const FILE_STEM: &'static str = MODEL_NAME;
+    type Net<B: AutodiffBackend> = VectorLstm<B>;
+
+    fn sizes(settings: &GnnSettings, n: usize) -> Vec<(&'static str, usize)> {
+        vec![
+            ("input_dim", width(n)),
+            ("latent_dim", settings.sizes.latent_dim),
+        ]
+    }
+
+    fn init<B: AutodiffBackend>(s: &GnnSettings, n: usize, device: &B::Device) -> VectorLstm<B> {
+        VectorLstm::new(width(n), s.sizes.latent_dim, device)
+    }
+
+    /// The training subjects with two scans or more (the reference's sequences); none in
+    /// training or validation is an error.
+    fn fold_items(
+        data: &FoldData,
+        split: &FoldSplit,
+        fold: usize,
+        settings: &GnnSettings,
+        test_subjects: usize,
+    ) -> Result<(Vec<usize>, String)> {
+        let train = sequences(data, &split.train);
+        let val = sequences(data, &split.val);
+        if train.is_empty() || val.is_empty() {
+            bail!(
+                "fold {fold}: vector-lstm needs subjects with at least two scans in training and \
+                 validation, found {} and {}",
+                train.len(),
+                val.len()
+            );
+        }
+        let (d, h) = (width(data.n_nodes()), settings.sizes.latent_dim);
+        let line = format!(
+            "vector-lstm fold {fold}: {} train / {} val sequences ({} / {} subjects), D = {d}, \
+             H = {h}, {test_subjects} test subjects",
+            train.len(),
+            val.len(),
+            split.train.len(),
+            split.val.len(),
+        );
+        Ok((train, line))
+    }
+
+    fn loss_sum<B: AutodiffBackend>(
+        net: &VectorLstm<B>,
+        data: &FoldData,
+        subjects: &[usize],
+        device: &B::Device,
+    ) -> Tensor<B, 1> {
+        let p = pad::<B>(data, subjects, device);
+        masked_sq_sum(net.forward(p.x), p.y, p.mask)
+    }
+
+    fn eval_loss<B: AutodiffBackend>(
+        net: &Inner<Self, B>,
+        data: &FoldData,
+        subjects: &[usize],
+        batch: usize,
+        device: &B::Device,
+    ) -> f64 {
+        eval_loss(net, data, subjects, batch, device)
+    }
+
+    fn predict<B: AutodiffBackend>(
+        net: &Inner<Self, B>,
+        data: &FoldData,
+        subjects: &[usize],
+        batch: usize,
+        device: &B::Device,
+    ) -> Vec<Array2<f32>> {
+        predict(net, data, subjects, batch, device)
+    }
 }
 
 /// The subjects of `subjects` with two scans or more (the reference's sequences).
@@ -64,7 +138,7 @@ struct Padded<B: Backend> {
 
 fn pad<B: Backend>(data: &FoldData, subjects: &[usize], device: &B::Device) -> Padded<B> {
     let n = data.n_nodes();
-    let d = n * n.saturating_sub(1) / 2;
+    let d = width(n);
     let t = subjects
         .iter()
         .map(|&s| data.scans(s).len() - 1)
@@ -123,7 +197,7 @@ fn eval_loss<B: Backend>(
 
 /// Visit 1 of every subject of `subjects` predicted from its scan 0 as a one-step sequence,
 /// clipped at 0, as N×N matrices.
-pub(super) fn predict<B: Backend>(
+fn predict<B: Backend>(
     model: &VectorLstm<B>,
     data: &FoldData,
     subjects: &[usize],
@@ -131,7 +205,7 @@ pub(super) fn predict<B: Backend>(
     device: &B::Device,
 ) -> Vec<Array2<f32>> {
     let n = data.n_nodes();
-    let d = n * n.saturating_sub(1) / 2;
+    let d = width(n);
     let mut out = Vec::with_capacity(subjects.len());
     for chunk in subjects.chunks(batch.max(1)) {
         let mut x = Vec::with_capacity(chunk.len() * d);
@@ -153,147 +227,4 @@ pub(super) fn predict<B: Backend>(
         }
     }
     out
-}
-
-impl<B: AutodiffBackend> VectorLstmJob<B> {
-    pub fn new(
-        settings: GnnSettings,
-        monitor: Option<Monitor>,
-        prep: Prepared,
-        ctx: &RunContext<B>,
-    ) -> Result<Self> {
-        Ok(Self {
-            c: baseline::Common::new(settings, monitor, prep, ctx)?,
-            fold: None,
-            _b: PhantomData,
-        })
-    }
-
-    fn dims(&self) -> (usize, usize) {
-        let d = self.c.n * self.c.n.saturating_sub(1) / 2;
-        (d, self.c.settings.sizes.latent_dim)
-    }
-}
-
-impl<B: AutodiffBackend> Job<B> for VectorLstmJob<B> {
-    type Model = VectorLstm<B>;
-    type Step = LossSums;
-    type Epoch = LossSums;
-    type State = ();
-
-    fn spec(&self) -> &JobSpec {
-        &self.c.spec
-    }
-
-    fn begin_stage(&mut self, stage: usize, _resumed: bool) -> Result<Stage> {
-        let (d, h) = self.dims();
-        let mut start = self
-            .c
-            .start_fold(stage, &[("input_dim", d), ("latent_dim", h)])?;
-        let split = &self.c.prep.folds[stage];
-        let train = sequences(&start.data, &split.train);
-        let val = sequences(&start.data, &split.val);
-        if train.is_empty() || val.is_empty() {
-            bail!(
-                "fold {}: vector-lstm needs subjects with at least two scans in training and \
-                 validation, found {} and {}",
-                start.fold,
-                train.len(),
-                val.len()
-            );
-        }
-        if self.c.main {
-            eprintln!(
-                "[train-gnn] vector-lstm fold {}: {} train / {} val sequences ({} / {} \
-                 subjects), D = {d}, H = {h}, {} test subjects",
-                start.fold,
-                train.len(),
-                val.len(),
-                split.train.len(),
-                split.val.len(),
-                self.c.prep.test.len()
-            );
-        }
-        start.stage.items = train.len();
-        self.fold = Some((stage, start.data, train));
-        Ok(start.stage)
-    }
-
-    fn init_model(&self, stage: usize, device: &B::Device) -> Result<VectorLstm<B>> {
-        B::seed(
-            device,
-            fold_seed(self.c.settings.seed, self.c.fold_ids[stage]),
-        );
-        let (d, h) = self.dims();
-        Ok(VectorLstm::new(d, h, device))
-    }
-
-    fn step(&mut self, model: &VectorLstm<B>, b: &Batch<'_, B>) -> Result<StepOut<LossSums>> {
-        let (_, data, train) = self.fold.as_ref().context("no fold in progress")?;
-        let subjects = |lo: usize, hi: usize| -> Vec<usize> {
-            b.order[lo..hi].iter().map(|&i| train[i]).collect()
-        };
-        // The batch's loss is over every rank's steps: this shard's sum over the global count.
-        let global = steps(data, &subjects(b.start, b.end));
-        let mine = subjects(b.lo, b.hi);
-        if global == 0 || mine.is_empty() {
-            return Ok(StepOut {
-                grads: GradientsParams::new(),
-                grad_weight: 1.0,
-                sums: LossSums::default(),
-            });
-        }
-        let (d, _) = self.dims();
-        let p = pad::<B>(data, &mine, b.device);
-        let l = masked_sq_sum(model.forward(p.x), p.y, p.mask).div_scalar((global * d) as f64);
-        let value = l.clone().into_scalar().elem::<f64>();
-        let grads = GradientsParams::from_grads(l.backward(), model);
-        Ok(StepOut {
-            grads,
-            grad_weight: 1.0,
-            // Summed over ranks: the batch's loss, counted once.
-            sums: LossSums {
-                sum: value,
-                count: steps(data, &mine) as f64 / global as f64,
-            },
-        })
-    }
-
-    fn end_epoch(
-        &mut self,
-        model: &Valid<B, Self>,
-        sums: &LossSums,
-        ctx: &EpochCtx<'_, B>,
-    ) -> Result<EpochReport> {
-        let (stage, data, _) = self.fold.as_ref().context("no fold in progress")?;
-        let val = &self.c.prep.folds[*stage].val;
-        let bs = self.c.settings.batch_size;
-        let val_loss = eval_loss(model, data, val, bs, ctx.device);
-        let preds = predict(model, data, val, bs, ctx.device);
-        let v = versus_identity(data, val, &preds.into(), self.c.settings.topo_bins);
-        Ok(baseline::epoch_report(&self.c.settings, sums, val_loss, &v))
-    }
-
-    fn state(&self) {}
-
-    fn restore(&mut self, _state: ()) {}
-
-    fn finish(&mut self, done: &Done<'_, B>) -> Result<()> {
-        let ((d, h), bs, test) = (self.dims(), self.c.settings.batch_size, &self.c.prep.test);
-        baseline::finish(
-            done,
-            &self.c.config,
-            &self.c.prep,
-            &self.c.fold_ids,
-            |data, ck| {
-                let model = params::load(
-                    VectorLstm::<B::InnerBackend>::new(d, h, done.device),
-                    &ck.with_prefix("model"),
-                    done.device,
-                )?;
-                let test_loss = eval_loss(&model, data, test, bs, done.device);
-                Ok((test_loss, predict(&model, data, test, bs, done.device)))
-            },
-        )
-    }
 }

@@ -8,8 +8,9 @@
 //! ECC with the fold's training subjects, train with Adam, validate every epoch, stop early on
 //! the validation loss; then score the best fold's best weights on the test subjects.
 //!
-//! Files: [`settings`] (the flags), [`config`] (`args.json`, the resume fingerprint), [`job`]
-//! (the engine's job), [`step`] (one training step, GradNorm), [`batch`] (visit sampling and
+//! Files: [`registry`] (the `--model`s: what a model is, `ModelKind` and the one match on it),
+//! [`settings`] (the flags), [`config`] (`args.json`, the resume fingerprint), [`clg_ode`] (the
+//! model `clg-ode`), [`job`] (its engine job), [`step`] (one training step, GradNorm), [`batch`] (visit sampling and
 //! augmentation), [`evaluate`] and [`test_set`] (validation and test scoring), [`sums`] (what a
 //! step adds up), [`columns`] (the settings and validation columns of a metrics row).
 //!
@@ -30,6 +31,7 @@
 mod baseline;
 pub mod batch;
 pub mod breakdown;
+mod clg_ode;
 mod columns;
 pub mod config;
 mod drift;
@@ -49,12 +51,15 @@ mod lstm_golden;
 pub mod plot_sc;
 mod porcelain;
 pub mod predict;
+mod registry;
 pub mod rescore;
 mod saved_run;
 mod settings;
 pub mod step;
 mod sums;
 pub mod test_set;
+#[cfg(test)]
+mod toy_model;
 
 use std::marker::PhantomData;
 use std::path::PathBuf;
@@ -70,8 +75,11 @@ use crate::data::connectome::{
 use crate::engine::{Monitor, RunContext};
 use crate::launch::{self, JobFactory, Launch};
 
+use self::registry::{GnnModel, WithModel, with_model};
+
 pub use self::config::GnnConfig;
-pub use self::settings::{GnnSettings, ModelKind};
+pub use self::registry::ModelKind;
+pub use self::settings::GnnSettings;
 pub use self::step::{eval_loss, fold_seed};
 
 /// Metrics the evaluation writes that can be monitored (the reference's five, and the skill
@@ -183,74 +191,15 @@ pub fn prepare(paths: &CohortPaths, how: &Split) -> Result<Prepared> {
     })
 }
 
-/// Builds the job of `--model` on the prepared cohort (data first: a reader error leaves no run
+/// Builds the job of model `M` on the prepared cohort (data first: a reader error leaves no run
 /// directory behind).
-struct Factory<J> {
+struct Factory<M> {
     run: GnnRun,
-    job: PhantomData<J>,
+    model: PhantomData<M>,
 }
 
-/// A job of `train-gnn`, built from the settings and the prepared cohort.
-trait GnnModelJob<B: AutodiffBackend>: Sized {
-    fn build(
-        settings: GnnSettings,
-        monitor: Option<Monitor>,
-        prep: Prepared,
-        ctx: &RunContext<B>,
-    ) -> Result<Self>;
-}
-
-impl<B: AutodiffBackend> GnnModelJob<B> for job::GnnJob<B> {
-    fn build(s: GnnSettings, m: Option<Monitor>, p: Prepared, c: &RunContext<B>) -> Result<Self> {
-        job::GnnJob::new(s, m, p, c)
-    }
-}
-
-impl<B: AutodiffBackend> GnnModelJob<B> for gcn::GcnJob<B> {
-    fn build(s: GnnSettings, m: Option<Monitor>, p: Prepared, c: &RunContext<B>) -> Result<Self> {
-        gcn::GcnJob::new(s, m, p, c)
-    }
-}
-
-impl<B: AutodiffBackend> GnnModelJob<B> for lstm::VectorLstmJob<B> {
-    fn build(s: GnnSettings, m: Option<Monitor>, p: Prepared, c: &RunContext<B>) -> Result<Self> {
-        lstm::VectorLstmJob::new(s, m, p, c)
-    }
-}
-
-impl<B: AutodiffBackend> GnnModelJob<B> for drift::DriftJob<B> {
-    fn build(s: GnnSettings, m: Option<Monitor>, p: Prepared, c: &RunContext<B>) -> Result<Self> {
-        drift::DriftJob::new(s, m, p, c)
-    }
-}
-
-/// The job type of a `--model`, for any backend.
-trait Family {
-    type Job<B: AutodiffBackend>: GnnModelJob<B> + crate::engine::Job<B>;
-}
-
-struct ClgOdeFamily;
-impl Family for ClgOdeFamily {
-    type Job<B: AutodiffBackend> = job::GnnJob<B>;
-}
-
-struct GcnFamily;
-impl Family for GcnFamily {
-    type Job<B: AutodiffBackend> = gcn::GcnJob<B>;
-}
-
-struct VectorLstmFamily;
-impl Family for VectorLstmFamily {
-    type Job<B: AutodiffBackend> = lstm::VectorLstmJob<B>;
-}
-
-struct DriftFamily;
-impl Family for DriftFamily {
-    type Job<B: AutodiffBackend> = drift::DriftJob<B>;
-}
-
-impl<F: Family> JobFactory for Factory<F> {
-    type Job<B: AutodiffBackend> = F::Job<B>;
+impl<M: GnnModel> JobFactory for Factory<M> {
+    type Job<B: AutodiffBackend> = M::Job<B>;
 
     fn name(&self) -> &'static str {
         "train-gnn"
@@ -260,7 +209,7 @@ impl<F: Family> JobFactory for Factory<F> {
         launch::runs_under(&self.run.settings.results_dir)
     }
 
-    fn build<B: AutodiffBackend>(self, ctx: &RunContext<B>) -> Result<F::Job<B>> {
+    fn build<B: AutodiffBackend>(self, ctx: &RunContext<B>) -> Result<M::Job<B>> {
         let GnnRun {
             settings, monitor, ..
         } = self.run;
@@ -284,43 +233,28 @@ impl<F: Family> JobFactory for Factory<F> {
                 eprintln!("[train-gnn] warning: {w}");
             }
         }
-        F::Job::<B>::build(settings, monitor, prep, ctx)
+        M::job(settings, monitor, prep, ctx)
+    }
+}
+
+/// Launches a run of model `M`.
+struct Train(GnnRun);
+
+impl WithModel for Train {
+    type Output = Result<ExitCode>;
+    fn with<M: GnnModel>(self) -> Result<ExitCode> {
+        let launch = self.0.launch.clone();
+        let factory = Factory::<M> {
+            run: self.0,
+            model: PhantomData,
+        };
+        launch::run(launch, factory)
     }
 }
 
 /// `trainer train-gnn`.
 pub fn run(run: GnnRun) -> Result<ExitCode> {
-    let launch = run.launch.clone();
-    match run.settings.model_kind {
-        ModelKind::ClgOde => launch::run(
-            launch,
-            Factory::<ClgOdeFamily> {
-                run,
-                job: PhantomData,
-            },
-        ),
-        ModelKind::Gcn => launch::run(
-            launch,
-            Factory::<GcnFamily> {
-                run,
-                job: PhantomData,
-            },
-        ),
-        ModelKind::VectorLstm => launch::run(
-            launch,
-            Factory::<VectorLstmFamily> {
-                run,
-                job: PhantomData,
-            },
-        ),
-        ModelKind::LinearDrift => launch::run(
-            launch,
-            Factory::<DriftFamily> {
-                run,
-                job: PhantomData,
-            },
-        ),
-    }
+    with_model(run.settings.model_kind, Train(run))
 }
 
 /// The file stem of a fold's model files, `<model>_fold<f>` (the reference's

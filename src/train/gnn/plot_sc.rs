@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 
 use super::saved_run::{DataOverrides, Forecast, Horizon, SavedRun};
 use crate::backend::{self, DeviceSettings};
+use crate::outputs::RunDir;
 use crate::outputs::heatmap::{self, Comparison, StrataSkill};
 
 /// `trainer plot-sc`'s settings.
@@ -40,7 +41,7 @@ pub struct PlotScSettings {
 /// `trainer plot-sc`.
 pub fn run(s: PlotScSettings) -> Result<()> {
     if s.strata {
-        let path = s.run_dir.join("strata.json");
+        let path = RunDir::new(&s.run_dir).strata_json();
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("{}: the run has no strata yet", path.display()))?;
         let strata: serde_json::Value =

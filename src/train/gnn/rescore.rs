@@ -15,9 +15,9 @@ use super::breakdown::{
 };
 use super::evaluate::{TestMetrics, exact_topology};
 use super::saved_run::{DataOverrides, Forecast, Horizon, SavedRun};
-use super::settings::ModelKind;
 use crate::backend::{self, DeviceSettings};
 use crate::files::write_json;
+use crate::outputs::RunDir;
 
 /// Which subjects are scored.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,13 +51,16 @@ pub struct EvalGnnSettings {
 /// `trainer eval-gnn`.
 pub fn run(s: EvalGnnSettings) -> Result<()> {
     let run = SavedRun::open(&s.run_dir, &s.checkpoint, &s.paths)?;
-    let out = s.out.clone().unwrap_or_else(|| {
-        let name = Path::new(&s.checkpoint)
-            .file_stem()
-            .map_or(s.checkpoint.clone(), |n| n.to_string_lossy().into_owned());
-        let split = format!("{:?}", s.split).to_lowercase();
-        s.run_dir.join(format!("eval-{split}-{name}"))
-    });
+    let out = match &s.out {
+        Some(out) => RunDir::new(out),
+        None => {
+            let name = Path::new(&s.checkpoint)
+                .file_stem()
+                .map_or(s.checkpoint.clone(), |n| n.to_string_lossy().into_owned());
+            let split = format!("{:?}", s.split).to_lowercase();
+            RunDir::new(&s.run_dir).eval_dir(&split, &name)
+        }
+    };
     let set = &run.config.settings;
     let (data, fold) = (&run.data, run.fold);
     let subjects = match s.split {
@@ -73,24 +76,23 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
     let preds = backend::dispatch_checked(placement, job)?;
     let rows = per_subject(data, &subjects, &preds, set.topo_bins);
     // Visit 0 → visit 2 of the subjects with three visits, for models with a time input.
-    let far_rows = match set.model_kind {
-        ModelKind::ClgOde | ModelKind::LinearDrift => {
-            let far = three_visit_subjects(data, &subjects);
-            let dts: Vec<f64> = far.iter().map(|&s| delta_t(data.scans(s), 0, 2)).collect();
-            let targets = vec![Some(2); far.len()];
-            let job = Forecast {
-                run: &run,
-                subjects: &far,
-                horizon: Horizon::Years {
-                    dts: &dts,
-                    targets: &targets,
-                },
-            };
-            let preds = backend::dispatch_checked(placement, job)?;
-            let visit2 = vec![2; far.len()];
-            Some(per_subject_at(data, &far, &visit2, &preds, set.topo_bins))
-        }
-        ModelKind::Gcn | ModelKind::VectorLstm => None,
+    let far_rows = if set.model_kind.info().time_input {
+        let far = three_visit_subjects(data, &subjects);
+        let dts: Vec<f64> = far.iter().map(|&s| delta_t(data.scans(s), 0, 2)).collect();
+        let targets = vec![Some(2); far.len()];
+        let job = Forecast {
+            run: &run,
+            subjects: &far,
+            horizon: Horizon::Years {
+                dts: &dts,
+                targets: &targets,
+            },
+        };
+        let preds = backend::dispatch_checked(placement, job)?;
+        let visit2 = vec![2; far.len()];
+        Some(per_subject_at(data, &far, &visit2, &preds, set.topo_bins))
+    } else {
+        None
     };
     let metrics = TestMetrics::of(&rows);
     let exact = exact_topology(
@@ -109,13 +111,11 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
             json!(format!("{:?}", s.split).to_lowercase()),
         );
     }
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-    write_json(&out.join("metrics.json"), &m)?;
-    write_per_subject(&out.join("per_subject.csv"), &rows)?;
-    write_json(
-        &out.join("strata.json"),
-        &strata(&rows, far_rows.as_deref()),
-    )?;
+    let dir = out.path();
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    write_json(&out.eval_metrics_json(), &m)?;
+    write_per_subject(&out.per_subject_csv(), &rows)?;
+    write_json(&out.strata_json(), &strata(&rows, far_rows.as_deref()))?;
     eprintln!(
         "[eval-gnn] {} subjects, fold {fold}: sc_log_mse {:.6} (identity {:.6}, skill {:+.4}); \
          wrote {}",
@@ -123,7 +123,7 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
         metrics.model.sc_log_mse,
         metrics.identity_baseline.sc_log_mse,
         metrics.skill.skill,
-        out.display()
+        dir.display()
     );
     Ok(())
 }

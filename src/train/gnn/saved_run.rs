@@ -10,17 +10,12 @@ use burn::tensor::backend::AutodiffBackend;
 
 use super::breakdown::Predictions;
 use super::config::GnnConfig;
-use super::drift::drift_forecasts;
-use super::evaluate::{predict_at, predict_visit1};
 use super::fold_data::FoldData;
-use super::settings::ModelKind;
+use super::registry::{GnnModel, ModelInfo, WithModel, with_model};
 use super::{CohortPaths, Prepared, Split, fold_stem, prepare};
 use crate::backend::{BackendJob, Placement};
-use crate::models::clg_ode::objective::{Objective, ObjectiveState};
-use crate::models::gcn_baseline::GcnBaseline;
-use crate::models::vector_lstm::VectorLstm;
+use crate::outputs::RunDir;
 use crate::toolbox::checkpoint::Checkpoint;
-use crate::toolbox::params;
 
 /// Cohort paths that replace the run's own (e.g. after the data moved), each optional.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -50,7 +45,7 @@ pub struct SavedRun {
 impl SavedRun {
     /// Opens `run_dir` with checkpoint `which` (`best`, `last` or a file).
     pub fn open(run_dir: &Path, which: &str, paths: &DataOverrides) -> Result<Self> {
-        let args = run_dir.join("args.json");
+        let args = RunDir::new(run_dir).args_json();
         let text = std::fs::read_to_string(&args).map_err(|_| {
             anyhow::anyhow!(
                 "{}: not a train-gnn run directory (no readable args.json)",
@@ -59,8 +54,7 @@ impl SavedRun {
         })?;
         let config: GnnConfig = serde_json::from_str(&text)
             .with_context(|| format!("{}: unreadable configuration", args.display()))?;
-        let stem = config.settings.model_kind.file_stem();
-        let ck_path = checkpoint_path(run_dir, which, stem)?;
+        let ck_path = checkpoint_path(run_dir, which, config.settings.model_kind.info())?;
         let ck = Checkpoint::load(&ck_path)?;
         let fold: usize = ck
             .metadata
@@ -100,8 +94,9 @@ impl SavedRun {
 }
 
 /// The checkpoint file `which` names in `run_dir`.
-fn checkpoint_path(run_dir: &Path, which: &str, stem: &str) -> Result<PathBuf> {
-    let results = run_dir.join("clg_ode_results.json");
+fn checkpoint_path(run_dir: &Path, which: &str, model: ModelInfo) -> Result<PathBuf> {
+    let files = RunDir::new(run_dir);
+    let results = files.results_json();
     let best_fold = || -> Result<usize> {
         let r: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&results).with_context(|| {
@@ -114,10 +109,8 @@ fn checkpoint_path(run_dir: &Path, which: &str, stem: &str) -> Result<PathBuf> {
             .with_context(|| format!("{}: no best_fold", results.display()))
     };
     let path = match which {
-        "best" | "last" => run_dir.join("checkpoints").join(format!(
-            "{}_{which}.safetensors",
-            fold_stem(stem, best_fold()?)
-        )),
+        "best" => files.best_model(&fold_stem(model.file_stem, best_fold()?)),
+        "last" => files.last_model(&fold_stem(model.file_stem, best_fold()?)),
         p => PathBuf::from(p),
     };
     if !path.is_file() {
@@ -148,91 +141,32 @@ pub struct Forecast<'a> {
 
 impl BackendJob for Forecast<'_> {
     type Output = Predictions;
-    fn run<B: AutodiffBackend>(self, device: B::Device, _p: Placement) -> Result<Self::Output> {
-        let run = self.run;
-        let (set, data, subjects) = (&run.config.settings, &run.data, self.subjects);
-        let weights = run.ck.with_prefix("model");
-        let no_time = |model: &str| -> Result<()> {
-            match self.horizon {
-                Horizon::NextVisit => Ok(()),
-                Horizon::Years { .. } => bail!(
-                    "--model {model} has no time input: it predicts only the next visit \
-                     (--next-visit)"
-                ),
-            }
-        };
-        match set.model_kind {
-            ModelKind::LinearDrift => {
-                let d = weights
-                    .get("drift")
-                    .context("the checkpoint has no drift")?
-                    .data
-                    .clone();
-                let dts = match &self.horizon {
-                    Horizon::NextVisit => None,
-                    Horizon::Years { dts, .. } => Some(*dts),
-                };
-                let support = set.drift.drift_support;
-                Ok(drift_forecasts(data, subjects, &d, support, dts).into())
-            }
-            ModelKind::Gcn => {
-                no_time("gcn")?;
-                let model = params::load(
-                    GcnBaseline::<B::InnerBackend>::new(set.sizes.hidden_dim, &device),
-                    &weights,
-                    &device,
-                )?;
-                let preds = super::gcn::predict(&model, data, subjects, set.batch_size, &device);
-                Ok(preds.into())
-            }
-            ModelKind::VectorLstm => {
-                no_time("vector-lstm")?;
-                let n = data.n_nodes();
-                let d = n * n.saturating_sub(1) / 2;
-                let model = params::load(
-                    VectorLstm::<B::InnerBackend>::new(d, set.sizes.latent_dim, &device),
-                    &weights,
-                    &device,
-                )?;
-                let preds = super::lstm::predict(&model, data, subjects, set.batch_size, &device);
-                Ok(preds.into())
-            }
-            ModelKind::ClgOde => {
-                let model = params::load(
-                    run.config.model.init::<B::InnerBackend>(&device),
-                    &weights,
-                    &device,
-                )?;
-                let mut objective = Objective::new(
-                    set.objective.clone(),
-                    set.decoder.fixed_support,
-                    set.max_epochs,
-                    set.seed,
-                );
-                objective.state = final_state(&run.run_dir);
-                objective.population_drift =
-                    super::test_set::population_drift(&run.config, &run.prep, data, run.fold);
-                let (obj, sampling, epoch) = (&objective, &set.sampling, set.max_epochs);
-                Ok(match self.horizon {
-                    Horizon::NextVisit => {
-                        predict_visit1(&model, obj, data, sampling, subjects, 8, epoch, &device)
-                    }
-                    Horizon::Years { dts, targets } => predict_at(
-                        &model, obj, data, sampling, subjects, dts, targets, epoch, &device,
-                    ),
-                })
-            }
-        }
+    fn run<B: AutodiffBackend>(self, device: B::Device, _p: Placement) -> Result<Predictions> {
+        let kind = self.run.config.settings.model_kind;
+        with_model(kind, OnBackend::<B> { job: self, device })
     }
 }
 
-/// The objective's state at the end of the run (from its last resume checkpoint), as the test
-/// scoring at the end of training used it; the initial state when there is none.
-fn final_state(run_dir: &Path) -> ObjectiveState {
-    Checkpoint::load(&run_dir.join("checkpoints/last.safetensors"))
-        .ok()
-        .and_then(|ck| ck.metadata.get("job_state").cloned())
-        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-        .and_then(|v| serde_json::from_value(v["objective"].clone()).ok())
-        .unwrap_or_default()
+/// A [`Forecast`] on backend `B`, given the model's type.
+struct OnBackend<'a, B: AutodiffBackend> {
+    job: Forecast<'a>,
+    device: B::Device,
+}
+
+impl<B: AutodiffBackend> WithModel for OnBackend<'_, B> {
+    type Output = Result<Predictions>;
+    fn with<M: GnnModel>(self) -> Result<Predictions> {
+        let Forecast {
+            run,
+            subjects,
+            horizon,
+        } = self.job;
+        if !M::TIME_INPUT && matches!(horizon, Horizon::Years { .. }) {
+            bail!(
+                "--model {} has no time input: it predicts only the next visit (--next-visit)",
+                M::KIND
+            );
+        }
+        M::forecast::<B>(run, subjects, &horizon, &self.device)
+    }
 }

@@ -10,37 +10,11 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use super::batch::Sampling;
+use super::registry::ModelKind;
 use crate::models::clg_ode::objective::ObjectiveConfig;
 use crate::models::clg_ode::{DecoderConfig, ModelSizes};
 use crate::models::linear_drift::DriftSettings;
 use crate::settings::{DATA, MODEL, OPTIM, RUN, at_least_one, at_least_two, positive};
-
-/// The models `train-gnn` trains, on one loader, split and test protocol.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ModelKind {
-    /// CLG-ODE, the coupled latent graph ODE.
-    ClgOde,
-    /// The start scan plus a per-edge drift × Δt (closed form).
-    LinearDrift,
-    /// The reference's two-layer GCN baseline (gradient-trained, `--hidden-dim` channels).
-    Gcn,
-    /// The reference's VectorLSTM baseline (upper triangle → Linear → LSTM → Linear,
-    /// `--latent-dim` units).
-    VectorLstm,
-}
-
-impl ModelKind {
-    /// The stem of its model files (`checkpoints/<stem>_fold<k>_{best,last}`).
-    pub fn file_stem(self) -> &'static str {
-        match self {
-            Self::ClgOde => crate::models::clg_ode::MODEL_NAME,
-            Self::LinearDrift => crate::models::linear_drift::MODEL_NAME,
-            Self::Gcn => crate::models::gcn_baseline::MODEL_NAME,
-            Self::VectorLstm => crate::models::vector_lstm::MODEL_NAME,
-        }
-    }
-}
 
 /// `trainer train-gnn`'s own settings (every flag of the reference's `train_clg_ode.py`, with
 /// its default, in kebab case with the reference's underscore spelling as alias; see
@@ -156,8 +130,11 @@ impl GnnSettings {
         if self.decoder.drift_head && !self.decoder.residual_skip {
             bail!("--drift-head needs --residual-skip (the drift is the residual's base)");
         }
-        if self.subject_info_csv.is_none() && self.model_kind == ModelKind::ClgOde {
-            bail!("--subject-info-csv is required for --model clg-ode");
+        if self.subject_info_csv.is_none() && self.model_kind.info().needs_subject_table {
+            bail!(
+                "--subject-info-csv is required for --model {}",
+                self.model_kind
+            );
         }
         if self.resume_from.is_some() && self.cv_fold < 0 {
             bail!("--resume-from needs a single fold (--cv-fold >= 0)");

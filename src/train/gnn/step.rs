@@ -147,7 +147,7 @@ pub fn grads<B: AutodiffBackend>(
             let grads = match &x {
                 Some(x) => {
                     let fwd = obj.forward(model, x, epoch, device);
-                    ln[k] = fwd.stats.sum(term.name());
+                    ln[k] = fwd.stats.sum(term);
                     let loss = fwd.sums[term].clone().div_scalar(counts[term].max(1.0));
                     GradientsParams::from_grads(loss.backward(), model)
                 }

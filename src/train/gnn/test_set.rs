@@ -21,6 +21,7 @@ use crate::dist::Single;
 use crate::engine::StageResult;
 use crate::files::write_json;
 use crate::models::clg_ode::objective::Objective;
+use crate::outputs::RunDir;
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
 
@@ -211,16 +212,14 @@ pub fn write_test_results(
     let cohort = &prep.cohort;
     let rows = per_subject(data, &prep.test, preds, config.settings.topo_bins);
     let test = TestMetrics::of(&rows);
-    write_per_subject(&run_dir.join("per_subject.csv"), &rows)?;
+    let files = RunDir::new(run_dir);
+    write_per_subject(&files.per_subject_csv(), &rows)?;
     let far_rows = far.map(|far| {
         let subjects = three_visit_subjects(data, &prep.test);
         let visit2 = vec![2; subjects.len()];
         per_subject_at(data, &subjects, &visit2, far, config.settings.topo_bins)
     });
-    write_json(
-        &run_dir.join("strata.json"),
-        &strata(&rows, far_rows.as_deref()),
-    )?;
+    write_json(&files.strata_json(), &strata(&rows, far_rows.as_deref()))?;
     let exact = exact_topology(data, &prep.test, &preds.matrices, loss_bins);
     let mut test_json = serde_json::to_value(&test)?;
     if let Value::Object(m) = &mut test_json {
@@ -229,8 +228,8 @@ pub fn write_test_results(
         m.insert("best_fold".into(), json!(best_fold.fold));
         m.insert("checkpoint".into(), json!(best_fold.best_checkpoint));
     }
-    write_json(&run_dir.join("test_metrics.json"), &test_json)?;
-    write_json(&run_dir.join("test_sc_metrics.json"), &test.model.to_map())?;
+    write_json(&files.test_metrics_json(), &test_json)?;
+    write_json(&files.test_sc_metrics_json(), &test.model.to_map())?;
     let monitor = config
         .monitor
         .as_ref()
@@ -258,7 +257,7 @@ pub fn write_test_results(
         "n_test": prep.test.len(),
         "cpu_seconds": crate::toolbox::usage::cpu_seconds(),
     });
-    write_json(&run_dir.join("clg_ode_results.json"), &results)?;
+    write_json(&files.results_json(), &results)?;
     eprintln!(
         "[train-gnn] test ({} subjects, fold {} best epoch {}): loss {:.4}, sc_log_mse {:.4} \
          (identity {:.4}, skill {:+.3}), pearson_sparse {:.4} (identity {:.4})",

@@ -64,7 +64,9 @@ pub struct MnistConfig {
     pub resume: Option<String>,
     pub checkpoint_every: u64,
     pub world_size: usize,
-    /// Per-rank batch × world size.
+    /// Micro-batches per step on each rank (`--grad-accum`).
+    pub grad_accum: usize,
+    /// Per-rank batch × micro-batches × world size.
     pub effective_batch_size: usize,
 }
 
@@ -136,7 +138,8 @@ fn config<B: AutodiffBackend>(
         resume: ctx.run.resume.clone(),
         checkpoint_every: ctx.run.checkpoint_every,
         world_size: ctx.world_size(),
-        effective_batch_size: a.batch_size * ctx.world_size(),
+        grad_accum: a.grad_accum,
+        effective_batch_size: a.batch_size * a.grad_accum * ctx.world_size(),
     }
 }
 
@@ -182,13 +185,12 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
             b.device,
             mix(
                 mix(self.settings.seed, 0x5eed_0000 + b.global_step),
-                b.comm.rank() as u64,
+                b.shard as u64,
             ),
         );
         if idx.is_empty() {
             return Ok(StepOut {
                 grads: GradientsParams::new(),
-                grad_weight: 0.0,
                 sums: LossSums::default(),
             });
         }
@@ -199,9 +201,12 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
             sum: scalar(loss.clone()) * n,
             count: n,
         };
+        // The shard's share of the global batch's mean loss (1 on a single shard: the same
+        // bits as the mean itself; 1/2 on two equal shards: an exact power of two).
+        let share = idx.len() as f64 / (b.end - b.start) as f64;
+        let loss = if share == 1.0 { loss } else { loss * share };
         Ok(StepOut {
             grads: GradientsParams::from_grads(loss.backward(), model),
-            grad_weight: idx.len() as f32 / (b.end - b.start) as f32,
             sums,
         })
     }
@@ -233,10 +238,6 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
             ),
         })
     }
-
-    fn state(&self) {}
-
-    fn restore(&mut self, _state: ()) {}
 }
 
 struct Factory(MnistSettings, Option<Monitor>);
@@ -261,6 +262,7 @@ impl JobFactory for Factory {
             model_name: MODEL_NAME,
             epochs: settings.epochs,
             batch_size: settings.batch_size,
+            micro_batches: settings.grad_accum,
             lr: LrSchedule::StepDecay {
                 lr: settings.lr,
                 gamma: settings.lr_gamma,

@@ -27,9 +27,16 @@ pub struct MnistSettings {
     /// Training epochs.
     #[arg(long, default_value_t = 1, value_parser = at_least_one, help_heading = OPTIM)]
     pub epochs: usize,
-    /// Training batch size (per rank when data-parallel).
+    /// Training batch size of one forward pass (per rank when data-parallel; the global batch
+    /// is this × `--grad-accum` × ranks).
     #[arg(long, default_value_t = 64, value_parser = at_least_one, help_heading = OPTIM)]
     pub batch_size: usize,
+    /// Gradient accumulation: micro-batches of `--batch-size` per optimiser step on each rank.
+    /// One rank with `--grad-accum K` computes what K ranks compute, bit for bit (dropout
+    /// included): the same global batch in 1/K of the activation memory.
+    #[arg(long, alias = "gradient_accumulation_steps", default_value_t = 1,
+          value_parser = at_least_one, help_heading = OPTIM)]
+    pub grad_accum: usize,
     /// Adam learning rate of the first epoch; multiplied by `--lr-gamma` after every epoch.
     #[arg(long, default_value_t = 1e-3, value_parser = positive, help_heading = OPTIM)]
     pub lr: f64,

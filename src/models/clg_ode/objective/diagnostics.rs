@@ -2,6 +2,7 @@
 //! note §2.11): mass ratio, mean, quantiles, precision@k (= recall@k) and, on request, AUPRC.
 //! No loss uses them.
 
+use super::stats::Stat;
 use super::topology::quantile_sorted;
 
 /// The diagnostics of one prediction.
@@ -17,18 +18,18 @@ pub struct MaskDiag {
 }
 
 impl MaskDiag {
-    /// The metrics columns (without prefix), in the reference's order. recall@k equals
-    /// precision@k: k is the number of true edges.
-    pub fn columns(&self) -> [(&'static str, f64); 8] {
+    /// The statistics, in the reference's order. recall@k equals precision@k: k is the
+    /// number of true edges.
+    pub fn columns(&self) -> [(Stat, f64); 8] {
         [
-            ("mask_ratio", self.ratio),
-            ("mask_mean_p", self.mean_p),
-            ("mask_p10", self.p10),
-            ("mask_p50", self.p50),
-            ("mask_p90", self.p90),
-            ("mask_precision_at_k", self.precision_at_k),
-            ("mask_recall_at_k", self.precision_at_k),
-            ("mask_auprc", self.auprc),
+            (Stat::MaskRatio, self.ratio),
+            (Stat::MaskMeanP, self.mean_p),
+            (Stat::MaskP10, self.p10),
+            (Stat::MaskP50, self.p50),
+            (Stat::MaskP90, self.p90),
+            (Stat::MaskPrecisionAtK, self.precision_at_k),
+            (Stat::MaskRecallAtK, self.precision_at_k),
+            (Stat::MaskAuprc, self.auprc),
         ]
     }
 }

@@ -10,7 +10,7 @@ use super::diagnostics::mask_diagnostics;
 use super::dynamics::{acceleration_sum, kl_sum, velocity_sum};
 use super::input::{ObjectiveInput, host, t1, t3};
 use super::predict::{Decoded, decode};
-use super::stats::Stats;
+use super::stats::{Stat, Stats};
 use super::term::{PerTerm, Term};
 use super::terms::PredTensors;
 use super::{Forward, Objective, innovation, topology};
@@ -51,15 +51,18 @@ pub fn forward<B: Backend>(
     let p = x.n_preds() as f64;
     let mut stats = Stats::default();
     for (i, term) in Term::ALL.into_iter().enumerate() {
-        stats.add(term.name(), values[i], counts[term]);
+        stats.add(term, values[i], counts[term]);
     }
-    for (k, name) in ["l_x", "l_e", "l_w"].iter().enumerate() {
-        stats.add(name, values[Term::ALL.len() + k], p);
+    for (k, part) in [Stat::ReconMorph, Stat::ReconEdge, Stat::ReconWeight]
+        .into_iter()
+        .enumerate()
+    {
+        stats.add(part, values[Term::COUNT + k], p);
     }
-    stats.add("topo_raw", topo_raw.iter().sum(), p);
+    stats.add(Stat::TopoRaw, topo_raw.iter().sum(), p);
     for (qm, kept) in q_means {
-        stats.add("new_q_mean", qm, 1.0);
-        stats.add("new_kept_mean", kept as f64, 1.0);
+        stats.add(Stat::NewQMean, qm, 1.0);
+        stats.add(Stat::NewKeptMean, kept as f64, 1.0);
     }
     diagnostics_into(
         &mut stats,
@@ -300,8 +303,8 @@ fn diagnostics_into(stats: &mut Stats, x: &ObjectiveInput, logit: &[f32], y: &[f
             }
         }
         if let Some(m) = mask_diagnostics(&p, &edge, auprc) {
-            for (name, v) in m.columns() {
-                stats.add(name, v, 1.0);
+            for (stat, v) in m.columns() {
+                stats.add(stat, v, 1.0);
             }
         }
     }

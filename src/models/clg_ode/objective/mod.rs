@@ -15,6 +15,7 @@ pub mod diagnostics;
 pub mod dynamics;
 mod forward;
 pub mod gradnorm;
+mod indexed;
 pub mod innovation;
 pub mod input;
 pub mod predict;
@@ -29,7 +30,7 @@ use serde::{Deserialize, Serialize};
 pub use config::{EdgeLoss, GradNormScope, InnovationConfig, ObjectiveConfig, TopologyConfig};
 pub use gradnorm::GradNorm;
 pub use input::{AccItem, ObjectiveInput, Pred, VelItem};
-pub use stats::Stats;
+pub use stats::{Stat, Stats, UnknownStat};
 pub use term::{PerTerm, Term};
 
 use crate::models::clg_ode::ClgOde;
@@ -39,7 +40,7 @@ pub fn total_of(coefs: &PerTerm<f64>, stats: &Stats) -> f64 {
     coefs
         .iter()
         .filter(|(_, c)| **c != 0.0)
-        .map(|(t, c)| c * stats.mean(t.name()))
+        .map(|(t, c)| c * stats.mean(t))
         .sum()
 }
 

@@ -1,74 +1,57 @@
-//! The loss terms of the objective by name ([`Term`]), a value per term ([`PerTerm`]), and each
+//! The loss terms of the objective ([`Term`]), a value per term ([`PerTerm`]), and each
 //! term's rule in one place ([`Objective::rule`]): its coefficient in the batch total at an
 //! epoch and the items its mean is over.
 
 use std::ops::{Index, IndexMut};
 
 use super::Objective;
+use super::indexed::indexed_enum;
 use super::input::ObjectiveInput;
+use super::stats::Stat;
 
-/// A term of the batch total.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Term {
-    /// Reconstruction of the start visits (morphology, edges, weights).
-    Manifold,
-    Kl,
-    Vel,
-    Acc,
-    /// Betti-curve topology loss.
-    Topo,
-    FullLog,
-    ZeroLog,
-    DeltaLog,
-    Density,
-    NewEdge,
-    NewSparse,
-    NewReg,
+indexed_enum! {
+    /// A term of the batch total, its statistic beside it (its name and columns).
+    ///
+    /// The declaration is the list: [`Term::ALL`] (the reference's order, which is the order
+    /// the total is summed in) and the size of [`PerTerm`] follow from it. Adding a loss term
+    /// is one variant here with its [`Stat`] (a variant of that enum too), its rule in
+    /// [`Objective::rule`] (the compiler asks for both) and its value in its family's function
+    /// in `objective/forward.rs` (`sums[Term::X] = …`); see "Add a CLG-ODE loss term" in
+    /// docs/architecture.md.
+    pub enum Term => fn stat(self) -> Stat {
+        /// Reconstruction of the start visits (morphology, edges, weights).
+        Manifold => Stat::Manifold,
+        Kl => Stat::Kl,
+        Vel => Stat::Vel,
+        Acc => Stat::Acc,
+        /// Betti-curve topology loss.
+        Topo => Stat::Topo,
+        FullLog => Stat::FullLog,
+        ZeroLog => Stat::ZeroLog,
+        DeltaLog => Stat::DeltaLog,
+        Density => Stat::Density,
+        NewEdge => Stat::NewEdge,
+        NewSparse => Stat::NewSparse,
+        NewReg => Stat::NewReg,
+    }
 }
 
 impl Term {
-    /// Every term, in the reference's order.
-    pub const ALL: [Term; 12] = [
-        Term::Manifold,
-        Term::Kl,
-        Term::Vel,
-        Term::Acc,
-        Term::Topo,
-        Term::FullLog,
-        Term::ZeroLog,
-        Term::DeltaLog,
-        Term::Density,
-        Term::NewEdge,
-        Term::NewSparse,
-        Term::NewReg,
-    ];
-
-    /// The term's name in statistics and metrics columns (`train_<name>`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Term::Manifold => "manifold",
-            Term::Kl => "kl",
-            Term::Vel => "vel",
-            Term::Acc => "acc",
-            Term::Topo => "topo",
-            Term::FullLog => "full_log",
-            Term::ZeroLog => "zero_log",
-            Term::DeltaLog => "delta_log",
-            Term::Density => "density",
-            Term::NewEdge => "new_edge",
-            Term::NewSparse => "new_sparse",
-            Term::NewReg => "new_reg",
-        }
+    /// The term's name in statistics and metrics columns (`train_<name>`): its statistic's.
+    pub const fn name(self) -> &'static str {
+        self.stat().name()
     }
+}
 
-    fn index(self) -> usize {
-        self as usize
+impl From<Term> for Stat {
+    fn from(t: Term) -> Stat {
+        t.stat()
     }
 }
 
 /// One value per term, indexed by [`Term`].
 #[derive(Clone, Debug, PartialEq)]
-pub struct PerTerm<T>([T; 12]);
+pub struct PerTerm<T>([T; Term::COUNT]);
 
 impl<T> PerTerm<T> {
     /// The value of every term from `f`.

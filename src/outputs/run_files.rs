@@ -1,0 +1,379 @@
+//! The files of one run directory, named in one place: every file a run writes, and every file a
+//! later command (`compare`, `eval-gnn`, `predict`, `plot-sc`, `sweep`) reads back, is named
+//! through [`RunDir`]. Writes go through [`crate::files`] (atomic).
+//!
+//! ```text
+//! <run>/args.json               the run's settings (`GnnConfig`, `MnistSettings`, …)
+//! <run>/config.toml             the resolved flags as a `--config` file (when there was one)
+//! <run>/run_meta.json           host, backend, scheduler, preflight (`RunMeta`)
+//! <run>/metrics.jsonl           one JSON row per epoch (the source of metrics.csv)
+//! <run>/metrics.csv             the same rows as CSV
+//! <run>/steps.csv               one line per step (when asked)
+//! <run>/curves.svg              the curves, rewritten at each epoch's end
+//! <run>/.lock                   the live run's advisory lock
+//! <run>/checkpoints/last.safetensors         the resume checkpoint
+//! <run>/checkpoints/epoch_NNN.safetensors    one per epoch (when kept)
+//! <run>/checkpoints/best.safetensors         best weights of a job without model files
+//! <run>/checkpoints/<stem>_best.safetensors  model files (train-gnn: `<model>_fold<k>`)
+//! <run>/checkpoints/<stem>_last.safetensors
+//! <run>/clg_ode_results.json    train-gnn's results (the reference's name, for every model)
+//! <run>/test_metrics.json       train-gnn's test report
+//! <run>/test_sc_metrics.json    train-gnn's test SC metrics of the model
+//! <run>/per_subject.csv         train-gnn's test metrics per subject
+//! <run>/strata.json             train-gnn's skill by stratum
+//! <run>/eval-<split>-<name>/    an `eval-gnn` re-scoring (metrics.json, per_subject.csv, strata.json)
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::metrics::{MetricsFiles, Row};
+use super::rundir::RunMeta;
+use crate::files::{write_atomic, write_json};
+
+/// `args.json`.
+pub const ARGS_JSON: &str = "args.json";
+/// `config.toml`.
+pub const CONFIG_TOML: &str = "config.toml";
+/// `run_meta.json`.
+pub const RUN_META_JSON: &str = "run_meta.json";
+/// `metrics.jsonl`.
+pub const METRICS_JSONL: &str = "metrics.jsonl";
+/// `metrics.csv`.
+pub const METRICS_CSV: &str = "metrics.csv";
+/// `steps.csv`.
+pub const STEPS_CSV: &str = "steps.csv";
+/// `curves.svg`.
+pub const CURVES_SVG: &str = "curves.svg";
+/// `.lock`.
+pub const LOCK: &str = ".lock";
+/// `checkpoints/`.
+pub const CHECKPOINTS: &str = "checkpoints";
+/// The extension of every checkpoint and model file.
+pub const CHECKPOINT_EXT: &str = ".safetensors";
+/// The suffix of a best model file, `<stem>_best.safetensors`.
+pub const BEST_MODEL_SUFFIX: &str = "_best.safetensors";
+/// train-gnn's results file (the reference's CLG-ODE name, written for every model).
+pub const RESULTS_JSON: &str = "clg_ode_results.json";
+/// `test_metrics.json`.
+pub const TEST_METRICS_JSON: &str = "test_metrics.json";
+/// `test_sc_metrics.json`.
+pub const TEST_SC_METRICS_JSON: &str = "test_sc_metrics.json";
+/// `per_subject.csv`.
+pub const PER_SUBJECT_CSV: &str = "per_subject.csv";
+/// `strata.json`.
+pub const STRATA_JSON: &str = "strata.json";
+/// `metrics.json` (of an `eval-gnn` re-scoring directory).
+pub const EVAL_METRICS_JSON: &str = "metrics.json";
+
+/// A run directory: the path of each of its files, and typed readers and (atomic) writers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunDir {
+    path: PathBuf,
+}
+
+impl RunDir {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    /// The directory itself.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn into_path(self) -> PathBuf {
+        self.path
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    // ---- the files every training run writes ----
+
+    pub fn args_json(&self) -> PathBuf {
+        self.file(ARGS_JSON)
+    }
+
+    pub fn config_toml(&self) -> PathBuf {
+        self.file(CONFIG_TOML)
+    }
+
+    pub fn run_meta_json(&self) -> PathBuf {
+        self.file(RUN_META_JSON)
+    }
+
+    pub fn metrics_jsonl(&self) -> PathBuf {
+        self.file(METRICS_JSONL)
+    }
+
+    pub fn metrics_csv(&self) -> PathBuf {
+        self.file(METRICS_CSV)
+    }
+
+    pub fn steps_csv(&self) -> PathBuf {
+        self.file(STEPS_CSV)
+    }
+
+    pub fn curves_svg(&self) -> PathBuf {
+        self.file(CURVES_SVG)
+    }
+
+    /// The advisory lock of the live run ([`super::rundir::claim`]).
+    pub fn lock_file(&self) -> PathBuf {
+        self.file(LOCK)
+    }
+
+    // ---- checkpoints and model files ----
+
+    /// The `checkpoints/` folder.
+    pub fn checkpoints(&self) -> PathBuf {
+        self.file(CHECKPOINTS)
+    }
+
+    /// `checkpoints/last.safetensors`: the resume checkpoint, rewritten at each epoch's end.
+    pub fn last_checkpoint(&self) -> PathBuf {
+        self.checkpoints().join("last.safetensors")
+    }
+
+    /// `checkpoints/epoch_NNN.safetensors` (1-based epoch, three digits at least).
+    pub fn epoch_checkpoint(&self, epoch: u64) -> PathBuf {
+        self.checkpoints()
+            .join(format!("epoch_{epoch:03}{CHECKPOINT_EXT}"))
+    }
+
+    /// `checkpoints/best.safetensors`: the best weights of a job that monitors a metric but
+    /// names no model files.
+    pub fn best_checkpoint(&self) -> PathBuf {
+        self.checkpoints().join("best.safetensors")
+    }
+
+    /// `checkpoints/<stem>_best.safetensors`.
+    pub fn best_model(&self, stem: &str) -> PathBuf {
+        self.checkpoints()
+            .join(format!("{stem}{BEST_MODEL_SUFFIX}"))
+    }
+
+    /// `checkpoints/<stem>_last.safetensors`.
+    pub fn last_model(&self, stem: &str) -> PathBuf {
+        self.checkpoints()
+            .join(format!("{stem}_last{CHECKPOINT_EXT}"))
+    }
+
+    /// The best model files in `checkpoints/` (`*_best.safetensors`), sorted; an error when the
+    /// folder cannot be read.
+    pub fn best_models(&self) -> Result<Vec<PathBuf>> {
+        let dir = self.checkpoints();
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .with_context(|| format!("no {}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| {
+                f.file_name()
+                    .is_some_and(|n| n.to_string_lossy().ends_with(BEST_MODEL_SUFFIX))
+            })
+            .collect();
+        found.sort();
+        Ok(found)
+    }
+
+    /// Whether `checkpoints/` holds any `.safetensors` file.
+    pub fn has_checkpoints(&self) -> bool {
+        std::fs::read_dir(self.checkpoints()).is_ok_and(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().ends_with(CHECKPOINT_EXT))
+        })
+    }
+
+    // ---- train-gnn's test results ----
+
+    /// `clg_ode_results.json` (the reference's name; train-gnn writes it for every model).
+    pub fn results_json(&self) -> PathBuf {
+        self.file(RESULTS_JSON)
+    }
+
+    pub fn test_metrics_json(&self) -> PathBuf {
+        self.file(TEST_METRICS_JSON)
+    }
+
+    pub fn test_sc_metrics_json(&self) -> PathBuf {
+        self.file(TEST_SC_METRICS_JSON)
+    }
+
+    pub fn per_subject_csv(&self) -> PathBuf {
+        self.file(PER_SUBJECT_CSV)
+    }
+
+    pub fn strata_json(&self) -> PathBuf {
+        self.file(STRATA_JSON)
+    }
+
+    /// `eval-<split>-<name>/`: where `eval-gnn` writes a re-scoring of this run. Its files are
+    /// named like the run's (`per_subject_csv`, `strata_json`) plus `eval_metrics_json`.
+    pub fn eval_dir(&self, split: &str, name: &str) -> RunDir {
+        RunDir::new(self.file(&format!("eval-{split}-{name}")))
+    }
+
+    /// `metrics.json` of an `eval-gnn` re-scoring directory ([`Self::eval_dir`]).
+    pub fn eval_metrics_json(&self) -> PathBuf {
+        self.file(EVAL_METRICS_JSON)
+    }
+
+    // ---- readers ----
+
+    /// The metrics rows (`metrics.jsonl`; none when the file is missing).
+    pub fn metrics(&self) -> MetricsFiles {
+        MetricsFiles::new(&self.path)
+    }
+
+    /// The rows of `metrics.jsonl`, in order (see [`MetricsFiles::rows`]).
+    pub fn read_metrics(&self) -> Result<Vec<Row>> {
+        self.metrics().rows()
+    }
+
+    /// `args.json`, as the run's settings type.
+    pub fn read_args<T: DeserializeOwned>(&self) -> Result<T> {
+        read_json(&self.args_json())
+    }
+
+    /// `clg_ode_results.json`.
+    pub fn read_results(&self) -> Result<serde_json::Value> {
+        read_json(&self.results_json())
+    }
+
+    /// `test_metrics.json`.
+    pub fn read_test_metrics(&self) -> Result<serde_json::Value> {
+        read_json(&self.test_metrics_json())
+    }
+
+    // ---- writers (atomic) ----
+
+    pub fn write_args(&self, args: &impl Serialize) -> Result<()> {
+        write_json(&self.args_json(), args)
+    }
+
+    pub fn write_config_toml(&self, toml: &str) -> Result<()> {
+        write_atomic(&self.config_toml(), |w| {
+            Ok(std::io::Write::write_all(w, toml.as_bytes())?)
+        })
+    }
+
+    pub fn write_run_meta(&self, meta: &RunMeta) -> Result<()> {
+        write_json(&self.run_meta_json(), meta)
+    }
+}
+
+impl AsRef<Path> for RunDir {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl From<PathBuf> for RunDir {
+    fn from(path: PathBuf) -> Self {
+        Self::new(path)
+    }
+}
+
+impl From<&Path> for RunDir {
+    fn from(path: &Path) -> Self {
+        Self::new(path)
+    }
+}
+
+/// A JSON file: an error naming it when it cannot be read (`{path}: cannot read it`) or is not
+/// JSON of the type (`{path}: not JSON`).
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read it", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_names_are_the_ones_runs_have_always_had() {
+        let r = RunDir::new("/r");
+        let rel = |p: PathBuf| p.strip_prefix("/r").unwrap().display().to_string();
+        assert_eq!(rel(r.args_json()), "args.json");
+        assert_eq!(rel(r.config_toml()), "config.toml");
+        assert_eq!(rel(r.run_meta_json()), "run_meta.json");
+        assert_eq!(rel(r.metrics_jsonl()), "metrics.jsonl");
+        assert_eq!(rel(r.metrics_csv()), "metrics.csv");
+        assert_eq!(rel(r.steps_csv()), "steps.csv");
+        assert_eq!(rel(r.curves_svg()), "curves.svg");
+        assert_eq!(rel(r.lock_file()), ".lock");
+        assert_eq!(rel(r.last_checkpoint()), "checkpoints/last.safetensors");
+        assert_eq!(
+            rel(r.epoch_checkpoint(7)),
+            "checkpoints/epoch_007.safetensors"
+        );
+        assert_eq!(
+            rel(r.epoch_checkpoint(1234)),
+            "checkpoints/epoch_1234.safetensors"
+        );
+        assert_eq!(rel(r.best_checkpoint()), "checkpoints/best.safetensors");
+        assert_eq!(
+            rel(r.best_model("clg_ode_fold0")),
+            "checkpoints/clg_ode_fold0_best.safetensors"
+        );
+        assert_eq!(
+            rel(r.last_model("clg_ode_fold0")),
+            "checkpoints/clg_ode_fold0_last.safetensors"
+        );
+        assert_eq!(rel(r.results_json()), "clg_ode_results.json");
+        assert_eq!(rel(r.test_metrics_json()), "test_metrics.json");
+        assert_eq!(rel(r.test_sc_metrics_json()), "test_sc_metrics.json");
+        assert_eq!(rel(r.per_subject_csv()), "per_subject.csv");
+        assert_eq!(rel(r.strata_json()), "strata.json");
+        let e = r.eval_dir("test", "best");
+        assert_eq!(rel(e.path().to_path_buf()), "eval-test-best");
+        assert_eq!(rel(e.eval_metrics_json()), "eval-test-best/metrics.json");
+        assert_eq!(rel(e.strata_json()), "eval-test-best/strata.json");
+    }
+
+    #[test]
+    fn best_models_lists_only_best_model_files() {
+        let t = tempfile::tempdir().unwrap();
+        let r = RunDir::new(t.path());
+        assert!(r.best_models().is_err());
+        assert!(!r.has_checkpoints());
+        std::fs::create_dir(r.checkpoints()).unwrap();
+        for p in [
+            r.best_model("b"),
+            r.best_model("a"),
+            r.last_model("a"),
+            r.last_checkpoint(),
+        ] {
+            std::fs::write(p, b"").unwrap();
+        }
+        assert_eq!(
+            r.best_models().unwrap(),
+            [r.best_model("a"), r.best_model("b")]
+        );
+        assert!(r.has_checkpoints());
+    }
+
+    #[test]
+    fn readers_name_the_file() {
+        let t = tempfile::tempdir().unwrap();
+        let r = RunDir::new(t.path());
+        let e = r.read_results().unwrap_err().to_string();
+        assert!(
+            e.contains("clg_ode_results.json") && e.contains("cannot read"),
+            "{e}"
+        );
+        std::fs::write(r.args_json(), "{").unwrap();
+        let e = r.read_args::<serde_json::Value>().unwrap_err().to_string();
+        assert!(e.contains("args.json: not JSON"), "{e}");
+        r.write_args(&serde_json::json!({"a": 1})).unwrap();
+        assert_eq!(r.read_args::<serde_json::Value>().unwrap()["a"], 1);
+        assert!(r.read_metrics().unwrap().is_empty());
+    }
+}
