@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 stage() { echo; echo "=== $* ($(date +%T))"; STAGE_T0=$(date +%s); }
 done_stage() { echo "=== done in $(( $(date +%s) - STAGE_T0 )) s"; }
 T_ALL=$(date +%s)
+# Which CPU ran the suite (the GEMM kernels, hence float summation orders, follow it).
+echo "=== CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc) cores," \
+  "SIMD: $(grep -m1 '^flags' /proc/cpuinfo | grep -o -w -E 'avx2|avx512f|fma' | sort -u | xargs)"
 
 stage "setup (packages, data, MPI, Slurm)"
 scripts/setup.sh
