@@ -105,7 +105,8 @@ fn valid(out: usize, stride: usize, offset: usize, pad: usize, size: usize) -> (
 /// so tiles only bound the scratch memory of large images.
 const TILE_BYTES: usize = 2 << 20;
 
-/// Output rows per tile (depends on the shapes only, so results never depend on the machine).
+/// Output rows per tile (depends on the shapes only, so results never depend on the thread
+/// count; gemm's micro-kernels, chosen per CPU, still set the summation order per machine).
 fn tile_rows(g: &Geom) -> usize {
     (TILE_BYTES / (4 * g.k() * g.ow).max(1)).clamp(1, g.oh.max(1))
 }
@@ -307,7 +308,8 @@ pub(crate) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32> {
     }
     // The batch is cut into parts that depend on the shapes only (never on the thread
     // count), each summed into its own buffer, and the parts added in order: the result is
-    // the same on every machine and every run.
+    // the same at every thread count and in every run on one machine (gemm picks its
+    // micro-kernels per CPU, so another CPU may round differently).
     let parts = g.n.min(MAX_PARTS).min((PARTIALS_BYTES / (4 * size)).max(1));
     let per = g.n.div_ceil(parts);
     let par = inner_par(parts);
