@@ -72,10 +72,18 @@ pub fn job_field(conf: &PathBuf, job: &str, field: &str) -> Option<String> {
 }
 
 /// Waits until the job has ended and returns its final state. Requeued jobs wait about two
-/// minutes before they may start again (Slurm's requeue delay); the test harness lets them start
-/// at once (`scontrol update StartTime=now`), which is what an idle cluster would do anyway.
+/// minutes before they may start again (Slurm's requeue delay); the test harness moves that
+/// start to a few seconds after the requeue (`scontrol update StartTime=now+5`), once per
+/// restart.
+///
+/// Not `StartTime=now`: on requeue slurmctld revokes the job's launch credential on the node,
+/// and slurmd refuses every credential created in or before the second of the revocation
+/// ("Killing non-startable batch JobId=N: Job credential revoked", the job ends FAILED). A
+/// start 43 ms after the requeue did exactly that in CI; five seconds is far past the
+/// one-second granularity.
 pub fn wait_for_job(conf: &PathBuf, job: &str, limit: Duration) -> String {
     let t0 = Instant::now();
+    let mut released_restart: Option<String> = None;
     loop {
         let state = job_field(conf, job, "JobState").unwrap_or_default();
         match state.as_str() {
@@ -83,10 +91,14 @@ pub fn wait_for_job(conf: &PathBuf, job: &str, limit: Duration) -> String {
                 return state;
             }
             "PENDING" if job_field(conf, job, "Reason").as_deref() == Some("BeginTime") => {
-                let _ = Command::new("scontrol")
-                    .env("SLURM_CONF", conf)
-                    .args(["update", &format!("JobId={job}"), "StartTime=now"])
-                    .status();
+                let restart = job_field(conf, job, "Restarts");
+                if restart != released_restart {
+                    let _ = Command::new("scontrol")
+                        .env("SLURM_CONF", conf)
+                        .args(["update", &format!("JobId={job}"), "StartTime=now+5"])
+                        .status();
+                    released_restart = restart;
+                }
             }
             _ => {}
         }
