@@ -3,9 +3,11 @@
 #   1. the default build (flex CPU backend + MPI data-parallel) and every test, against a real
 #      one-node Slurm and OpenMPI started here;
 #   2. the job templates and container images (scripts/test-jobs.sh);
-#   3. the `tch` + `cuda` (+ `mpi`) build against PyTorch 2.9.0, with the tests of those backends
-#      (CUDA itself cannot run without a GPU: that build is compiled and its no-driver path tested),
-#      and tests/pt_checkpoint.rs (scripts/pt2safetensors.py: needs torch in python3).
+#   3. the `tch` + `cuda` + `wgpu` (+ `mpi`) build against PyTorch 2.9.0, with the tests of those
+#      backends (CUDA itself cannot run without a GPU: that build is compiled and its no-driver
+#      path tested; wgpu runs the same CubeCL kernels on Mesa's software Vulkan, lavapipe,
+#      installed by scripts/setup-vulkan.sh), and tests/pt_checkpoint.rs
+#      (scripts/pt2safetensors.py: needs torch in python3).
 # Each stage prints its wall time. TRAINER_SKIP_FEATURES=1 skips stage 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,19 +56,30 @@ if [ -x scripts/test-jobs.sh ]; then
 fi
 
 if [ "${TRAINER_SKIP_FEATURES:-0}" != 1 ]; then
-  stage "PyTorch 2.9.0 for the tch backend"
+  stage "PyTorch 2.9.0 for the tch backend, lavapipe for wgpu"
   eval "$(scripts/setup-torch.sh)"
   done_stage
-  stage "build (tch + cuda + mpi)"
-  # A separate target dir keeps the default build's artefacts (Burn's features differ).
+  scripts/setup-vulkan.sh
+  done_stage
+  stage "build (tch + cuda + wgpu + mpi)"
+  # A separate target dir keeps the default build's artefacts (Burn's features differ). One
+  # build for the three backends: cuda and wgpu share Burn's CubeCL crates (one compile).
   export CARGO_TARGET_DIR=target/features
-  cargo build --release --features tch,cuda,mpi --all-targets
+  # The binary and the backend tests only: the library's unit tests and the other integration
+  # tests ran in the default build (a second compile of the library with five backends in test
+  # mode, and forty more test binaries, would add about ten minutes).
+  backend_tests=(--test backend_errors --test backend_tch --test fast_tch --test pt_checkpoint
+    --test backend_wgpu)
+  cargo build --release --features tch,cuda,wgpu,mpi --bins "${backend_tests[@]}"
   done_stage
   stage "tests (tch + cuda + mpi)"
   # tests/pt_checkpoint.rs needs python3 with torch (on PATH since setup-torch.sh): required here.
   export TRAINER_REQUIRE_TORCH=1
-  cargo test --release --features tch,cuda,mpi --lib --test backend_errors --test backend_tch \
+  cargo test --release --features tch,cuda,wgpu,mpi --test backend_errors --test backend_tch \
     --test fast_tch --test pt_checkpoint
+  done_stage
+  stage "wgpu on lavapipe (CubeCL kernels on Mesa's software Vulkan, against flex)"
+  cargo test --release --features tch,cuda,wgpu,mpi --test backend_wgpu -- --nocapture
   done_stage
 fi
 echo "=== all stages done in $(( $(date +%s) - T_ALL )) s"

@@ -49,12 +49,65 @@ pub fn cmd_doctor(require_gpu: bool, json: bool) -> anyhow::Result<ExitCode> {
     {
         report.check_nccl(crate::dist::nccl_self_test(0));
     }
+    let adapters = crate::backend::wgpu::adapters();
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let mut v = serde_json::to_value(&report)?;
+        if let Some(m) = v.as_object_mut() {
+            m.insert("wgpu".into(), wgpu_record(&adapters));
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", report.render());
+        print!("{}", render_wgpu(&adapters));
     }
     Ok(Exit::from_status(report.exit_code.into()).into())
+}
+
+/// The `wgpu` part of `trainer doctor --json`: built or not, Burn's settings, the adapters.
+fn wgpu_record(adapters: &[crate::backend::wgpu::Adapter]) -> serde_json::Value {
+    use crate::backend::BackendKind;
+    serde_json::json!({
+        "built": BackendKind::Wgpu.compiled(),
+        "cubecl": BackendKind::Wgpu.cubecl_settings(),
+        "cuda_cubecl": BackendKind::Cuda.cubecl_settings(),
+        "adapters": adapters,
+    })
+}
+
+/// The `wgpu` lines of `trainer doctor`.
+fn render_wgpu(adapters: &[crate::backend::wgpu::Adapter]) -> String {
+    use crate::backend::{BackendKind, wgpu};
+    use std::fmt::Write;
+    let on = |b: bool| if b { "on" } else { "off" };
+    let mut out = String::from("\nwgpu backend (Vulkan/Metal/DX12):\n");
+    if !BackendKind::Wgpu.compiled() {
+        out.push_str("  not built (cargo feature wgpu)\n");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "  Burn fusion {} (wgpu-fusion: on), autotune {} (cuda: fusion off, autotune off)",
+        on(wgpu::FUSION_DEFAULT),
+        on(wgpu::AUTOTUNE)
+    );
+    if adapters.is_empty() {
+        out.push_str(
+            "  no adapter: no Vulkan driver (Debian: apt-get install mesa-vulkan-drivers for the \
+             software one)\n",
+        );
+    }
+    for a in adapters {
+        let device = if a.is_gpu() {
+            let n = adapters[..a.index].iter().filter(|b| b.is_gpu()).count();
+            format!("--device gpu:{n}")
+        } else if a.kind == "cpu" {
+            "--device cpu (software, runs on the CPU)".to_string()
+        } else {
+            "not selectable".to_string()
+        };
+        let _ = writeln!(out, "  [{}] {}: {device}", a.index, a.describe());
+    }
+    out
 }
 
 /// `trainer mig-pick`: prints a free MIG UUID on stdout, or the reason on stderr with its code.

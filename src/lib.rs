@@ -21,6 +21,7 @@ pub mod error;
 pub mod eval;
 pub mod exit;
 pub mod files;
+pub mod host_reads;
 pub mod launch;
 pub mod metrics;
 pub mod models;

@@ -9,10 +9,8 @@
 //! On the CPU, `flex` is [`fast_cpu::FastCpu`]: Flex with faster convolution and max-pool
 //! kernels; the hidden `flex-plain` runs the same type with Flex's own kernels (for comparison).
 //! `tch` is `fast_tch::FastTch`: LibTorch with the convolution gradients PyTorch itself would run
-//! (the hidden `tch-plain` is burn-tch's `LibTorch` unchanged).
-
-use std::fmt;
-use std::str::FromStr;
+//! (the hidden `tch-plain` is burn-tch's `LibTorch` unchanged). `wgpu` is CubeCL on Vulkan, Metal
+//! or DX12 ([`wgpu`](mod@wgpu): adapters, fusion).
 
 use anyhow::Result;
 use burn::backend::Autodiff;
@@ -21,11 +19,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{BACKEND_UNAVAILABLE, ExitError};
 
+mod device;
 pub mod fast_cpu;
 #[cfg(feature = "tch")]
 pub mod fast_tch;
 pub mod host_memory;
 pub mod profile;
+pub mod wgpu;
 
 /// Implements trait methods by calling `$inner`'s implementation of the same trait, each call
 /// timed by the [operation profile](profile): the backends that wrap another one override a few
@@ -43,6 +43,7 @@ macro_rules! delegate_to {
 }
 pub(crate) use delegate_to;
 
+pub use device::DeviceSpec;
 use fast_cpu::{FastCpu, Kernels};
 
 /// The tensor backends this binary knows about.
@@ -61,6 +62,12 @@ pub enum BackendKind {
     TchPlain,
     /// CubeCL CUDA (cargo feature `cuda`).
     Cuda,
+    /// CubeCL on Vulkan/Metal/DX12 through wgpu (cargo feature `wgpu`): `--device gpu[:N]` for
+    /// a GPU adapter, `--device cpu` for a software one (Mesa's lavapipe).
+    Wgpu,
+    /// The wgpu backend under Burn's fusion (for comparisons and tests: see `backend::wgpu`).
+    #[value(hide = true)]
+    WgpuFusion,
 }
 
 impl BackendKind {
@@ -71,6 +78,8 @@ impl BackendKind {
             BackendKind::Tch => "tch",
             BackendKind::TchPlain => "tch-plain",
             BackendKind::Cuda => "cuda",
+            BackendKind::Wgpu => "wgpu",
+            BackendKind::WgpuFusion => "wgpu-fusion",
         }
     }
 
@@ -80,60 +89,37 @@ impl BackendKind {
             BackendKind::Flex | BackendKind::FlexPlain => true,
             BackendKind::Tch | BackendKind::TchPlain => cfg!(feature = "tch"),
             BackendKind::Cuda => cfg!(feature = "cuda"),
+            BackendKind::Wgpu | BackendKind::WgpuFusion => cfg!(feature = "wgpu"),
         }
     }
-}
 
-/// `cpu` or `cuda:N`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(into = "String", try_from = "String")]
-pub enum DeviceSpec {
-    Cpu,
-    Cuda(usize),
-}
-
-impl DeviceSpec {
-    pub fn is_cuda(self) -> bool {
-        matches!(self, DeviceSpec::Cuda(_))
-    }
-}
-
-impl fmt::Display for DeviceSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The cargo feature that builds it.
+    pub fn feature(self) -> &'static str {
         match self {
-            DeviceSpec::Cpu => f.write_str("cpu"),
-            DeviceSpec::Cuda(i) => write!(f, "cuda:{i}"),
+            BackendKind::Flex | BackendKind::FlexPlain => "(always built)",
+            BackendKind::Tch | BackendKind::TchPlain => "tch",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Wgpu | BackendKind::WgpuFusion => "wgpu",
         }
     }
-}
 
-impl FromStr for DeviceSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim().to_ascii_lowercase();
-        match s.as_str() {
-            "cpu" => Ok(DeviceSpec::Cpu),
-            "cuda" | "gpu" => Ok(DeviceSpec::Cuda(0)),
-            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
-                Some(Ok(i)) => Ok(DeviceSpec::Cuda(i)),
-                _ => Err(format!(
-                    "unknown device `{s}`: expected cpu, cuda or cuda:N"
-                )),
-            },
+    /// Burn's fusion and autotune as this backend runs them (recorded in `run_meta.json`).
+    pub fn cubecl_settings(self) -> Option<serde_json::Value> {
+        match self {
+            BackendKind::Cuda => Some(serde_json::json!({"fusion": false, "autotune": false})),
+            BackendKind::Wgpu => Some(serde_json::json!({
+                "fusion": wgpu::FUSION_DEFAULT,
+                "autotune": wgpu::AUTOTUNE,
+            })),
+            BackendKind::WgpuFusion => {
+                Some(serde_json::json!({"fusion": true, "autotune": wgpu::AUTOTUNE}))
+            }
+            _ => None,
         }
     }
-}
 
-impl From<DeviceSpec> for String {
-    fn from(d: DeviceSpec) -> String {
-        d.to_string()
-    }
-}
-
-impl TryFrom<String> for DeviceSpec {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse()
+    fn is_wgpu(self) -> bool {
+        matches!(self, BackendKind::Wgpu | BackendKind::WgpuFusion)
     }
 }
 
@@ -142,10 +128,13 @@ impl TryFrom<String> for DeviceSpec {
 #[command(next_help_heading = crate::settings::CLUSTER)]
 pub struct DeviceSettings {
     /// Tensor backend: flex (pure-Rust CPU, always built), tch (LibTorch, cargo feature `tch`),
-    /// cuda (CubeCL CUDA, cargo feature `cuda`). Default: flex on CPU, cuda (else tch) on a GPU.
+    /// cuda (CubeCL CUDA, cargo feature `cuda`), wgpu (CubeCL on Vulkan/Metal/DX12, cargo
+    /// feature `wgpu`). Default: flex on CPU; cuda, else tch, else wgpu on a GPU.
     #[arg(long, value_enum)]
     pub backend: Option<BackendKind>,
-    /// Device: `cpu`, `cuda` (= `cuda:0`) or `cuda:N` (index among CUDA_VISIBLE_DEVICES).
+    /// Device: `cpu`, `cuda`/`gpu` (= `cuda:0`) or `cuda:N`/`gpu:N` (index among
+    /// CUDA_VISIBLE_DEVICES; for wgpu, among the GPU adapters `trainer doctor` lists; `--backend
+    /// wgpu --device cpu` is the software adapter).
     #[arg(long, default_value = "cpu")]
     pub device: DeviceSpec,
 }
@@ -171,10 +160,11 @@ pub fn resolve(backend: Option<BackendKind>, device: DeviceSpec) -> Result<Place
         None if !device.is_cuda() => BackendKind::Flex,
         None if BackendKind::Cuda.compiled() => BackendKind::Cuda,
         None if BackendKind::Tch.compiled() => BackendKind::Tch,
+        None if BackendKind::Wgpu.compiled() => BackendKind::Wgpu,
         None => {
             return Err(unavailable(format!(
                 "--device {device} needs a GPU backend, and this binary has none: rebuild with \
-                 `cargo build --release --features cuda` (or `--features tch`)"
+                 `cargo build --release --features cuda` (or `--features tch`, `--features wgpu`)"
             )));
         }
     };
@@ -183,7 +173,7 @@ pub fn resolve(backend: Option<BackendKind>, device: DeviceSpec) -> Result<Place
             "backend `{}` was not compiled into this binary: rebuild with \
              `cargo build --release --features {}`",
             backend.name(),
-            backend.name()
+            backend.feature()
         )));
     }
     match (backend, device) {
@@ -198,7 +188,7 @@ pub fn resolve(backend: Option<BackendKind>, device: DeviceSpec) -> Result<Place
     }
 }
 
-fn unavailable(msg: impl Into<String>) -> anyhow::Error {
+pub(crate) fn unavailable(msg: impl Into<String>) -> anyhow::Error {
     ExitError::new(BACKEND_UNAVAILABLE, msg).into()
 }
 
@@ -225,6 +215,46 @@ pub trait BackendJob {
     ) -> Result<Self::Output>;
 }
 
+/// What a placement needs checked before it trains: the NVIDIA preflight for `cuda` and `tch`
+/// on a GPU, the adapter for `wgpu` (logged, and recorded in `run_meta.json` as `preflight`).
+pub fn preflight_for(placement: Placement, log_prefix: &str) -> Result<Option<serde_json::Value>> {
+    if placement.backend.is_wgpu() {
+        return wgpu_preflight(placement, log_prefix).map(Some);
+    }
+    if placement.device.is_cuda() {
+        return preflight().map(Some);
+    }
+    Ok(None)
+}
+
+#[cfg(feature = "wgpu")]
+fn wgpu_preflight(placement: Placement, log_prefix: &str) -> Result<serde_json::Value> {
+    let (_, adapter) = wgpu::select(placement.device)?;
+    let note = if adapter.is_gpu() {
+        ""
+    } else {
+        ": a software adapter, the kernels run on the CPU"
+    };
+    eprintln!(
+        "{log_prefix} wgpu adapter {}{note} (fusion {})",
+        adapter.describe(),
+        if placement.backend == BackendKind::WgpuFusion || wgpu::FUSION_DEFAULT {
+            "on"
+        } else {
+            "off"
+        }
+    );
+    Ok(serde_json::json!({ "wgpu_adapter": adapter }))
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu_preflight(_: Placement, _: &str) -> Result<serde_json::Value> {
+    Err(unavailable(
+        "backend `wgpu` was not compiled into this binary: rebuild with `cargo build --release \
+         --features wgpu`",
+    ))
+}
+
 /// Runs the GPU preflight of `trainer doctor --require-gpu` and returns its report; its
 /// failure carries the doctor's documented exit code.
 pub fn preflight() -> Result<serde_json::Value> {
@@ -240,9 +270,7 @@ pub fn preflight() -> Result<serde_json::Value> {
 /// [`dispatch`] after the GPU [`preflight`] of a CUDA device (for commands that do not keep
 /// its report).
 pub fn dispatch_checked<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
-    if placement.device.is_cuda() {
-        preflight()?;
-    }
+    preflight_for(placement, "[trainer]")?;
     dispatch(placement, job)
 }
 
@@ -273,6 +301,15 @@ pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output
         (BackendKind::Cuda, DeviceSpec::Cuda(i)) => {
             use burn::backend::cuda::{Cuda, CudaDevice};
             job.run::<Autodiff<Cuda>>(CudaDevice::new(i), placement)
+        }
+        #[cfg(feature = "wgpu")]
+        (BackendKind::Wgpu | BackendKind::WgpuFusion, device) => {
+            let (dev, _) = wgpu::select(device)?;
+            if placement.backend == BackendKind::WgpuFusion || wgpu::FUSION_DEFAULT {
+                job.run::<Autodiff<wgpu::Fused>>(dev, placement)
+            } else {
+                job.run::<Autodiff<wgpu::Plain>>(dev, placement)
+            }
         }
         #[allow(unreachable_patterns)]
         _ => Err(unavailable(format!(
@@ -308,6 +345,21 @@ pub fn available_placements() -> Vec<Placement> {
             device: DeviceSpec::Cuda(0),
         });
     }
+    // wgpu: the first GPU adapter if there is one, else the software one (kernels on the CPU).
+    let adapters = wgpu::adapters();
+    if let Some(device) = if adapters.iter().any(|a| a.is_gpu()) {
+        Some(DeviceSpec::Cuda(0))
+    } else {
+        adapters
+            .iter()
+            .any(|a| a.kind == "cpu")
+            .then_some(DeviceSpec::Cpu)
+    } {
+        out.push(Placement {
+            backend: BackendKind::Wgpu,
+            device,
+        });
+    }
     out
 }
 
@@ -320,6 +372,7 @@ mod tests {
         assert_eq!("cpu".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu));
         assert_eq!("cuda".parse::<DeviceSpec>(), Ok(DeviceSpec::Cuda(0)));
         assert_eq!("CUDA:3".parse::<DeviceSpec>(), Ok(DeviceSpec::Cuda(3)));
+        assert_eq!("gpu:2".parse::<DeviceSpec>(), Ok(DeviceSpec::Cuda(2)));
         assert!("cuda:x".parse::<DeviceSpec>().is_err());
         assert!("tpu".parse::<DeviceSpec>().is_err());
     }
@@ -333,7 +386,7 @@ mod tests {
 
     #[test]
     fn names_the_missing_feature() {
-        for kind in [BackendKind::Tch, BackendKind::Cuda] {
+        for kind in [BackendKind::Tch, BackendKind::Cuda, BackendKind::Wgpu] {
             if !kind.compiled() {
                 let dev = if kind == BackendKind::Cuda {
                     DeviceSpec::Cuda(0)
@@ -341,7 +394,7 @@ mod tests {
                     DeviceSpec::Cpu
                 };
                 let err = resolve(Some(kind), dev).unwrap_err();
-                assert!(format!("{err}").contains(&format!("--features {}", kind.name())));
+                assert!(format!("{err}").contains(&format!("--features {}", kind.feature())));
                 assert_eq!(crate::error::exit_code_of(&err), BACKEND_UNAVAILABLE);
             }
         }

@@ -39,6 +39,8 @@ pub struct GnnBenchRow {
     pub training_subjects: usize,
     pub seconds_per_epoch: f64,
     pub cpu_seconds_per_subject: f64,
+    /// Device → host reads per training step ([`crate::host_reads`]): each is a sync on a GPU.
+    pub host_reads_per_step: f64,
     pub error: Option<String>,
 }
 
@@ -104,28 +106,29 @@ struct Job<'a> {
 }
 
 impl BackendJob for Job<'_> {
-    type Output = Vec<(&'static str, usize, f64, f64)>;
+    type Output = Vec<(&'static str, usize, f64, f64, f64)>;
     fn run<B: AutodiffBackend>(self, device: B::Device, p: Placement) -> Result<Self::Output> {
         let mut out = Vec::new();
         op_profile::enable(op_profile::requested());
         for (name, obj) in objectives() {
             op_profile::reset();
             op_profile::phase("epoch");
-            let cpu0 = cpu_seconds();
+            let (cpu0, reads0) = (cpu_seconds(), crate::host_reads::count());
             let (subjects, secs) = bench_epoch::<B>(self.cohort.clone(), self.cfg, obj, &device)?;
             let cpu = cpu_seconds() - cpu0;
+            let steps = subjects.div_ceil(2).max(1);
+            let reads = (crate::host_reads::count() - reads0) as f64 / steps as f64;
             let report = op_profile::take();
             if !report.ops.is_empty() {
-                let steps = subjects.div_ceil(2);
                 eprintln!(
                     "\n### {} CLG-ODE epoch ({name} objective): {steps} steps of 2 subjects, \
                      {:.1} ms/step",
                     p.backend.name(),
-                    1e3 * secs / steps.max(1) as f64
+                    1e3 * secs / steps as f64
                 );
                 super::profile::print_ops(&report, steps, 25);
             }
-            out.push((name, subjects, secs, cpu / subjects.max(1) as f64));
+            out.push((name, subjects, secs, cpu / subjects.max(1) as f64, reads));
         }
         op_profile::enable(false);
         Ok(out)
@@ -168,7 +171,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         );
         match result {
             Ok(v) => {
-                for (objective, subjects, secs, cpu) in v {
+                for (objective, subjects, secs, cpu, reads) in v {
                     rows.push(GnnBenchRow {
                         backend: placement.backend.name().into(),
                         device: placement.device.to_string(),
@@ -176,6 +179,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         training_subjects: subjects,
                         seconds_per_epoch: secs,
                         cpu_seconds_per_subject: cpu,
+                        host_reads_per_step: reads,
                         error: None,
                     })
                 }
@@ -187,24 +191,26 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 training_subjects: 0,
                 seconds_per_epoch: f64::NAN,
                 cpu_seconds_per_subject: f64::NAN,
+                host_reads_per_step: f64::NAN,
                 error: Some(format!("{e:#}")),
             }),
         }
     }
     let peak = peak_rss_bytes();
     println!(
-        "{:<8} {:<8} {:>9} {:>9} {:>12} {:>14}",
-        "backend", "device", "objective", "subjects", "s/epoch", "CPU s/subject"
+        "{:<12} {:<8} {:>9} {:>9} {:>12} {:>14} {:>11}",
+        "backend", "device", "objective", "subjects", "s/epoch", "CPU s/subject", "reads/step"
     );
     for r in &rows {
         println!(
-            "{:<8} {:<8} {:>9} {:>9} {:>12.2} {:>14.3}{}",
+            "{:<12} {:<8} {:>9} {:>9} {:>12.2} {:>14.3} {:>11.1}{}",
             r.backend,
             r.device,
             r.objective,
             r.training_subjects,
             r.seconds_per_epoch,
             r.cpu_seconds_per_subject,
+            r.host_reads_per_step,
             r.error
                 .as_deref()
                 .map(|e| format!("  error: {e}"))

@@ -26,6 +26,13 @@ pub fn selected_placements(wanted: &[BackendKind]) -> Vec<Result<Placement, Back
             });
         }
     }
+    // wgpu under Burn's fusion, on the adapter `wgpu` uses.
+    if let Some(wgpu) = candidates.iter().find(|p| p.backend == BackendKind::Wgpu) {
+        candidates.push(Placement {
+            backend: BackendKind::WgpuFusion,
+            device: wgpu.device,
+        });
+    }
     let mut out = Vec::new();
     for kind in wanted {
         let before = out.len();

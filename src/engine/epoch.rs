@@ -44,6 +44,8 @@ pub(super) struct Trained {
     pub cpu_seconds: f64,
     pub allreduce_seconds: f64,
     pub items: usize,
+    /// Device → host reads per step (each a sync on a GPU; [`crate::host_reads`]).
+    pub host_reads_per_step: f64,
 }
 
 impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
@@ -113,11 +115,15 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         let cpu0 = crate::toolbox::usage::cpu_seconds();
         let comm0 = ctx.comm_stats.time;
         let mut items_here = 0usize;
+        let (mut reads, mut steps) = (0u64, 0u64);
         while pos.epoch_items < items {
             let start = pos.epoch_items;
             let end = (start + global_batch).min(items);
+            let reads0 = crate::host_reads::count();
             let (grads, step_sums) = self.step_shards(ctx, pos, &model, &order, start, end)?;
             model = self.adam.step(lr, model, grads);
+            reads += crate::host_reads::count() - reads0;
+            steps += 1;
             // One small reduction carries the step's sums and any pending stop request, so
             // that every rank stops after the same step.
             let mut flat = step_sums.flat();
@@ -170,6 +176,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                 cpu_seconds: cpu[0],
                 allreduce_seconds: (ctx.comm_stats.time - comm0).as_secs_f64(),
                 items: items_here,
+                host_reads_per_step: reads as f64 / steps.max(1) as f64,
             }),
         ))
     }

@@ -145,7 +145,8 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             ctx.metrics.append(&row)?;
             curves::write(&ctx.run_dir, &ctx.metrics.rows()?, &spec.plot)?;
             eprintln!(
-                "{} {}epoch {}/{}: train loss {train_loss:.4}, {}{}, {per_s:.0} {}/s, {}",
+                "{} {}epoch {}/{}: train loss {train_loss:.4}, {}{}, {per_s:.0} {}/s, {} host \
+                 reads/step, {}",
                 ctx.tag,
                 self.label(),
                 epoch + 1,
@@ -153,6 +154,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                 eval.summary,
                 if improved { " (best)" } else { "" },
                 spec.unit,
+                trained.host_reads_per_step,
                 fmt_secs(trained.seconds)
             );
             if stopped_early {

@@ -213,6 +213,9 @@ fn write_meta<B: AutodiffBackend>(rc: &RunContext<B>, spec: &JobSpec) -> Result<
         extra.insert("micro_batches".into(), json!(spec.micro_batches));
     }
     extra.insert("collective".into(), json!(rc.comm.name()));
+    if let Some(cubecl) = placement.backend.cubecl_settings() {
+        extra.insert("cubecl".into(), cubecl);
+    }
     extra.insert(
         "resumed_from".into(),
         json!(rc.resume.as_ref().map(|p| p.display().to_string())),

@@ -2,7 +2,7 @@
 //! (read once), the communicator, the GPU preflight report and the run directory are resolved
 //! here into a [`RunContext`]; the job is built from it and handed to the engine.
 //!
-//! Order: preflight (CUDA only) → backend dispatch → scheduler environment → communicator →
+//! Order: preflight (NVIDIA driver for CUDA devices, the adapter for wgpu) → backend dispatch → scheduler environment → communicator →
 //! run directory name and resume source (rank 0 decides) → the job (which loads its data: a
 //! data error leaves no run directory behind) → [`crate::engine::train`], which creates the
 //! directory.
@@ -40,11 +40,7 @@ pub trait JobFactory {
 
 /// Launches the job `factory` builds, as `launch` says; returns the process exit code.
 pub fn run<F: JobFactory>(launch: Launch, factory: F) -> Result<ExitCode> {
-    let preflight = if launch.placement.device.is_cuda() {
-        Some(backend::preflight()?)
-    } else {
-        None
-    };
+    let preflight = backend::preflight_for(launch.placement, &format!("[{}]", factory.name()))?;
     backend::dispatch(
         launch.placement,
         Dispatched {

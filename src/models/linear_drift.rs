@@ -62,9 +62,7 @@ impl<B: Backend> LinearDrift<B> {
 
     /// The drift on the host.
     pub fn host(&self) -> Vec<f32> {
-        self.drift
-            .val()
-            .into_data()
+        crate::host_reads::data(self.drift.val())
             .convert::<f32>()
             .to_vec()
             .unwrap_or_default()

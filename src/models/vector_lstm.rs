@@ -133,7 +133,7 @@ pub fn loss<B: Backend>(
     mask: Tensor<B, 2>,
 ) -> Tensor<B, 1> {
     let d = pred.dims()[2];
-    let steps = mask.clone().sum().into_scalar().elem::<f64>();
+    let steps = crate::host_reads::scalar(mask.clone().sum());
     masked_sq_sum(pred, target, mask).div_scalar(steps * d as f64)
 }
 

@@ -96,8 +96,7 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for FlattenGrads<'_, B> {
         self.present.push(grad.is_some());
         match grad {
             Some(g) => {
-                let v = g
-                    .into_data()
+                let v = crate::host_reads::data(g)
                     .convert::<f32>()
                     .to_vec::<f32>()
                     .unwrap_or_default();
@@ -116,6 +115,38 @@ pub struct FlatGrads {
     pub flat: Vec<f32>,
     pub lens: Vec<usize>,
     pub present: Vec<bool>,
+}
+
+/// Σ g² of each parameter's gradient, computed on the device and read in one transfer (one
+/// sync on a GPU), in visiting order (parameters without a gradient are left out). The
+/// single-process gradient norm: [`flatten_grads`] would read every gradient, one sync each.
+pub fn grad_square_sums<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: &M,
+    grads: &GradientsParams,
+) -> Vec<f64> {
+    struct Squares<'a, B: AutodiffBackend> {
+        grads: &'a GradientsParams,
+        sums: Vec<Tensor<B::InnerBackend, 1>>,
+    }
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Squares<'_, B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            if let Some(g) = self.grads.get::<B::InnerBackend, D>(param.id) {
+                self.sums.push(g.powi_scalar(2).sum());
+            }
+        }
+    }
+    let mut v = Squares::<B> {
+        grads,
+        sums: Vec::new(),
+    };
+    model.visit(&mut v);
+    if v.sums.is_empty() {
+        return Vec::new();
+    }
+    crate::host_reads::data(Tensor::cat(v.sums, 0))
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .unwrap_or_default()
 }
 
 /// Every parameter's gradient in visiting order, concatenated.

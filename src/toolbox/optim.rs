@@ -132,9 +132,7 @@ impl<B: Backend> Adam<B> {
         for (slot, name) in self.slots.iter().zip(names) {
             let Some(s) = slot else { continue };
             for (kind, t) in [("moment_1", &s.m), ("moment_2", &s.v)] {
-                let data = t
-                    .clone()
-                    .into_data()
+                let data = crate::host_reads::data(t.clone())
                     .convert::<f32>()
                     .to_vec::<f32>()
                     .unwrap_or_default();

@@ -8,6 +8,13 @@ use anyhow::{Result, bail};
 use burn::module::{ModuleMapper, ModuleVisitor, Param};
 use burn::prelude::*;
 use burn::tensor::TensorData;
+use burn_flex::FlexDevice;
+
+use crate::backend::fast_cpu::FastCpu;
+
+/// The backend [`init_seeded`] draws on: flex, with autodiff (some models are only defined
+/// for autodiff backends); it draws what flex itself draws.
+type Cpu = burn::backend::Autodiff<FastCpu>;
 
 /// A float parameter copied to the host.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,8 +38,7 @@ impl<B: Backend> ModuleVisitor<B> for Collect {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         let t = param.val();
         let shape = t.dims().to_vec();
-        let data = t
-            .into_data()
+        let data = crate::host_reads::data(t)
             .convert::<f32>()
             .to_vec::<f32>()
             .unwrap_or_default();
@@ -183,6 +189,30 @@ impl<B: Backend> ModuleVisitor<B> for Materialize {
 /// order (a data-parallel broadcast) get other weights.
 pub fn materialize<B: Backend, M: Module<B>>(module: &M) {
     module.visit(&mut Materialize);
+}
+
+/// A freshly initialised model whose weights are those `on_cpu` draws on the CPU backend (flex)
+/// from `seed`, whatever the backend `B`: one seed gives the same initial weights on flex, tch,
+/// cuda and wgpu, so runs on two backends can be compared from their first step.
+///
+/// Order matters on flex, where `B` and the CPU backend share one generator: the model is
+/// drawn on `B` first, then the generator is seeded again and the CPU draws replace those
+/// weights, so the generator ends where one seeded initialisation leaves it (what the steps
+/// after it, e.g. dropout, draw from) and flex runs keep their weights and their draws.
+pub fn init_seeded<B: Backend, M: Module<B>, C: Module<Cpu>>(
+    seed: u64,
+    device: &B::Device,
+    on_device: impl FnOnce() -> M,
+    on_cpu: impl FnOnce(&FlexDevice) -> C,
+) -> Result<M> {
+    B::seed(device, seed);
+    let model = on_device();
+    materialize(&model);
+    <Cpu as Backend>::seed(&FlexDevice, seed);
+    let cpu = on_cpu(&FlexDevice);
+    materialize(&cpu);
+    let weights: BTreeMap<String, HostTensor> = collect(&cpu).into_iter().collect();
+    load(model, &weights, device)
 }
 
 /// FNV-1a hash of every float parameter's bytes, in visiting order: equal digests mean

@@ -253,8 +253,12 @@ impl<B: AutodiffBackend, M: GradBaseline> Job<B> for BaselineJob<B, M> {
     }
 
     fn init_model(&self, stage: usize, device: &B::Device) -> Result<M::Net<B>> {
-        B::seed(device, fold_seed(self.settings.seed, self.fold_ids[stage]));
-        Ok(M::init::<B>(&self.settings, self.n, device))
+        crate::toolbox::params::init_seeded(
+            fold_seed(self.settings.seed, self.fold_ids[stage]),
+            device,
+            || M::init::<B>(&self.settings, self.n, device),
+            |cpu| M::init(&self.settings, self.n, cpu),
+        )
     }
 
     fn step(&mut self, net: &M::Net<B>, b: &Batch<'_, B>) -> Result<StepOut<LossSums>> {
@@ -274,7 +278,7 @@ impl<B: AutodiffBackend, M: GradBaseline> Job<B> for BaselineJob<B, M> {
         }
         let edges = (self.n * self.n.saturating_sub(1) / 2).max(1);
         let l = M::loss_sum(net, data, &mine, b.device).div_scalar((global * edges) as f64);
-        let value = l.clone().into_scalar().elem::<f64>();
+        let value = crate::host_reads::scalar(l.clone());
         let grads = GradientsParams::from_grads(l.backward(), net);
         Ok(StepOut {
             grads,

@@ -90,11 +90,12 @@ fn predict_with<B: Backend>(
         let nn = x.n * x.n;
         let n = x.n;
         let d = decode(obj, model, &x, epoch, device);
-        let pred: Vec<f32> = d.a_pred.into_data().convert::<f32>().to_vec().expect("f32");
+        let pred: Vec<f32> = crate::host_reads::data(d.a_pred)
+            .convert::<f32>()
+            .to_vec()
+            .expect("f32");
         let l_new: Vec<f32> = if d.plans.iter().any(Option::is_some) {
-            d.conn
-                .l_new
-                .into_data()
+            crate::host_reads::data(d.conn.l_new)
                 .convert::<f32>()
                 .to_vec()
                 .expect("f32")

@@ -116,8 +116,7 @@ fn stack<B: Backend>(mats: &[&Array2<f32>], n: usize, device: &B::Device) -> Ten
 
 fn unstack<B: Backend>(t: Tensor<B, 3>) -> Vec<Array2<f32>> {
     let [b, n, _] = t.dims();
-    let v = t
-        .into_data()
+    let v = crate::host_reads::data(t)
         .convert::<f32>()
         .to_vec::<f32>()
         .unwrap_or_default();
@@ -155,7 +154,7 @@ fn eval_loss<B: Backend>(
             .collect();
         let pred = model.forward(stack(&a_in, n, device));
         let l = loss(pred, stack(&a_out, n, device));
-        total += l.into_scalar().elem::<f64>();
+        total += crate::host_reads::scalar(l);
         batches += 1;
     }
     total / batches as f64

@@ -245,8 +245,12 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
     }
 
     fn init_model(&self, stage: usize, device: &B::Device) -> Result<ClgOde<B>> {
-        B::seed(device, fold_seed(self.settings.seed, self.fold_ids[stage]));
-        let model = self.config.model.init::<B>(device);
+        let model = params::init_seeded(
+            fold_seed(self.settings.seed, self.fold_ids[stage]),
+            device,
+            || self.config.model.init::<B>(device),
+            |cpu| self.config.model.init(cpu),
+        )?;
         match &self.settings.resume_from {
             Some(path) => weights_from(model, path, device, self.main),
             None => Ok(model),

@@ -189,7 +189,7 @@ fn eval_loss<B: Backend>(
     for chunk in seqs.chunks(batch.max(1)) {
         let p = pad::<B>(data, chunk, device);
         let sum = masked_sq_sum(model.forward(p.x), p.y, p.mask);
-        total += sum.into_scalar().elem::<f64>() / (steps(data, chunk) * d) as f64;
+        total += crate::host_reads::scalar(sum) / (steps(data, chunk) * d) as f64;
         batches += 1;
     }
     total / batches as f64
@@ -214,10 +214,7 @@ fn predict<B: Backend>(
             x.extend(upper_triangle(a, n));
         }
         let x = Tensor::<B, 3>::from_data(TensorData::new(x, [chunk.len(), 1, d]), device);
-        let y = model
-            .forward(x)
-            .clamp_min(0.0)
-            .into_data()
+        let y = crate::host_reads::data(model.forward(x).clamp_min(0.0))
             .convert::<f32>()
             .to_vec::<f32>()
             .unwrap_or_default();

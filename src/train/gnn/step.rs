@@ -92,12 +92,19 @@ fn innovation_params<B: Backend>(model: &ClgOde<B>) -> [ParamId; 4] {
     ]
 }
 
-/// L2 norm of gradients summed over ranks.
+/// L2 norm of gradients summed over ranks. One process sums the squares on the device (one
+/// read); several ranks must add their gradients first, so they read them all.
 fn global_norm<B: AutodiffBackend>(
     model: &ClgOde<B>,
     grads: &GradientsParams,
     comm: &dyn Collective,
 ) -> Result<f64> {
+    if comm.size() == 1 {
+        return Ok(ddp::grad_square_sums(model, grads)
+            .iter()
+            .sum::<f64>()
+            .sqrt());
+    }
     let mut flat = ddp::flatten_grads(model, grads).flat;
     comm.all_reduce_sum_f32(&mut flat)?;
     Ok(flat

@@ -85,17 +85,13 @@ fn eval_sums<B: Backend>(
         let x = Tensor::<B, 4>::from_data(TensorData::new(x, [len, 1, 28, 28]), device);
         let yt = Tensor::<B, 1, Int>::from_data(TensorData::new(y.clone(), [len]), device);
         let logits = model.forward(x);
-        let loss: f64 = loss_fn
-            .forward(logits.clone(), yt)
-            .into_data()
+        let loss: f64 = crate::host_reads::data(loss_fn.forward(logits.clone(), yt))
             .convert::<f64>()
             .to_vec::<f64>()
             .map(|v| v[0])
             .unwrap_or(f64::NAN);
         loss_sum += loss * len as f64;
-        let pred = logits
-            .argmax(1)
-            .into_data()
+        let pred = crate::host_reads::data(logits.argmax(1))
             .convert::<i64>()
             .to_vec::<i64>()
             .unwrap_or_default();

@@ -1,6 +1,7 @@
 //! `trainer train-mnist`: the MNIST CNN as a job of the training engine.
 //!
-//! Determinism: weights are initialised from `B::seed(seed)`; epoch `e` shuffles with a ChaCha8
+//! Determinism: weights are initialised from the seed on the CPU, for every backend alike
+//! ([`params::init_seeded`](crate::toolbox::params::init_seeded)); epoch `e` shuffles with a ChaCha8
 //! generator seeded from `(seed, e)`; dropout draws from the backend generator re-seeded from
 //! `(seed, global step, rank)` before every step. The whole random state is therefore
 //! `(seed, epoch, step)`, which the checkpoint stores, and a resumed run continues exactly.
@@ -106,7 +107,7 @@ fn to_tensors<B: Backend>(
 }
 
 fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
-    t.into_data()
+    crate::host_reads::data(t)
         .convert::<f64>()
         .to_vec::<f64>()
         .map(|v| v[0])
@@ -175,8 +176,13 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
     }
 
     fn init_model(&self, _stage: usize, device: &B::Device) -> Result<MnistCnn<B>> {
-        B::seed(device, self.settings.seed);
-        Ok(MnistCnn::new(device, !self.settings.no_dropout))
+        let dropout = !self.settings.no_dropout;
+        crate::toolbox::params::init_seeded(
+            self.settings.seed,
+            device,
+            || MnistCnn::new(device, dropout),
+            |cpu| MnistCnn::new(cpu, dropout),
+        )
     }
 
     fn step(&mut self, model: &MnistCnn<B>, b: &Batch<'_, B>) -> Result<StepOut<LossSums>> {

@@ -34,20 +34,32 @@ pub fn forward<B: Backend>(
 
     let recon = reconstruction(obj, x, &d, &pt, &counts, &weighted, &mut sums, device);
     dynamics(x, &d, &mut sums);
-    let topo_raw = topology_term(obj, x, &pt, &mut sums);
+    let topo = topology_term(obj, x, &pt, &mut sums);
     let q_means = innovation_terms(obj, x, &d, epoch, &mut sums);
 
-    // Host values: every sum in one read, then the statistics.
+    // Host values in one read (one sync on a GPU): every sum, the topology's raw values, the
+    // edge logits of the diagnostics; then the statistics.
+    let logit = d.conn.logit.detach();
+    let logit_len = logit.shape().num_elements();
+    let raw_rows = topo.as_ref().map_or(0, |(rows, _)| rows.len());
     let parts: Vec<Tensor<B, 1>> = sums
         .iter()
         .map(|(_, t)| t.clone())
         .chain([recon.l_x.sum(), recon.l_e.sum(), recon.l_w.sum()])
+        .chain(topo.as_ref().map(|(_, raw)| raw.clone()))
+        .chain([logit.reshape([logit_len])])
         .map(|t| t.detach())
         .collect();
-    let values: Vec<f64> = host(Tensor::cat(parts, 0))
-        .into_iter()
-        .map(f64::from)
-        .collect();
+    let all = host(Tensor::cat(parts, 0));
+    let (head, logit) = all.split_at(all.len() - logit_len);
+    let (head, raw) = head.split_at(head.len() - raw_rows);
+    let values: Vec<f64> = head.iter().map(|&v| f64::from(v)).collect();
+    let mut topo_raw = vec![0.0f64; x.n_preds()];
+    if let Some((rows, _)) = &topo {
+        for (&q, &v) in rows.iter().zip(raw) {
+            topo_raw[q] = v as f64;
+        }
+    }
     let p = x.n_preds() as f64;
     let mut stats = Stats::default();
     for (i, term) in Term::ALL.into_iter().enumerate() {
@@ -64,13 +76,7 @@ pub fn forward<B: Backend>(
         stats.add(Stat::NewQMean, qm, 1.0);
         stats.add(Stat::NewKeptMean, kept as f64, 1.0);
     }
-    diagnostics_into(
-        &mut stats,
-        x,
-        &host(d.conn.logit.detach()),
-        &y,
-        obj.cfg.compute_mask_auprc,
-    );
+    diagnostics_into(&mut stats, x, logit, &y, obj.cfg.compute_mask_auprc);
     Forward {
         sums,
         stats,
@@ -197,17 +203,17 @@ fn dynamics<B: Backend>(x: &ObjectiveInput, d: &Decoded<B>, sums: &mut PerTerm<T
 }
 
 /// The topology term: the raw loss of every prediction (weighted), normalised by the scale,
-/// summed. Returns the raw values (0 where a target has no thresholds).
+/// summed. Returns the predictions that have one (targets without thresholds have none) and
+/// their raw values, on the device (the caller reads them with the other statistics).
 fn topology_term<B: Backend>(
     obj: &Objective,
     x: &ObjectiveInput,
     pt: &PredTensors<B>,
     sums: &mut PerTerm<Tensor<B, 1>>,
-) -> Vec<f64> {
+) -> Option<(Vec<usize>, Tensor<B, 1>)> {
     let (n, p) = (x.n, x.n_preds());
-    let mut topo_raw = vec![0.0f64; p];
     if !obj.cfg.topo_on() {
-        return topo_raw;
+        return None;
     }
     let t = &obj.cfg.topology;
     let probes = obj
@@ -224,7 +230,7 @@ fn topology_term<B: Backend>(
         }
     }
     if rows.is_empty() {
-        return topo_raw;
+        return None;
     }
     // One prediction at a time: the backward pass of this loss holds several
     // [thresholds, N, N] temporaries, which would otherwise exist for all at once.
@@ -241,11 +247,9 @@ fn topology_term<B: Backend>(
         })
         .collect();
     let raw = Tensor::cat(raw, 0);
-    for (&q, v) in rows.iter().zip(host(raw.clone().detach())) {
-        topo_raw[q] = v as f64;
-    }
-    sums[Term::Topo] = topology::normalize(raw, obj.state.topo_scale, t.log_compress()).sum();
-    topo_raw
+    sums[Term::Topo] =
+        topology::normalize(raw.clone(), obj.state.topo_scale, t.log_compress()).sum();
+    Some((rows, raw))
 }
 
 /// The innovation family on the forecasts it acts on. Returns each such forecast's mean

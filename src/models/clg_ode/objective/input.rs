@@ -113,6 +113,7 @@ pub(crate) fn t3<B: Backend>(v: Vec<f32>, shape: [usize; 3], device: &B::Device)
 }
 
 /// A tensor's values on the host as f32.
+#[track_caller]
 pub(crate) fn host<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
-    t.into_data().convert::<f32>().to_vec().unwrap_or_default()
+    crate::host_reads::f32s(t)
 }
