@@ -422,3 +422,37 @@ fn train_gnn_on_wgpu_matches_the_same_run_on_flex() {
         "{rows}"
     );
 }
+
+/// The smallest op chain on which Burn 0.21's fusion is wrong (docs/burn-fusion-report.md):
+/// `d + dᵀ` for a column `d` `[4, 1]` (one tensor, read through two layouts in one fused
+/// element-wise kernel). The plain backend gives the outer sum exactly (small integers: no
+/// rounding anywhere); the fused one does not. Pinned both ways, so that a Burn upgrade that
+/// fixes fusion is noticed (then revisit `backend::wgpu::FUSION_DEFAULT`).
+#[test]
+fn fused_outer_sum_of_a_column_and_its_transpose_is_wrong() {
+    use burn::prelude::*;
+    use burn::tensor::TensorData;
+    use trainer::backend::wgpu::{Fused, Plain};
+
+    fn outer_sum<B: Backend>(device: &B::Device) -> Vec<f32> {
+        let d =
+            Tensor::<B, 2>::from_data(TensorData::new(vec![1.0f32, 2.0, 3.0, 4.0], [4, 1]), device);
+        (d.clone() + d.transpose()).into_data().to_vec().unwrap()
+    }
+    let expected: Vec<f32> = (1..=4)
+        .flat_map(|i| (1..=4).map(move |j| (i + j) as f32))
+        .collect();
+    let device = burn_wgpu::WgpuDevice::Cpu;
+    assert_eq!(
+        outer_sum::<Plain>(&device),
+        expected,
+        "plain CubeCL on wgpu"
+    );
+    let fused = outer_sum::<Fused>(&device);
+    assert_ne!(
+        fused, expected,
+        "Burn's fusion now computes d + dᵀ right: revisit backend::wgpu::FUSION_DEFAULT and \
+         docs/burn-fusion-report.md"
+    );
+    eprintln!("fused d + dᵀ: {fused:?} (expected {expected:?})");
+}
