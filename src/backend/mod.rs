@@ -107,14 +107,20 @@ impl BackendKind {
     pub fn cubecl_settings(self) -> Option<serde_json::Value> {
         match self {
             BackendKind::Cuda => Some(serde_json::json!({"fusion": false, "autotune": false})),
-            BackendKind::Wgpu => Some(serde_json::json!({
-                "fusion": wgpu::FUSION_DEFAULT,
+            BackendKind::Wgpu | BackendKind::WgpuFusion => Some(serde_json::json!({
+                "fusion": self.fused(),
                 "autotune": wgpu::AUTOTUNE,
             })),
-            BackendKind::WgpuFusion => {
-                Some(serde_json::json!({"fusion": true, "autotune": wgpu::AUTOTUNE}))
-            }
             _ => None,
+        }
+    }
+
+    /// Whether it runs under Burn's fusion.
+    pub fn fused(self) -> bool {
+        match self {
+            BackendKind::WgpuFusion => true,
+            BackendKind::Wgpu => wgpu::FUSION_DEFAULT,
+            _ => false,
         }
     }
 
@@ -238,7 +244,7 @@ fn wgpu_preflight(placement: Placement, log_prefix: &str) -> Result<serde_json::
     eprintln!(
         "{log_prefix} wgpu adapter {}{note} (fusion {})",
         adapter.describe(),
-        if placement.backend == BackendKind::WgpuFusion || wgpu::FUSION_DEFAULT {
+        if placement.backend.fused() {
             "on"
         } else {
             "off"
@@ -305,7 +311,7 @@ pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output
         #[cfg(feature = "wgpu")]
         (BackendKind::Wgpu | BackendKind::WgpuFusion, device) => {
             let (dev, _) = wgpu::select(device)?;
-            if placement.backend == BackendKind::WgpuFusion || wgpu::FUSION_DEFAULT {
+            if placement.backend.fused() {
                 job.run::<Autodiff<wgpu::Fused>>(dev, placement)
             } else {
                 job.run::<Autodiff<wgpu::Plain>>(dev, placement)
