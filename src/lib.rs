@@ -39,6 +39,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         print!("{toml}");
         return Ok(ExitCode::SUCCESS);
     }
+    if matches!(cli.command, Command::TrainMnist(_) | Command::TrainGnn(_)) {
+        // First thing, before MPI, data and checkpoint loading: a scheduler's signal (Slurm's
+        // `--signal=B:USR1@…`, a requeue, a preemption) can come while the job starts, and a
+        // signal with its default action would kill the process (exit 128+n) without a word.
+        // Caught here, it is answered at the first step boundary (checkpoint, exit 75/requeue).
+        toolbox::stop::install()?;
+    }
     match cli.command {
         Command::TrainMnist(args) => train::mnist::run(args.resolve()?),
         Command::TrainGnn(args) => train::gnn::run(args.resolve()?),

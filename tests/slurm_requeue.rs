@@ -2,6 +2,10 @@
 //! trainer checkpoints on USR1, requeues itself with `scontrol requeue`, the job comes back,
 //! resumes from the checkpoint and finishes with the same metrics as an uninterrupted run; the
 //! log (opened in append mode) holds every start.
+//!
+//! The signal can come while a (re)started job is still loading: CI once saw a restarted job
+//! die with 138 (128 + SIGUSR1) before the trainer had installed its handler. The trainer now
+//! installs it before anything else, and the batch shell traps before it starts the trainer.
 
 mod common;
 #[path = "common/slurm.rs"]
@@ -50,9 +54,10 @@ fn time_limit_signal_requeues_and_resumes_exactly() {
 #SBATCH --open-mode=append
 #SBATCH --output={log}
 echo "start restart=${{SLURM_RESTART_COUNT:-0}}"
+pid=""
+trap '[ -n "$pid" ] && kill -USR1 $pid' USR1
 {bin} train-mnist {args} --out {out} --resume auto --requeue &
 pid=$!
-trap 'kill -USR1 $pid' USR1
 wait $pid; rc=$?
 while kill -0 $pid 2>/dev/null; do wait $pid; rc=$?; done
 echo "trainer exit $rc"
