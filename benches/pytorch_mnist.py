@@ -4,7 +4,12 @@ time over wall time). For comparing the trainer's backends with
 PyTorch itself on the same cores:
 
     eval "$(scripts/setup-torch.sh)"   # PyTorch 2.9.0 venv
-    python benches/pytorch_mnist.py [DATA_DIR] [--steps 30] [--warmup 5] [--threads N] [--json]
+    python benches/pytorch_mnist.py [DATA_DIR] [--steps 30] [--warmup 5] [--threads N]
+        [--device cpu|cuda] [--json]
+
+On `--device cuda` the model and the data live on the GPU, the clock waits for the GPU
+(torch.cuda.synchronize) at both ends, and inference copies each batch's predictions to the host,
+as the trainer's does.
 
 `trainer bench mnist --pytorch PYTHON` runs this script (embedded in the binary) in the same
 run as its own backends and adds PyTorch's row to its table.
@@ -34,11 +39,20 @@ class Net(nn.Module):
         return self.fc2(x)
 
 
+def read_idx(data_dir, name):
+    """An IDX file's bytes, gzipped (`name.gz`) or raw, as the trainer reads them."""
+    path = os.path.join(data_dir, name)
+    if os.path.exists(path + ".gz"):
+        with gzip.open(path + ".gz") as f:
+            return f.read()
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def load(data_dir, n):
-    with gzip.open(os.path.join(data_dir, "train-images-idx3-ubyte.gz")) as f:
-        raw = f.read()
-    with gzip.open(os.path.join(data_dir, "train-labels-idx1-ubyte.gz")) as f:
-        lab = f.read()
+    raw = read_idx(data_dir, "train-images-idx3-ubyte")
+    lab = read_idx(data_dir, "train-labels-idx1-ubyte")
+    n = min(n, (len(raw) - 16) // 784)
     x = torch.frombuffer(bytearray(raw[16:16 + n * 784]), dtype=torch.uint8).float().view(n, 1, 28, 28)
     y = torch.frombuffer(bytearray(lab[8:8 + n]), dtype=torch.uint8).long()
     return ((x / 255.0) - 0.1307) / 0.3081, y
@@ -52,8 +66,13 @@ def main():
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--synthetic", action="store_true", help="random images instead of DATA_DIR")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     p.add_argument("--json", action="store_true", help="print one JSON line")
     a = p.parse_args()
+    dev = torch.device(a.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {a.device}: torch {torch.__version__} sees no CUDA device")
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     bs, total = a.batch_size, a.steps + a.warmup
@@ -61,34 +80,41 @@ def main():
         x, y = torch.randn(bs * total, 1, 28, 28), torch.randint(0, 10, (bs * total,))
     else:
         x, y = load(a.data_dir, bs * total)
-    model = Net()
+        reps = -(-bs * total // len(y))  # fewer images than steps need: wrap, as the trainer does
+        x, y = x.repeat(reps, 1, 1, 1)[:bs * total], y.repeat(reps)[:bs * total]
+    x, y = x.to(dev), y.to(dev)
+    model = Net().to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     model.train()
     for i in range(total):
         if i == a.warmup:
+            sync()
             t0, c0 = time.perf_counter(), time.process_time()
         xb, yb = x[i * bs:(i + 1) * bs], y[i * bs:(i + 1) * bs]
         opt.zero_grad()
         F.cross_entropy(model(xb), yb).backward()
         opt.step()
+    sync()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     train, train_threads = bs * a.steps / wall, cpu / wall
     model.eval()
     with torch.no_grad():
         for i in range(total):
             if i == a.warmup:
+                sync()
                 t0, c0 = time.perf_counter(), time.process_time()
-            model(x[i * bs:(i + 1) * bs]).argmax(1)
+            model(x[i * bs:(i + 1) * bs]).argmax(1).cpu()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     infer, infer_threads = bs * a.steps / wall, cpu / wall
     if a.json:
-        print(json.dumps({"torch": torch.__version__, "threads": a.threads,
+        print(json.dumps({"torch": torch.__version__, "threads": a.threads, "device": str(dev),
+                          "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
                           "interop_threads": torch.get_num_interop_threads(),
                           "train_img_per_s": train, "infer_img_per_s": infer,
                           "train_threads_used": train_threads,
                           "infer_threads_used": infer_threads}))
     else:
-        print(f"pytorch {torch.__version__} threads {a.threads}: train {train:.1f} img/s "
+        print(f"pytorch {torch.__version__} on {dev}, threads {a.threads}: train {train:.1f} img/s "
               f"({train_threads:.2f} cores busy), infer {infer:.1f} img/s ({infer_threads:.2f})")
 
 

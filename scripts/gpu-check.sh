@@ -2,7 +2,8 @@
 # One-shot GPU check: everything CUDA the trainer does, on one GPU machine, in one go.
 #
 #   scripts/gpu-check.sh [--bin PATH] [--features-bin PATH] [--libtorch DIR] [--data-dir DIR]
-#                        [--out FILE] [--work DIR]
+#                        [--out FILE] [--work DIR] [--no-tch] [--no-nccl] [--cuda-tests BIN]
+#                        [--pytorch PYTHON]
 #
 #   --bin           the default release binary (target/release/trainer)
 #   --features-bin  a `--features tch,cuda,mpi` release binary (target/features/release/trainer,
@@ -11,6 +12,13 @@
 #   --data-dir DIR  MNIST-format IDX files (default: Debian's Fashion-MNIST if installed, else
 #                   a small synthetic set written here)
 #   --out FILE      the JSON report (default gpu-check.json)
+#   --no-tch        the features binary has no tch (a `--features cuda` build: a GPU machine
+#                   without PyTorch 2.9.0's LibTorch): skip mnist-tch
+#   --no-nccl       the features binary has no mpi: skip the NCCL all-reduce
+#   --cuda-tests BIN  also run this tests/backend_cuda.rs binary (`cargo test --release
+#                   --features cuda --test backend_cuda --no-run` prints it): cuda and
+#                   cuda-fusion against flex, step by step (TRAINER_REQUIRE_GPU=1)
+#   --pytorch PYTHON  bench with PyTorch on the CPU and on the GPU in the same run
 #
 # Steps, in order; the first failure stops the script with that step's exit code and names it:
 #   nvrtc            find libnvrtc as cudarc will: the binary's CUDA 12.8 bindings look for
@@ -24,7 +32,10 @@
 #   mnist-cuda       train-mnist, 1 epoch, --backend cuda --device cuda
 #   mnist-tch        train-mnist, 1 epoch, --backend tch --device cuda
 #   gnn-cuda         train-gnn, 2 epochs on a synthetic cohort, --backend cuda --device cuda
-#   bench            trainer bench mnist: every compiled backend and device (CPU vs GPU)
+#   cuda-tests       (with --cuda-tests) the agreement tests on the GPU
+#   bench            trainer bench mnist: flex, cuda, cuda-fusion (CPU vs GPU; PyTorch on both
+#                    with --pytorch), 3 interleaved rounds
+#   bench-gnn        trainer bench gnn: CLG-ODE seconds per epoch, flex vs cuda vs cuda-fusion
 #   mig-pick         trainer mig-pick, a dry run: 0 (a free slice), 20 (MIG off) or 21 (all busy)
 set -uo pipefail
 
@@ -34,6 +45,10 @@ LIBTORCH=""
 DATA=""
 OUT=gpu-check.json
 WORK=""
+TCH=1
+NCCL=1
+CUDA_TESTS=""
+PYTORCH=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) BIN=$2; shift 2 ;;
@@ -42,6 +57,10 @@ while [ $# -gt 0 ]; do
     --data-dir) DATA=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
+    --no-tch) TCH=0; shift ;;
+    --no-nccl) NCCL=0; shift ;;
+    --cuda-tests) CUDA_TESTS=$2; shift 2 ;;
+    --pytorch) PYTORCH=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -135,7 +154,7 @@ judge doctor 0 "$rc" "$BIN doctor --require-gpu --json" "$WORK/doctor.log"
 
 # --- the features binary: tch + cuda (+ mpi for NCCL) ----------------------------------------
 [ -x "$FBIN" ] || { STEPS="${STEPS:+$STEPS,}{\"name\":\"features-bin\",\"ok\":false,\"command\":$(jstr "$FBIN")}"; write_report features-bin 1; echo "gpu-check: FAILED at step 'features-bin': $FBIN is not an executable" >&2; exit 1; }
-step doctor-features 0 env TRAINER_CHECK_NCCL=1 "$FBIN" doctor --require-gpu
+step doctor-features 0 env TRAINER_CHECK_NCCL=$NCCL "$FBIN" doctor --require-gpu
 
 if [ -z "$DATA" ]; then
   if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
@@ -155,13 +174,20 @@ EXTRA="$EXTRA\"data_dir\":$(jstr "$DATA"),"
 
 MNIST=(train-mnist --data-dir "$DATA" --epochs 1 --limit-train 2000 --limit-test 500)
 step mnist-cuda 0 "$FBIN" "${MNIST[@]}" --backend cuda --device cuda --out "$WORK/mnist-cuda"
-step mnist-tch 0 "$FBIN" "${MNIST[@]}" --backend tch --device cuda --out "$WORK/mnist-tch"
+[ "$TCH" = 1 ] && step mnist-tch 0 "$FBIN" "${MNIST[@]}" --backend tch --device cuda --out "$WORK/mnist-tch"
 step synth-cohort 0 "$FBIN" synth-connectome --subjects 20 --nodes 100 --seed 1 --out "$WORK/cohort"
 step gnn-cuda 0 "$FBIN" train-gnn --sc-dir "$WORK/cohort/sc" --morph-root "$WORK/cohort/morph" \
   --subject-info-csv "$WORK/cohort/subject_info_sc.csv" --results-dir "$WORK/gnn" \
   --cv-fold 0 --max-epochs 2 --backend cuda --device cuda
-step bench 0 "$FBIN" bench mnist --data-dir "$DATA" --steps 20 --json "$WORK/bench.json"
+if [ -n "$CUDA_TESTS" ]; then
+  step cuda-tests 0 env TRAINER_REQUIRE_GPU=1 "$CUDA_TESTS" --test-threads 1 --nocapture
+fi
+step bench 0 "$FBIN" bench mnist --data-dir "$DATA" --steps 20 --rounds 3 \
+  --backends flex,cuda,cuda-fusion ${PYTORCH:+--pytorch "$PYTORCH"} --json "$WORK/bench.json"
 [ -s "$WORK/bench.json" ] && EXTRA="$EXTRA\"bench\":$(tr -d '\n' <"$WORK/bench.json"),"
+step bench-gnn 0 "$FBIN" bench gnn --subjects 20 --nodes 200 --backends flex,cuda,cuda-fusion \
+  --json "$WORK/bench-gnn.json"
+[ -s "$WORK/bench-gnn.json" ] && EXTRA="$EXTRA\"bench_gnn\":$(tr -d '\n' <"$WORK/bench-gnn.json"),"
 step mig-pick "0 20 21" "$FBIN" mig-pick
 
 write_report "" 0

@@ -1,229 +1,20 @@
 //! The `wgpu` backend (feature `wgpu`: Burn's CubeCL kernels, the family `cuda` runs) executed
 //! on Mesa's software Vulkan driver (lavapipe, `scripts/setup-vulkan.sh`), against `flex`.
 //!
-//! Same initial weights: every case first trains one step on `flex` and stops (checkpoint);
-//! then `flex`, `wgpu` and `wgpu-fusion` (Burn's fusion) each resume from that one checkpoint file into their
-//! own run directory and take [`STEPS`] more steps on the same batches (the data order and the
-//! augmentation are drawn on the host, from the seed). Compared: every step's loss
-//! (`steps.csv`) and every model weight of the final checkpoints. The table is printed.
-//!
-//! Tolerances. What differs is only how each backend sums in f32: reductions and matmuls in
-//! other orders and tile shapes (lavapipe runs CubeCL's shaders through LLVM, with its own
-//! SIMD width), `exp`/`log` approximations of another math library (a few ulps). Each op is
-//! then within ~1e-6 relative of the other; over a few Adam steps that stays ~1e-5 in the
-//! losses (Adam divides by √v, so a relative gradient error becomes the same relative step
-//! error, it is not amplified), except where a gradient is ~0: there the sign of m/√v can flip
-//! and that weight moves by up to 2·lr per step on one side only. Hence:
-//! - losses within [`LOSS_BOUND`] = 1e-3 relative (a wrong op, a wrong gradient or a batch
-//!   read differently moves a loss by percents within a step or two);
-//! - weights within [`WEIGHT_BOUND`] = 2·lr·steps absolute, the sign-flip case, which no
-//!   correct run exceeds, while a wrong gradient that Adam follows for a few steps does not
-//!   stay inside it for most weights, and the losses catch the rest.
+//! The cases, the comparison and its tolerances (with their reasons) are in
+//! `tests/common/agreement.rs`, shared with `tests/backend_cuda.rs`.
 //!
 //! `--model gcn` draws its dropout masks from the backend's own RNG (a Bernoulli per backend),
 //! so its trajectories differ by design: a gcn checkpoint is compared through `eval-gnn`
 //! (dropout off) instead, and its training on wgpu must run and produce finite losses.
 #![cfg(feature = "wgpu")]
 
+#[path = "common/agreement.rs"]
+mod agreement;
 mod common;
 
-use std::path::{Path, PathBuf};
-
+use agreement::*;
 use common::*;
-use trainer::toolbox::checkpoint::Checkpoint;
-
-/// Steps compared after the common first step.
-const STEPS: usize = 4;
-/// See the module doc.
-const LOSS_BOUND: f64 = 1e-3;
-
-/// `2·lr·STEPS`: the most a weight with a near-zero gradient can drift apart under Adam.
-fn weight_bound(lr: f64) -> f64 {
-    2.0 * lr * STEPS as f64
-}
-
-/// One comparison: a command line without its output and backend flags.
-struct Case {
-    name: &'static str,
-    args: Vec<String>,
-    lr: f64,
-    /// Where `steps.csv` and the checkpoint of a run named `run` are.
-    run_dir: fn(&Path, &str) -> PathBuf,
-    /// The flags that name a run `run`.
-    out_flags: fn(&str) -> Vec<String>,
-}
-
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
-
-fn mnist_case() -> Case {
-    let data = fashion_dir();
-    let mut args = strings(&[
-        "train-mnist",
-        "--data-dir",
-        data.to_str().unwrap(),
-        // Small: lavapipe runs this CNN at a few images per second.
-        "--limit-train",
-        "256",
-        "--limit-test",
-        "50",
-        "--batch-size",
-        "8",
-        "--seed",
-        "5",
-        // Dropout draws its masks from the backend's RNG: off, so both see one network.
-        "--no-dropout",
-    ]);
-    args.extend(strings(&["--epochs", "1"]));
-    Case {
-        name: "mnist-cnn",
-        args,
-        // train-mnist's default --lr.
-        lr: 1e-3,
-        run_dir: |root, run| root.join(run),
-        out_flags: |run| strings(&["--out", run]),
-    }
-}
-
-fn gnn_case(name: &'static str, extra: &[&str]) -> Case {
-    let mut args = strings(&[
-        "train-gnn",
-        "--sc_dir",
-        "cohort/sc",
-        "--morph_root",
-        "cohort/morph",
-        "--subject_info_csv",
-        "cohort/subject_info_sc.csv",
-        "--results_dir",
-        "results",
-        "--cv_fold",
-        "0",
-        "--max_epochs",
-        "3",
-        "--latent_dim",
-        "8",
-        "--hidden_dim",
-        "16",
-        "--solver_steps",
-        "2",
-        "--learning_rate",
-        "1e-3",
-        "--batch-size",
-        "4",
-        "--log-every-secs",
-        "1000",
-    ]);
-    args.extend(strings(extra));
-    Case {
-        name,
-        args,
-        lr: 1e-3,
-        run_dir: |root, run| root.join("results/runs").join(run),
-        out_flags: |run| strings(&["--run_name", run]),
-    }
-}
-
-/// The gap between two runs of one case.
-#[derive(Debug)]
-struct Gap {
-    loss_rel: f64,
-    weight_abs: f64,
-    weight_scale: f64,
-}
-
-fn run(root: &Path, case: &Case, run: &str, extra: &[String]) -> std::process::Output {
-    let mut args = case.args.clone();
-    args.extend((case.out_flags)(run));
-    args.extend(extra.iter().cloned());
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    run_in(root, &refs)
-}
-
-fn step_losses(dir: &Path) -> Vec<f64> {
-    let text = std::fs::read_to_string(dir.join("steps.csv"))
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    text.lines()
-        .skip(1)
-        .map(|l| l.split(',').nth(2).unwrap().parse().unwrap())
-        .collect()
-}
-
-fn model_weights(dir: &Path) -> Vec<(String, Vec<f32>)> {
-    let c = Checkpoint::load(&dir.join("checkpoints/last.safetensors")).unwrap();
-    c.floats
-        .into_iter()
-        .filter(|(k, _)| k.starts_with("model."))
-        .map(|(k, t)| (k, t.data))
-        .collect()
-}
-
-fn gap(a: &Path, b: &Path) -> Gap {
-    let (la, lb) = (step_losses(a), step_losses(b));
-    assert_eq!(la.len(), lb.len(), "{} vs {}", a.display(), b.display());
-    let loss_rel = la
-        .iter()
-        .zip(&lb)
-        .map(|(x, y)| (x - y).abs() / x.abs().max(1e-12))
-        .fold(0.0, f64::max);
-    let (wa, wb) = (model_weights(a), model_weights(b));
-    assert_eq!(wa.len(), wb.len());
-    let (mut weight_abs, mut weight_scale) = (0.0f64, 0.0f64);
-    for ((ka, va), (kb, vb)) in wa.iter().zip(&wb) {
-        assert_eq!(ka, kb);
-        for (x, y) in va.iter().zip(vb) {
-            weight_abs = weight_abs.max((x - y).abs() as f64);
-            weight_scale = weight_scale.max(x.abs() as f64);
-        }
-    }
-    Gap {
-        loss_rel,
-        weight_abs,
-        weight_scale,
-    }
-}
-
-/// Trains the common first step on flex, then [`STEPS`] steps on each backend; returns the
-/// gaps of `wgpu` and `wgpu-fusion` to `flex`.
-fn compare(root: &Path, case: &Case) -> [(String, Result<Gap, String>); 2] {
-    let base = format!("{}-base", case.name);
-    let o = run(root, case, &base, &strings(&["--stop-after-steps", "1"]));
-    assert_eq!(o.status.code(), Some(75), "{}: {}", case.name, stderr(&o));
-    let ckpt = (case.run_dir)(root, &base).join("checkpoints/last.safetensors");
-    let cont = |backend: &str| {
-        let name = format!("{}-{backend}", case.name);
-        let extra = strings(&[
-            "--resume",
-            ckpt.to_str().unwrap(),
-            "--backend",
-            backend,
-            "--stop-after-steps",
-            &STEPS.to_string(),
-            "--log-steps",
-        ]);
-        let o = run(root, case, &name, &extra);
-        match o.status.code() {
-            Some(75) => Ok((case.run_dir)(root, &name)),
-            _ => Err(format!("{backend} exited {:?}: {}", o.status, stderr(&o))),
-        }
-    };
-    let flex = cont("flex").unwrap_or_else(|e| panic!("{}: {e}", case.name));
-    ["wgpu", "wgpu-fusion"].map(|backend| {
-        let gap = cont(backend).map(|dir| gap(&flex, &dir));
-        (backend.to_string(), gap)
-    })
-}
-
-/// Why `gap` is outside the bounds, if it is.
-fn outside(case: &Case, backend: &str, gap: &Gap) -> Option<String> {
-    (gap.loss_rel > LOSS_BOUND || gap.weight_abs > weight_bound(case.lr)).then(|| {
-        format!(
-            "{} on {backend}: {gap:?} (bounds: loss {LOSS_BOUND:e} relative, weights {:e})",
-            case.name,
-            weight_bound(case.lr)
-        )
-    })
-}
 
 /// The agreement table: `wgpu` and `wgpu-fusion` must both be within the bounds on every
 /// training step compared here (fusion's error is in the GCN's evaluation forward pass:
@@ -233,7 +24,8 @@ fn wgpu_follows_flex_step_by_step() {
     let t = tempfile::tempdir().unwrap();
     synth_cohort(t.path(), 12, 16, 3);
     let cases = [
-        mnist_case(),
+        // Small: lavapipe runs this CNN at a few images per second.
+        mnist_case(256),
         gnn_case("clg-ode", &[]),
         gnn_case("clg-ode-residual", &["--preset", "residual"]),
         gnn_case(
@@ -246,30 +38,8 @@ fn wgpu_follows_flex_step_by_step() {
         ),
         gnn_case("vector-lstm", &["--model", "vector-lstm"]),
     ];
-    let mut table = String::from(
-        "| case | backend | max rel. loss gap | max weight gap | largest weight |\n|---|---|---|---|---|\n",
-    );
-    let mut failures = Vec::new();
-    for case in &cases {
-        for (backend, gap) in compare(t.path(), case) {
-            match gap {
-                Ok(g) => {
-                    let row = format!(
-                        "| {} | {backend} | {:.1e} | {:.1e} | {:.2} |\n",
-                        case.name, g.loss_rel, g.weight_abs, g.weight_scale
-                    );
-                    eprint!("{row}");
-                    table.push_str(&row);
-                    failures.extend(outside(case, &backend, &g));
-                }
-                Err(e) => {
-                    table.push_str(&format!("| {} | {backend} | failed | | |\n", case.name));
-                    failures.push(format!("{}: {e}", case.name));
-                }
-            }
-        }
-    }
-    eprintln!("{table}");
+    let (table, failures) =
+        agreement_table(t.path(), &cases, &[("wgpu", &[]), ("wgpu-fusion", &[])]);
     assert!(failures.is_empty(), "{failures:#?}\n{table}");
 }
 
@@ -307,27 +77,6 @@ fn doctor_lists_the_software_adapter_and_gpu_is_refused_without_one() {
         err.contains("GPU adapter") && err.contains("llvmpipe"),
         "{err}"
     );
-}
-
-/// Every float of `got.model` within [`LOSS_BOUND`] relative of `want.model` (`test_metrics.json`
-/// / eval-gnn's `metrics.json`); returns how many were compared.
-fn same_model_metrics(want: &serde_json::Value, got: &serde_json::Value, what: &str) -> usize {
-    let mut compared = 0;
-    for (key, a) in want["model"].as_object().expect("model metrics") {
-        let (Some(a), Some(b)) = (a.as_f64(), got["model"][key].as_f64()) else {
-            continue;
-        };
-        compared += 1;
-        let rel = (a - b).abs() / a.abs().max(1e-6);
-        assert!(rel <= LOSS_BOUND, "{what}: {key}: {a} vs {b} ({rel:e})");
-    }
-    assert!(compared >= 3, "{what}: no metrics compared: {want}");
-    compared
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
 }
 
 /// A whole `train-gnn` run on wgpu writes its run directory, records the adapter and Burn's

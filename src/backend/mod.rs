@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{BACKEND_UNAVAILABLE, ExitError};
 
+pub mod cuda;
 mod device;
 pub mod fast_cpu;
 #[cfg(feature = "tch")]
@@ -62,6 +63,9 @@ pub enum BackendKind {
     TchPlain,
     /// CubeCL CUDA (cargo feature `cuda`).
     Cuda,
+    /// The cuda backend under Burn's fusion (for comparisons and tests: see `backend::cuda`).
+    #[value(hide = true)]
+    CudaFusion,
     /// CubeCL on Vulkan/Metal/DX12 through wgpu (cargo feature `wgpu`): `--device gpu[:N]` for
     /// a GPU adapter, `--device cpu` for a software one (Mesa's lavapipe).
     Wgpu,
@@ -78,6 +82,7 @@ impl BackendKind {
             BackendKind::Tch => "tch",
             BackendKind::TchPlain => "tch-plain",
             BackendKind::Cuda => "cuda",
+            BackendKind::CudaFusion => "cuda-fusion",
             BackendKind::Wgpu => "wgpu",
             BackendKind::WgpuFusion => "wgpu-fusion",
         }
@@ -88,7 +93,7 @@ impl BackendKind {
         match self {
             BackendKind::Flex | BackendKind::FlexPlain => true,
             BackendKind::Tch | BackendKind::TchPlain => cfg!(feature = "tch"),
-            BackendKind::Cuda => cfg!(feature = "cuda"),
+            BackendKind::Cuda | BackendKind::CudaFusion => cfg!(feature = "cuda"),
             BackendKind::Wgpu | BackendKind::WgpuFusion => cfg!(feature = "wgpu"),
         }
     }
@@ -98,7 +103,7 @@ impl BackendKind {
         match self {
             BackendKind::Flex | BackendKind::FlexPlain => "(always built)",
             BackendKind::Tch | BackendKind::TchPlain => "tch",
-            BackendKind::Cuda => "cuda",
+            BackendKind::Cuda | BackendKind::CudaFusion => "cuda",
             BackendKind::Wgpu | BackendKind::WgpuFusion => "wgpu",
         }
     }
@@ -106,8 +111,10 @@ impl BackendKind {
     /// Burn's fusion and autotune as this backend runs them (recorded in `run_meta.json`).
     pub fn cubecl_settings(self) -> Option<serde_json::Value> {
         match self {
-            BackendKind::Cuda => Some(serde_json::json!({"fusion": false, "autotune": false})),
-            BackendKind::Wgpu | BackendKind::WgpuFusion => Some(serde_json::json!({
+            BackendKind::Cuda
+            | BackendKind::CudaFusion
+            | BackendKind::Wgpu
+            | BackendKind::WgpuFusion => Some(serde_json::json!({
                 "fusion": self.fused(),
                 "autotune": wgpu::AUTOTUNE,
             })),
@@ -118,8 +125,9 @@ impl BackendKind {
     /// Whether it runs under Burn's fusion.
     pub fn fused(self) -> bool {
         match self {
-            BackendKind::WgpuFusion => true,
+            BackendKind::WgpuFusion | BackendKind::CudaFusion => true,
             BackendKind::Wgpu => wgpu::FUSION_DEFAULT,
+            BackendKind::Cuda => cuda::FUSION_DEFAULT,
             _ => false,
         }
     }
@@ -187,7 +195,7 @@ pub fn resolve(backend: Option<BackendKind>, device: DeviceSpec) -> Result<Place
             "the flex backend runs on the CPU only: use --backend cuda or --backend tch with \
              --device cuda",
         )),
-        (BackendKind::Cuda, DeviceSpec::Cpu) => Err(unavailable(
+        (BackendKind::Cuda | BackendKind::CudaFusion, DeviceSpec::Cpu) => Err(unavailable(
             "the cuda backend needs a GPU: pass --device cuda[:N], or use --backend flex on CPU",
         )),
         _ => Ok(Placement { backend, device }),
@@ -304,9 +312,13 @@ pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output
             }
         }
         #[cfg(feature = "cuda")]
-        (BackendKind::Cuda, DeviceSpec::Cuda(i)) => {
-            use burn::backend::cuda::{Cuda, CudaDevice};
-            job.run::<Autodiff<Cuda>>(CudaDevice::new(i), placement)
+        (BackendKind::Cuda | BackendKind::CudaFusion, DeviceSpec::Cuda(i)) => {
+            let dev = burn_cuda::CudaDevice::new(i);
+            if placement.backend.fused() {
+                job.run::<Autodiff<cuda::Fused>>(dev, placement)
+            } else {
+                job.run::<Autodiff<cuda::Plain>>(dev, placement)
+            }
         }
         #[cfg(feature = "wgpu")]
         (BackendKind::Wgpu | BackendKind::WgpuFusion, device) => {

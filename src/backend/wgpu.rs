@@ -15,8 +15,9 @@
 //! `tests/backend_wgpu.rs`: the plain backend follows `flex` on every model; the fused one does
 //! on every training step compared, but scores a `--model gcn` checkpoint wrongly
 //! (docs/burn-fusion-report.md).
-//! Autotune is not compiled (as for `cuda`): its kernels are chosen by timing, so its results
-//! depend on the machine's load, and a run would not repeat itself.
+//! Autotune is the cargo feature `autotune`, off by default (as for `cuda`): its kernels are
+//! chosen by timing, so its results depend on the machine's load, and a run would not repeat
+//! itself.
 
 use serde::Serialize;
 
@@ -27,8 +28,9 @@ use serde::Serialize;
 /// without fusion too: its fused kernels go through the same fusion planner.
 pub const FUSION_DEFAULT: bool = false;
 
-/// Whether Burn's autotune is compiled into the CubeCL backends of this binary.
-pub const AUTOTUNE: bool = false;
+/// Whether Burn's autotune is compiled into the CubeCL backends (cuda, wgpu) of this binary
+/// (cargo feature `autotune`).
+pub const AUTOTUNE: bool = cfg!(feature = "autotune");
 
 /// One adapter wgpu sees, as `trainer doctor` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

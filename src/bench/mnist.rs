@@ -203,6 +203,15 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let mut all = contenders(&args.backends);
     if args.pytorch.is_some() {
         all.push(Contender::new("pytorch", "cpu", None));
+        // PyTorch on the GPU too when one of ours runs there: each row is compared with PyTorch
+        // on its own kind of device.
+        if let Some(gpu) = all
+            .iter()
+            .filter_map(|c| c.placement)
+            .find(|p| p.device.is_cuda() && !p.backend.name().starts_with("wgpu"))
+        {
+            all.push(Contender::new("pytorch", &gpu.device.to_string(), None));
+        }
     }
     let n = all.len();
     for round in 0..args.rounds {
@@ -226,7 +235,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             let result = match (c.placement, &args.pytorch) {
                 (Some(p), _) => backend::dispatch_checked(p, job),
                 (None, Some(python)) => {
-                    super::pytorch::run(python, &args, threads).map(|(m, label)| {
+                    super::pytorch::run(python, &args, threads, &c.device).map(|(m, label)| {
                         c.backend = label;
                         m
                     })
@@ -240,18 +249,27 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
     }
     let load_after = load_average();
-    let pytorch = all
-        .iter()
-        .find(|c| c.placement.is_none() && c.error.is_none() && !c.rounds.is_empty());
-    let reference = pytorch.map(|c| {
-        (
-            Spread::of(c.rounds.iter().map(|m| m.train.img_per_s)).median,
-            Spread::of(c.rounds.iter().map(|m| m.infer.img_per_s)).median,
-        )
-    });
+    // PyTorch's medians on the CPU and on the GPU: the reference of the rows on that kind.
+    let reference_on = |gpu: bool| {
+        all.iter()
+            .find(|c| {
+                c.placement.is_none()
+                    && (c.device != "cpu") == gpu
+                    && c.error.is_none()
+                    && !c.rounds.is_empty()
+            })
+            .map(|c| {
+                (
+                    Spread::of(c.rounds.iter().map(|m| m.train.img_per_s)).median,
+                    Spread::of(c.rounds.iter().map(|m| m.infer.img_per_s)).median,
+                )
+            })
+    };
+    let references = [reference_on(false), reference_on(true)];
     let rows: Vec<BenchRow> = all
         .into_iter()
         .map(|c| {
+            let reference = references[usize::from(c.device != "cpu")];
             let train: Vec<Rate> = c.rounds.iter().map(|m| m.train).collect();
             let infer: Vec<Rate> = c.rounds.iter().map(|m| m.infer).collect();
             let train = PhaseFigures::new(&train, reference.map(|r| r.0), floor.train_img_per_s);

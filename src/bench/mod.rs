@@ -26,12 +26,17 @@ pub fn selected_placements(wanted: &[BackendKind]) -> Vec<Result<Placement, Back
             });
         }
     }
-    // wgpu under Burn's fusion, on the adapter `wgpu` uses.
-    if let Some(wgpu) = candidates.iter().find(|p| p.backend == BackendKind::Wgpu) {
-        candidates.push(Placement {
-            backend: BackendKind::WgpuFusion,
-            device: wgpu.device,
-        });
+    // wgpu and cuda under Burn's fusion, on the device the plain backend uses.
+    for (plain, fused) in [
+        (BackendKind::Wgpu, BackendKind::WgpuFusion),
+        (BackendKind::Cuda, BackendKind::CudaFusion),
+    ] {
+        if let Some(p) = candidates.iter().find(|p| p.backend == plain) {
+            candidates.push(Placement {
+                backend: fused,
+                device: p.device,
+            });
+        }
     }
     let mut out = Vec::new();
     for kind in wanted {

@@ -13,8 +13,14 @@ use super::report::{Measure, Rate};
 
 const SCRIPT: &str = include_str!("../../benches/pytorch_mnist.py");
 
-/// One PyTorch round: the figures and the `pytorch <version>` label.
-pub fn run(python: &Path, args: &BenchArgs, threads: usize) -> Result<(Measure, String)> {
+/// One PyTorch round on `device` (`cpu` or `cuda:N`): the figures and the `pytorch <version>`
+/// label.
+pub fn run(
+    python: &Path,
+    args: &BenchArgs,
+    threads: usize,
+    device: &str,
+) -> Result<(Measure, String)> {
     let mut cmd = Command::new(python);
     cmd.arg("-");
     match &args.data_dir {
@@ -25,6 +31,7 @@ pub fn run(python: &Path, args: &BenchArgs, threads: usize) -> Result<(Measure, 
         .args(["--warmup", &args.warmup.to_string()])
         .args(["--batch-size", &args.batch_size.to_string()])
         .args(["--threads", &threads.to_string(), "--json"])
+        .args(["--device", device])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
