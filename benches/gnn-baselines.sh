@@ -2,6 +2,8 @@
 # The authors' comparison in one command: every forecaster on one cohort and split (fold 0),
 # each against the identity forecast ("the next scan equals this one") of the same test subjects:
 #   linear-drift    start scan + per-edge population drift × Δt (closed form)
+#   eb-drift        empirical Bayes: population trajectory + the subject's deviation shrunk by
+#                   its visit-to-visit persistence, × edge existence (closed form)
 #   vector-lstm     the reference's VectorLSTM baseline (its submit script's flags; --latent_dim H)
 #   gcn             the reference's GCN baseline (its submit script's flags)
 #   clg-ode         the reference's CLG-ODE defaults (original decoder, topology loss, GradNorm)
@@ -28,12 +30,13 @@ common=(--sc_dir "$cohort/sc" --morph_root "$cohort/morph"
   --subject_info_csv "$cohort/subject_info_sc.csv" --results_dir "$out" --cv_fold 0)
 declare -A flags=(
   [linear-drift]="--model linear-drift"
+  [eb-drift]="--model eb-drift"
   [vector-lstm]="--model vector-lstm --latent_dim ${LSTM_H:-512} --batch_size 4 --max_epochs $epochs --patience 10 --learning_rate 1e-4"
   [gcn]="--model gcn --hidden_dim ${GCN_H:-64} --batch_size 2 --max_epochs $epochs --patience 8 --learning_rate 1e-4"
   [clg-ode]="--max_epochs $epochs"
   [drift-residual]="--preset drift-residual --max_epochs $epochs"
 )
-order=(linear-drift vector-lstm gcn clg-ode drift-residual)
+order=(linear-drift eb-drift vector-lstm gcn clg-ode drift-residual)
 runs=()
 for v in "${order[@]}"; do
   name="baseline-$v"

@@ -119,6 +119,23 @@ impl GnnConfig {
                 "n_test": prep.test.len(),
             }),
         );
+        // Which subjects each part of the run saw, by id: a re-score or a reference
+        // implementation can take the same split without re-deriving it.
+        let ids = |subjects: &[usize]| -> Vec<&str> {
+            subjects
+                .iter()
+                .map(|&s| cohort.subjects[s].id.as_str())
+                .collect()
+        };
+        let folds: Vec<serde_json::Value> = prep
+            .folds
+            .iter()
+            .map(|f| json!({"fold": f.fold, "train": ids(&f.train), "val": ids(&f.val)}))
+            .collect();
+        row.insert(
+            "split".into(),
+            json!({"test": ids(&prep.test), "folds": folds}),
+        );
         row
     }
 }

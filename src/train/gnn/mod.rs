@@ -35,6 +35,7 @@ mod clg_ode;
 mod columns;
 pub mod config;
 mod drift;
+mod eb_drift;
 pub mod evaluate;
 pub mod fold_data;
 mod gcn;

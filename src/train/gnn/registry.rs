@@ -86,6 +86,10 @@ models! {
     ClgOde => super::clg_ode::ClgOdeModel,
     /// The start scan plus a per-edge drift × Δt (closed form).
     LinearDrift => super::drift::DriftModel,
+    /// Empirical Bayes: the population trajectory plus the subject's deviation shrunk by how
+    /// much it repeats between visits, times each edge's existence probability (closed form,
+    /// docs/eb-drift.md).
+    EbDrift => super::eb_drift::EbDriftModel,
     /// The reference's two-layer GCN baseline (gradient-trained, `--hidden-dim` channels).
     Gcn => super::gcn::GcnModel,
     /// The reference's VectorLSTM baseline (upper triangle → Linear → LSTM → Linear,

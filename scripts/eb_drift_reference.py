@@ -1,0 +1,540 @@
+#!/usr/bin/env python3
+"""Independent numpy reference of `train-gnn --model eb-drift` (docs/eb-drift.md).
+
+Fits the empirical-Bayes drift forecaster on a fold's training subjects and forecasts requested
+subjects from their first scan (visit 0) to a target age. `tests/gnn_eb_drift.rs` compares the
+Rust model (`src/models/eb_drift.rs`) with this script to 1e-6, so every step follows the
+specification literally, in float64.
+
+Usage:
+    python3 scripts/eb_drift_reference.py --sc-dir DIR --subject-info-csv CSV \
+        --train ID,ID,... --request ID:TARGET_AGE [--request ...] [--requests-file FILE] \
+        --out OUT.json
+
+Output JSON (written to a temporary file, then renamed):
+    {"params": {"a_bar", "k_g", "k_bins": [k_b per weight bin, bin order], "n_train_scans",
+                "n_pairs"},
+     "predictions": [{"subject", "start_age", "target_age",
+                      "matrix": N x N forecast weight expm1(y_hat), symmetric, zero diagonal}]}
+
+Cohort reading, as the Rust loader (src/data/connectome/{sc,naming,subjects,preprocess}.rs,
+dataset/load.rs):
+* `sc_dir/*.csv`, one dense N x N matrix per scan (comma separated, no header). The subject and
+  session come from the file name (`<subject>_<session>.csv`, the loader's parsing rules).
+  Cells are parsed as float64 and rounded to float32; `A_raw = (A + A.T) / 2` in float32 with a
+  zero diagonal, then converted to float64.
+* A subject's scans, ordered by (session rank, session string) with ranks baseline 0, 2-year 1,
+  4-year 2, 6-year 3, anything else 999 (file-name order among ties), are visits 0, 1, 2, ...
+* Ages from `subject_info_sc.csv`, looked up by its `scanid` column (`<subject>_<session>`, the
+  loader's join key; when the table has no `scanid` column, by `subid` + `_` + `sesid`). A
+  duplicated scanid: the last row wins. A scan with no row, an empty / NA / unparsable / non-finite
+  age gets its visit index (0, 1, 2, ...) as its age; that substituted age is used everywhere
+  (the mean age, mu_e(a), and the pairs' delta t, as the loader's `Scan::age` and `delta_t`).
+
+Choices where the specification leaves a case open (the Rust side must match):
+* Training subjects are processed in byte order of their ids (the loader's cohort order),
+  duplicates in --train ignored; the order only affects float summation.
+* Existence shrinkage: when m = 0 (clamped) and an edge of the bin has n = 0, (s + mP)/(n + m)
+  is 0/0; such an edge gets P (the bin's pooled rate, the limit m -> 0+ of the formula).
+* k_bins lists k_b for the B weight bins in bin order (empty when no edge has n+ > 0).
+
+Needs numpy only.
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+CANONICAL_SESSIONS = [
+    "ses-baselineYear1Arm1",
+    "ses-2YearFollowUpYArm1",
+    "ses-4YearFollowUpYArm1",
+    "ses-6YearFollowUpYArm1",
+]
+UNKNOWN_SESSION_RANK = 999
+SESSION_TOKENS = [
+    ("baselineYear1Arm1", CANONICAL_SESSIONS[0]),
+    ("BaselineYear1Arm1", CANONICAL_SESSIONS[0]),
+    ("baseline", CANONICAL_SESSIONS[0]),
+    ("2YearFollowUpYArm1", CANONICAL_SESSIONS[1]),
+    ("2_year_follow_up_y_arm_1", CANONICAL_SESSIONS[1]),
+    ("2year", CANONICAL_SESSIONS[1]),
+    ("4YearFollowUpYArm1", CANONICAL_SESSIONS[2]),
+    ("4_year_follow_up_y_arm_1", CANONICAL_SESSIONS[2]),
+    ("4year", CANONICAL_SESSIONS[2]),
+    ("6YearFollowUpYArm1", CANONICAL_SESSIONS[3]),
+    ("6_year_follow_up_y_arm_1", CANONICAL_SESSIONS[3]),
+    ("6year", CANONICAL_SESSIONS[3]),
+]
+NA_STRINGS = {
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+    "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+}
+
+MAX_BINS = 10
+EPS_DEN = 1e-12
+M_MAX = 1e6
+DT_MIN = 1e-3
+
+
+class CohortError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the cohort
+
+
+def session_rank(session):
+    try:
+        return CANONICAL_SESSIONS.index(session)
+    except ValueError:
+        return UNKNOWN_SESSION_RANK
+
+
+def infer_session(text):
+    for token, canonical in SESSION_TOKENS:
+        if token in text:
+            return canonical
+    return None
+
+
+def parse_subject_session(stem):
+    """Subject and session of an SC file's base name without `.csv` (the loader's rules)."""
+    pos = stem.find("_ses-")
+    if pos >= 0:
+        rest = stem[pos + len("_ses-"):]
+        nxt = rest.find("_ses-")
+        piece = rest if nxt < 0 else rest[:nxt]
+        return stem[:pos], "ses-" + piece
+    candidate = stem.split("_")[0]
+    if candidate.startswith("sub-"):
+        subject = candidate
+    else:
+        found = None
+        start = stem.find("sub-")
+        while start >= 0:
+            k = start + 4
+            while k < len(stem) and stem[k].isascii() and stem[k].isalnum():
+                k += 1
+            if k > start + 4:
+                found = stem[start:k]
+                break
+            start = stem.find("sub-", start + 4)
+        if found is not None:
+            subject = found
+        elif (candidate.startswith("NDARINV") and len(candidate) > 7
+              and all(c.isascii() and c.isalnum() for c in candidate[7:])):
+            subject = "sub-" + candidate
+        else:
+            subject = candidate
+    return subject, infer_session(stem) or ""
+
+
+def scan_id(subject, session):
+    return f"{subject}_{session}" if session else subject
+
+
+def list_sequences(sc_dir):
+    """{subject: [(scan_id, path), ...] in visit order} of the `.csv` files directly in sc_dir."""
+    files = []
+    for name in os.listdir(sc_dir):
+        path = os.path.join(sc_dir, name)
+        if not name.endswith(".csv") or not os.path.isfile(path):
+            continue
+        subject, session = parse_subject_session(name[: -len(".csv")])
+        if not subject:
+            raise CohortError(f"{path}: no subject id in the file name")
+        files.append((name, subject, session, path))
+    if not files:
+        raise CohortError(f"{sc_dir}: no SC matrix files (*.csv)")
+    files.sort(key=lambda f: f[0].encode())
+    seqs = {}
+    for name, subject, session, path in files:
+        seqs.setdefault(subject, []).append((session, scan_id(subject, session), path))
+    out = {}
+    for subject, scans in seqs.items():
+        scans.sort(key=lambda s: (session_rank(s[0]), s[0].encode()))  # stable
+        out[subject] = [(sid, path) for _, sid, path in scans]
+    return out
+
+
+def parse_float(cell):
+    cell = cell.strip()
+    if cell in NA_STRINGS:
+        return math.nan
+    if "_" in cell:  # Python accepts digit separators, Rust's f64 parser does not
+        return math.nan
+    try:
+        return float(cell)
+    except ValueError:
+        return math.nan
+
+
+def read_ages(path):
+    """{scan_id: age (float, possibly NaN)}; the last row of a duplicated scanid wins."""
+    ages = {}
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None:
+            raise CohortError(f"{path}: empty subject table")
+        header = [h.lstrip("\ufeff") for h in header]
+        if "age" not in header:
+            raise CohortError(f"{path}: no `age` column")
+        age_col = header.index("age")
+        scan_col = header.index("scanid") if "scanid" in header else None
+        if scan_col is None and not ("subid" in header and "sesid" in header):
+            raise CohortError(f"{path}: neither `scanid` nor `subid` + `sesid` columns")
+        sub_col = header.index("subid") if "subid" in header else None
+        ses_col = header.index("sesid") if "sesid" in header else None
+
+        def cell(row, col):
+            return row[col] if col is not None and col < len(row) else ""
+
+        for row in reader:
+            if scan_col is not None:
+                key = cell(row, scan_col).strip()
+            else:
+                key = scan_id(cell(row, sub_col).strip(), cell(row, ses_col).strip())
+            if key.strip() in NA_STRINGS:
+                continue
+            ages[key] = parse_float(cell(row, age_col))
+    return ages
+
+
+def read_matrix(path):
+    """A_raw (float64) of one SC file: parsed as f64, rounded to f32, (A + A.T)/2 in f32, diag 0."""
+    try:
+        a = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2, encoding="utf-8-sig")
+    except ValueError as err:
+        raise CohortError(f"{path}: {err}") from err
+    if a.size == 0:
+        raise CohortError(f"{path}: empty matrix")
+    if a.shape[0] != a.shape[1]:
+        raise CohortError(f"{path}: not square ({a.shape[0]} x {a.shape[1]})")
+    a32 = a.astype(np.float32)
+    if not np.all(np.isfinite(a32)):
+        raise CohortError(f"{path}: non-finite value")
+    raw = (a32 + a32.T) / np.float32(2.0)
+    np.fill_diagonal(raw, np.float32(0.0))
+    return raw.astype(np.float64)
+
+
+class Cohort:
+    """Lazily loaded scans: `subjects[id]` = [(scan_id, path, age)] in visit order."""
+
+    def __init__(self, sc_dir, subject_info_csv):
+        seqs = list_sequences(sc_dir)
+        ages = read_ages(subject_info_csv)
+        self.subjects = {}
+        for subject, scans in seqs.items():
+            rows = []
+            for visit, (sid, path) in enumerate(scans):
+                age = ages.get(sid, math.nan)
+                if not math.isfinite(age):
+                    age = float(visit)
+                rows.append((sid, path, float(age)))
+            self.subjects[subject] = rows
+        self.n_nodes = None
+
+    def scans(self, subject):
+        if subject not in self.subjects:
+            raise CohortError(f"subject {subject} has no SC file")
+        return self.subjects[subject]
+
+    def upper(self, path):
+        """(y, z) of the upper triangle (row-major) of one scan."""
+        a = read_matrix(path)
+        if self.n_nodes is None:
+            self.n_nodes = a.shape[0]
+            self.iu = np.triu_indices(self.n_nodes, 1)
+        elif a.shape[0] != self.n_nodes:
+            raise CohortError(f"{path}: {a.shape[0]} nodes, expected {self.n_nodes}")
+        v = a[self.iu]
+        return np.log1p(np.maximum(v, 0.0)), v > 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The fit (docs/eb-drift.md, "Fit")
+
+
+def delta_t(age0, age1, visit_gap=1):
+    d = age1 - age0
+    if not (math.isfinite(d) and d > 0.0):
+        d = float(visit_gap)
+    return max(d, DT_MIN)
+
+
+def rank_bins(key, index, n_bins):
+    """Bin of each element: stable sort by (key, index), rank q -> floor(q * n_bins / K)."""
+    k = len(key)
+    order = np.lexsort((index, key))
+    bins = np.empty(k, dtype=np.int64)
+    bins[order] = (np.arange(k, dtype=np.int64) * n_bins) // k if k else 0
+    return bins
+
+
+def shrink(s, n, bins, n_bins, default_p):
+    """Beta-binomial empirical-Bayes rate per edge (step 6) for one transition.
+
+    Returns (p per edge, per-bin P, per-bin m)."""
+    s = s.astype(np.float64)
+    n = n.astype(np.float64)
+    p = np.empty(len(s), dtype=np.float64)
+    pool = np.empty(n_bins)
+    prior = np.empty(n_bins)
+    for b in range(n_bins):
+        members = np.nonzero(bins == b)[0]
+        has = members[n[members] > 0]
+        if len(has) == 0:
+            pool[b], prior[b] = default_p, M_MAX
+            p[members] = default_p
+            continue
+        sb, nb = s[has], n[has]
+        big_p = sb.sum() / nb.sum()
+        var = np.mean((sb / nb - big_p) ** 2)
+        w = np.mean(big_p * (1.0 - big_p) / nb)
+        pq = big_p * (1.0 - big_p)
+        if pq <= 0.0 or var - w <= 0.0:
+            m = M_MAX
+        else:
+            m = min(max(pq / (var - w) - 1.0, 0.0), M_MAX)
+        se, ne = s[members], n[members]
+        den = ne + m
+        safe = den > 0.0
+        # den == 0 (m clamped to 0 and n_e = 0): 0/0; the edge gets the pooled rate P.
+        p[members] = np.where(safe, (se + m * big_p) / np.where(safe, den, 1.0), big_p)
+        pool[b], prior[b] = big_p, m
+    return p, pool, prior
+
+
+def fit(cohort, train_ids):
+    """The fitted model as a dict of numpy arrays and floats."""
+    train_ids = sorted(set(train_ids), key=lambda s: s.encode())
+    if not train_ids:
+        raise CohortError("no training subjects")
+    ys, zs, ages, pairs = [], [], [], []  # pairs: (scan index v-1, scan index v, dt)
+    for subject in train_ids:
+        rows = cohort.scans(subject)
+        first = len(ys)
+        for v, (_, path, age) in enumerate(rows):
+            y, z = cohort.upper(path)
+            ys.append(y)
+            zs.append(z)
+            ages.append(age)
+            if v > 0:
+                pairs.append((first + v - 1, first + v, delta_t(ages[-2], age)))
+    n_scans = len(ys)
+    m_edges = len(ys[0])
+    edge = np.arange(m_edges, dtype=np.int64)
+
+    # 1. Drift over the pairs where the edge is present at both visits.
+    num = np.zeros(m_edges)
+    den = np.zeros(m_edges)
+    for i0, i1, dt in pairs:
+        both = zs[i0] & zs[i1]
+        num += np.where(both, (ys[i1] - ys[i0]) * dt, 0.0)
+        den += np.where(both, dt * dt, 0.0)
+    d = np.where(den > 0.0, num / np.where(den > 0.0, den, 1.0), 0.0)
+
+    # 2. Population level of the present edges.
+    a_bar = 0.0
+    for a in ages:
+        a_bar += a
+    a_bar /= n_scans
+    acc = np.zeros(m_edges)
+    n_plus = np.zeros(m_edges, dtype=np.int64)
+    for y, z, a in zip(ys, zs, ages):
+        acc += np.where(z, y - d * (a - a_bar), 0.0)
+        n_plus += z
+    seen = n_plus > 0
+    alpha = np.where(seen, acc / np.where(seen, n_plus, 1), 0.0)
+    rho = n_plus / n_scans
+
+    def mu(a):
+        return alpha + d * (a - a_bar)
+
+    # 3. Residuals, subject-wide offsets g and edge-specific parts u of every training scan.
+    def offset(y, z, a):
+        r = y - mu(a)
+        use = z & seen
+        g = float(r[use].sum() / use.sum()) if use.any() else 0.0
+        return r, g
+
+    gs, us = [], []
+    for y, z, a in zip(ys, zs, ages):
+        r, g = offset(y, z, a)
+        gs.append(g)
+        us.append(r - g)
+
+    # 4. Persistence of the subject-wide offset.
+    sgg = sg0 = 0.0
+    for i0, i1, _ in pairs:
+        sgg += gs[i0] * gs[i1]
+        sg0 += gs[i0] * gs[i0]
+    k_g = 1.0 if sg0 <= EPS_DEN else min(max(sgg / sg0, 0.0), 1.0)
+
+    # 5. Persistence of edge deviations, by weight bin (edges with n+ > 0, sorted by (alpha, e)).
+    seen_idx = np.nonzero(seen)[0]
+    n_wbins = min(MAX_BINS, len(seen_idx))
+    wbin = np.full(m_edges, -1, dtype=np.int64)
+    wbin[seen_idx] = rank_bins(alpha[seen_idx], seen_idx, n_wbins)
+    suu = np.zeros(n_wbins)
+    su0 = np.zeros(n_wbins)
+    for i0, i1, _ in pairs:
+        both = zs[i0] & zs[i1] & seen
+        b = wbin[both]
+        u0, u1 = us[i0][both], us[i1][both]
+        suu += np.bincount(b, weights=u0 * u1, minlength=n_wbins)
+        su0 += np.bincount(b, weights=u0 * u0, minlength=n_wbins)
+    k_bins = np.where(su0 <= EPS_DEN, 1.0,
+                      np.clip(suu / np.where(su0 > 0.0, su0, 1.0), 0.0, 1.0))
+
+    # 6. Existence: every edge, sorted by (rho, e), in B_E bins; shrunken transition rates.
+    n_ebins = min(MAX_BINS, m_edges)
+    ebin = rank_bins(rho, edge, n_ebins)
+    n1 = np.zeros(m_edges, dtype=np.int64)
+    s11 = np.zeros(m_edges, dtype=np.int64)
+    n0 = np.zeros(m_edges, dtype=np.int64)
+    s01 = np.zeros(m_edges, dtype=np.int64)
+    # 7. Level of a new edge: mean y1 over the 0 -> 1 transitions of the bin's edges.
+    nu_sum = np.zeros(n_ebins)
+    nu_cnt = np.zeros(n_ebins, dtype=np.int64)
+    for i0, i1, _ in pairs:
+        z0, z1 = zs[i0], zs[i1]
+        n1 += z0
+        s11 += z0 & z1
+        n0 += ~z0
+        born = ~z0 & z1
+        s01 += born
+        nu_sum += np.bincount(ebin[born], weights=ys[i1][born], minlength=n_ebins)
+        nu_cnt += np.bincount(ebin[born], minlength=n_ebins)
+    p11, pool11, m11 = shrink(s11, n1, ebin, n_ebins, 1.0)
+    p01, pool01, m01 = shrink(s01, n0, ebin, n_ebins, 0.0)
+    nu = np.where(nu_cnt > 0, nu_sum / np.where(nu_cnt > 0, nu_cnt, 1), 0.0)
+
+    return dict(
+        n_nodes=cohort.n_nodes, a_bar=a_bar, d=d, alpha=alpha, n_plus=n_plus, rho=rho,
+        k_g=k_g, k_bins=k_bins, wbin=wbin, ebin=ebin, n1=n1, s11=s11, n0=n0, s01=s01,
+        p11=p11, p01=p01, pool11=pool11, pool01=pool01, m11=m11, m01=m01, nu=nu,
+        n_train_scans=n_scans, n_pairs=len(pairs), g=gs,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The forecast (docs/eb-drift.md, "Forecast")
+
+
+def forecast_log(model, y0, z0, a0, t):
+    """y_hat (upper triangle, log1p domain) from a start scan (y0, z0, age a0) to age t."""
+    alpha, d, a_bar = model["alpha"], model["d"], model["a_bar"]
+    seen = model["n_plus"] > 0
+    mu0 = alpha + d * (a0 - a_bar)
+    mut = alpha + d * (t - a_bar)
+    r0 = y0 - mu0
+    use = z0 & seen
+    g0 = float(r0[use].sum() / use.sum()) if use.any() else 0.0
+    k_b = np.ones(len(y0))
+    if len(model["k_bins"]):
+        k_b[seen] = model["k_bins"][model["wbin"][seen]]
+    e_seen = mut + model["k_g"] * g0 + k_b * (r0 - g0)
+    e_val = np.where(z0, np.where(seen, e_seen, y0), model["nu"][model["ebin"]])
+    p = np.where(z0, model["p11"], model["p01"])
+    return p * np.maximum(e_val, 0.0)
+
+
+def forecast_matrix(model, y0, z0, a0, t):
+    n = model["n_nodes"]
+    w = np.expm1(forecast_log(model, y0, z0, a0, t))
+    out = np.zeros((n, n))
+    iu = np.triu_indices(n, 1)
+    out[iu] = w
+    out[(iu[1], iu[0])] = w
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def parse_request(text):
+    text = text.strip()
+    if ":" not in text:
+        raise CohortError(f"request {text!r}: expected ID:TARGET_AGE")
+    subject, age = text.rsplit(":", 1)
+    try:
+        target = float(age)
+    except ValueError as err:
+        raise CohortError(f"request {text!r}: target age {age!r} is not a number") from err
+    if not subject or not math.isfinite(target):
+        raise CohortError(f"request {text!r}: expected ID:TARGET_AGE with a finite age")
+    return subject, target
+
+
+def run(args):
+    requests = [parse_request(r) for r in args.request or []]
+    for path in args.requests_file or []:
+        with open(path) as f:
+            requests += [parse_request(line) for line in f if line.strip()
+                         and not line.lstrip().startswith("#")]
+    train = [s.strip() for s in args.train.split(",") if s.strip()]
+    cohort = Cohort(args.sc_dir, args.subject_info_csv)
+    model = fit(cohort, train)
+    predictions = []
+    for subject, target in requests:
+        _, path, a0 = cohort.scans(subject)[0]
+        y0, z0 = cohort.upper(path)
+        m = forecast_matrix(model, y0, z0, a0, target)
+        predictions.append(dict(subject=subject, start_age=a0, target_age=target,
+                                matrix=m.tolist()))
+    result = dict(
+        params=dict(
+            a_bar=float(model["a_bar"]),
+            k_g=float(model["k_g"]),
+            k_bins=[float(k) for k in model["k_bins"]],
+            n_train_scans=int(model["n_train_scans"]),
+            n_pairs=int(model["n_pairs"]),
+        ),
+        predictions=predictions,
+    )
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    fd, tmp = tempfile.mkstemp(prefix=".eb_drift_", suffix=".json.tmp", dir=out_dir)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(result, f, allow_nan=False)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, args.out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sc-dir", required=True)
+    ap.add_argument("--subject-info-csv", required=True)
+    ap.add_argument("--train", required=True, help="comma-separated training subject ids")
+    ap.add_argument("--request", action="append", metavar="ID:TARGET_AGE",
+                    help="forecast ID from its first scan to TARGET_AGE (repeatable)")
+    ap.add_argument("--requests-file", action="append", metavar="FILE",
+                    help="one ID:TARGET_AGE per line (repeatable)")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    try:
+        run(args)
+    except (CohortError, OSError) as err:
+        sys.exit(f"eb_drift_reference.py: {err}")
+
+
+if __name__ == "__main__":
+    main()

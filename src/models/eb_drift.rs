@@ -1,0 +1,528 @@
+//! `eb-drift`: the empirical-Bayes forecaster of docs/eb-drift.md, in closed form on the host
+//! (f64): the population trajectory of every present edge (a level at the mean age and the
+//! longitudinal drift), the persistence of a subject's deviation from it (subject-wide, and per
+//! weight bin for single edges), and beta-binomial existence transitions per edge shrunk to
+//! their existence bin. The forecast is the expected log1p weight `p · max(E, 0)`.
+//!
+//! The checkpoint holds the fitted parameters per upper-triangle edge (f32, like any model's
+//! weights): [`EbDrift`]. `scripts/eb_drift_reference.py` is an independent numpy
+//! implementation of the same page (`tests/gnn_eb_drift.rs` compares the two).
+
+use burn::module::Param;
+use burn::prelude::*;
+use ndarray::Array2;
+
+/// Name of the model in checkpoint metadata.
+pub const MODEL_NAME: &str = "eb_drift";
+
+/// Bins of the persistence and existence pooling.
+const BINS: usize = 10;
+/// Prior strength of a fully pooled existence rate.
+const FULL_POOLING: f64 = 1e6;
+/// Below this a sum of squares is zero.
+const TINY: f64 = 1e-12;
+
+/// One scan of a training subject: its age (years; the visit index when unknown) and matrix.
+#[derive(Debug, Clone, Copy)]
+pub struct EbScan<'a> {
+    pub age: f64,
+    pub a_raw: &'a Array2<f32>,
+}
+
+/// The fitted forecaster (docs/eb-drift.md "Fit"); per-edge vectors are indexed by the
+/// row-major upper-triangle edge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EbParams {
+    pub n: usize,
+    /// Mean age of the training scans.
+    pub a_bar: f64,
+    /// Persistence of the subject-wide offset.
+    pub k_g: f64,
+    /// Persistence of an edge's own deviation (its weight bin's).
+    pub k_edge: Vec<f64>,
+    /// Level at `a_bar` and drift per year of the present edge.
+    pub alpha: Vec<f64>,
+    pub drift: Vec<f64>,
+    /// Present in some training scan.
+    pub seen: Vec<bool>,
+    /// P(present at the next visit | present now / absent now).
+    pub p11: Vec<f64>,
+    pub p01: Vec<f64>,
+    /// Expected log1p weight of an edge that appears (its existence bin's).
+    pub nu: Vec<f64>,
+}
+
+/// Δt of a visit pair as `--model linear-drift` takes it: the age difference if finite and
+/// positive, else the visit-index difference; at least 0.001 years.
+fn pair_dt(a0: f64, a1: f64, visits: usize) -> f64 {
+    let d = a1 - a0;
+    let d = if d.is_finite() && d > 0.0 {
+        d
+    } else {
+        visits as f64
+    };
+    d.max(1e-3)
+}
+
+/// One training scan as the fit reads it: its age and its upper triangle.
+struct Visit {
+    age: f64,
+    /// log1p(max(a, 0)) of every upper-triangle entry.
+    y: Vec<f64>,
+    /// a > 0.
+    z: Vec<bool>,
+}
+
+/// `(log1p(max(a, 0)), a > 0)` of every upper-triangle entry.
+fn upper(a: &Array2<f32>) -> (Vec<f64>, Vec<bool>) {
+    let n = a.nrows();
+    let mut y = Vec::with_capacity(n * (n - 1) / 2);
+    let mut z = Vec::with_capacity(y.capacity());
+    for i in 0..n {
+        for j in i + 1..n {
+            let v = a[(i, j)];
+            y.push(f64::from(v.max(0.0)).ln_1p());
+            z.push(v > 0.0);
+        }
+    }
+    (y, z)
+}
+
+/// Bin of each of `edges` (sorted by `(value, edge)`, cut by rank into `min(BINS, K)` bins);
+/// `None` for edges not listed.
+fn rank_bins(edges: &[usize], value: &[f64], m: usize) -> (Vec<Option<usize>>, usize) {
+    let mut order = edges.to_vec();
+    order.sort_by(|&a, &b| value[a].total_cmp(&value[b]).then(a.cmp(&b)));
+    let k = order.len();
+    let bins = BINS.min(k);
+    let mut bin = vec![None; m];
+    for (q, &e) in order.iter().enumerate() {
+        bin[e] = Some(q * bins / k);
+    }
+    (bin, bins)
+}
+
+/// `Σ x·y / Σ x²` clamped to [0, 1]; 1 when `Σ x² ≤ TINY`.
+fn persistence(xy: f64, xx: f64) -> f64 {
+    if xx <= TINY {
+        1.0
+    } else {
+        (xy / xx).clamp(0.0, 1.0)
+    }
+}
+
+/// Beta-binomial shrinkage of the rates `s/n` of a bin's edges to the bin's pooled rate.
+fn shrink(edges: &[usize], s: &[f64], n: &[f64], empty: f64, out: &mut [f64]) {
+    let with: Vec<usize> = edges.iter().copied().filter(|&e| n[e] > 0.0).collect();
+    if with.is_empty() {
+        for &e in edges {
+            out[e] = empty;
+        }
+        return;
+    }
+    let p = with.iter().map(|&e| s[e]).sum::<f64>() / with.iter().map(|&e| n[e]).sum::<f64>();
+    let k = with.len() as f64;
+    let v = with.iter().map(|&e| (s[e] / n[e] - p).powi(2)).sum::<f64>() / k;
+    let w = with.iter().map(|&e| p * (1.0 - p) / n[e]).sum::<f64>() / k;
+    let pq = p * (1.0 - p);
+    let m = if pq <= 0.0 || v - w <= 0.0 {
+        FULL_POOLING
+    } else {
+        (pq / (v - w) - 1.0).clamp(0.0, FULL_POOLING)
+    };
+    for &e in edges {
+        // m = 0 (rates spread wider than binomial noise) and no pair: the pooled rate, the
+        // limit m → 0⁺.
+        out[e] = if n[e] + m > 0.0 {
+            (s[e] + m * p) / (n[e] + m)
+        } else {
+            p
+        };
+    }
+}
+
+impl EbParams {
+    /// Fits the forecaster on the training subjects (each its scans in visit order).
+    pub fn fit(subjects: &[Vec<EbScan<'_>>]) -> Self {
+        let n = subjects
+            .iter()
+            .flat_map(|s| s.first())
+            .map(|s| s.a_raw.nrows())
+            .next()
+            .unwrap_or(0);
+        let m = n * n.saturating_sub(1) / 2;
+        let scans: Vec<Vec<Visit>> = subjects
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .enumerate()
+                    .map(|(v, sc)| {
+                        let (y, z) = upper(sc.a_raw);
+                        let age = if sc.age.is_finite() { sc.age } else { v as f64 };
+                        Visit { age, y, z }
+                    })
+                    .collect()
+            })
+            .collect();
+        let all = || scans.iter().flatten();
+        let pairs = || {
+            scans.iter().flat_map(|s| {
+                s.windows(2)
+                    .map(|w| (&w[0], &w[1], pair_dt(w[0].age, w[1].age, 1)))
+            })
+        };
+        let n_scans = all().count();
+        let a_bar = all().map(|s| s.age).sum::<f64>() / n_scans.max(1) as f64;
+
+        // 1. Drift of the edges present at both visits of a pair.
+        let (mut sxy, mut sxx) = (vec![0.0; m], vec![0.0; m]);
+        for (s0, s1, dt) in pairs() {
+            for e in 0..m {
+                if s0.z[e] && s1.z[e] {
+                    sxy[e] += (s1.y[e] - s0.y[e]) * dt;
+                    sxx[e] += dt * dt;
+                }
+            }
+        }
+        let drift: Vec<f64> = (0..m)
+            .map(|e| if sxx[e] > 0.0 { sxy[e] / sxx[e] } else { 0.0 })
+            .collect();
+        // 2. Level of the present edges at the mean age.
+        let (mut level, mut present) = (vec![0.0; m], vec![0.0; m]);
+        for s in all() {
+            for e in 0..m {
+                if s.z[e] {
+                    level[e] += s.y[e] - drift[e] * (s.age - a_bar);
+                    present[e] += 1.0;
+                }
+            }
+        }
+        let alpha: Vec<f64> = (0..m)
+            .map(|e| {
+                if present[e] > 0.0 {
+                    level[e] / present[e]
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let seen: Vec<bool> = present.iter().map(|&c| c > 0.0).collect();
+        let rho: Vec<f64> = present.iter().map(|&c| c / n_scans.max(1) as f64).collect();
+        let partial = EbParams {
+            n,
+            a_bar,
+            k_g: 1.0,
+            k_edge: vec![1.0; m],
+            alpha,
+            drift,
+            seen,
+            p11: vec![1.0; m],
+            p01: vec![0.0; m],
+            nu: vec![0.0; m],
+        };
+        // 3–5. Persistence of the subject-wide offset and, per weight bin, of edge deviations.
+        let seen_edges: Vec<usize> = (0..m).filter(|&e| partial.seen[e]).collect();
+        let (weight_bin, n_weight_bins) = rank_bins(&seen_edges, &partial.alpha, m);
+        let (mut gg, mut g01) = (0.0, 0.0);
+        let (mut uu, mut u01) = (vec![0.0; n_weight_bins], vec![0.0; n_weight_bins]);
+        for (s0, s1, _) in pairs() {
+            let g0 = partial.offset(s0.age, &s0.y, &s0.z);
+            let g1 = partial.offset(s1.age, &s1.y, &s1.z);
+            gg += g0 * g0;
+            g01 += g0 * g1;
+            for (e, bin) in weight_bin.iter().enumerate() {
+                if let (true, true, Some(b)) = (s0.z[e], s1.z[e], *bin) {
+                    let u0 = s0.y[e] - partial.mu(e, s0.age) - g0;
+                    let u1 = s1.y[e] - partial.mu(e, s1.age) - g1;
+                    uu[b] += u0 * u0;
+                    u01[b] += u0 * u1;
+                }
+            }
+        }
+        let k_bins: Vec<f64> = (0..n_weight_bins)
+            .map(|b| persistence(u01[b], uu[b]))
+            .collect();
+        let k_edge = weight_bin
+            .iter()
+            .map(|b| b.map_or(1.0, |b| k_bins[b]))
+            .collect();
+        // 6–7. Existence transitions and new-edge levels, per existence bin.
+        let every: Vec<usize> = (0..m).collect();
+        let (exist_bin, n_exist_bins) = rank_bins(&every, &rho, m);
+        let (mut n1, mut s11, mut n0, mut s01) =
+            (vec![0.0; m], vec![0.0; m], vec![0.0; m], vec![0.0; m]);
+        let (mut new_sum, mut new_count) = (vec![0.0; n_exist_bins], vec![0.0; n_exist_bins]);
+        for (s0, s1, _) in pairs() {
+            for e in 0..m {
+                let up = f64::from(u8::from(s1.z[e]));
+                if s0.z[e] {
+                    n1[e] += 1.0;
+                    s11[e] += up;
+                } else {
+                    n0[e] += 1.0;
+                    s01[e] += up;
+                    if s1.z[e] {
+                        let b = exist_bin[e].unwrap_or(0);
+                        new_sum[b] += s1.y[e];
+                        new_count[b] += 1.0;
+                    }
+                }
+            }
+        }
+        let mut members = vec![Vec::new(); n_exist_bins];
+        for e in 0..m {
+            members[exist_bin[e].unwrap_or(0)].push(e);
+        }
+        let (mut p11, mut p01, mut nu) = (vec![1.0; m], vec![0.0; m], vec![0.0; m]);
+        for (b, edges) in members.iter().enumerate() {
+            shrink(edges, &s11, &n1, 1.0, &mut p11);
+            shrink(edges, &s01, &n0, 0.0, &mut p01);
+            let level = if new_count[b] > 0.0 {
+                new_sum[b] / new_count[b]
+            } else {
+                0.0
+            };
+            for &e in edges {
+                nu[e] = level;
+            }
+        }
+        EbParams {
+            k_g: persistence(g01, gg),
+            k_edge,
+            p11,
+            p01,
+            nu,
+            ..partial
+        }
+    }
+
+    /// The population trajectory of present edge `e` at `age`.
+    fn mu(&self, e: usize, age: f64) -> f64 {
+        self.alpha[e] + self.drift[e] * (age - self.a_bar)
+    }
+
+    /// A scan's subject-wide offset: its mean residual over its present, seen edges.
+    fn offset(&self, age: f64, y: &[f64], z: &[bool]) -> f64 {
+        let (mut sum, mut count) = (0.0, 0usize);
+        for e in 0..y.len() {
+            if z[e] && self.seen[e] {
+                sum += y[e] - self.mu(e, age);
+                count += 1;
+            }
+        }
+        if count > 0 { sum / count as f64 } else { 0.0 }
+    }
+
+    /// The forecast of the raw matrix `a0` (taken at age `age0`) at age `target`.
+    pub fn forecast(&self, a0: &Array2<f32>, age0: f64, target: f64) -> Array2<f32> {
+        let n = self.n;
+        let (y0, z0) = upper(a0);
+        let g0 = self.offset(age0, &y0, &z0);
+        let mut out = Array2::<f32>::zeros((n, n));
+        let mut e = 0;
+        for i in 0..n {
+            for j in i + 1..n {
+                let (expected, p) = match (z0[e], self.seen[e]) {
+                    (true, true) => (
+                        self.mu(e, target)
+                            + self.k_g * g0
+                            + self.k_edge[e] * (y0[e] - self.mu(e, age0) - g0),
+                        self.p11[e],
+                    ),
+                    (true, false) => (y0[e], self.p11[e]),
+                    (false, _) => (self.nu[e], self.p01[e]),
+                };
+                let w = (p * expected.max(0.0)).exp_m1() as f32;
+                out[(i, j)] = w;
+                out[(j, i)] = w;
+                e += 1;
+            }
+        }
+        out
+    }
+}
+
+/// The fitted parameters as a module (per-edge vectors `[M]`, scalars `[1]`), so that
+/// checkpoints carry them like any model's weights.
+#[derive(Module, Debug)]
+pub struct EbDrift<B: Backend> {
+    pub a_bar: Param<Tensor<B, 1>>,
+    pub k_g: Param<Tensor<B, 1>>,
+    pub k_edge: Param<Tensor<B, 1>>,
+    pub alpha: Param<Tensor<B, 1>>,
+    pub drift: Param<Tensor<B, 1>>,
+    pub seen: Param<Tensor<B, 1>>,
+    pub p11: Param<Tensor<B, 1>>,
+    pub p01: Param<Tensor<B, 1>>,
+    pub nu: Param<Tensor<B, 1>>,
+}
+
+fn param<B: Backend>(v: &[f64], device: &B::Device) -> Param<Tensor<B, 1>> {
+    let data: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+    let len = data.len();
+    Param::from_tensor(Tensor::from_data(TensorData::new(data, [len]), device))
+}
+
+impl<B: Backend> EbDrift<B> {
+    /// An unfitted model for `n` nodes (the identity forecast on present edges).
+    pub fn new(n: usize, device: &B::Device) -> Self {
+        let m = n * n.saturating_sub(1) / 2;
+        Self::from_params(
+            &EbParams {
+                n,
+                a_bar: 0.0,
+                k_g: 1.0,
+                k_edge: vec![1.0; m],
+                alpha: vec![0.0; m],
+                drift: vec![0.0; m],
+                seen: vec![false; m],
+                p11: vec![1.0; m],
+                p01: vec![0.0; m],
+                nu: vec![0.0; m],
+            },
+            device,
+        )
+    }
+
+    pub fn from_params(p: &EbParams, device: &B::Device) -> Self {
+        let seen: Vec<f64> = p.seen.iter().map(|&s| f64::from(u8::from(s))).collect();
+        Self {
+            a_bar: param(&[p.a_bar], device),
+            k_g: param(&[p.k_g], device),
+            k_edge: param(&p.k_edge, device),
+            alpha: param(&p.alpha, device),
+            drift: param(&p.drift, device),
+            seen: param(&seen, device),
+            p11: param(&p.p11, device),
+            p01: param(&p.p01, device),
+            nu: param(&p.nu, device),
+        }
+    }
+}
+
+/// The parameters of named checkpoint tensors `[M]`/`[1]` (`get` returns a tensor's values by
+/// its field name), for `n` nodes.
+pub fn params_from(
+    n: usize,
+    get: impl Fn(&str) -> anyhow::Result<Vec<f32>>,
+) -> anyhow::Result<EbParams> {
+    let m = n * n.saturating_sub(1) / 2;
+    let vec = |name: &str, len: usize| -> anyhow::Result<Vec<f64>> {
+        let v = get(name)?;
+        anyhow::ensure!(
+            v.len() == len,
+            "eb-drift checkpoint: {name} has {} values, expected {len} for {n} nodes",
+            v.len()
+        );
+        Ok(v.into_iter().map(f64::from).collect())
+    };
+    Ok(EbParams {
+        n,
+        a_bar: vec("a_bar", 1)?[0],
+        k_g: vec("k_g", 1)?[0],
+        k_edge: vec("k_edge", m)?,
+        alpha: vec("alpha", m)?,
+        drift: vec("drift", m)?,
+        seen: vec("seen", m)?.into_iter().map(|s| s > 0.5).collect(),
+        p11: vec("p11", m)?,
+        p01: vec("p01", m)?,
+        nu: vec("nu", m)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n`-node matrix whose upper-triangle log1p weights are `f(edge)`.
+    fn matrix(n: usize, f: impl Fn(usize) -> f64) -> Array2<f32> {
+        let mut a = Array2::zeros((n, n));
+        let mut e = 0;
+        for i in 0..n {
+            for j in i + 1..n {
+                let w = f(e).exp_m1() as f32;
+                a[(i, j)] = w;
+                a[(j, i)] = w;
+                e += 1;
+            }
+        }
+        a
+    }
+
+    #[test]
+    fn without_visit_noise_it_is_the_linear_drift() {
+        // Every edge present, each subject its own offset, one drift per edge for everyone.
+        let n = 6;
+        let drift = |e: usize| 0.05 * (e as f64 % 3.0) - 0.04;
+        let subjects: Vec<Vec<(f64, Array2<f32>)>> = (0..8)
+            .map(|s| {
+                let base = |e: usize| 1.0 + 0.3 * s as f64 + 0.1 * ((e * 7 + s) % 5) as f64;
+                let age0 = 9.0 + 0.25 * s as f64;
+                (0..2 + s % 2)
+                    .map(|v| {
+                        let age = age0 + 2.0 * v as f64;
+                        (age, matrix(n, |e| base(e) + drift(e) * age))
+                    })
+                    .collect()
+            })
+            .collect();
+        let scans: Vec<Vec<EbScan>> = subjects
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .map(|(age, a)| EbScan {
+                        age: *age,
+                        a_raw: a,
+                    })
+                    .collect()
+            })
+            .collect();
+        let p = EbParams::fit(&scans);
+        assert!((p.k_g - 1.0).abs() < 1e-9, "{}", p.k_g);
+        assert!(p.p11.iter().all(|&x| x == 1.0));
+        let (a0, age0) = (&subjects[3][0].1, subjects[3][0].0);
+        let f = p.forecast(a0, age0, age0 + 3.5);
+        let (y0, _) = upper(a0);
+        let mut e = 0;
+        for i in 0..n {
+            for j in i + 1..n {
+                let want = (y0[e] + drift(e) * 3.5).max(0.0).exp_m1();
+                let got = f64::from(f[(i, j)]);
+                assert!(
+                    (got - want).abs() <= 1e-5 * want.max(1.0),
+                    "{e}: {got} {want}"
+                );
+                e += 1;
+            }
+        }
+    }
+
+    #[test]
+    fn existence_is_shrunk_to_the_bin_and_absent_edges_are_hedged() {
+        // Three nodes, edge 0 always present, edge 1 flickers, edge 2 never present.
+        let a = |w: [f64; 3]| matrix(3, |e| w[e]);
+        let subjects = [
+            vec![(10.0, a([1.0, 0.5, 0.0])), (12.0, a([1.1, 0.0, 0.0]))],
+            vec![(10.0, a([0.9, 0.0, 0.0])), (12.0, a([1.0, 0.6, 0.0]))],
+        ];
+        let scans: Vec<Vec<EbScan>> = subjects
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .map(|(age, a)| EbScan {
+                        age: *age,
+                        a_raw: a,
+                    })
+                    .collect()
+            })
+            .collect();
+        let p = EbParams::fit(&scans);
+        assert_eq!(p.seen, vec![true, true, false]);
+        // Edge 1 appeared once out of one absent pair: p01 > 0, and an absent edge 1 is
+        // forecast as a hedged, positive weight; edge 2 never appeared: 0.
+        assert!(p.p01[1] > 0.0 && p.p01[2] == 0.0, "{:?}", p.p01);
+        let f = p.forecast(&a([1.0, 0.0, 0.0]), 10.0, 12.0);
+        assert!(f[(0, 2)] > 0.0 && f[(1, 2)] == 0.0, "{f:?}");
+        assert!(f.iter().all(|v| v.is_finite() && *v >= 0.0));
+    }
+}
