@@ -7,17 +7,18 @@
 # subjects) and each seed: the identity and every model of MODELS (a `--model` value, or a
 # `--preset`), fold 0, one table (OUT/table.md). "≥ X" allows 1e-6 of float rounding.
 # Usage:
-#   benches/gnn-forecast.sh [SUBJECTS=60] [NODES=400] [SEEDS="1 2 3"] [MODELS="linear-drift eb-drift drift-residual"] [OUT=gnn-forecast]
+#   benches/gnn-forecast.sh [SUBJECTS=60] [NODES=400] [SEEDS="1 2 3"] [MODELS="linear-drift eb-drift eb-residual"] [OUT=gnn-forecast]
 #   GENERATORS="noisy drift" benches/gnn-forecast.sh …   (a subset of rust python drift noisy)
+#   TRAINER_BIN=/path/to/trainer benches/gnn-forecast.sh …   (another binary than target/release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 subjects="${1:-60}"
 nodes="${2:-400}"
 seeds="${3:-1 2 3}"
-models="${4:-linear-drift eb-drift drift-residual}"
+models="${4:-linear-drift eb-drift eb-residual}"
 out="$(realpath -m "${5:-gnn-forecast}")"
 generators="${GENERATORS:-rust python drift noisy}"
-bin=$PWD/target/release/trainer
+bin=${TRAINER_BIN:-$PWD/target/release/trainer}
 [ -x "$bin" ] || cargo build --release
 mkdir -p "$out"
 runs=()

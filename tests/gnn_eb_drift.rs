@@ -238,3 +238,83 @@ fn the_python_scripts_pass_their_own_checks() {
     python(&[&script("test_synth_noisy_cohort.py")], t.path());
     python(&[&script("test_eb_drift_reference.py")], t.path());
 }
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// `--preset eb-residual`: CLG-ODE's residual starts from the eb-drift forecast and is evaluated
+/// before training; when training never beats it (a min-delta no improvement reaches) the
+/// run's test forecast is eb-drift's, metric for metric, and eval-gnn (which refits the fold's
+/// forecaster) reproduces it.
+#[test]
+fn eb_residual_keeps_the_eb_forecast_unless_training_beats_it() {
+    let t = tempfile::tempdir().unwrap();
+    noisy_cohort(t.path(), &[]);
+    train(t.path(), "eb-drift");
+    let o = run_in(
+        t.path(),
+        &[
+            "train-gnn",
+            "--sc_dir",
+            "cohort/sc",
+            "--morph_root",
+            "cohort/morph",
+            "--subject_info_csv",
+            "cohort/subject_info_sc.csv",
+            "--results_dir",
+            "results",
+            "--cv_fold",
+            "0",
+            "--preset",
+            "eb-residual",
+            "--max_epochs",
+            "2",
+            "--min_delta",
+            "10",
+            "--run_name",
+            "eb-residual",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("before training"), "{}", stderr(&o));
+    let run = t.path().join("results/runs/eb-residual");
+    let results = json(&run.join("clg_ode_results.json"));
+    assert_eq!(results["cv_folds"][0]["best_epoch"], 0, "{results}");
+    let test = json(&run.join("test_metrics.json"));
+    let eb = json(&t.path().join("results/runs/eb-drift/test_metrics.json"));
+    for key in [
+        "sc_log_mse",
+        "sc_log_pearson",
+        "sc_log_pearson_sparse",
+        "ecc_l2",
+    ] {
+        let (a, b) = (
+            test["model"][key].as_f64().unwrap(),
+            eb["model"][key].as_f64().unwrap(),
+        );
+        // The preset at rest decodes exp(base) − 1 in f32 from the base the forecaster gives
+        // in f32 (from f32 log inputs); eb-drift writes its f64 forecast rounded to f32 once:
+        // a few f32 roundings (6e-8 relative each) carried into means of squares, element-wise
+        // (no long f32 sums), so the same on every CPU and thread count. 1e-5 as for the drift
+        // head's test.
+        eprintln!(
+            "{key}: eb-residual {a}, eb-drift {b}, relative {:.1e}",
+            (a - b).abs() / b.abs().max(1e-6)
+        );
+        assert!(
+            (a - b).abs() <= 1e-5 * b.abs().max(1e-6),
+            "{key}: eb-residual {a}, eb-drift {b}"
+        );
+    }
+    let o = run_in(t.path(), &["eval-gnn", run.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let eval = json(&run.join("eval-test-best/metrics.json"));
+    let (a, b) = (
+        eval["model"]["sc_log_mse"].as_f64().unwrap(),
+        test["model"]["sc_log_mse"].as_f64().unwrap(),
+    );
+    // The same computation in another process of the same binary: measured equal.
+    assert!((a - b).abs() <= 1e-6 * b, "eval-gnn {a}, run {b}");
+}

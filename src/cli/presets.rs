@@ -14,6 +14,11 @@ const PRESETS: &[(&str, &str, &str)] = &[
         "drift-residual",
         include_str!("../../presets/train-gnn.drift-residual.toml"),
     ),
+    (
+        "train-gnn",
+        "eb-residual",
+        include_str!("../../presets/train-gnn.eb-residual.toml"),
+    ),
 ];
 
 /// What a preset is: its leading comment lines.

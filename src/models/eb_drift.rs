@@ -313,15 +313,12 @@ impl EbParams {
         if count > 0 { sum / count as f64 } else { 0.0 }
     }
 
-    /// The forecast of the raw matrix `a0` (taken at age `age0`) at age `target`.
-    pub fn forecast(&self, a0: &Array2<f32>, age0: f64, target: f64) -> Array2<f32> {
-        let n = self.n;
-        let (y0, z0) = upper(a0);
-        let g0 = self.offset(age0, &y0, &z0);
-        let mut out = Array2::<f32>::zeros((n, n));
-        let mut e = 0;
-        for i in 0..n {
-            for j in i + 1..n {
+    /// The expected log1p weight `ŷ = p·max(E, 0)` of every upper-triangle edge, from a start
+    /// scan's upper triangle (`y0` = log1p weights, `z0` = presence) at age `age0`, at `target`.
+    fn expected(&self, y0: &[f64], z0: &[bool], age0: f64, target: f64) -> Vec<f64> {
+        let g0 = self.offset(age0, y0, z0);
+        (0..y0.len())
+            .map(|e| {
                 let (expected, p) = match (z0[e], self.seen[e]) {
                     (true, true) => (
                         self.mu(e, target)
@@ -332,9 +329,49 @@ impl EbParams {
                     (true, false) => (y0[e], self.p11[e]),
                     (false, _) => (self.nu[e], self.p01[e]),
                 };
-                let w = (p * expected.max(0.0)).exp_m1() as f32;
+                p * expected.max(0.0)
+            })
+            .collect()
+    }
+
+    /// The forecast of the raw matrix `a0` (taken at age `age0`) at age `target`.
+    pub fn forecast(&self, a0: &Array2<f32>, age0: f64, target: f64) -> Array2<f32> {
+        let n = self.n;
+        let (y0, z0) = upper(a0);
+        let expected = self.expected(&y0, &z0, age0, target);
+        let mut out = Array2::<f32>::zeros((n, n));
+        let mut e = 0;
+        for i in 0..n {
+            for j in i + 1..n {
+                let w = expected[e].exp_m1() as f32;
                 out[(i, j)] = w;
                 out[(j, i)] = w;
+                e += 1;
+            }
+        }
+        out
+    }
+
+    /// The forecast in the log1p domain, row-major N×N with a zero diagonal, from a start scan
+    /// given in the log1p domain (row-major N×N, as CLG-ODE's inputs): the base of CLG-ODE's
+    /// residual under `--eb-head`.
+    pub fn forecast_log(&self, start_log: &[f32], age0: f64, target: f64) -> Vec<f32> {
+        let n = self.n;
+        let (mut y0, mut z0) = (Vec::new(), Vec::new());
+        for i in 0..n {
+            for j in i + 1..n {
+                let v = start_log[i * n + j];
+                y0.push(f64::from(v.max(0.0)));
+                z0.push(v > 0.0);
+            }
+        }
+        let expected = self.expected(&y0, &z0, age0, target);
+        let mut out = vec![0.0f32; n * n];
+        let mut e = 0;
+        for i in 0..n {
+            for j in i + 1..n {
+                out[i * n + j] = expected[e] as f32;
+                out[j * n + i] = expected[e] as f32;
                 e += 1;
             }
         }

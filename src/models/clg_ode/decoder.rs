@@ -44,6 +44,13 @@ pub struct DecoderConfig {
     #[arg(long, alias = "drift_head")]
     #[serde(default)]
     pub drift_head: bool,
+    /// The residual starts from the eb-drift forecast instead of the start visit: the expected
+    /// log1p weight of `--model eb-drift` fitted in closed form on the fold's training subjects
+    /// (docs/eb-drift.md; dense, so the residual acts on every edge). Not a reference flag;
+    /// needs --residual-skip.
+    #[arg(long, alias = "eb_head", conflicts_with = "drift_head")]
+    #[serde(default)]
+    pub eb_head: bool,
 }
 
 fn one() -> f64 {
@@ -73,12 +80,18 @@ pub struct Start<B: Backend> {
     pub t: Tensor<B, 1>,
     /// The population drift per year `[1, N, N]` (`--drift-head`), or none.
     pub drift: Option<Tensor<B, 3>>,
+    /// The residual's base of every row `[B, N, N]`, computed on the host (`--eb-head`: the
+    /// empirical-Bayes forecast in the log domain), or none.
+    pub eb_base: Option<Tensor<B, 3>>,
 }
 
 impl<B: Backend> Start<B> {
-    /// The residual's base in the log domain `[B, N, N]`: log A0, or max(log A0 + Δt·d, 0)
-    /// with the drift head.
+    /// The residual's base in the log domain `[B, N, N]`: log A0, max(log A0 + Δt·d, 0) with
+    /// the drift head, or the empirical-Bayes forecast with the EB head.
     pub fn base(&self) -> Tensor<B, 3> {
+        if let Some(base) = &self.eb_base {
+            return base.clone();
+        }
         match &self.drift {
             None => self.a0_log.clone(),
             Some(d) => {

@@ -238,6 +238,7 @@ impl<B: Backend> ClgOde<B> {
                     a0_log: a_log.clone(),
                     t,
                     drift: None,
+                    eb_base: None,
                 };
                 self.decode(z.clone(), Some(&start))
             })

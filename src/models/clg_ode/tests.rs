@@ -429,6 +429,7 @@ fn drift_head_at_rest_is_the_linear_drift_forecast() {
             TensorData::new(drift.iter().copied().collect(), [1, n, n]),
             &dev(),
         )),
+        eb_base: None,
     };
     let z = random([1, n, 4], 8);
     let out = decoder.forward(z, &cfg, Some(&start));

@@ -297,6 +297,7 @@ pub fn forecasts_at(
     x.target_raw.truncate(nb * nn);
     x.target_x.truncate(nb * x.n * f);
     x.start_log.truncate(nb * nn);
+    x.start_age.truncate(nb);
     x.traj_src.clear();
     x.traj_dt.clear();
     x.vel.clear();
@@ -311,6 +312,7 @@ pub fn forecasts_at(
         }
         x.target_x.extend_from_slice(slice2(&data.x[sub][0]));
         scans[0].log_into(&mut x.start_log);
+        x.start_age.push(scans[0].age);
         x.preds.push(Pred {
             b,
             weight: 1.0,
@@ -365,5 +367,6 @@ fn push_pred(
     x.target_raw.extend_from_slice(slice2(&scans[target].a_raw));
     x.target_x.extend_from_slice(slice2(&data.x[sub][target]));
     scans[start].log_into(&mut x.start_log);
+    x.start_age.push(scans[start].age);
     x.preds.push(pred);
 }

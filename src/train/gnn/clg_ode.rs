@@ -14,7 +14,7 @@ use super::job::GnnJob;
 use super::registry::{GnnModel, ModelKind};
 use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
-use super::test_set::population_drift;
+use super::test_set::{eb_forecaster, population_drift};
 use crate::engine::{Monitor, RunContext};
 use crate::models::clg_ode::MODEL_NAME;
 use crate::models::clg_ode::objective::{Objective, ObjectiveState};
@@ -61,6 +61,7 @@ impl GnnModel for ClgOdeModel {
         );
         objective.state = final_state(&run.run_dir);
         objective.population_drift = population_drift(&run.config, &run.prep, data, run.fold);
+        objective.eb_forecaster = eb_forecaster(&run.config, &run.prep, data, run.fold);
         let (obj, sampling, epoch) = (&objective, &set.sampling, set.max_epochs);
         Ok(match *horizon {
             Horizon::NextVisit => {

@@ -86,6 +86,11 @@ pub fn training_scans<'a>(data: &'a FoldData, subjects: &[usize]) -> Vec<Vec<EbS
         .collect()
 }
 
+/// The forecaster fitted on `subjects` of the fold (what CLG-ODE's `--eb-head` starts from).
+pub fn fit_arc(data: &FoldData, subjects: &[usize]) -> std::sync::Arc<EbParams> {
+    std::sync::Arc::new(EbParams::fit(&training_scans(data, subjects)))
+}
+
 /// The forecast of each subject of `subjects` from its visit 0: `dts[i]` years later, or
 /// (`dts` = `None`) at its visit 1 (a one-scan subject: its scan, as every model).
 pub fn forecasts(

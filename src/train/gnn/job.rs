@@ -96,7 +96,7 @@ impl<B: AutodiffBackend> GnnJob<B> {
             unit: "subjects",
             cpu_columns: true,
             epoch_checkpoints: false,
-            validate_initial: settings.decoder.drift_head,
+            validate_initial: settings.decoder.drift_head || settings.decoder.eb_head,
             plot: panels,
             config: serde_json::to_value(&config)?,
             fingerprint: config.fingerprint(),
@@ -240,6 +240,10 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
             .decoder
             .drift_head
             .then(|| super::drift::fit_population_drift(&start.data, &split.train));
+        self.objective.eb_forecaster = s
+            .decoder
+            .eb_head
+            .then(|| super::eb_drift::fit_arc(&start.data, &split.train));
         self.fold = Some((stage, start.data, start.stats));
         Ok(start.stage)
     }

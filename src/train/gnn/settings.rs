@@ -130,6 +130,9 @@ impl GnnSettings {
         if self.decoder.drift_head && !self.decoder.residual_skip {
             bail!("--drift-head needs --residual-skip (the drift is the residual's base)");
         }
+        if self.decoder.eb_head && !self.decoder.residual_skip {
+            bail!("--eb-head needs --residual-skip (the eb-drift forecast is the residual's base)");
+        }
         if self.subject_info_csv.is_none() && self.model_kind.info().needs_subject_table {
             bail!(
                 "--subject-info-csv is required for --model {}",

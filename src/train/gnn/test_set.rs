@@ -115,6 +115,7 @@ pub fn score_test<B: Backend>(
     let (data, ck) = best_fold_data(prep, config, &best_fold)?;
     let mut objective = objective.clone();
     objective.population_drift = population_drift(config, prep, &data, best_fold.fold);
+    objective.eb_forecaster = eb_forecaster(config, prep, &data, best_fold.fold);
     let objective = &objective;
     let model = params::load(
         config.model.init::<B>(device),
@@ -183,6 +184,22 @@ pub fn population_drift(
         .decoder
         .drift_head
         .then(|| super::drift::fit_population_drift(data, &split.train))
+}
+
+/// The empirical-Bayes forecaster of fold `fold`'s training subjects when the model starts its
+/// residual from it (`--eb-head`).
+pub fn eb_forecaster(
+    config: &GnnConfig,
+    prep: &Prepared,
+    data: &FoldData,
+    fold: usize,
+) -> Option<std::sync::Arc<crate::models::eb_drift::EbParams>> {
+    let split = prep.folds.iter().find(|s| s.fold == fold)?;
+    config
+        .settings
+        .decoder
+        .eb_head
+        .then(|| super::eb_drift::fit_arc(data, &split.train))
 }
 
 /// What the test result files report besides the predictions.

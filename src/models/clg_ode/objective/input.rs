@@ -67,6 +67,8 @@ pub struct ObjectiveInput {
     pub target_x: Vec<f32>,
     pub target_raw: Vec<f32>,
     pub start_log: Vec<f32>,
+    /// Per prediction: the start visit's age (years; the visit index without a subject table).
+    pub start_age: Vec<f64>,
     pub vel: Vec<VelItem>,
     pub acc: Vec<AccItem>,
 }

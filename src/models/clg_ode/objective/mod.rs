@@ -82,6 +82,9 @@ pub struct Objective {
     /// The fold's population drift per year (row-major N×N) the decoder's residual starts from
     /// (`--drift-head`), or none.
     pub population_drift: Option<Vec<f32>>,
+    /// The fold's empirical-Bayes forecaster the decoder's residual starts from
+    /// (`--eb-head`), or none.
+    pub eb_forecaster: Option<std::sync::Arc<crate::models::eb_drift::EbParams>>,
 }
 
 /// One forward pass over a batch shard.
@@ -104,6 +107,7 @@ impl Objective {
             seed,
             fixed_probes: None,
             population_drift: None,
+            eb_forecaster: None,
         }
     }
 

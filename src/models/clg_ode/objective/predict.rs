@@ -93,6 +93,18 @@ pub fn decode<B: Backend>(
             .population_drift
             .as_ref()
             .map(|d| t3(d.clone(), [1, n, n], device)),
+        eb_base: obj.eb_forecaster.as_ref().map(|eb| {
+            let mut base = Vec::with_capacity(p * n * n);
+            for (q, pr) in x.preds.iter().enumerate() {
+                let age0 = x.start_age[q];
+                if pr.forecast {
+                    base.extend(eb.forecast_log(x.start(q), age0, age0 + f64::from(pr.t)));
+                } else {
+                    base.extend_from_slice(x.start(q));
+                }
+            }
+            t3(base, [p, n, n], device)
+        }),
     };
     let dec = model.decode(z_pred, Some(&start));
     let conn = dec.conn;

@@ -193,6 +193,7 @@ fn residual_and_fixed_support_decoder() {
                 a0_log: Tensor::from_data(TensorData::new(a0_log.clone(), [1, n, n]), &dev()),
                 t: Tensor::from_floats([time], &dev()),
                 drift: None,
+                eb_base: None,
             };
             let mut c = cfg.clone();
             let out = d.forward(zc.clone(), &c, Some(&start));
