@@ -148,16 +148,48 @@ pub struct DeviceSettings {
     pub backend: Option<BackendKind>,
     /// Device: `cpu`, `cuda`/`gpu` (= `cuda:0`) or `cuda:N`/`gpu:N` (index among
     /// CUDA_VISIBLE_DEVICES; for wgpu, among the GPU adapters `trainer doctor` lists; `--backend
-    /// wgpu --device cpu` is the software adapter).
-    #[arg(long, default_value = "cpu")]
-    pub device: DeviceSpec,
+    /// wgpu --device cpu` is the software adapter). Default: `cuda:0` when the scheduler
+    /// allocated GPUs to the job (Slurm's GPU variables, LSF's, or CUDA_VISIBLE_DEVICES inside a
+    /// Slurm/LSF/gflow job) — the run then uses the GPU or fails with `trainer doctor`'s code,
+    /// never trains on the CPU unasked — else `cpu`. `--device cpu` opts out.
+    #[arg(long)]
+    pub device: Option<DeviceSpec>,
 }
 
 impl DeviceSettings {
     /// The backend and device, checked against what this binary was built with.
     pub fn placement(&self) -> Result<Placement> {
-        resolve(self.backend, self.device)
+        let device = match self.device {
+            Some(d) => d,
+            None => default_device(
+                self.backend,
+                &crate::cluster::env::gpu_allocation(&crate::cluster::vars::Vars::from_process()),
+            ),
+        };
+        resolve(self.backend, device)
     }
+}
+
+/// The device when `--device` was not given: the job's GPU when the scheduler allocated GPUs
+/// (said on stderr), unless the backend runs on the CPU only; else the CPU.
+pub fn default_device(
+    backend: Option<BackendKind>,
+    allocated: &[crate::cluster::env::AllocationVar],
+) -> DeviceSpec {
+    let cpu_only = matches!(backend, Some(BackendKind::Flex | BackendKind::FlexPlain));
+    if allocated.is_empty() || cpu_only {
+        return DeviceSpec::Cpu;
+    }
+    let vars: Vec<String> = allocated
+        .iter()
+        .map(|a| format!("{}={}", a.var, a.value))
+        .collect();
+    eprintln!(
+        "[trainer] the scheduler allocated GPUs to this job ({}) and no --device was given: \
+         using cuda:0 (--device cpu trains on the CPU instead)",
+        vars.join(", ")
+    );
+    DeviceSpec::Cuda(0)
 }
 
 /// Backend and device resolved from the command line.
@@ -400,6 +432,25 @@ mod tests {
         assert!(resolve(Some(BackendKind::Flex), DeviceSpec::Cuda(0)).is_err());
         let p = resolve(None, DeviceSpec::Cpu).unwrap();
         assert_eq!(p.backend, BackendKind::Flex);
+    }
+
+    #[test]
+    fn allocated_gpus_choose_the_gpu_unless_the_backend_is_cpu_only() {
+        use crate::cluster::env::AllocationVar;
+        let alloc = [AllocationVar {
+            var: "SLURM_JOB_GPUS".into(),
+            value: "0".into(),
+        }];
+        assert_eq!(default_device(None, &alloc), DeviceSpec::Cuda(0));
+        assert_eq!(
+            default_device(Some(BackendKind::Cuda), &alloc),
+            DeviceSpec::Cuda(0)
+        );
+        assert_eq!(
+            default_device(Some(BackendKind::Flex), &alloc),
+            DeviceSpec::Cpu
+        );
+        assert_eq!(default_device(None, &[]), DeviceSpec::Cpu);
     }
 
     #[test]

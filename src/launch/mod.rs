@@ -67,6 +67,13 @@ impl<F: JobFactory> BackendJob for Dispatched<F> {
         } = self;
         let cluster = cluster::detect_env()?;
         let comm = dist::init(&cluster)?;
+        if comm.rank() == 0 {
+            eprintln!(
+                "[{}] {}",
+                factory.name(),
+                placement_line(placement, preflight.as_ref())
+            );
+        }
         if comm.size() > 1 && placement.device.is_cuda() {
             // One GPU per rank: `cuda` means this rank's device (CUDA_VISIBLE_DEVICES per task).
             eprintln!(
@@ -106,6 +113,59 @@ impl<F: JobFactory> BackendJob for Dispatched<F> {
     }
 }
 
+/// The first line of a run's log: backend and device; on a GPU which one (name, UUID), the
+/// driver and the CUDA versions from the preflight report; the adapter on wgpu; the CPU
+/// threads otherwise.
+pub fn placement_line(placement: Placement, preflight: Option<&Value>) -> String {
+    let mut line = format!(
+        "backend {}, device {}",
+        placement.backend.name(),
+        placement.device
+    );
+    let text = |v: &Value| v.as_str().map(str::to_string);
+    let version = |v: &Value| Some(format!("{}.{}", v["major"].as_u64()?, v["minor"].as_u64()?));
+    match preflight {
+        Some(p) if p.get("wgpu_adapter").is_some() => {
+            if let Some(name) = text(&p["wgpu_adapter"]["name"]) {
+                line.push_str(&format!(": adapter {name}"));
+            }
+        }
+        Some(p) => {
+            let index = p["visible_gpus"][0]["index"].as_u64();
+            let gpus = p["driver"]["gpus"].as_array().cloned().unwrap_or_default();
+            let gpu = gpus
+                .iter()
+                .find(|g| g["index"].as_u64() == index)
+                .or(gpus.first());
+            let mut parts = Vec::new();
+            if let Some(g) = gpu {
+                parts.push(format!(
+                    "{} ({})",
+                    text(&g["name"]).unwrap_or_else(|| "GPU".into()),
+                    text(&g["uuid"]).unwrap_or_else(|| "no UUID".into())
+                ));
+            }
+            if let Some(d) = text(&p["driver"]["driver_version"]) {
+                parts.push(format!("driver {d}"));
+            }
+            if let Some(v) = version(&p["driver"]["cuda_driver_version"]) {
+                parts.push(format!("driver CUDA {v}"));
+            }
+            if let Some(v) = version(&p["runtime"]["build_target"]["version"]) {
+                parts.push(format!("built for CUDA {v}"));
+            }
+            if let Some(v) = version(&p["runtime"]["nvrtc"]["version"]) {
+                parts.push(format!("NVRTC {v}"));
+            }
+            if !parts.is_empty() {
+                line.push_str(&format!(": {}", parts.join(", ")));
+            }
+        }
+        None => line.push_str(&format!(" ({} threads)", rayon::current_num_threads())),
+    }
+    line
+}
+
 /// The scheduler's job id (`<array job>_<task>` for array tasks), if any.
 pub fn job_id(env: &ClusterEnv) -> Option<String> {
     match (&env.array_job_id, env.array_task_id) {
@@ -117,4 +177,32 @@ pub fn job_id(env: &ClusterEnv) -> Option<String> {
 /// `runs/` under `base`.
 pub fn runs_under(base: &Path) -> PathBuf {
     base.join("runs")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{BackendKind, DeviceSpec};
+
+    /// From `trainer doctor --require-gpu --json` on an H100 (a GPU session, 2026-11-26).
+    #[test]
+    fn the_first_log_line_names_the_gpu_its_driver_and_cuda() {
+        let report: Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/doctor-h100.json")).unwrap();
+        let placement = Placement {
+            backend: BackendKind::Cuda,
+            device: DeviceSpec::Cuda(0),
+        };
+        assert_eq!(
+            placement_line(placement, Some(&report)),
+            "backend cuda, device cuda:0: NVIDIA H100 80GB HBM3 \
+             (GPU-c213c15a-2546-95d7-1559-908fda51ba18), driver 580.159.04, driver CUDA 13.0, \
+             built for CUDA 12.8, NVRTC 13.0"
+        );
+        let cpu = Placement {
+            backend: BackendKind::Flex,
+            device: DeviceSpec::Cpu,
+        };
+        assert!(placement_line(cpu, None).starts_with("backend flex, device cpu ("));
+    }
 }
