@@ -20,7 +20,7 @@ nodes="${2:-60}"
 seed="${3:-1}"
 epochs="${4:-40}"
 out="$(realpath -m "${5:-gnn-baselines}")"
-bin=$PWD/target/release/trainer
+bin=${TRAINER_BIN:-$PWD/target/release/trainer}
 [ -x "$bin" ] || cargo build --release
 mkdir -p "$out"
 cohort="${COHORT:-$out/cohort}"

@@ -348,3 +348,74 @@ fn every_variant_trains_two_epochs_with_finite_metrics() {
         }
     }
 }
+
+/// A fold whose validation subjects have no follow-up scan (40 % of the authors' subjects have
+/// one session; small cohorts hit it): `val_skill` is undefined there, so the fold says so in
+/// one line, early-stops on `val_loss`, records the fallback in `run_meta.json`, and the run
+/// finishes — for CLG-ODE and for a closed-form model alike.
+#[test]
+fn a_fold_without_validation_pairs_monitors_val_loss() {
+    let t = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/synth_noisy_cohort.py");
+    let o = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["--subjects", "15", "--nodes", "12", "--seed", "2"])
+        .args(["--visit-probs", "1,0,0", "--out", "single"])
+        .current_dir(t.path())
+        .output()
+        .expect("python3 (scripts/setup.sh installs numpy)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for model in ["clg-ode", "eb-drift"] {
+        let o = run_in(
+            t.path(),
+            &[
+                "train-gnn",
+                "--model",
+                model,
+                "--sc_dir",
+                "single/sc",
+                "--morph_root",
+                "single/morph",
+                "--subject_info_csv",
+                "single/subject_info_sc.csv",
+                "--results_dir",
+                "res",
+                "--run_name",
+                model,
+                "--cv_fold",
+                "0",
+                "--max_epochs",
+                "2",
+                "--latent_dim",
+                "8",
+                "--hidden_dim",
+                "16",
+                "--early_stop_metric",
+                "val_skill",
+            ],
+        );
+        let err = stderr(&o);
+        assert!(o.status.success(), "{model}: {err}");
+        assert_eq!(
+            err.matches("early stopping on `val_loss` instead").count(),
+            1,
+            "{model}: {err}"
+        );
+        let meta: Value = serde_json::from_str(
+            &std::fs::read_to_string(t.path().join("res/runs").join(model).join("run_meta.json"))
+                .unwrap(),
+        )
+        .unwrap();
+        let fallback = &meta["extra"]["monitor_fallback"][0];
+        assert_eq!(fallback["fold"], 0, "{meta}");
+        assert_eq!(fallback["metric"], "val_loss");
+        assert_eq!(fallback["instead_of"], "val_skill");
+        assert!(
+            t.path()
+                .join("res/runs")
+                .join(model)
+                .join("test_metrics.json")
+                .is_file()
+        );
+    }
+}

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{Result, bail};
 use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use serde_json::json;
@@ -27,7 +27,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         model: &J::Model,
         trained: Trained,
     ) -> Result<()> {
-        let spec = ctx.spec.clone();
+        let spec = self.stage_spec(ctx);
         let (epoch, stage_index) = (pos.epoch, pos.stage);
         let t_eval = Instant::now();
         let valid = model.valid();
@@ -47,21 +47,20 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         let mut improved = false;
         let mut monitored = None;
         if let Some(m) = &spec.monitor {
-            let value = eval.get(&m.metric).with_context(|| {
-                let names: Vec<&str> = eval
-                    .head
-                    .keys()
-                    .chain(eval.detail.keys())
-                    .map(String::as_str)
-                    .collect();
-                format!(
+            match eval.get(&m.metric) {
+                Some(value) => {
+                    improved = pos.monitor.record(m, value, epoch + 1);
+                    monitored = Some(value);
+                }
+                // A stage of one epoch has one candidate: it is the best, measured or not
+                // (a closed-form fit whose validation subjects have no follow-up scan).
+                None if spec.epochs == 1 => improved = true,
+                None => bail!(
                     "early-stopping metric `{}` is not one this job evaluates; choose one of: {}",
                     m.metric,
-                    names.join(", ")
-                )
-            })?;
-            improved = pos.monitor.record(m, value, epoch + 1);
-            monitored = Some(value);
+                    evaluated(&eval).join(", ")
+                ),
+            }
         }
         let files = self.stage.model_file.clone();
         let run_files = RunDir::new(&ctx.run_dir);
@@ -96,7 +95,9 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             row.insert("monitor_value".into(), json!(v));
         }
         row.extend(eval.detail.clone());
-        if let Some(m) = &spec.monitor {
+        // The column keeps the run's metric name (every row has the same columns); a stage
+        // monitored otherwise says so in `monitor_metric`.
+        if let Some(m) = &ctx.spec.monitor {
             row.insert(format!("best_{}", m.metric), json!(pos.monitor.best));
             row.insert("is_best".into(), json!(improved));
         }
@@ -205,7 +206,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         pos: &mut Position,
         model: &J::Model,
     ) -> Result<()> {
-        let spec = ctx.spec.clone();
+        let spec = self.stage_spec(ctx);
         let Some(m) = &spec.monitor else {
             return Ok(());
         };
@@ -243,4 +244,25 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         }
         Ok(())
     }
+}
+
+impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
+    /// The run's spec with this stage's monitor (see [`super::Stage::monitor`]).
+    fn stage_spec(&self, ctx: &Ctx<'_, B>) -> JobSpec {
+        let mut spec = ctx.spec.clone();
+        if let Some(m) = &self.stage.monitor {
+            spec.monitor = Some(m.clone());
+        }
+        spec
+    }
+}
+
+/// The metrics an epoch's evaluation gave a value (the choices of an early-stopping metric).
+fn evaluated(eval: &super::EpochReport) -> Vec<&str> {
+    eval.head
+        .iter()
+        .chain(eval.detail.iter())
+        .filter(|(_, v)| v.as_f64().is_some())
+        .map(|(k, _)| k.as_str())
+        .collect()
 }

@@ -153,6 +153,9 @@ pub struct Stage {
     pub columns: Row,
     /// The model-only files the engine writes for the stage (best and last epoch), if any.
     pub model_file: Option<ModelFile>,
+    /// This stage's monitor when it is not the run's (e.g. a fold whose validation subjects
+    /// have no follow-up scan, so that only `val_loss` is defined); `None`: the run's.
+    pub monitor: Option<Monitor>,
 }
 
 /// One training step's global batch and this rank's shard of it.

@@ -235,6 +235,7 @@ impl<B: AutodiffBackend, M: GradBaseline> Job<B> for BaselineJob<B, M> {
             include_s_mean,
             s.seed,
             M::FILE_STEM,
+            self.spec.monitor.as_ref(),
             metadata,
         )?;
         let split = &self.prep.folds[stage];

@@ -136,6 +136,22 @@ impl GnnConfig {
             "split".into(),
             json!({"test": ids(&prep.test), "folds": folds}),
         );
+        // Folds that monitor another metric than the run's (no validation visit pair).
+        let fallbacks: Vec<serde_json::Value> = (0..prep.folds.len())
+            .filter_map(|stage| {
+                let f =
+                    super::fold_data::fold_monitor(prep, stage, self.monitor.as_ref()).ok()??;
+                Some(json!({
+                    "fold": prep.folds[stage].fold,
+                    "metric": f.metric,
+                    "instead_of": self.monitor.as_ref().map(|m| m.metric.clone()),
+                    "reason": "no validation subject of the fold has a follow-up scan",
+                }))
+            })
+            .collect();
+        if !fallbacks.is_empty() {
+            row.insert("monitor_fallback".into(), json!(fallbacks));
+        }
         row
     }
 }

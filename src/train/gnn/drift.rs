@@ -242,6 +242,7 @@ impl<B: AutodiffBackend> Job<B> for DriftJob<B> {
             self.settings.sampling.include_s_mean(),
             self.settings.seed,
             self.settings.model_kind.file_stem(),
+            self.spec.monitor.as_ref(),
             metadata,
         )?;
         let split = &self.prep.folds[stage];

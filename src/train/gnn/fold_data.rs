@@ -4,19 +4,19 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use ndarray::Array2;
 use serde_json::json;
 
 use super::step::fold_seed;
 use super::{Prepared, fold_stem};
 use crate::data::connectome::{Cohort, NormStats, Scan};
-use crate::engine::{ModelFile, Row, Stage};
+use crate::engine::{Mode, ModelFile, Monitor, Row, Stage};
 
 /// Stage `stage` of a train-gnn run as every `--model` starts it: the fold's data with the
 /// normalisation of its training subjects, and the engine's stage (the training subjects
 /// shuffled from `seed`, the `fold` column, the model files `<model>_fold<k>_{best,last}` with
-/// `metadata` and the fold).
+/// `metadata` and the fold, and the fold's monitor: [`fold_monitor`]).
 pub struct FoldStart {
     pub fold: usize,
     pub data: FoldData,
@@ -31,10 +31,22 @@ impl FoldStart {
         include_s_mean: bool,
         seed: u64,
         model: &str,
+        monitor: Option<&Monitor>,
         mut metadata: BTreeMap<String, String>,
     ) -> Result<Self> {
         let split = &prep.folds[stage];
         let fold = split.fold;
+        let fallback = fold_monitor(prep, stage, monitor)?;
+        if let (Some(f), Some(run)) = (&fallback, monitor) {
+            eprintln!(
+                "[train-gnn] fold {fold}: none of its {} validation subjects has a follow-up \
+                 scan, so `{}` is undefined; early stopping on `{}` instead (recorded in \
+                 run_meta.json)",
+                split.val.len(),
+                run.metric,
+                f.metric
+            );
+        }
         let stats = prep.cohort.norm_stats(&split.train)?;
         let data = FoldData::new(prep.cohort.clone(), &stats, include_s_mean);
         metadata.insert("fold".into(), fold.to_string());
@@ -49,6 +61,7 @@ impl FoldStart {
                 stem: fold_stem(model, fold),
                 metadata,
             }),
+            monitor: fallback,
         };
         Ok(Self {
             fold,
@@ -57,6 +70,41 @@ impl FoldStart {
             stage,
         })
     }
+}
+
+/// Fold `stage`'s own monitor when the run's cannot be computed on it: a metric scored on
+/// validation visit pairs (`val_skill`, `val_sc_log_mse`, …) needs a validation subject with a
+/// follow-up scan; without one the fold monitors `val_loss` (lower is better, the run's
+/// patience, no min-delta: another scale), which exists whenever the fold has validation
+/// subjects. `None`: the run's monitor applies. A fold without any validation subject is an
+/// error, before training.
+pub fn fold_monitor(
+    prep: &Prepared,
+    stage: usize,
+    monitor: Option<&Monitor>,
+) -> Result<Option<Monitor>> {
+    let split = &prep.folds[stage];
+    if split.val.is_empty() {
+        bail!(
+            "fold {} has no validation subject ({} training subjects): use fewer --cv_folds or a \
+             larger cohort",
+            split.fold,
+            split.train.len()
+        );
+    }
+    let pairs = split
+        .val
+        .iter()
+        .any(|&s| prep.cohort.subjects[s].scans.len() >= 2);
+    Ok(match monitor {
+        Some(m) if !pairs && m.metric != "val_loss" => Some(Monitor {
+            metric: "val_loss".into(),
+            mode: Mode::Min,
+            patience: m.patience,
+            min_delta: 0.0,
+        }),
+        _ => None,
+    })
 }
 
 /// Per-fold host data: the cohort, its z-scored inputs and the per-scan numeric covariates.

@@ -202,6 +202,7 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
             s.sampling.include_s_mean(),
             s.seed,
             self.settings.model_kind.file_stem(),
+            self.spec.monitor.as_ref(),
             metadata,
         )?;
         if let Some(f) = start.stage.model_file.as_mut() {

@@ -172,6 +172,7 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
             label: String::new(),
             columns: Row::new(),
             model_file: None,
+            monitor: None,
         })
     }
 
