@@ -69,14 +69,16 @@ if [ "${TRAINER_SKIP_FEATURES:-0}" != 1 ]; then
   # tests ran in the default build (a second compile of the library with five backends in test
   # mode, and forty more test binaries, would add about ten minutes).
   backend_tests=(--test backend_errors --test backend_tch --test fast_tch --test pt_checkpoint
-    --test backend_wgpu)
+    --test backend_wgpu --test backend_cuda)
   cargo build --release --features tch,cuda,wgpu,mpi --bins "${backend_tests[@]}"
   done_stage
   stage "tests (tch + cuda + mpi)"
   # tests/pt_checkpoint.rs needs python3 with torch (on PATH since setup-torch.sh): required here.
   export TRAINER_REQUIRE_TORCH=1
+  # tests/backend_cuda.rs says SKIP without an NVIDIA driver (it runs in GPU sessions:
+  # scripts/gpu-check.sh --cuda-tests); here it is compiled and its skip path runs.
   cargo test --release --features tch,cuda,wgpu,mpi --test backend_errors --test backend_tch \
-    --test fast_tch --test pt_checkpoint
+    --test fast_tch --test pt_checkpoint --test backend_cuda
   done_stage
   stage "wgpu on lavapipe (CubeCL kernels on Mesa's software Vulkan, against flex)"
   cargo test --release --features tch,cuda,wgpu,mpi --test backend_wgpu -- --nocapture
