@@ -80,6 +80,12 @@ pub struct CompareArgs {
     /// Also write the validation skill per epoch of every run to this `.svg` or `.png`.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Pair every run by test subject with the run of this model (`eb-drift`, `linear-drift`,
+    /// or a run directory's name) and with the identity: mean difference of each `--metric`
+    /// (default sc_log_mse) with a bootstrap 95% interval over subjects and the Wilcoxon
+    /// signed-rank p-value.
+    #[arg(long, value_name = "MODEL")]
+    pub against: Option<String>,
 }
 
 impl CompareArgs {
@@ -92,6 +98,7 @@ impl CompareArgs {
             format: self.format,
             json: self.json,
             plot: self.plot,
+            against: self.against,
         }
     }
 }

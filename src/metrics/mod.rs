@@ -4,6 +4,7 @@
 //! * [`skill`]: a forecast against the identity forecast.
 //! * [`topology`]: exact Betti curves, degree and strength correlations.
 
+pub mod paired;
 pub mod sc;
 pub mod skill;
 pub mod topology;

@@ -8,6 +8,7 @@
 //! of only the failed and pending tasks. A `[then]` stage adds one phase-2 task per task, resumed
 //! from its phase-1 task's best checkpoint ([`expand`]; chained per task in the scripts).
 
+pub mod against;
 pub mod expand;
 mod gflow;
 mod lsf;

@@ -10,6 +10,9 @@
 //!   `fold`, `stage`, `source`, or any setting in a run's `args.json`); each metric gets mean ±
 //!   sd, min, max and n over the group (folds and seeds). `--json` is `--format json` here.
 //!
+//! * the paired view (`--against MODEL`): every run paired by test subject with that model's run
+//!   and with the identity ([`super::against`]).
+//!
 //! A sweep's task without results is named as missing, not dropped silently; a run directory
 //! named on the command line must have finished (the per-run view says which file it lacks).
 //! Run directories of the reference's PyTorch trainer sit beside ours
@@ -38,6 +41,9 @@ pub struct CompareSettings {
     pub format: Option<Format>,
     pub json: bool,
     pub plot: Option<PathBuf>,
+    /// `--against MODEL`: every run paired by subject with that model's run
+    /// ([`super::against`]).
+    pub against: Option<String>,
 }
 
 impl CompareSettings {
@@ -228,7 +234,19 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
         bail!("give at least one run directory");
     }
     let runs = runs(&s.runs)?;
-    if s.grouped() {
+    if let Some(against) = &s.against {
+        let ours: Vec<(String, &Path)> = runs
+            .iter()
+            .filter(|r| r.reference.is_none() && r.done())
+            .map(|r| (r.name.clone(), r.dir.path()))
+            .collect();
+        let lines = super::against::against_lines(&ours, against, &s.metrics)?;
+        if s.json {
+            println!("{}", serde_json::to_string_pretty(&lines)?);
+        } else {
+            print!("{}", super::against::render(&lines, against));
+        }
+    } else if s.grouped() {
         let format = match (s.format, s.json) {
             (Some(f), _) => f,
             (None, true) => Format::Json,
