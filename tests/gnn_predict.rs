@@ -287,3 +287,117 @@ fn plot_sc_draws_heatmaps_and_the_strata_chart() {
     );
     assert!(!t.path().join("x.png").exists());
 }
+
+/// Predictions are always valid matrices and their files never collide: a horizon beyond what
+/// the fold's training subjects cover is refused unless `--extrapolate`, and then a forecast
+/// that is not finite is refused (nothing written); negative values are values (the range
+/// error, not "unexpected argument"); `--dt-years` takes a list; two ages that round alike get
+/// two files; `predictions.csv` says which part of the split each subject was in; an empty or
+/// missing `--subjects` file is named; a staging directory a killed run left is removed.
+#[test]
+fn horizons_are_checked_files_are_distinct_and_staging_is_cleaned() {
+    let t = trained();
+    let run = t.path().join("res/runs/drift");
+    let run = run.to_str().unwrap();
+    let ok = |args: &[&str]| {
+        let o = run_in(t.path(), args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    };
+    let fails = |args: &[&str], needle: &str| {
+        let o = run_in(t.path(), args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = stderr(&o);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!t.path().join("bad").exists(), "{args:?}: wrote bad/");
+    };
+    // A stale staging directory of a process that is gone.
+    let stale = t.path().join(".predict-999999999.tmp");
+    std::fs::create_dir_all(stale.join("sc")).unwrap();
+
+    ok(&["predict", run, "--dt-years", "0.5,1,2", "--out", "list"]);
+    assert!(
+        !stale.exists(),
+        "the stale staging directory is still there"
+    );
+    let index = std::fs::read_to_string(t.path().join("list/predictions.csv")).unwrap();
+    assert_eq!(index.lines().count() - 1, 3 * 16, "{index}");
+    let header: Vec<&str> = index.lines().next().unwrap().split(',').collect();
+    let split = header
+        .iter()
+        .position(|h| *h == "split")
+        .expect("split column");
+    let splits: std::collections::BTreeSet<&str> = index
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(split).unwrap())
+        .collect();
+    assert!(
+        splits.contains("test") && splits.contains("train"),
+        "{splits:?}"
+    );
+
+    let subject = index.lines().nth(1).unwrap().split(',').next().unwrap();
+    ok(&[
+        "predict",
+        run,
+        "--subjects",
+        subject,
+        "--ages",
+        "12,12.0004,12.001",
+        "--extrapolate",
+        "--out",
+        "ages",
+    ]);
+    let files: std::collections::BTreeSet<String> = std::fs::read_dir(t.path().join("ages/sc"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let rows = std::fs::read_to_string(t.path().join("ages/predictions.csv")).unwrap();
+    assert_eq!(files.len(), rows.lines().count() - 1, "{files:?}\n{rows}");
+
+    fails(
+        &["predict", run, "--dt-years", "1e6", "--out", "bad"],
+        "--extrapolate",
+    );
+    fails(
+        &[
+            "predict",
+            run,
+            "--dt-years",
+            "1e6",
+            "--extrapolate",
+            "--out",
+            "bad",
+        ],
+        "not finite",
+    );
+    fails(
+        &["predict", run, "--dt-years", "-1", "--out", "bad"],
+        "at least 0",
+    );
+    std::fs::write(t.path().join("empty.txt"), "\n").unwrap();
+    fails(
+        &[
+            "predict",
+            run,
+            "--next-visit",
+            "--subjects",
+            "empty.txt",
+            "--out",
+            "bad",
+        ],
+        "names no subject",
+    );
+    fails(
+        &[
+            "predict",
+            run,
+            "--next-visit",
+            "--subjects",
+            "ids/none.txt",
+            "--out",
+            "bad",
+        ],
+        "no such file",
+    );
+}
