@@ -64,7 +64,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
             .map_err(|e| anyhow::anyhow!("{}: unreadable job state: {e}", path.display()))?;
         job.restore(state);
         pos = s.position.clone();
-        if main {
+        if main && !(pos.stage >= spec.stages && RunDir::new(&run_dir).finished_json().is_file()) {
             eprintln!(
                 "{tag} resuming from {} at {}epoch {} item {}",
                 path.display(),
@@ -87,6 +87,20 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
     } else {
         None
     };
+    let finished = RunDir::new(&run_dir).finished_json();
+    if pos.stage >= spec.stages && finished.is_file() {
+        // Nothing left to do: leave every file as the run wrote it (a re-scoring would rewrite
+        // the results' CPU seconds, run_meta's argv and created_at).
+        if main {
+            eprintln!(
+                "{tag} {} is already finished ({}); nothing done. To train again, start a new \
+                 run (another --run-name / --out)",
+                run_dir.display(),
+                finished.display()
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     stop::install()?;
     let metrics = MetricsFiles::new(&run_dir);
     if main {
@@ -173,6 +187,10 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         comm,
     })?;
     if main {
+        RunDir::new(&run_dir).write_finished(&serde_json::json!({
+            "finished_at": chrono::Local::now().to_rfc3339(),
+            "seconds": started.elapsed().as_secs_f64(),
+        }))?;
         eprintln!(
             "{} done in {}; run directory {}",
             ctx.tag,

@@ -68,6 +68,8 @@ pub const PER_SUBJECT_CSV: &str = "per_subject.csv";
 pub const STRATA_JSON: &str = "strata.json";
 /// `metrics.json` (of an `eval-gnn` re-scoring directory).
 pub const EVAL_METRICS_JSON: &str = "metrics.json";
+/// `finished.json`: written when a run has finished (its last stage and its final scoring).
+pub const FINISHED_JSON: &str = "finished.json";
 
 /// A run directory: the path of each of its files, and typed readers and (atomic) writers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -260,6 +262,15 @@ impl RunDir {
         write_atomic(&self.config_toml(), |w| {
             Ok(std::io::Write::write_all(w, toml.as_bytes())?)
         })
+    }
+
+    /// `finished.json`: the run finished (a resume of it has nothing to do).
+    pub fn finished_json(&self) -> PathBuf {
+        self.file(FINISHED_JSON)
+    }
+
+    pub fn write_finished(&self, record: &impl Serialize) -> Result<()> {
+        write_json(&self.finished_json(), record)
     }
 
     pub fn write_run_meta(&self, meta: &RunMeta) -> Result<()> {

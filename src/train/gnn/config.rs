@@ -36,6 +36,35 @@ pub struct GnnConfig {
     pub world_size: usize,
     /// Per-rank batch × world size.
     pub effective_batch_size: usize,
+    /// MD5 of the loaded cohort (every subject's id, sex and site, every scan's id, age,
+    /// connectome and morphology): a resume on other data is refused like one with other
+    /// settings. Empty in runs written before it existed.
+    #[serde(default)]
+    pub cohort_fingerprint: String,
+}
+
+/// The MD5 of what a run learns from: subjects (id, sex, site) and their scans (id, age, SC
+/// matrix, morphology), in the cohort's order.
+pub fn cohort_fingerprint(cohort: &crate::data::connectome::Cohort) -> String {
+    use md5::{Digest, Md5};
+    let mut h = Md5::new();
+    for s in &cohort.subjects {
+        h.update(s.id.as_bytes());
+        h.update((s.sex as u64).to_le_bytes());
+        h.update((s.site as u64).to_le_bytes());
+        for scan in &s.scans {
+            h.update(scan.scan_id.as_bytes());
+            h.update(scan.age.to_le_bytes());
+            let bytes: Vec<u8> = scan
+                .a_raw
+                .iter()
+                .chain(scan.x.iter())
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            h.update(&bytes);
+        }
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl GnnConfig {
@@ -83,6 +112,7 @@ impl GnnConfig {
             checkpoint_every: ctx.run.checkpoint_every,
             world_size: ctx.world_size(),
             effective_batch_size: settings.batch_size * ctx.world_size(),
+            cohort_fingerprint: cohort_fingerprint(cohort),
             settings,
         }
     }
@@ -100,6 +130,7 @@ impl GnnConfig {
             "val_sc_eval_every": s.val_sc_eval_every,
             "early_stop_density_weight": s.early_stop_density_weight,
             "model_kind": s.model_kind, "drift": s.drift,
+            "cohort": self.cohort_fingerprint,
         })
     }
 

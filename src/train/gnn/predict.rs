@@ -318,6 +318,7 @@ pub fn run(s: PredictSettings) -> Result<()> {
         bail!("--out {}: exists and is not empty", s.out.display());
     }
     let run = SavedRun::open(&s.run_dir, &s.checkpoint, &s.paths)?;
+    run.warn_split_changes("predict");
     let subjects = match &s.subjects {
         Some(spec) => named_subjects(&run, spec)?,
         None => match s.split {

@@ -3,6 +3,12 @@
 //! checkpoint, the cohort loaded and split as in the run (paths overridable) ([`SavedRun`]), and
 //! the split's subjects scored with the one test protocol: `metrics.json` (model, identity,
 //! skill, forecast-only block, exact topology), `per_subject.csv` and `strata.json`.
+//!
+//! It never writes into a run directory's own files nor into an unrelated directory: `--out`
+//! may not be a run directory, and an existing non-empty `--out` must hold only an earlier
+//! eval-gnn's three files (replaced as a whole: written to a staging directory, then renamed).
+//! When the data as loaded now is split differently from the run (another cohort, seed or
+//! subject set), it says so loudly and records it in `metrics.json` (`split_changes`).
 
 use std::path::{Path, PathBuf};
 
@@ -48,9 +54,47 @@ pub struct EvalGnnSettings {
     pub device: DeviceSettings,
 }
 
+/// Refuses an output directory that is a run directory, or that holds anything but an earlier
+/// eval-gnn's files.
+fn check_out(dir: &Path) -> Result<()> {
+    let files = RunDir::new(dir);
+    if files.args_json().exists() || files.run_meta_json().exists() || files.checkpoints().exists()
+    {
+        anyhow::bail!(
+            "--out {}: a run directory (it has args.json, run_meta.json or checkpoints/); \
+             eval-gnn writes its files into a directory of its own",
+            dir.display()
+        );
+    }
+    // The files eval-gnn writes.
+    let ours: Vec<std::ffi::OsString> = [
+        files.eval_metrics_json(),
+        files.per_subject_csv(),
+        files.strata_json(),
+    ]
+    .iter()
+    .filter_map(|p| p.file_name().map(|n| n.to_os_string()))
+    .collect();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for e in entries.flatten() {
+        if !ours.contains(&e.file_name()) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            anyhow::bail!(
+                "--out {}: not empty, and {name} is not an eval-gnn output; choose an empty or \
+                 new directory",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `trainer eval-gnn`.
 pub fn run(s: EvalGnnSettings) -> Result<()> {
     let run = SavedRun::open(&s.run_dir, &s.checkpoint, &s.paths)?;
+    run.warn_split_changes("eval-gnn");
     let out = match &s.out {
         Some(out) => RunDir::new(out),
         None => {
@@ -61,6 +105,7 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
             RunDir::new(&s.run_dir).eval_dir(&split, &name)
         }
     };
+    check_out(out.path())?;
     let set = &run.config.settings;
     let (data, fold) = (&run.data, run.fold);
     let subjects = match s.split {
@@ -110,12 +155,33 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
             "split".into(),
             json!(format!("{:?}", s.split).to_lowercase()),
         );
+        o.insert("split_changes".into(), json!(run.split_changes));
     }
     let dir = out.path();
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    write_json(&out.eval_metrics_json(), &m)?;
-    write_per_subject(&out.per_subject_csv(), &rows)?;
-    write_json(&out.strata_json(), &strata(&rows, far_rows.as_deref()))?;
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    let staging = parent.join(format!(".eval-gnn-{}.tmp", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    let staged = RunDir::new(&staging);
+    let written = std::fs::create_dir(&staging)
+        .with_context(|| format!("cannot create {}", staging.display()))
+        .and_then(|_| write_json(&staged.eval_metrics_json(), &m))
+        .and_then(|_| write_per_subject(&staged.per_subject_csv(), &rows))
+        .and_then(|_| write_json(&staged.strata_json(), &strata(&rows, far_rows.as_deref())));
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e);
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("cannot replace {}", dir.display()))?;
+    }
+    std::fs::rename(&staging, dir)
+        .with_context(|| format!("cannot move the results to {}", dir.display()))?;
     eprintln!(
         "[eval-gnn] {} subjects, fold {fold}: sc_log_mse {:.6} (identity {:.6}, skill {:+.4}); \
          wrote {}",

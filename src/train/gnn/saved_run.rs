@@ -40,18 +40,36 @@ pub struct SavedRun {
     pub fold: usize,
     pub prep: Prepared,
     pub data: FoldData,
+    /// How the split of the data as loaded now differs from the split the run recorded in
+    /// `run_meta.json` (another cohort, seed or subject set); empty when it is the same or the
+    /// run recorded none.
+    pub split_changes: Vec<String>,
 }
 
 impl SavedRun {
     /// Opens `run_dir` with checkpoint `which` (`best`, `last` or a file).
     pub fn open(run_dir: &Path, which: &str, paths: &DataOverrides) -> Result<Self> {
-        let args = RunDir::new(run_dir).args_json();
+        let files = RunDir::new(run_dir);
+        let args = files.args_json();
         let text = std::fs::read_to_string(&args).map_err(|_| {
             anyhow::anyhow!(
                 "{}: not a train-gnn run directory (no readable args.json)",
                 run_dir.display()
             )
         })?;
+        let meta: Option<serde_json::Value> =
+            crate::outputs::run_files::read_json(&files.run_meta_json()).ok();
+        let command = meta
+            .as_ref()
+            .and_then(|m| m["argv"][1].as_str().map(str::to_string));
+        if command.as_deref() == Some("train-mnist") {
+            bail!(
+                "{}: a train-mnist run; this command reads train-gnn runs (an MNIST checkpoint: \
+                 `trainer eval --checkpoint {} --data-dir DIR`)",
+                run_dir.display(),
+                files.best_checkpoint().display()
+            );
+        }
         let config: GnnConfig = serde_json::from_str(&text)
             .with_context(|| format!("{}: unreadable configuration", args.display()))?;
         let ck_path = checkpoint_path(run_dir, which, config.settings.model_kind.info())?;
@@ -81,6 +99,10 @@ impl SavedRun {
         )?;
         let stats = prep.cohort.norm_stats(&prep.folds[0].train)?;
         let data = FoldData::new(prep.cohort.clone(), &stats, set.sampling.include_s_mean());
+        let split_changes = meta
+            .as_ref()
+            .map(|m| split_changes(&m["extra"]["split"], &prep, fold))
+            .unwrap_or_default();
         Ok(Self {
             run_dir: run_dir.to_path_buf(),
             config,
@@ -89,8 +111,71 @@ impl SavedRun {
             fold,
             prep,
             data,
+            split_changes,
         })
     }
+
+    /// Says loudly on stderr how the split differs from the run's, if it does.
+    pub fn warn_split_changes(&self, command: &str) {
+        for change in &self.split_changes {
+            eprintln!(
+                "[{command}] WARNING: the data as loaded now is split differently from the run \
+                 ({}): {change}",
+                self.run_dir.display()
+            );
+        }
+    }
+}
+
+/// How `prep`'s test subjects and fold `fold`'s training and validation subjects differ from
+/// the split the run recorded (`run_meta.json` → `extra.split`; nothing when it has none).
+fn split_changes(recorded: &serde_json::Value, prep: &Prepared, fold: usize) -> Vec<String> {
+    use std::collections::BTreeSet;
+    let ids = |v: &serde_json::Value| -> Option<BTreeSet<String>> {
+        Some(
+            v.as_array()?
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect(),
+        )
+    };
+    let now = |subjects: &[usize]| -> BTreeSet<String> {
+        subjects
+            .iter()
+            .map(|&s| prep.cohort.subjects[s].id.clone())
+            .collect()
+    };
+    let recorded_fold = recorded["folds"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["fold"].as_u64() == Some(fold as u64)));
+    let mut parts = vec![("test", ids(&recorded["test"]), now(&prep.test))];
+    if let (Some(f), Some(split)) = (recorded_fold, prep.folds.first()) {
+        parts.push(("train", ids(&f["train"]), now(&split.train)));
+        parts.push(("val", ids(&f["val"]), now(&split.val)));
+    }
+    let mut out = Vec::new();
+    for (name, then, now) in parts {
+        let Some(then) = then else { continue };
+        let gone: Vec<&String> = then.difference(&now).collect();
+        let new: Vec<&String> = now.difference(&then).collect();
+        if !gone.is_empty() || !new.is_empty() {
+            let few = |v: &[&String]| {
+                v.iter()
+                    .take(3)
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            out.push(format!(
+                "{name} subjects: {} of the run's not there now ({}), {} not the run's ({})",
+                gone.len(),
+                few(&gone),
+                new.len(),
+                few(&new)
+            ));
+        }
+    }
+    out
 }
 
 /// The checkpoint file `which` names in `run_dir`.
