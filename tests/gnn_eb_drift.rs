@@ -82,7 +82,7 @@ struct Prediction {
     matrix: Vec<f64>,
 }
 
-/// `trainer predict RUN --split test --dt-years DT` of run `model`.
+/// `trainer predict RUN --split test --dt-years DT --extrapolate` of run `model`.
 fn predict(dir: &Path, model: &str, dt: f64) -> Vec<Prediction> {
     let out = dir.join(format!("pred-{model}-{dt}"));
     let run = dir.join("results/runs").join(model);
@@ -95,6 +95,9 @@ fn predict(dir: &Path, model: &str, dt: f64) -> Vec<Prediction> {
             "test",
             "--dt-years",
             &dt.to_string(),
+            // 4 years can be past the training subjects' longest follow-up: the comparison is
+            // of the arithmetic, wherever it is asked.
+            "--extrapolate",
             "--out",
             out.to_str().unwrap(),
         ],

@@ -25,6 +25,7 @@ pub mod fast_cpu;
 #[cfg(feature = "tch")]
 pub mod fast_tch;
 pub mod host_memory;
+mod placement;
 pub mod profile;
 pub mod wgpu;
 
@@ -46,6 +47,7 @@ pub(crate) use delegate_to;
 
 pub use device::DeviceSpec;
 use fast_cpu::{FastCpu, Kernels};
+pub use placement::{DeviceSettings, Placement, default_device, resolve};
 
 /// The tensor backends this binary knows about.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,103 +136,6 @@ impl BackendKind {
 
     fn is_wgpu(self) -> bool {
         matches!(self, BackendKind::Wgpu | BackendKind::WgpuFusion)
-    }
-}
-
-/// Where a job runs: backend and device, chosen at run time among what was compiled in.
-#[derive(clap::Args, Debug, Clone)]
-#[command(next_help_heading = crate::settings::CLUSTER)]
-pub struct DeviceSettings {
-    /// Tensor backend: flex (pure-Rust CPU, always built), tch (LibTorch, cargo feature `tch`),
-    /// cuda (CubeCL CUDA, cargo feature `cuda`), wgpu (CubeCL on Vulkan/Metal/DX12, cargo
-    /// feature `wgpu`). Default: flex on CPU; cuda, else tch, else wgpu on a GPU.
-    #[arg(long, value_enum)]
-    pub backend: Option<BackendKind>,
-    /// Device: `cpu`, `cuda`/`gpu` (= `cuda:0`) or `cuda:N`/`gpu:N` (index among
-    /// CUDA_VISIBLE_DEVICES; for wgpu, among the GPU adapters `trainer doctor` lists; `--backend
-    /// wgpu --device cpu` is the software adapter). Default: `cuda:0` when the scheduler
-    /// allocated GPUs to the job (Slurm's GPU variables, LSF's, or CUDA_VISIBLE_DEVICES inside a
-    /// Slurm/LSF/gflow job) — the run then uses the GPU or fails with `trainer doctor`'s code,
-    /// never trains on the CPU unasked — else `cpu`. `--device cpu` opts out.
-    #[arg(long)]
-    pub device: Option<DeviceSpec>,
-}
-
-impl DeviceSettings {
-    /// The backend and device, checked against what this binary was built with.
-    pub fn placement(&self) -> Result<Placement> {
-        let device = match self.device {
-            Some(d) => d,
-            None => default_device(
-                self.backend,
-                &crate::cluster::env::gpu_allocation(&crate::cluster::vars::Vars::from_process()),
-            ),
-        };
-        resolve(self.backend, device)
-    }
-}
-
-/// The device when `--device` was not given: the job's GPU when the scheduler allocated GPUs
-/// (said on stderr), unless the backend runs on the CPU only; else the CPU.
-pub fn default_device(
-    backend: Option<BackendKind>,
-    allocated: &[crate::cluster::env::AllocationVar],
-) -> DeviceSpec {
-    let cpu_only = matches!(backend, Some(BackendKind::Flex | BackendKind::FlexPlain));
-    if allocated.is_empty() || cpu_only {
-        return DeviceSpec::Cpu;
-    }
-    let vars: Vec<String> = allocated
-        .iter()
-        .map(|a| format!("{}={}", a.var, a.value))
-        .collect();
-    eprintln!(
-        "[trainer] the scheduler allocated GPUs to this job ({}) and no --device was given: \
-         using cuda:0 (--device cpu trains on the CPU instead)",
-        vars.join(", ")
-    );
-    DeviceSpec::Cuda(0)
-}
-
-/// Backend and device resolved from the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Placement {
-    pub backend: BackendKind,
-    pub device: DeviceSpec,
-}
-
-/// Picks the backend when `--backend` was left out, and rejects impossible pairs.
-pub fn resolve(backend: Option<BackendKind>, device: DeviceSpec) -> Result<Placement> {
-    let backend = match backend {
-        Some(b) => b,
-        None if !device.is_cuda() => BackendKind::Flex,
-        None if BackendKind::Cuda.compiled() => BackendKind::Cuda,
-        None if BackendKind::Tch.compiled() => BackendKind::Tch,
-        None if BackendKind::Wgpu.compiled() => BackendKind::Wgpu,
-        None => {
-            return Err(unavailable(format!(
-                "--device {device} needs a GPU backend, and this binary has none: rebuild with \
-                 `cargo build --release --features cuda` (or `--features tch`, `--features wgpu`)"
-            )));
-        }
-    };
-    if !backend.compiled() {
-        return Err(unavailable(format!(
-            "backend `{}` was not compiled into this binary: rebuild with \
-             `cargo build --release --features {}`",
-            backend.name(),
-            backend.feature()
-        )));
-    }
-    match (backend, device) {
-        (BackendKind::Flex | BackendKind::FlexPlain, DeviceSpec::Cuda(_)) => Err(unavailable(
-            "the flex backend runs on the CPU only: use --backend cuda or --backend tch with \
-             --device cuda",
-        )),
-        (BackendKind::Cuda | BackendKind::CudaFusion, DeviceSpec::Cpu) => Err(unavailable(
-            "the cuda backend needs a GPU: pass --device cuda[:N], or use --backend flex on CPU",
-        )),
-        _ => Ok(Placement { backend, device }),
     }
 }
 
@@ -414,58 +319,4 @@ pub fn available_placements() -> Vec<Placement> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_devices() {
-        assert_eq!("cpu".parse::<DeviceSpec>(), Ok(DeviceSpec::Cpu));
-        assert_eq!("cuda".parse::<DeviceSpec>(), Ok(DeviceSpec::Cuda(0)));
-        assert_eq!("CUDA:3".parse::<DeviceSpec>(), Ok(DeviceSpec::Cuda(3)));
-        assert_eq!("gpu:2".parse::<DeviceSpec>(), Ok(DeviceSpec::Cuda(2)));
-        assert!("cuda:x".parse::<DeviceSpec>().is_err());
-        assert!("tpu".parse::<DeviceSpec>().is_err());
-    }
-
-    #[test]
-    fn rejects_impossible_pairs() {
-        assert!(resolve(Some(BackendKind::Flex), DeviceSpec::Cuda(0)).is_err());
-        let p = resolve(None, DeviceSpec::Cpu).unwrap();
-        assert_eq!(p.backend, BackendKind::Flex);
-    }
-
-    #[test]
-    fn allocated_gpus_choose_the_gpu_unless_the_backend_is_cpu_only() {
-        use crate::cluster::env::AllocationVar;
-        let alloc = [AllocationVar {
-            var: "SLURM_JOB_GPUS".into(),
-            value: "0".into(),
-        }];
-        assert_eq!(default_device(None, &alloc), DeviceSpec::Cuda(0));
-        assert_eq!(
-            default_device(Some(BackendKind::Cuda), &alloc),
-            DeviceSpec::Cuda(0)
-        );
-        assert_eq!(
-            default_device(Some(BackendKind::Flex), &alloc),
-            DeviceSpec::Cpu
-        );
-        assert_eq!(default_device(None, &[]), DeviceSpec::Cpu);
-    }
-
-    #[test]
-    fn names_the_missing_feature() {
-        for kind in [BackendKind::Tch, BackendKind::Cuda, BackendKind::Wgpu] {
-            if !kind.compiled() {
-                let dev = if kind == BackendKind::Cuda {
-                    DeviceSpec::Cuda(0)
-                } else {
-                    DeviceSpec::Cpu
-                };
-                let err = resolve(Some(kind), dev).unwrap_err();
-                assert!(format!("{err}").contains(&format!("--features {}", kind.feature())));
-                assert_eq!(crate::error::exit_code_of(&err), BACKEND_UNAVAILABLE);
-            }
-        }
-    }
-}
+mod tests;

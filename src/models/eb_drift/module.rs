@@ -1,0 +1,95 @@
+//! The fitted [`EbParams`] as a Burn module, so that checkpoints carry them like any model's
+//! weights, and back.
+
+use burn::module::Param;
+use burn::prelude::*;
+
+use super::EbParams;
+
+/// The fitted parameters as a module (per-edge vectors `[M]`, scalars `[1]`), so that
+/// checkpoints carry them like any model's weights.
+#[derive(Module, Debug)]
+pub struct EbDrift<B: Backend> {
+    pub a_bar: Param<Tensor<B, 1>>,
+    pub k_g: Param<Tensor<B, 1>>,
+    pub k_edge: Param<Tensor<B, 1>>,
+    pub alpha: Param<Tensor<B, 1>>,
+    pub drift: Param<Tensor<B, 1>>,
+    pub seen: Param<Tensor<B, 1>>,
+    pub p11: Param<Tensor<B, 1>>,
+    pub p01: Param<Tensor<B, 1>>,
+    pub nu: Param<Tensor<B, 1>>,
+}
+
+fn param<B: Backend>(v: &[f64], device: &B::Device) -> Param<Tensor<B, 1>> {
+    let data: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+    let len = data.len();
+    Param::from_tensor(Tensor::from_data(TensorData::new(data, [len]), device))
+}
+
+impl<B: Backend> EbDrift<B> {
+    /// An unfitted model for `n` nodes (the identity forecast on present edges).
+    pub fn new(n: usize, device: &B::Device) -> Self {
+        let m = n * n.saturating_sub(1) / 2;
+        Self::from_params(
+            &EbParams {
+                n,
+                a_bar: 0.0,
+                k_g: 1.0,
+                k_edge: vec![1.0; m],
+                alpha: vec![0.0; m],
+                drift: vec![0.0; m],
+                seen: vec![false; m],
+                p11: vec![1.0; m],
+                p01: vec![0.0; m],
+                nu: vec![0.0; m],
+            },
+            device,
+        )
+    }
+
+    pub fn from_params(p: &EbParams, device: &B::Device) -> Self {
+        let seen: Vec<f64> = p.seen.iter().map(|&s| f64::from(u8::from(s))).collect();
+        Self {
+            a_bar: param(&[p.a_bar], device),
+            k_g: param(&[p.k_g], device),
+            k_edge: param(&p.k_edge, device),
+            alpha: param(&p.alpha, device),
+            drift: param(&p.drift, device),
+            seen: param(&seen, device),
+            p11: param(&p.p11, device),
+            p01: param(&p.p01, device),
+            nu: param(&p.nu, device),
+        }
+    }
+}
+
+/// The parameters of named checkpoint tensors `[M]`/`[1]` (`get` returns a tensor's values by
+/// its field name), for `n` nodes.
+pub fn params_from(
+    n: usize,
+    get: impl Fn(&str) -> anyhow::Result<Vec<f32>>,
+) -> anyhow::Result<EbParams> {
+    let m = n * n.saturating_sub(1) / 2;
+    let vec = |name: &str, len: usize| -> anyhow::Result<Vec<f64>> {
+        let v = get(name)?;
+        anyhow::ensure!(
+            v.len() == len,
+            "eb-drift checkpoint: {name} has {} values, expected {len} for {n} nodes",
+            v.len()
+        );
+        Ok(v.into_iter().map(f64::from).collect())
+    };
+    Ok(EbParams {
+        n,
+        a_bar: vec("a_bar", 1)?[0],
+        k_g: vec("k_g", 1)?[0],
+        k_edge: vec("k_edge", m)?,
+        alpha: vec("alpha", m)?,
+        drift: vec("drift", m)?,
+        seen: vec("seen", m)?.into_iter().map(|s| s > 0.5).collect(),
+        p11: vec("p11", m)?,
+        p01: vec("p01", m)?,
+        nu: vec("nu", m)?,
+    })
+}
