@@ -219,10 +219,14 @@ fn lsf_warning_signal_checkpoints_exits_75_and_the_rerun_resumes() {
         "TRAINER_CPU_TEST_ARGS",
         "--limit-train 1920 --limit-test 200 --epochs 1 --log-every-secs 1".into(),
     ));
+    // The training waits after step 5 for the signal: on a fast machine the 30 steps end
+    // before a signal sent at the first progress line arrives (CI saw exit 0 instead of 75).
+    let mut first_env = env.clone();
+    first_env.push(("TRAINER_TEST_PAUSE_AT_STEP", "5".into()));
     let mut cmd = Command::new("bash");
     cmd.arg(script());
     base_env(&mut cmd, t.path());
-    for (k, v) in &env {
+    for (k, v) in &first_env {
         cmd.env(k, v);
     }
     let f = std::fs::File::create(&log).unwrap();
@@ -232,7 +236,7 @@ fn lsf_warning_signal_checkpoints_exits_75_and_the_rerun_resumes() {
     let t0 = Instant::now();
     loop {
         let s = std::fs::read_to_string(&log).unwrap_or_default();
-        if s.contains("[train-mnist] epoch 1/1 step") {
+        if s.contains("pausing after step 5") {
             break;
         }
         assert!(t0.elapsed() < Duration::from_secs(120), "no training:\n{s}");

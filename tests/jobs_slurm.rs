@@ -261,6 +261,10 @@ fn mnist_q_ai4_requeues_on_the_time_limit_signal_and_resumes() {
 
     let mut env = cpu_env(t.path());
     env.push(("TRAINER_CPU_TEST_ARGS", args.into()));
+    // The run waits after its step 5 for the signal (a fast machine finishes the 30 steps
+    // before a signal sent at the first progress line arrives); the requeued start resumes
+    // after step 5 and never reaches it again.
+    env.push(("TRAINER_TEST_PAUSE_AT_STEP", "5".into()));
     let job = submit(&conf, t.path(), "mnist_q_ai4.sh", &[], &env);
     let log = t.path().join(format!("outputs/logs/mnist_q_ai4_{job}.out"));
     // Once training is under way, send what `--signal=B:USR1@120` sends at the time limit:
@@ -268,7 +272,7 @@ fn mnist_q_ai4_requeues_on_the_time_limit_signal_and_resumes() {
     let t0 = Instant::now();
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("[train-mnist] epoch 1/1 step") {
+        if text.contains("pausing after step 5") {
             break;
         }
         assert!(

@@ -23,23 +23,28 @@ const ARGS: [&str; 8] = [
     "5",
 ];
 
-fn start(cwd: &Path, out: &Path, extra: &[&str]) -> Child {
+/// Starts a training; with `pause_at`, it waits after that step for a signal (the test hook
+/// `TRAINER_TEST_PAUSE_AT_STEP`), so that a signal lands mid-training on a machine of any speed.
+fn start(cwd: &Path, out: &Path, extra: &[&str], pause_at: Option<u64>) -> Child {
     let data = fashion_dir();
-    trainer()
-        .args([
-            "train-mnist",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .args(ARGS)
-        .args(["--log-every-secs", "0.1"])
-        .args(extra)
-        .current_dir(cwd)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    let mut cmd = trainer();
+    if let Some(step) = pause_at {
+        cmd.env("TRAINER_TEST_PAUSE_AT_STEP", step.to_string());
+    }
+    cmd.args([
+        "train-mnist",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .args(ARGS)
+    .args(["--log-every-secs", "0.1"])
+    .args(extra)
+    .current_dir(cwd)
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap()
 }
 
 /// Waits until the child has printed `n` progress lines (so training is under way), then
@@ -57,6 +62,31 @@ fn wait_for_steps(child: &mut Child, n: usize) -> std::thread::JoinHandle<String
             seen += 1;
         }
         head.push_str(&line);
+    }
+    std::thread::spawn(move || {
+        let mut rest = head;
+        for line in reader.lines() {
+            rest.push_str(&line.unwrap());
+            rest.push('\n');
+        }
+        rest
+    })
+}
+
+/// Waits until the child prints a line containing `needle`, then returns the rest of its
+/// stderr through a thread.
+fn wait_for_line(child: &mut Child, needle: &str) -> std::thread::JoinHandle<String> {
+    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            panic!("trainer ended before printing {needle:?}:\n{head}");
+        }
+        head.push_str(&line);
+        if line.contains(needle) {
+            break;
+        }
     }
     std::thread::spawn(move || {
         let mut rest = head;
@@ -113,8 +143,8 @@ fn every_signal_checkpoints_exits_with_its_code_and_resumes_exactly() {
     // Default --requeue-signal USR1,USR2 → 75; TERM and INT → 128 + signal.
     for (sig, code) in [("TERM", 143), ("INT", 130), ("USR1", 75), ("USR2", 75)] {
         let out = t.path().join(sig);
-        let mut child = start(t.path(), &out, &[]);
-        let log = wait_for_steps(&mut child, 3);
+        let mut child = start(t.path(), &out, &[], Some(3));
+        let log = wait_for_line(&mut child, "pausing after step 3");
         let sent = Instant::now();
         kill(&child, sig);
         let status = child.wait().unwrap();
@@ -154,6 +184,7 @@ fn kill_9_during_checkpointing_never_leaves_a_bad_checkpoint() {
             t.path(),
             &out,
             &["--checkpoint-every", "1", "--resume", "auto"],
+            None,
         );
         let log = wait_for_steps(&mut child, 2);
         std::thread::sleep(Duration::from_millis(37 * round));

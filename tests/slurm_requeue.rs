@@ -25,9 +25,11 @@ fn time_limit_signal_requeues_and_resumes_exactly() {
     };
     let t = tempfile::tempdir().unwrap();
     let data = fashion_dir();
-    // Slurm sends the signal at its first time-limit check after 20 s (up to ~50 s): the
-    // training must outlast that on a fast machine (~1 min at 1200 img/s on 2 cores); a slow
-    // one is requeued more than once, which the checks below allow.
+    // Slurm sends the signal at its first time-limit check after 20 s (up to ~50 s). A fast
+    // machine trains these 1125 steps in under 40 s, so the first start waits after step 50
+    // for the signal (the test hook TRAINER_TEST_PAUSE_AT_STEP, a pure wait); the requeued
+    // start resumes after step 50 and never reaches it again. A slow machine is requeued more
+    // than once, which the checks below allow.
     let args = format!(
         "--data-dir {} --limit-train 12000 --limit-test 300 --epochs 6 --seed 9 --log-every-secs 5",
         data.display()
@@ -56,7 +58,7 @@ fn time_limit_signal_requeues_and_resumes_exactly() {
 echo "start restart=${{SLURM_RESTART_COUNT:-0}}"
 pid=""
 trap '[ -n "$pid" ] && kill -USR1 $pid' USR1
-{bin} train-mnist {args} --out {out} --resume auto --requeue &
+TRAINER_TEST_PAUSE_AT_STEP=50 {bin} train-mnist {args} --out {out} --resume auto --requeue &
 pid=$!
 wait $pid; rc=$?
 while kill -0 $pid 2>/dev/null; do wait $pid; rc=$?; done
@@ -97,6 +99,7 @@ exit $rc
         "{text}"
     );
     assert!(text.contains("resuming from"), "{text}");
+    assert_eq!(text.matches("pausing after step 50").count(), 1, "{text}");
     assert!(text.trim_end().ends_with("trainer exit 0"), "{text}");
     // Bit-equality across processes is sound here: one binary on one machine (the same CPU
     // kernels), and the fast CPU kernels cut work by shape, never by thread count, so the job

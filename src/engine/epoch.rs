@@ -127,6 +127,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             // One small reduction carries the step's sums and any pending stop request, so
             // that every rank stops after the same step.
             let mut flat = step_sums.flat();
+            crate::toolbox::stop::test_pause(pos.global_step + 1, &ctx.tag);
             let stop = ddp::sum_with_stop(
                 ctx.comm,
                 &mut flat,

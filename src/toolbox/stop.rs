@@ -69,6 +69,31 @@ pub fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+/// Test hook, for tests that signal a training under way on machines of any speed: with
+/// `TRAINER_TEST_PAUSE_AT_STEP=N`, a run waits after its N-th step of the run (global: a run
+/// resumed after that step never reaches it again), before that step's stop check, until a
+/// signal arrives (at most five minutes), saying so on stderr. A pure wait: the run's results
+/// are those of a run without it.
+pub fn test_pause(global_step: u64, tag: &str) {
+    static AT: OnceLock<Option<u64>> = OnceLock::new();
+    let at = AT.get_or_init(|| {
+        std::env::var("TRAINER_TEST_PAUSE_AT_STEP")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if *at != Some(global_step) {
+        return;
+    }
+    eprintln!(
+        "{tag} pausing after step {global_step} until a signal arrives \
+         (TRAINER_TEST_PAUSE_AT_STEP)"
+    );
+    let t0 = std::time::Instant::now();
+    while requested().is_none() && t0.elapsed() < std::time::Duration::from_secs(300) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Polled at each step boundary: a pending signal, or the step budget of this process spent.
 pub fn check(steps_this_process: u64, budget: Option<u64>) -> Option<StopReason> {
     if let Some(s) = requested() {
