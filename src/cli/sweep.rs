@@ -14,9 +14,16 @@ use crate::sweep::{self, PlanSettings, Scheduler};
 pub enum SweepCommand {
     /// Expand SPEC.toml into tasks (one --config file and run directory each, a manifest) and
     /// write the scheduler's script; prints the command that submits it (--submit runs it).
-    Plan(PlanArgs),
+    Plan(Box<PlanArgs>),
     /// Run task INDEX of a planned sweep (what an array task calls), resuming its checkpoint.
-    Task { dir: PathBuf, index: usize },
+    Task {
+        dir: PathBuf,
+        index: usize,
+        /// First the GPU preflight (`trainer doctor --require-gpu`): on failure the task ends
+        /// with the doctor's exit code and reason, before the trainer starts.
+        #[arg(long)]
+        preflight: bool,
+    },
     /// Run the pending, stopped and failed tasks on this machine, N at a time.
     Run {
         dir: PathBuf,
@@ -50,6 +57,87 @@ pub struct PlanArgs {
     /// Re-plan the sweep in DIR: a new script of its failed, stopped and pending tasks only.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["spec", "out"])]
     pub missing: Option<PathBuf>,
+    #[command(flatten)]
+    pub resources: ResourceArgs,
+}
+
+/// The queue resources of every task, over the spec's `[resources]` (same names and forms).
+#[derive(Args, Debug, Default)]
+#[command(next_help_heading = "Queue resources (over the spec's [resources])")]
+pub struct ResourceArgs {
+    /// Slurm partition / LSF queue.
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// GPUs per task (Slurm --gres=gpu:N, LSF -gpu num=N, gflow --gpus); the tasks then run
+    /// the GPU preflight first.
+    #[arg(long)]
+    pub gpus: Option<String>,
+    /// GPU type (Slurm --gres=gpu:TYPE:N, LSF gmodel=TYPE).
+    #[arg(long)]
+    pub gpu_type: Option<String>,
+    /// MIG profile (LSF -gpu "…:mig=PROFILE").
+    #[arg(long)]
+    pub mig: Option<String>,
+    /// CPUs per task.
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// Memory per task (MB, or 500M, 32G, 1T).
+    #[arg(long)]
+    pub mem: Option<String>,
+    /// Time limit (minutes, HH:MM:SS, D-HH[:MM[:SS]]); the checkpoint signal's margin follows it.
+    #[arg(long)]
+    pub time: Option<String>,
+    #[arg(long)]
+    pub account: Option<String>,
+    #[arg(long)]
+    pub qos: Option<String>,
+    #[arg(long)]
+    pub constraint: Option<String>,
+    /// Container image: tasks run `singularity exec --nv IMAGE trainer`.
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Bind mounts of the container (repeat the flag, or a comma-separated list).
+    #[arg(long = "bind", value_delimiter = ',')]
+    pub binds: Vec<String>,
+    /// `module load` before each task (repeat the flag).
+    #[arg(long = "module")]
+    pub modules: Vec<String>,
+    /// A further directive line, as written (`--extra=--exclusive`; repeat the flag).
+    #[arg(long = "extra", allow_hyphen_values = true)]
+    pub extra: Vec<String>,
+}
+
+impl ResourceArgs {
+    /// The flags given, as `[resources]` keys and values.
+    fn pairs(self) -> Vec<(&'static str, toml::Value)> {
+        let mut out: Vec<(&'static str, toml::Value)> = [
+            ("partition", self.partition),
+            ("gpus", self.gpus),
+            ("gpu_type", self.gpu_type),
+            ("mig", self.mig),
+            ("cpus", self.cpus),
+            ("mem", self.mem),
+            ("time", self.time),
+            ("account", self.account),
+            ("qos", self.qos),
+            ("constraint", self.constraint),
+            ("image", self.image),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, toml::Value::String(v))))
+        .collect();
+        for (k, list) in [
+            ("binds", self.binds),
+            ("modules", self.modules),
+            ("extra", self.extra),
+        ] {
+            if !list.is_empty() {
+                let items = list.into_iter().map(toml::Value::String).collect();
+                out.push((k, toml::Value::Array(items)));
+            }
+        }
+        out
+    }
 }
 
 /// Whether `key` (either spelling) is a flag of `trainer <command>`.
@@ -77,10 +165,15 @@ pub fn run(c: SweepCommand) -> Result<ExitCode> {
                 throttle: a.throttle,
                 submit: a.submit,
                 missing: a.missing,
+                resources: a.resources.pairs(),
             };
             sweep::plan(&s, &known).map(|_| ExitCode::SUCCESS)
         }
-        SweepCommand::Task { dir, index } => sweep::task(&dir, index),
+        SweepCommand::Task {
+            dir,
+            index,
+            preflight,
+        } => sweep::task(&dir, index, preflight),
         SweepCommand::Run { dir, jobs } => sweep::run(&dir, jobs),
         SweepCommand::Status { dir, json } => sweep::status(&dir, json).map(|_| ExitCode::SUCCESS),
     }

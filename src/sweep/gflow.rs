@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use super::Manifest;
-use super::scripts::{Array, CHOOSE_TRAINER, job_name, ranges_list, run_task};
+use super::scripts::{Array, choose_trainer, job_name, ranges_list, run_task};
 
 /// How often gflow starts a failed or timed-out task again (each start resumes its checkpoint).
 const RETRIES: usize = 3;
@@ -19,8 +19,9 @@ pub fn task_script(dir: &Path, m: &Manifest) -> String {
 # trainer sweep: one task of `trainer {command}` from {spec}: `task.gflow INDEX`, submitted by
 # submit.gflow.sh. gflow interrupts a job at its time limit (INT or TERM): forwarded, the trainer
 # checkpoints, and gbatch --max-retries starts the task again from its checkpoint.
-# One GPU (a CPU machine: `bash submit.gflow.sh --gpus 0`, the command line wins).
-# GFLOW --gpus 1
+# Resources: the spec's [resources] and `sweep plan`'s flags, one GPU by default (a CPU machine:
+# `bash submit.gflow.sh --gpus 0`, the command line wins).
+{resources}
 
 set -uo pipefail
 {choose}TASK="${{1:?usage: task.gflow INDEX}}"
@@ -29,10 +30,11 @@ trap 'forward INT' INT
 {run}echo "=== $(date '+%T') task $TASK exit code $rc"
 exit "$rc"
 "#,
+        resources = m.resources.gflow_lines().join("\n"),
         command = m.command,
         spec = m.spec.display(),
-        choose = CHOOSE_TRAINER,
-        run = run_task(&dir.display().to_string(), "USR1"),
+        choose = choose_trainer(m),
+        run = run_task(&dir.display().to_string(), "USR1", m),
     )
 }
 

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::Manifest;
-use super::scripts::{Array, CHOOSE_TRAINER, ranges, run_task, task_line, throttle};
+use super::scripts::{Array, choose_trainer, ranges, run_task, task_line, throttle};
 
 /// The LSF array script of `a`, job name `name`; `after`: the phase-1 array it waits for.
 pub fn script(dir: &Path, m: &Manifest, a: &Array, name: &str, after: Option<&str>) -> String {
@@ -22,12 +22,12 @@ pub fn script(dir: &Path, m: &Manifest, a: &Array, name: &str, after: Option<&st
     format!(
         r#"#!/bin/bash
 # trainer sweep: {n} task(s) of `trainer {command}` from {spec}, one LSF array element each
-# (element e = task e - 1 + {offset}). Submit with `bsub < {dir}/submit.lsf`; add the queue's options on
-# the command line (bsub -q gpu_a100 -gpu "num=1" < …).
+# (element e = task e - 1 + {offset}). Submit with `bsub < {dir}/submit.lsf`; the queue resources are
+# the spec's [resources] and `sweep plan`'s flags (options on the bsub command line win).
 #BSUB -J "{name}[{array}]{throttle}"
-{wait}# SIGUSR2 five minutes before the run limit: forwarded, the trainer checkpoints and exits 75.
+{resources}{wait}# SIGUSR2 {margin} min before the run limit: forwarded, the trainer checkpoints and exits 75.
 #BSUB -wa USR2
-#BSUB -wt 5
+#BSUB -wt {margin}
 # Exit 75 = checkpoint written: LSF requeues the element, which resumes its checkpoint.
 #BSUB -Q "75"
 #BSUB -o {dir}/logs/lsf_%J_%I.out
@@ -39,13 +39,15 @@ echo "=== $(date '+%F %T') task $TASK on $(hostname)"
 {run}echo "=== $(date '+%T') task $TASK exit code $rc"
 exit "$rc"
 "#,
+        resources = super::slurm::lines(m.resources.lsf_lines()),
+        margin = m.resources.margin_secs().map_or(5, |s| s.div_ceil(60)),
         n = indices.len(),
         command = m.command,
         spec = m.spec.display(),
         array = ranges(&one_based),
         offset = a.offset,
-        choose = CHOOSE_TRAINER,
+        choose = choose_trainer(m),
         task_line = task_line("LSB_JOBINDEX", a.offset as isize - 1),
-        run = run_task(&dir.to_string(), "USR2"),
+        run = run_task(&dir.to_string(), "USR2", m),
     )
 }

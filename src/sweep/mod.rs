@@ -13,6 +13,7 @@ pub mod expand;
 mod gflow;
 mod lsf;
 mod reference_run;
+pub mod resources;
 pub mod scripts;
 mod slurm;
 pub mod spec;
@@ -25,6 +26,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
+use self::resources::Resources;
 use self::spec::{Spec, Task};
 use self::state::{TaskState, read_state};
 use crate::files::{write_atomic, write_json};
@@ -51,6 +53,9 @@ pub struct Manifest {
     pub scheduler: Scheduler,
     /// At most this many tasks at once (0: no limit).
     pub throttle: usize,
+    /// What each task asks of the queue (`[resources]` and the plan's flags).
+    #[serde(default)]
+    pub resources: Resources,
     pub tasks: Vec<Task>,
 }
 
@@ -93,6 +98,27 @@ pub struct PlanSettings {
     pub submit: bool,
     /// Re-plan an existing sweep: an array of its failed and pending tasks only.
     pub missing: Option<PathBuf>,
+    /// Resource flags (`--partition q_ai4`, …): key of `[resources]` → value, over the spec's.
+    pub resources: Vec<(&'static str, toml::Value)>,
+}
+
+/// `base` with the plan's resource flags on top; warns about keys the scheduler has no
+/// directive for.
+fn resolve_resources(base: Resources, s: &PlanSettings) -> Result<Resources> {
+    let mut r = base;
+    for (key, value) in &s.resources {
+        r.set(key, value)
+            .map_err(|e| anyhow::anyhow!("--{}: {e}", key.replace('_', "-")))?;
+    }
+    let ignored = r.ignored_by(s.scheduler);
+    if !ignored.is_empty() {
+        eprintln!(
+            "[sweep] warning: {:?} has no directive for resources {}: left out",
+            s.scheduler,
+            ignored.join(", ")
+        );
+    }
+    Ok(r)
 }
 
 /// `trainer sweep plan`. `known(command, key)`: whether `key` is a flag of `command`.
@@ -106,6 +132,7 @@ pub fn plan(s: &PlanSettings, known: &dyn Fn(&str, &str) -> bool) -> Result<()> 
     let text = std::fs::read_to_string(spec_path)
         .with_context(|| format!("{}: cannot read", spec_path.display()))?;
     let mut spec = Spec::parse(spec_path, &text, known)?;
+    let resources = resolve_resources(std::mem::take(&mut spec.resources), s)?;
     for t in &mut spec.tasks {
         resolve_config(spec_path, &spec.command, t, known)?;
     }
@@ -129,6 +156,7 @@ pub fn plan(s: &PlanSettings, known: &dyn Fn(&str, &str) -> bool) -> Result<()> 
         spec: std::path::absolute(spec_path).unwrap_or(spec_path.clone()),
         scheduler: s.scheduler,
         throttle: s.throttle,
+        resources,
         tasks: spec.tasks,
     };
     write_json(&state::manifest_path(out), &manifest)?;
@@ -195,6 +223,7 @@ fn resolve_config(
 fn plan_missing(dir: &Path, s: &PlanSettings) -> Result<()> {
     let mut manifest = Manifest::read(dir)?;
     manifest.scheduler = s.scheduler;
+    manifest.resources = resolve_resources(std::mem::take(&mut manifest.resources), s)?;
     if s.throttle > 0 {
         manifest.throttle = s.throttle;
     }
@@ -233,12 +262,12 @@ fn submit_or_say(submit: &[String], s: &PlanSettings) -> Result<()> {
     Ok(())
 }
 
-/// `trainer sweep task DIR INDEX`: runs one task to its end and returns its exit code (75: a
-/// checkpoint was written, requeue me).
-pub fn task(dir: &Path, index: usize) -> Result<ExitCode> {
+/// `trainer sweep task DIR INDEX [--preflight]`: runs one task to its end (after the GPU
+/// preflight) and returns its exit code (75: a checkpoint was written, requeue me).
+pub fn task(dir: &Path, index: usize, preflight: bool) -> Result<ExitCode> {
     let manifest = Manifest::read(dir)?;
     let t = manifest.task(index)?;
-    let code = state::run_task(dir, &manifest, t, &[])?;
+    let code = state::run_task(dir, &manifest, t, &[], preflight)?;
     Ok(crate::exit::Exit::from_status(code).into())
 }
 
@@ -283,7 +312,8 @@ fn run_wave(dir: &Path, manifest: &Manifest, todo: &[&Task], jobs: usize, thread
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let Some(t) = todo.get(i) else { break };
                     let env = [("RAYON_NUM_THREADS", threads)];
-                    let ok = state::run_task(dir, manifest, t, &env).is_ok_and(|c| c == 0);
+                    let gpus = manifest.resources.gpus() > 0;
+                    let ok = state::run_task(dir, manifest, t, &env, gpus).is_ok_and(|c| c == 0);
                     if !ok {
                         failed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     }

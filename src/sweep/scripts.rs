@@ -53,9 +53,14 @@ pub(super) fn throttle(m: &Manifest) -> String {
     }
 }
 
+/// The resources' `module load` lines and image defaults, then [`CHOOSE_TRAINER`].
+pub(super) fn choose_trainer(m: &Manifest) -> String {
+    format!("{}{CHOOSE_TRAINER}", m.resources.setup_shell())
+}
+
 /// The trainer command of an array task: `$TRAINER`, else the container with `--nv` when
 /// `IMAGE` is set, else `trainer` on the PATH.
-pub(super) const CHOOSE_TRAINER: &str = r#"if [[ -n "${TRAINER:-}" ]]; then
+const CHOOSE_TRAINER: &str = r#"if [[ -n "${TRAINER:-}" ]]; then
   RUN=("$TRAINER")
 elif [[ -n "${IMAGE:-}" ]]; then
   RUN=(singularity exec --nv ${BIND_MOUNTS:+--bind "$BIND_MOUNTS"} "$IMAGE" trainer)
@@ -65,14 +70,26 @@ fi
 "#;
 
 /// `sweep task DIR $TASK` in the background, the scheduler's warning `signal` and TERM
-/// forwarded to it, its exit code in `rc`.
-pub(super) fn run_task(dir: &str, signal: &str) -> String {
+/// forwarded to it, its exit code in `rc`; with GPUs requested, `--preflight` (the doctor's GPU
+/// checks before the trainer starts).
+pub(super) fn run_task(dir: &str, signal: &str, m: &Manifest) -> String {
+    let preflight = if m.resources.gpus() > 0 {
+        "# GPU preflight first (trainer doctor's checks): a node without a usable GPU fails the\n\
+         # task fast with the doctor's exit code and reason (`trainer sweep status`).\n"
+    } else {
+        ""
+    };
+    let flag = if preflight.is_empty() {
+        ""
+    } else {
+        " --preflight"
+    };
     format!(
         r#"pid=""
 forward() {{ [[ -n "$pid" ]] && kill -s "$1" "$pid" 2>/dev/null; }}
 trap 'forward {signal}' {signal}
 trap 'forward TERM' TERM
-"${{RUN[@]}}" sweep task {dir} "$TASK" &
+{preflight}"${{RUN[@]}}" sweep task {dir} "$TASK"{flag} &
 pid=$!
 wait "$pid"; rc=$?
 while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
@@ -249,6 +266,7 @@ mod tests {
             spec: "s.toml".into(),
             scheduler: Scheduler::Slurm,
             throttle: 2,
+            resources: Default::default(),
             tasks,
         }
     }

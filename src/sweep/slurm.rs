@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Manifest;
-use super::scripts::{Array, CHOOSE_TRAINER, ranges, run_task, task_line, throttle};
+use super::scripts::{Array, choose_trainer, ranges, run_task, task_line, throttle};
 
 /// The array script of `a`, job name `name`: each array task runs `trainer sweep task DIR
 /// $TASK` with the queue rules of `jobs/` (signal before the limit, forward it, requeue on 75,
@@ -18,14 +18,14 @@ pub fn script(dir: &Path, m: &Manifest, a: &Array, name: &str) -> String {
     format!(
         r#"#!/bin/bash
 # trainer sweep: {n} task(s) of `trainer {command}` from {spec}, one array task each.
-# Submit from anywhere; add the queue's own options on the command line, e.g.
-#   sbatch --partition=q_ai4 --gres=gpu:1 --time=12:00:00 {dir}/submit.slurm
-# (GPU queues ask only --gres; CPUs and memory come with the GPU).
+# Submit from anywhere; the queue resources are the spec's [resources] and `sweep plan`'s
+# flags (options on the sbatch command line win over these lines).
 #SBATCH --job-name={name}
 # Array index + {offset} = task index of the sweep; %N = at most N at once.
 #SBATCH --array={array}{throttle}
-# SIGUSR1 to this batch shell 120 s before the limit: forwarded, the trainer checkpoints, exits 75.
-#SBATCH --signal=B:USR1@120
+{resources}# SIGUSR1 to this batch shell {margin} s before the limit{why}: forwarded, the trainer
+# checkpoints, exits 75.
+#SBATCH --signal=B:USR1@{margin}
 #SBATCH --requeue
 #SBATCH --open-mode=append
 #SBATCH --output={dir}/logs/slurm_%A_%a.out
@@ -43,15 +43,27 @@ if [[ $rc -eq 75 ]]; then
 fi
 exit "$rc"
 "#,
+        resources = lines(m.resources.slurm_lines()),
+        margin = m.resources.margin_secs().unwrap_or(120),
+        why = if m.resources.time_secs.is_some() {
+            " (a tenth of the limit, 1 to 10 min)"
+        } else {
+            ""
+        },
         n = indices.len(),
         command = m.command,
         spec = m.spec.display(),
         array = ranges(&array),
         offset = a.offset,
-        choose = CHOOSE_TRAINER,
+        choose = choose_trainer(m),
         task_line = task_line("SLURM_ARRAY_TASK_ID", a.offset as isize),
-        run = run_task(&dir.to_string(), "USR1"),
+        run = run_task(&dir.to_string(), "USR1", m),
     )
+}
+
+/// Directive lines, each ending in a newline.
+pub(super) fn lines(v: Vec<String>) -> String {
+    v.into_iter().map(|l| l + "\n").collect()
 }
 
 /// `submit.sh` of a two-stage Slurm sweep: the phase-1 array, then each phase-2 array; a

@@ -30,6 +30,7 @@ use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::expand::{Space, then_stage};
+use super::resources::Resources;
 
 /// One task of a sweep: its stable name and its flags (flag name → TOML value).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +50,8 @@ pub struct Task {
 pub struct Spec {
     pub command: String,
     pub tasks: Vec<Task>,
+    /// The `[resources]` table: what each task asks of the queue.
+    pub resources: Resources,
 }
 
 /// The line of `key` in the spec text (1-based; 0 when not found), for errors.
@@ -74,13 +77,20 @@ impl Spec {
             .map_err(|e| anyhow::anyhow!("{}: not valid TOML: {e}", path.display()))?;
         for key in table.keys() {
             if ![
-                "command", "base", "grid", "variant", "folds", "seeds", "then",
+                "command",
+                "base",
+                "grid",
+                "variant",
+                "folds",
+                "seeds",
+                "then",
+                "resources",
             ]
             .contains(&key.as_str())
             {
                 bail!(
                     "{}: unknown key `{key}`; a spec has command, base, grid, variant, folds, \
-                     seeds, then",
+                     seeds, then, resources",
                     at(key)
                 );
             }
@@ -131,6 +141,8 @@ impl Spec {
                 Some(_) => bail!("{}: `{name}` must be a table", at(name)),
             }
         };
+        let resources = Resources::from_table(&sub_table("resources")?)
+            .map_err(|e| anyhow::anyhow!("{}: [resources]: {e}", at("resources")))?;
         let base = sub_table("base")?;
         for k in base.keys() {
             check_key(k)?;
@@ -233,7 +245,11 @@ impl Spec {
                 );
             }
         }
-        Ok(Spec { command, tasks })
+        Ok(Spec {
+            command,
+            tasks,
+            resources,
+        })
     }
 }
 

@@ -164,10 +164,50 @@ fn phase_one_best(dir: &Path, m: &Manifest, p: usize) -> Result<PathBuf> {
     }
 }
 
+/// The GPU preflight of a task (`trainer doctor --require-gpu`'s checks, in this process): the
+/// report goes to the task's log; a failure is the task's state, with the doctor's exit code
+/// and its first failure as the reason. `Some(code)` when the task must not start.
+fn preflight(dir: &Path, t: &Task, mut log: &std::fs::File) -> Result<Option<i32>> {
+    let report = crate::cluster::DoctorReport::collect(true);
+    writeln!(log, "=== GPU preflight (trainer doctor --require-gpu)")?;
+    write!(log, "{}", report.render())?;
+    if report.exit_code == 0 {
+        return Ok(None);
+    }
+    let reason = report.failures().next().map_or_else(
+        || "the GPU checks failed".to_string(),
+        |f| match &f.fix {
+            Some(fix) => format!("{} (fix: {fix})", f.message),
+            None => f.message.clone(),
+        },
+    );
+    let code = i32::from(report.exit_code);
+    writeln!(
+        log,
+        "error: GPU preflight failed with exit code {code}: {reason}"
+    )?;
+    let state = TaskState::Failed {
+        code: Some(code),
+        error: format!("GPU preflight: {reason}"),
+    };
+    write_json(&status_path(dir, t.index), &state)?;
+    eprintln!(
+        "[sweep] task {} ({}): GPU preflight failed (exit {code}): {reason}",
+        t.index, t.name
+    );
+    Ok(Some(code))
+}
+
 /// Runs task `t` of the sweep in `dir` (its flags, its run directory, resuming its own
-/// checkpoint) with extra environment `env`; forwards SIGUSR1/USR2/TERM/INT to the trainer and
-/// returns its exit code.
-pub fn run_task(dir: &Path, m: &Manifest, t: &Task, env: &[(&str, &str)]) -> Result<i32> {
+/// checkpoint) with extra environment `env`, after the GPU preflight when `gpu_preflight`;
+/// forwards SIGUSR1/USR2/TERM/INT to the trainer and returns its exit code.
+pub fn run_task(
+    dir: &Path,
+    m: &Manifest,
+    t: &Task,
+    env: &[(&str, &str)],
+    gpu_preflight: bool,
+) -> Result<i32> {
     for sub in [STATUS, LOGS] {
         std::fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
@@ -178,6 +218,9 @@ pub fn run_task(dir: &Path, m: &Manifest, t: &Task, env: &[(&str, &str)]) -> Res
         .append(true)
         .open(&log)
         .with_context(|| format!("cannot open {}", log.display()))?;
+    if gpu_preflight && let Some(code) = preflight(dir, t, &out)? {
+        return Ok(code);
+    }
     let resume_from = match t.after.map(|p| phase_one_best(dir, m, p)).transpose() {
         Ok(path) => path,
         Err(error) => {

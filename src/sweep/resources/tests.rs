@@ -1,0 +1,143 @@
+use super::*;
+
+fn table(text: &str) -> toml::Table {
+    text.parse().unwrap()
+}
+
+#[test]
+fn time_limits_in_slurm_forms_become_seconds_and_back() {
+    for (text, secs, shown) in [
+        ("90", 5400, "01:30:00"),
+        ("10:30", 630, "00:10:30"),
+        ("12:00:00", 43200, "12:00:00"),
+        ("2-0", 172_800, "2-00:00:00"),
+        ("1-02:03", 93_780, "1-02:03:00"),
+        ("1-02:03:04", 93_784, "1-02:03:04"),
+    ] {
+        assert_eq!(parse_time(text).unwrap(), secs, "{text}");
+        assert_eq!(format_time(secs), shown);
+    }
+    for bad in ["", "abc", "1:2:3:4", "-5", "0", "1-", "400-00"] {
+        let e = parse_time(bad).unwrap_err().to_string();
+        assert!(e.contains("`time`"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn memory_sizes_become_megabytes() {
+    for (text, mb) in [
+        ("512", 512),
+        ("32G", 32768),
+        ("32GB", 32768),
+        ("1t", 1_048_576),
+        ("1536K", 2),
+    ] {
+        assert_eq!(parse_mem(text).unwrap(), mb, "{text}");
+    }
+    for bad in ["", "G", "-1G", "lots", "0"] {
+        assert!(
+            parse_mem(bad).unwrap_err().to_string().contains("`mem`"),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn the_warning_margin_follows_the_time_limit() {
+    let with = |t: u64| Resources {
+        time_secs: Some(t),
+        ..Default::default()
+    };
+    assert_eq!(Resources::default().margin_secs(), None);
+    assert_eq!(with(60).margin_secs(), Some(30));
+    assert_eq!(with(30 * 60).margin_secs(), Some(180));
+    assert_eq!(with(12 * 3600).margin_secs(), Some(600));
+    assert_eq!(with(10 * 60).margin_secs(), Some(60));
+}
+
+#[test]
+fn a_spec_table_renders_for_each_scheduler() {
+    let r = Resources::from_table(&table(
+        r#"partition = "q_ai4"
+gpus = 2
+gpu_type = "a100"
+cpus = 8
+mem = "32G"
+time = "12:00:00"
+account = "lab"
+qos = "high"
+constraint = "ib"
+image = "/gpfs/t.sif"
+binds = ["/gpfs", "/scratch"]
+modules = "singularity/3.8"
+extra = ["--exclusive"]
+"#,
+    ))
+    .unwrap();
+    assert_eq!(
+        r.slurm_lines(),
+        [
+            "#SBATCH --partition=q_ai4",
+            "#SBATCH --gres=gpu:a100:2",
+            "#SBATCH --cpus-per-task=8",
+            "#SBATCH --mem=32768M",
+            "#SBATCH --time=12:00:00",
+            "#SBATCH --account=lab",
+            "#SBATCH --qos=high",
+            "#SBATCH --constraint=ib",
+            "#SBATCH --exclusive",
+        ]
+    );
+    let lsf = r.lsf_lines().join("\n");
+    for want in [
+        "#BSUB -q q_ai4",
+        "#BSUB -gpu \"num=2:gmodel=a100\"",
+        "#BSUB -n 8",
+        "#BSUB -R \"rusage[mem=32768MB]\"",
+        "#BSUB -W 12:00",
+        "#BSUB -P lab",
+        "#BSUB -R \"select[ib]\"",
+    ] {
+        assert!(lsf.contains(want), "{want}\n{lsf}");
+    }
+    assert_eq!(r.ignored_by(Scheduler::Lsf), ["qos"]);
+    let gflow = r.gflow_lines().join("\n");
+    assert!(gflow.contains("# GFLOW --gpus 2\n# GFLOW --time 12:00:00\n# GFLOW --memory 32768M"));
+    assert_eq!(
+        r.ignored_by(Scheduler::Gflow),
+        ["partition", "gpu_type", "cpus", "qos", "constraint"]
+    );
+    let shell = r.setup_shell();
+    assert!(shell.contains("module load singularity/3.8 ||"), "{shell}");
+    assert!(shell.contains("IMAGE=\"${IMAGE:-/gpfs/t.sif}\""), "{shell}");
+    assert!(
+        shell.contains("BIND_MOUNTS=\"${BIND_MOUNTS:-/gpfs,/scratch}\""),
+        "{shell}"
+    );
+}
+
+#[test]
+fn bad_values_name_the_key_and_what_was_expected() {
+    for (text, needle) in [
+        (
+            "partiton = \"x\"",
+            "`partiton` is not a resource; expected one of partition, gpus",
+        ),
+        ("gpus = -1", "`gpus` = -1: expected a whole number"),
+        (
+            "gpus = \"two\"",
+            "`gpus` = \"two\": expected a whole number",
+        ),
+        (
+            "partition = \"q ai4\"",
+            "`partition` = \"q ai4\": expected one word",
+        ),
+        ("account = \"$(rm -rf)\"", "`account`"),
+        ("extra = [\"--a\\n--b\"]", "`extra`"),
+        ("time = \"soon\"", "`time` = \"soon\""),
+        ("time = true", "`time` = true: expected a string"),
+    ] {
+        let e = Resources::from_table(&table(text)).unwrap_err().to_string();
+        assert!(e.contains(needle), "{text}: {e}");
+    }
+}
