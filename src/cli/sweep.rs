@@ -46,8 +46,12 @@ pub struct PlanArgs {
     /// The sweep directory (manifest, task configs, run directories, logs).
     #[arg(long, required_unless_present = "missing")]
     pub out: Option<PathBuf>,
-    #[arg(long, value_enum, default_value = "slurm")]
-    pub scheduler: Scheduler,
+    /// Default: slurm for a new sweep; with --missing, the sweep's own.
+    #[arg(long, value_enum)]
+    pub scheduler: Option<Scheduler>,
+    /// Refuse a spec that expands to more tasks than this (counted before anything is written).
+    #[arg(long, default_value_t = sweep::MAX_TASKS)]
+    pub max_tasks: usize,
     /// At most N tasks at once (the array's %N; `sweep run --jobs`).
     #[arg(long, default_value_t = 0)]
     pub throttle: usize,
@@ -155,6 +159,29 @@ fn known(command: &str, key: &str) -> bool {
     })
 }
 
+/// Parses `trainer <command> --config FILE` as the command itself would (every value through
+/// its flag's checks), at plan time.
+fn check(command: &str, config: &std::path::Path) -> Result<()> {
+    // What `sweep task` adds (`--out`, `--resume auto`, train-gnn's `--results-dir`), so that
+    // the flags are parsed exactly as the task will run them.
+    let mut argv: Vec<std::ffi::OsString> = vec![
+        "trainer".into(),
+        command.into(),
+        "--config".into(),
+        config.into(),
+        "--out".into(),
+        "sweep-plan-check".into(),
+        "--resume".into(),
+        "auto".into(),
+    ];
+    if command == "train-gnn" {
+        argv.extend(["--results-dir".into(), "sweep-plan-check".into()]);
+    }
+    super::config::parse_from(argv)
+        .map(|_| ())
+        .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
 pub fn run(c: SweepCommand) -> Result<ExitCode> {
     match c {
         SweepCommand::Plan(a) => {
@@ -166,8 +193,13 @@ pub fn run(c: SweepCommand) -> Result<ExitCode> {
                 submit: a.submit,
                 missing: a.missing,
                 resources: a.resources.pairs(),
+                max_tasks: a.max_tasks,
             };
-            sweep::plan(&s, &known).map(|_| ExitCode::SUCCESS)
+            let flags = sweep::CommandFlags {
+                known: &known,
+                check: &check,
+            };
+            sweep::plan(&s, &flags).map(|_| ExitCode::SUCCESS)
         }
         SweepCommand::Task {
             dir,

@@ -18,6 +18,37 @@ pub struct Space {
 }
 
 impl Space {
+    /// How many tasks [`Space::tasks`] would make (saturating: a grid of 10^30 points counts as
+    /// `u128::MAX`), computed without expanding anything.
+    pub fn count(&self) -> u128 {
+        let lens = self
+            .axes
+            .iter()
+            .map(|(_, v)| v.len())
+            .chain([self.variants.len()])
+            .chain(self.folds.as_ref().map(Vec::len))
+            .chain(self.seeds.as_ref().map(Vec::len));
+        lens.fold(1u128, |n, len| n.saturating_mul(len as u128))
+    }
+
+    /// `3 variants × 10 × 10 (grid) × 5 folds × 2 stages`, for messages.
+    pub fn shape(&self, stages: u128) -> String {
+        let mut parts = vec![format!("{} variant(s)", self.variants.len())];
+        for (k, v) in &self.axes {
+            parts.push(format!("{} {k}", v.len()));
+        }
+        if let Some(f) = &self.folds {
+            parts.push(format!("{} folds", f.len()));
+        }
+        if let Some(s) = &self.seeds {
+            parts.push(format!("{} seeds", s.len()));
+        }
+        if stages > 1 {
+            parts.push(format!("{stages} stages"));
+        }
+        parts.join(" × ")
+    }
+
     /// Every task, the last grid axis fastest, then folds, then seeds.
     pub fn tasks(&self) -> Vec<Task> {
         let Space {

@@ -12,6 +12,7 @@ pub mod against;
 pub mod expand;
 mod gflow;
 mod lsf;
+mod plan;
 mod reference_run;
 pub mod resources;
 pub mod scripts;
@@ -23,13 +24,13 @@ pub mod table;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+pub use self::plan::{CommandFlags, MAX_TASKS, PlanSettings, plan};
 use self::resources::Resources;
-use self::spec::{Spec, Task};
+use self::spec::Task;
 use self::state::{TaskState, read_state};
-use crate::files::{write_atomic, write_json};
 
 /// The schedulers a sweep can be written for.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,180 +89,6 @@ pub fn run_dir(dir: &Path, task: &Task) -> PathBuf {
     dir.join("runs").join(&task.name)
 }
 
-/// `sweep plan`'s settings.
-#[derive(Debug, Clone)]
-pub struct PlanSettings {
-    pub spec: Option<PathBuf>,
-    pub out: Option<PathBuf>,
-    pub scheduler: Scheduler,
-    pub throttle: usize,
-    pub submit: bool,
-    /// Re-plan an existing sweep: an array of its failed and pending tasks only.
-    pub missing: Option<PathBuf>,
-    /// Resource flags (`--partition q_ai4`, …): key of `[resources]` → value, over the spec's.
-    pub resources: Vec<(&'static str, toml::Value)>,
-}
-
-/// `base` with the plan's resource flags on top; warns about keys the scheduler has no
-/// directive for.
-fn resolve_resources(base: Resources, s: &PlanSettings) -> Result<Resources> {
-    let mut r = base;
-    for (key, value) in &s.resources {
-        r.set(key, value)
-            .map_err(|e| anyhow::anyhow!("--{}: {e}", key.replace('_', "-")))?;
-    }
-    let ignored = r.ignored_by(s.scheduler);
-    if !ignored.is_empty() {
-        eprintln!(
-            "[sweep] warning: {:?} has no directive for resources {}: left out",
-            s.scheduler,
-            ignored.join(", ")
-        );
-    }
-    Ok(r)
-}
-
-/// `trainer sweep plan`. `known(command, key)`: whether `key` is a flag of `command`.
-pub fn plan(s: &PlanSettings, known: &dyn Fn(&str, &str) -> bool) -> Result<()> {
-    if let Some(dir) = &s.missing {
-        return plan_missing(dir, s);
-    }
-    let (Some(spec_path), Some(out)) = (&s.spec, &s.out) else {
-        bail!("sweep plan needs SPEC.toml and --out DIR (or --missing DIR)");
-    };
-    let text = std::fs::read_to_string(spec_path)
-        .with_context(|| format!("{}: cannot read", spec_path.display()))?;
-    let mut spec = Spec::parse(spec_path, &text, known)?;
-    let resources = resolve_resources(std::mem::take(&mut spec.resources), s)?;
-    for t in &mut spec.tasks {
-        resolve_config(spec_path, &spec.command, t, known)?;
-    }
-    if state::manifest_path(out).exists() {
-        bail!(
-            "{}: already a sweep; `sweep plan --missing {}` re-plans what is left",
-            out.display(),
-            out.display()
-        );
-    }
-    std::fs::create_dir_all(out.join("tasks"))
-        .with_context(|| format!("cannot create {}", out.display()))?;
-    for t in &spec.tasks {
-        let text = toml::to_string(&t.flags).context("a task's flags as TOML")?;
-        write_atomic(&task_config(out, t.index), |w| {
-            Ok(w.write_all(text.as_bytes())?)
-        })?;
-    }
-    let manifest = Manifest {
-        command: spec.command.clone(),
-        spec: std::path::absolute(spec_path).unwrap_or(spec_path.clone()),
-        scheduler: s.scheduler,
-        throttle: s.throttle,
-        resources,
-        tasks: spec.tasks,
-    };
-    write_json(&state::manifest_path(out), &manifest)?;
-    let all: Vec<usize> = (0..manifest.tasks.len()).collect();
-    let submit = scripts::write(out, &manifest, &all, "all")?;
-    eprintln!(
-        "[sweep] {} tasks of trainer {} in {}",
-        manifest.tasks.len(),
-        manifest.command,
-        out.display()
-    );
-    submit_or_say(&submit, s)
-}
-
-/// A task's `config = "FILE.toml"` (relative to the spec's folder) becomes its flags: the file's
-/// keys (top level or under its `[section]` headings), under the task's own.
-fn resolve_config(
-    spec_path: &Path,
-    command: &str,
-    t: &mut Task,
-    known: &dyn Fn(&str, &str) -> bool,
-) -> Result<()> {
-    let Some(value) = t.flags.remove("config") else {
-        return Ok(());
-    };
-    let Some(name) = value.as_str() else {
-        bail!("{}: `config` must be a file name", spec_path.display());
-    };
-    let path = spec_path.parent().unwrap_or(Path::new(".")).join(name);
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!(
-            "{}: config = \"{name}\": cannot read {}",
-            spec_path.display(),
-            path.display()
-        )
-    })?;
-    let file: toml::Table = text
-        .parse()
-        .map_err(|e| anyhow::anyhow!("{}: not valid TOML: {e}", path.display()))?;
-    let mut flags = toml::Table::new();
-    for (k, v) in file {
-        let entries = match v {
-            toml::Value::Table(section) => section.into_iter().collect(),
-            v => vec![(k, v)],
-        };
-        for (key, v) in entries {
-            if key == "config" || !known(command, &key) {
-                bail!(
-                    "{}: `{key}` is not a flag of trainer {command} (config of {})",
-                    path.display(),
-                    spec_path.display()
-                );
-            }
-            flags.insert(key, v);
-        }
-    }
-    flags.extend(std::mem::take(&mut t.flags));
-    t.flags = flags;
-    Ok(())
-}
-
-/// `sweep plan --missing DIR`: the failed and pending tasks of a sweep, same names and run
-/// directories (finished ones untouched).
-fn plan_missing(dir: &Path, s: &PlanSettings) -> Result<()> {
-    let mut manifest = Manifest::read(dir)?;
-    manifest.scheduler = s.scheduler;
-    manifest.resources = resolve_resources(std::mem::take(&mut manifest.resources), s)?;
-    if s.throttle > 0 {
-        manifest.throttle = s.throttle;
-    }
-    let left: Vec<usize> = manifest
-        .tasks
-        .iter()
-        .filter(|t| read_state(dir, t).wants_a_run())
-        .map(|t| t.index)
-        .collect();
-    if left.is_empty() {
-        eprintln!("[sweep] nothing missing: every task is done or running");
-        return Ok(());
-    }
-    let submit = scripts::write(dir, &manifest, &left, "missing")?;
-    eprintln!(
-        "[sweep] {} of {} tasks to run again",
-        left.len(),
-        manifest.tasks.len()
-    );
-    submit_or_say(&submit, s)
-}
-
-/// Prints the command `submit`, or runs it with `--submit`.
-fn submit_or_say(submit: &[String], s: &PlanSettings) -> Result<()> {
-    if !s.submit {
-        println!("{}", submit.join(" "));
-        return Ok(());
-    }
-    let status = std::process::Command::new(&submit[0])
-        .args(&submit[1..])
-        .status()
-        .with_context(|| format!("cannot run {}", submit[0]))?;
-    if !status.success() {
-        bail!("{} failed ({status})", submit.join(" "));
-    }
-    Ok(())
-}
-
 /// `trainer sweep task DIR INDEX [--preflight]`: runs one task to its end (after the GPU
 /// preflight) and returns its exit code (75: a checkpoint was written, requeue me).
 pub fn task(dir: &Path, index: usize, preflight: bool) -> Result<ExitCode> {
@@ -278,7 +105,7 @@ pub fn run(dir: &Path, jobs: usize) -> Result<ExitCode> {
     let todo: Vec<&Task> = manifest
         .tasks
         .iter()
-        .filter(|t| read_state(dir, t).wants_a_run())
+        .filter(|t| read_state(dir, &manifest, t).wants_a_run())
         .collect();
     let jobs = jobs.max(1);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -330,7 +157,7 @@ pub fn status(dir: &Path, json: bool) -> Result<()> {
     let rows: Vec<(&Task, TaskState)> = manifest
         .tasks
         .iter()
-        .map(|t| (t, read_state(dir, t)))
+        .map(|t| (t, read_state(dir, &manifest, t)))
         .collect();
     if json {
         let v: Vec<serde_json::Value> = rows
@@ -355,5 +182,3 @@ pub fn status(dir: &Path, json: bool) -> Result<()> {
     println!("{} tasks: {}", rows.len(), summary.join(", "));
     Ok(())
 }
-
-use std::io::Write as _;

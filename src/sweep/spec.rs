@@ -70,7 +70,12 @@ fn line_of(text: &str, key: &str) -> usize {
 impl Spec {
     /// Parses `text` (from `path`, named in errors); `known(command, key)` says whether `key` is a
     /// flag of the command in either spelling.
-    pub fn parse(path: &Path, text: &str, known: &dyn Fn(&str, &str) -> bool) -> Result<Spec> {
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        known: &dyn Fn(&str, &str) -> bool,
+        max_tasks: usize,
+    ) -> Result<Spec> {
         let at = |key: &str| format!("{}:{}", path.display(), line_of(text, key));
         let table: toml::Table = text
             .parse()
@@ -198,14 +203,25 @@ impl Spec {
         if folds.is_some() && command != "train-gnn" {
             bail!("{}: folds are train-gnn's (--cv-fold)", at("folds"));
         }
-        let mut tasks = Space {
+        let space = Space {
             base,
             axes,
             variants,
             folds: folds.clone(),
             seeds,
+        };
+        // Counted before anything is expanded: a 10^12-point grid is refused at once.
+        let stages = if table.contains_key("then") { 2 } else { 1 };
+        let count = space.count().saturating_mul(stages);
+        if count > max_tasks as u128 {
+            bail!(
+                "{}: the spec expands to {count} tasks ({}), more than --max-tasks {max_tasks}: \
+                 shrink the grid, or raise --max-tasks if you mean it",
+                path.display(),
+                space.shape(stages)
+            );
         }
-        .tasks();
+        let mut tasks = space.tasks();
         if table.contains_key("then") {
             let then = sub_table("then")?;
             if folds.is_none() || !known(&command, "resume_from") {
@@ -270,7 +286,7 @@ mod tests {
     }
 
     fn parse(text: &str) -> Result<Spec> {
-        Spec::parse(Path::new("s.toml"), text, &known)
+        Spec::parse(Path::new("s.toml"), text, &known, 100_000)
     }
 
     #[test]

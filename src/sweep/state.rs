@@ -35,6 +35,11 @@ pub enum TaskState {
         code: Option<i32>,
         error: String,
     },
+    /// Recorded as done, but its results are gone or unreadable (a clean-up, a scratch purge):
+    /// it runs again.
+    Missing {
+        error: String,
+    },
 }
 
 impl TaskState {
@@ -45,6 +50,7 @@ impl TaskState {
             Self::Done => "done",
             Self::Stopped => "stopped",
             Self::Failed { .. } => "failed",
+            Self::Missing { .. } => "missing",
         }
     }
 
@@ -57,13 +63,17 @@ impl TaskState {
                 "  (exit {}: {error})",
                 code.map_or("by a signal".to_string(), |c| c.to_string())
             ),
+            Self::Missing { error } => format!("  (done before, but {error}; runs again)"),
             _ => String::new(),
         }
     }
 
     /// Whether `sweep run` / `plan --missing` should (re)start it.
     pub fn wants_a_run(&self) -> bool {
-        matches!(self, Self::Pending | Self::Stopped | Self::Failed { .. })
+        matches!(
+            self,
+            Self::Pending | Self::Stopped | Self::Failed { .. } | Self::Missing { .. }
+        )
     }
 }
 
@@ -98,9 +108,66 @@ fn host() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// Why a done task's results cannot be read (its test metrics for train-gnn, its metrics rows
+/// for train-mnist), or `None` when they can.
+fn results_gone(dir: &Path, m: &Manifest, t: &Task) -> Option<String> {
+    let run = RunDir::new(run_dir(dir, t));
+    let outcome = if m.command == "train-gnn" {
+        run.read_test_metrics().map(|_| ())
+    } else {
+        run.read_metrics().and_then(|rows| {
+            if rows.is_empty() {
+                anyhow::bail!("{}: no rows", run.metrics_jsonl().display())
+            }
+            Ok(())
+        })
+    };
+    outcome.err().map(|e| format!("{e:#}"))
+}
+
+/// A task recorded as done whose results are torn runs again from scratch: its run directory
+/// (which `--resume auto` would take for finished) is renamed `<name>.torn-<unix seconds>`,
+/// nothing deleted.
+fn set_aside_torn_run(dir: &Path, m: &Manifest, t: &Task, mut log: &std::fs::File) -> Result<()> {
+    let TaskState::Missing { error } = read_state(dir, m, t) else {
+        return Ok(());
+    };
+    let run = run_dir(dir, t);
+    if !run.exists() {
+        return Ok(());
+    }
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let aside = run.with_file_name(format!(
+        "{}.torn-{secs}",
+        run.file_name()
+            .map_or("run".into(), |n| n.to_string_lossy())
+    ));
+    std::fs::rename(&run, &aside)
+        .with_context(|| format!("cannot move {} aside", run.display()))?;
+    writeln!(
+        log,
+        "=== the run was done but {error}: moved to {} and run again",
+        aside.display()
+    )?;
+    Ok(())
+}
+
 /// The state task `t` left; a task recorded as running on this host whose process is gone
-/// failed (killed).
-pub fn read_state(dir: &Path, t: &Task) -> TaskState {
+/// failed (killed); a done task whose results are gone or torn is missing.
+pub fn read_state(dir: &Path, m: &Manifest, t: &Task) -> TaskState {
+    match recorded_state(dir, t) {
+        TaskState::Done => match results_gone(dir, m, t) {
+            Some(error) => TaskState::Missing { error },
+            None => TaskState::Done,
+        },
+        other => other,
+    }
+}
+
+/// What `status/<i>.json` says (a running task whose process is gone: failed).
+fn recorded_state(dir: &Path, t: &Task) -> TaskState {
     let Ok(text) = std::fs::read_to_string(status_path(dir, t.index)) else {
         return TaskState::Pending;
     };
@@ -140,7 +207,7 @@ fn last_error(log: &Path) -> String {
 /// directory), or why there is none yet.
 fn phase_one_best(dir: &Path, m: &Manifest, p: usize) -> Result<PathBuf> {
     let first = m.task(p)?;
-    let state = read_state(dir, first);
+    let state = read_state(dir, m, first);
     if state != TaskState::Done {
         anyhow::bail!(
             "phase 1 (task {p}, {}) is {}, not done: this phase-2 task resumes from its best \
@@ -221,6 +288,7 @@ pub fn run_task(
     if gpu_preflight && let Some(code) = preflight(dir, t, &out)? {
         return Ok(code);
     }
+    set_aside_torn_run(dir, m, t, &out)?;
     let resume_from = match t.after.map(|p| phase_one_best(dir, m, p)).transpose() {
         Ok(path) => path,
         Err(error) => {

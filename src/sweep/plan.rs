@@ -1,0 +1,287 @@
+//! `trainer sweep plan`: a spec (or what is left of a sweep, `--missing`) becomes a sweep
+//! directory, checked before anything can queue: the task count is capped before the spec is
+//! expanded (`--max-tasks`), every task's flags go through the command's own parser, the
+//! resources through theirs, and the directory appears whole (written under a staging name,
+//! then renamed) or not at all.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use super::resources::Resources;
+use super::spec::{Spec, Task};
+use super::state::{self, read_state};
+use super::{Manifest, Scheduler, scripts, task_config};
+use crate::files::{write_atomic, write_json};
+
+/// The default of `--max-tasks`: a grid larger than this is a typo more often than a plan.
+pub const MAX_TASKS: usize = 100_000;
+
+/// `sweep plan`'s settings.
+#[derive(Debug, Clone)]
+pub struct PlanSettings {
+    pub spec: Option<PathBuf>,
+    pub out: Option<PathBuf>,
+    /// `None`: Slurm for a new sweep, the sweep's own for `--missing`.
+    pub scheduler: Option<Scheduler>,
+    pub throttle: usize,
+    pub submit: bool,
+    /// Re-plan an existing sweep: an array of its failed and pending tasks only.
+    pub missing: Option<PathBuf>,
+    /// Resource flags (`--partition q_ai4`, …): key of `[resources]` → value, over the spec's.
+    pub resources: Vec<(&'static str, toml::Value)>,
+    /// Refuse a spec of more tasks than this.
+    pub max_tasks: usize,
+}
+
+/// What a sweep knows of the training commands' flags (from the command-line layer).
+pub struct CommandFlags<'a> {
+    /// Whether `key` (either spelling) is a flag of `command`.
+    pub known: &'a dyn Fn(&str, &str) -> bool,
+    /// Parses `trainer COMMAND --config FILE` as the command itself would: every value through
+    /// its flag's own checks; the error as the command would print it.
+    pub check: &'a dyn Fn(&str, &Path) -> Result<()>,
+}
+
+/// `base` with the plan's resource flags on top; warns about keys the scheduler has no
+/// directive for.
+fn resolve_resources(base: Resources, s: &PlanSettings, scheduler: Scheduler) -> Result<Resources> {
+    let mut r = base;
+    for (key, value) in &s.resources {
+        r.set(key, value)
+            .map_err(|e| anyhow::anyhow!("--{}: {e}", key.replace('_', "-")))?;
+    }
+    let ignored = r.ignored_by(scheduler);
+    if !ignored.is_empty() {
+        eprintln!(
+            "[sweep] warning: {scheduler:?} has no directive for resources {}: left out",
+            ignored.join(", ")
+        );
+    }
+    Ok(r)
+}
+
+/// `trainer sweep plan`.
+pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
+    if let Some(dir) = &s.missing {
+        return plan_missing(dir, s);
+    }
+    let (Some(spec_path), Some(out)) = (&s.spec, &s.out) else {
+        bail!("sweep plan needs SPEC.toml and --out DIR (or --missing DIR)");
+    };
+    let scheduler = s.scheduler.unwrap_or(Scheduler::Slurm);
+    let text = std::fs::read_to_string(spec_path)
+        .with_context(|| format!("{}: cannot read", spec_path.display()))?;
+    let mut spec = Spec::parse(spec_path, &text, flags.known, s.max_tasks)?;
+    let resources = resolve_resources(std::mem::take(&mut spec.resources), s, scheduler)?;
+    for t in &mut spec.tasks {
+        resolve_config(spec_path, &spec.command, t, flags.known)?;
+    }
+    if state::manifest_path(out).exists() {
+        bail!(
+            "{}: already a sweep; `sweep plan --missing {}` re-plans what is left",
+            out.display(),
+            out.display()
+        );
+    }
+    if std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some()) {
+        bail!(
+            "{}: exists and is not a sweep (no sweep.json): give a new --out, or remove it",
+            out.display()
+        );
+    }
+    let manifest = Manifest {
+        command: spec.command.clone(),
+        spec: std::path::absolute(spec_path).unwrap_or(spec_path.clone()),
+        scheduler,
+        throttle: s.throttle,
+        resources,
+        tasks: spec.tasks,
+    };
+    let staging = staging_dir(out)?;
+    let written = write_tasks(&staging, out, &manifest, flags)
+        .and_then(|()| write_json(&state::manifest_path(&staging), &manifest))
+        .and_then(|()| {
+            // An empty --out (made by the user) gives way to the whole sweep.
+            if out.is_dir() {
+                std::fs::remove_dir(out)?;
+            }
+            std::fs::rename(&staging, out).with_context(|| {
+                format!("cannot rename {} to {}", staging.display(), out.display())
+            })
+        });
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e);
+    }
+    let all: Vec<usize> = (0..manifest.tasks.len()).collect();
+    let submit = scripts::write(out, &manifest, &all, "all")?;
+    eprintln!(
+        "[sweep] {} tasks of trainer {} in {}",
+        manifest.tasks.len(),
+        manifest.command,
+        out.display()
+    );
+    submit_or_say(&submit, s)
+}
+
+/// `.<name>.planning-<pid>` beside `out`, fresh; staging directories of plans whose process is
+/// gone (killed while planning) are removed.
+fn staging_dir(out: &Path) -> Result<PathBuf> {
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    let name = out
+        .file_name()
+        .with_context(|| format!("{}: --out needs a directory name", out.display()))?
+        .to_string_lossy()
+        .into_owned();
+    let prefix = format!(".{name}.planning-");
+    for entry in std::fs::read_dir(&parent)?.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = file
+            .strip_prefix(&prefix)
+            .and_then(|p| p.parse::<i32>().ok())
+            && unsafe { libc::kill(pid, 0) } != 0
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let staging = parent.join(format!("{prefix}{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(staging.join("tasks"))
+        .with_context(|| format!("cannot create {}", staging.display()))?;
+    Ok(staging)
+}
+
+/// Every task's `--config` file into `staging`, each distinct set of flags (folds and seeds
+/// aside: the sweep sets those) parsed by the command's own parser; an error names the task
+/// (by its final path under `out`) and the flag.
+fn write_tasks(staging: &Path, out: &Path, m: &Manifest, flags: &CommandFlags) -> Result<()> {
+    let mut checked = std::collections::HashSet::new();
+    for t in &m.tasks {
+        let text = toml::to_string(&t.flags).context("a task's flags as TOML")?;
+        let file = task_config(staging, t.index);
+        write_atomic(&file, |w| Ok(w.write_all(text.as_bytes())?))?;
+        let mut shape = t.flags.clone();
+        shape.remove("cv_fold");
+        shape.remove("seed");
+        if checked.insert(shape.to_string()) {
+            (flags.check)(&m.command, &file).map_err(|e| {
+                let msg = e
+                    .to_string()
+                    .replace(&staging.display().to_string(), &out.display().to_string());
+                // clap's message up to its first blank line (the usage hint after it).
+                let words: Vec<&str> = msg
+                    .lines()
+                    .take_while(|l| !l.trim().is_empty())
+                    .map(str::trim)
+                    .collect();
+                let said = words.join(" ");
+                let said = said.trim_start_matches("error: ");
+                anyhow::anyhow!("task {} ({}): {said}", t.index, t.name)
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn resolve_config(
+    spec_path: &Path,
+    command: &str,
+    t: &mut Task,
+    known: &dyn Fn(&str, &str) -> bool,
+) -> Result<()> {
+    let Some(value) = t.flags.remove("config") else {
+        return Ok(());
+    };
+    let Some(name) = value.as_str() else {
+        bail!("{}: `config` must be a file name", spec_path.display());
+    };
+    let path = spec_path.parent().unwrap_or(Path::new(".")).join(name);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "{}: config = \"{name}\": cannot read {}",
+            spec_path.display(),
+            path.display()
+        )
+    })?;
+    let file: toml::Table = text
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{}: not valid TOML: {e}", path.display()))?;
+    let mut flags = toml::Table::new();
+    for (k, v) in file {
+        let entries = match v {
+            toml::Value::Table(section) => section.into_iter().collect(),
+            v => vec![(k, v)],
+        };
+        for (key, v) in entries {
+            if key == "config" || !known(command, &key) {
+                bail!(
+                    "{}: `{key}` is not a flag of trainer {command} (config of {})",
+                    path.display(),
+                    spec_path.display()
+                );
+            }
+            flags.insert(key, v);
+        }
+    }
+    flags.extend(std::mem::take(&mut t.flags));
+    t.flags = flags;
+    Ok(())
+}
+
+/// `sweep plan --missing DIR`: the failed and pending tasks of a sweep, same names and run
+/// directories (finished ones untouched), for the sweep's own scheduler unless `--scheduler`
+/// names another.
+fn plan_missing(dir: &Path, s: &PlanSettings) -> Result<()> {
+    let mut manifest = Manifest::read(dir)?;
+    if let Some(scheduler) = s.scheduler {
+        manifest.scheduler = scheduler;
+    }
+    manifest.resources = resolve_resources(
+        std::mem::take(&mut manifest.resources),
+        s,
+        manifest.scheduler,
+    )?;
+    if s.throttle > 0 {
+        manifest.throttle = s.throttle;
+    }
+    let left: Vec<usize> = manifest
+        .tasks
+        .iter()
+        .filter(|t| read_state(dir, &manifest, t).wants_a_run())
+        .map(|t| t.index)
+        .collect();
+    if left.is_empty() {
+        eprintln!("[sweep] nothing missing: every task is done or running");
+        return Ok(());
+    }
+    let submit = scripts::write(dir, &manifest, &left, "missing")?;
+    eprintln!(
+        "[sweep] {} of {} tasks to run again",
+        left.len(),
+        manifest.tasks.len()
+    );
+    submit_or_say(&submit, s)
+}
+
+/// Prints the command `submit`, or runs it with `--submit`.
+fn submit_or_say(submit: &[String], s: &PlanSettings) -> Result<()> {
+    if !s.submit {
+        println!("{}", submit.join(" "));
+        return Ok(());
+    }
+    let status = std::process::Command::new(&submit[0])
+        .args(&submit[1..])
+        .status()
+        .with_context(|| format!("cannot run {}", submit[0]))?;
+    if !status.success() {
+        bail!("{} failed ({status})", submit.join(" "));
+    }
+    Ok(())
+}
