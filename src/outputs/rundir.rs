@@ -131,6 +131,21 @@ pub fn claim(dir: &Path, resuming: bool) -> Result<RunLock> {
 }
 
 /// A non-blocking exclusive `flock` on `file`.
+/// The pid written by the live run that holds `dir`'s lock, or `None` when none holds it.
+pub fn held_by(dir: &Path) -> Option<String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(RunDir::new(dir).lock_file())
+        .ok()?;
+    // Taking the lock for a moment: dropping the file releases it.
+    if try_lock(&file) {
+        return None;
+    }
+    let pid = std::fs::read_to_string(RunDir::new(dir).lock_file()).unwrap_or_default();
+    Some(pid.trim().to_string())
+}
+
 fn try_lock(file: &File) -> bool {
     use std::os::fd::AsRawFd;
     // SAFETY: flock on a file descriptor this process owns; no memory is shared.

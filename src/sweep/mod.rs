@@ -19,6 +19,7 @@ pub mod scripts;
 mod slurm;
 pub mod spec;
 pub mod state;
+mod supervise;
 pub mod table;
 
 use std::path::{Path, PathBuf};
@@ -99,7 +100,9 @@ pub fn task(dir: &Path, index: usize, preflight: bool) -> Result<ExitCode> {
 }
 
 /// `trainer sweep run DIR --jobs N`: the pending and failed tasks on this machine, N at a time,
-/// the cores shared out between them; a two-stage sweep's phase-2 tasks after phase 1.
+/// the cores shared out between them; a two-stage sweep's phase-2 tasks after phase 1. The first
+/// SIGINT/SIGTERM stops launching and is forwarded to the running tasks (they checkpoint and
+/// end *stopped*); a second one kills them; the runner then exits with 128 + the signal.
 pub fn run(dir: &Path, jobs: usize) -> Result<ExitCode> {
     let manifest = Manifest::read(dir)?;
     let todo: Vec<&Task> = manifest
@@ -115,9 +118,19 @@ pub fn run(dir: &Path, jobs: usize) -> Result<ExitCode> {
         todo.len(),
         manifest.tasks.len()
     );
+    supervise::install_runner_stop()?;
     let (second, first): (Vec<&Task>, Vec<&Task>) = todo.iter().partition(|t| t.after.is_some());
     let failed = run_wave(dir, &manifest, &first, jobs, &threads)
         + run_wave(dir, &manifest, &second, jobs, &threads);
+    if let Some(sig) = supervise::runner_stopped() {
+        eprintln!(
+            "[sweep] stopped by {}: running tasks checkpointed (stopped), nothing more started; \
+             `trainer sweep run {}` goes on",
+            crate::toolbox::stop::signal_name(sig),
+            dir.display()
+        );
+        return Ok(ExitCode::from(128 + sig as u8));
+    }
     if failed > 0 {
         eprintln!(
             "[sweep] {failed} task(s) failed: trainer sweep status {}",
@@ -138,6 +151,9 @@ fn run_wave(dir: &Path, manifest: &Manifest, todo: &[&Task], jobs: usize, thread
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let Some(t) = todo.get(i) else { break };
+                    if supervise::runner_stopped().is_some() {
+                        break;
+                    }
                     let env = [("RAYON_NUM_THREADS", threads)];
                     let gpus = manifest.resources.gpus() > 0;
                     let ok = state::run_task(dir, manifest, t, &env, gpus).is_ok_and(|c| c == 0);

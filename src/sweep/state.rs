@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use std::io::Write as _;
 
@@ -12,6 +11,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::spec::Task;
+use super::supervise;
 use super::{Manifest, run_dir, task_config};
 use crate::files::write_json;
 use crate::outputs::RunDir;
@@ -24,8 +24,12 @@ pub enum TaskState {
     /// Never started (no status file).
     Pending,
     Running {
+        /// The sweep process (`sweep task`, `sweep run`).
         pid: u32,
         host: String,
+        /// The trainer it started.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trainer_pid: Option<u32>,
     },
     Done,
     /// Exit 75: a checkpoint was written; the scheduler requeues it (or `sweep run` reruns it)
@@ -57,7 +61,7 @@ impl TaskState {
     /// The rest of a status line.
     pub fn detail(&self) -> String {
         match self {
-            Self::Running { pid, host } => format!("  (pid {pid} on {host})"),
+            Self::Running { pid, host, .. } => format!("  (pid {pid} on {host})"),
             Self::Stopped => "  (checkpoint written; resumes when run again)".into(),
             Self::Failed { code, error } => format!(
                 "  (exit {}: {error})",
@@ -166,16 +170,37 @@ pub fn read_state(dir: &Path, m: &Manifest, t: &Task) -> TaskState {
     }
 }
 
+/// Whether process `pid` runs (a zombie, ended and waiting for its reaper, does not).
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    let exists = unsafe { libc::kill(pid as i32, 0) == 0 };
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+    });
+    exists && !zombie
+}
+
 /// What `status/<i>.json` says (a running task whose process is gone: failed).
 fn recorded_state(dir: &Path, t: &Task) -> TaskState {
     let Ok(text) = std::fs::read_to_string(status_path(dir, t.index)) else {
         return TaskState::Pending;
     };
     match serde_json::from_str::<TaskState>(&text) {
-        Ok(TaskState::Running { pid, host: h }) if h == host() => {
-            let alive = unsafe { libc::kill(pid as i32, 0) == 0 };
-            if alive {
-                TaskState::Running { pid, host: h }
+        Ok(TaskState::Running {
+            pid,
+            host: h,
+            trainer_pid,
+        }) if h == host() => {
+            // The sweep process, or its trainer still finishing (it checkpoints on the
+            // SIGTERM it gets when the sweep process dies).
+            if alive(pid) || trainer_pid.is_some_and(alive) {
+                TaskState::Running {
+                    pid,
+                    host: h,
+                    trainer_pid,
+                }
             } else {
                 TaskState::Failed {
                     code: None,
@@ -275,6 +300,15 @@ pub fn run_task(
     env: &[(&str, &str)],
     gpu_preflight: bool,
 ) -> Result<i32> {
+    // A second start of a live task is refused before it touches anything of the live one.
+    if let Some(holder) = crate::outputs::rundir::held_by(&run_dir(dir, t)) {
+        anyhow::bail!(
+            "task {} ({}) is already running (its run directory is locked by pid {holder}); \
+             nothing changed",
+            t.index,
+            t.name
+        );
+    }
     for sub in [STATUS, LOGS] {
         std::fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
@@ -321,12 +355,13 @@ pub fn run_task(
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out);
-    let mut child = cmd.spawn().context("cannot start the trainer")?;
+    let mut child = supervise::spawn(&mut cmd).context("cannot start the trainer")?;
     write_json(
         &status_path(dir, t.index),
         &TaskState::Running {
             pid: std::process::id(),
             host: host(),
+            trainer_pid: Some(child.id()),
         },
     )?;
     eprintln!(
@@ -335,45 +370,18 @@ pub fn run_task(
         t.name,
         log.display()
     );
-    let signals = [
-        signal_hook::consts::SIGUSR1,
-        signal_hook::consts::SIGUSR2,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGINT,
-    ];
-    let pending = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
-    let mut ids = Vec::new();
-    for s in signals {
-        let flag = pending.clone();
-        // SAFETY: the handler only stores an integer.
-        let id = unsafe {
-            signal_hook::low_level::register(s, move || {
-                flag.store(s, std::sync::atomic::Ordering::SeqCst);
-            })
-        }
-        .context("cannot install a signal handler")?;
-        ids.push(id);
-    }
-    let status = loop {
-        let sig = pending.swap(0, std::sync::atomic::Ordering::SeqCst);
-        if sig != 0 {
-            unsafe { libc::kill(child.id() as i32, sig) };
-        }
-        if let Some(st) = child.try_wait()? {
-            break st;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    for id in ids {
-        signal_hook::low_level::unregister(id);
-    }
-    use std::os::unix::process::ExitStatusExt;
-    let code = status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    let state = match status.code() {
+    let ended = supervise::wait_forwarding(&mut child)?;
+    let code = ended.code;
+    // A trainer stopped by a forwarded signal checkpoints first and exits 128 + the signal.
+    let checkpointed = ended.signalled && matches!(ended.exited, Some(130 | 143));
+    let state = match ended.exited {
         Some(0) => TaskState::Done,
         Some(75) => TaskState::Stopped,
+        _ if checkpointed => TaskState::Stopped,
+        _ if ended.killed => TaskState::Failed {
+            code: None,
+            error: "killed after a second stop signal (no checkpoint of its last steps)".into(),
+        },
         c => TaskState::Failed {
             code: c,
             error: last_error(&log),
