@@ -193,3 +193,79 @@ fn a_done_task_whose_run_is_gone_or_torn_is_missing_and_runs_again() {
         "{log}"
     );
 }
+
+#[test]
+fn a_zip_sweeps_two_cohorts_and_command_line_overrides_win() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("A"), t.path().join("B"));
+    for (dir, seed) in [(&a, 1), (&b, 2)] {
+        std::fs::create_dir_all(dir).unwrap();
+        common::synth_cohort(dir, 16, 12, seed);
+    }
+    let paths = |key: &str| -> String {
+        let one = |d: &Path| match key {
+            "sc_dir" => d.join("cohort/sc"),
+            "morph_root" => d.join("cohort/morph"),
+            _ => d.join("cohort/subject_info_sc.csv"),
+        };
+        format!(
+            "{key} = [\"{}\", \"{}\"]\n",
+            one(&a).display(),
+            one(&b).display()
+        )
+    };
+    let spec = format!(
+        "command = \"train-gnn\"\n[base]\nmax_epochs = 40\nlatent_dim = 8\nhidden_dim = 16\n\
+         solver_steps = 2\n[[zip]]\nname = [\"cohortA\", \"cohortB\"]\n{}{}{}",
+        paths("sc_dir"),
+        paths("morph_root"),
+        paths("subject_info_csv")
+    );
+    std::fs::write(t.path().join("spec.toml"), spec).unwrap();
+    let o = run_in(
+        t.path(),
+        &[
+            &PLAN[..],
+            &[
+                "--scheduler",
+                "local",
+                "max_epochs=1",
+                "learning_rate=[1e-3]",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = status(t.path(), "S");
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["cohortA/lr0.001", "cohortB/lr0.001"]);
+    let o = run_in(t.path(), &["sweep", "run", "S"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (r, cohort) in status(t.path(), "S").iter().zip([&a, &b]) {
+        assert_eq!(r["state"], "done", "{r}");
+        let run = t.path().join(r["run_dir"].as_str().unwrap());
+        let args = std::fs::read_to_string(run.join("args.json")).unwrap();
+        let want = cohort.join("cohort/sc").display().to_string();
+        assert!(args.contains(&want), "{want} not in {args}");
+        let rows = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+        let last_epoch = rows
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|r| r["epoch"].as_u64())
+            .max();
+        assert_eq!(
+            last_epoch,
+            Some(1),
+            "max_epochs=1 on the command line wins:\n{rows}"
+        );
+    }
+    let o = run_in(
+        t.path(),
+        &["compare", "S", "--group-by", "zip", "--format", "csv"],
+    );
+    let table = stdout(&o);
+    assert!(
+        table.contains("cohortA,1,") && table.contains("cohortB,1,"),
+        "{table}"
+    );
+}

@@ -43,6 +43,10 @@ pub struct PlanArgs {
     /// The sweep specification (command, [base], [grid], [[variant]], folds, seeds, [then]).
     #[arg(required_unless_present = "missing")]
     pub spec: Option<PathBuf>,
+    /// `KEY=VALUE` over the spec: a value goes into [base], a list (`lr=[1e-3,1e-4]`) becomes
+    /// KEY's grid axis; either replaces the spec's own KEY.
+    #[arg(value_name = "KEY=VALUE", conflicts_with = "missing")]
+    pub overrides: Vec<String>,
     /// The sweep directory (manifest, task configs, run directories, logs).
     #[arg(long, required_unless_present = "missing")]
     pub out: Option<PathBuf>,
@@ -194,6 +198,11 @@ pub fn run(c: SweepCommand) -> Result<ExitCode> {
                 missing: a.missing,
                 resources: a.resources.pairs(),
                 max_tasks: a.max_tasks,
+                overrides: a
+                    .overrides
+                    .iter()
+                    .map(|o| sweep::spec::parse_override(o))
+                    .collect::<Result<_>>()?,
             };
             let flags = sweep::CommandFlags {
                 known: &known,

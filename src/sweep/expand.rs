@@ -11,10 +11,32 @@ pub struct Space {
     pub base: toml::Table,
     /// Grid axes: flag → its values.
     pub axes: Vec<(String, Vec<toml::Value>)>,
+    /// `[[zip]]` axes: flags that vary together, each point labelled.
+    pub zips: Vec<Zip>,
     /// Named variants and their flags (one unnamed, empty one without `[[variant]]`).
     pub variants: Vec<(Option<String>, toml::Table)>,
     pub folds: Option<Vec<i64>>,
     pub seeds: Option<Vec<i64>>,
+}
+
+/// One `[[zip]]` table: the i-th values of its keys make point i, labelled `labels[i]`.
+pub struct Zip {
+    /// The key naming this axis in tables (`zip`, `zip2`, …).
+    pub axis: String,
+    pub labels: Vec<String>,
+    pub keys: Vec<(String, Vec<toml::Value>)>,
+}
+
+impl Zip {
+    /// Point `i`: its label and its flags.
+    fn point(&self, i: usize) -> (String, Vec<(String, toml::Value)>) {
+        let flags = self
+            .keys
+            .iter()
+            .map(|(k, v)| (k.clone(), v[i].clone()))
+            .collect();
+        (self.labels[i].clone(), flags)
+    }
 }
 
 impl Space {
@@ -25,6 +47,7 @@ impl Space {
             .axes
             .iter()
             .map(|(_, v)| v.len())
+            .chain(self.zips.iter().map(|z| z.labels.len()))
             .chain([self.variants.len()])
             .chain(self.folds.as_ref().map(Vec::len))
             .chain(self.seeds.as_ref().map(Vec::len));
@@ -36,6 +59,15 @@ impl Space {
         let mut parts = vec![format!("{} variant(s)", self.variants.len())];
         for (k, v) in &self.axes {
             parts.push(format!("{} {k}", v.len()));
+        }
+        for z in &self.zips {
+            let keys: Vec<&str> = z.keys.iter().map(|(k, _)| k.as_str()).collect();
+            parts.push(format!(
+                "{} {}({})",
+                z.labels.len(),
+                z.axis,
+                keys.join(", ")
+            ));
         }
         if let Some(f) = &self.folds {
             parts.push(format!("{} folds", f.len()));
@@ -54,6 +86,7 @@ impl Space {
         let Space {
             base,
             axes,
+            zips,
             variants,
             folds,
             seeds,
@@ -75,9 +108,29 @@ impl Space {
                 })
                 .collect();
         }
+        // Then each zip's points: (axis, label, flags).
+        type Zipped = Vec<(String, String, Vec<(String, toml::Value)>)>;
+        let mut zipped: Vec<Zipped> = vec![Vec::new()];
+        for z in zips {
+            zipped = zipped
+                .into_iter()
+                .flat_map(|p| {
+                    (0..z.labels.len()).map(move |i| {
+                        let mut q = p.clone();
+                        let (label, flags) = z.point(i);
+                        q.push((z.axis.clone(), label, flags));
+                        q
+                    })
+                })
+                .collect();
+        }
+        let points: Vec<(Zipped, Vec<(String, toml::Value)>)> = zipped
+            .iter()
+            .flat_map(|z| points.iter().map(move |p| (z.clone(), p.clone())))
+            .collect();
         let mut tasks = Vec::new();
         for (variant, vflags) in variants {
-            for point in &points {
+            for (zip_point, point) in &points {
                 for fold in folds
                     .clone()
                     .map_or(vec![None], |f| f.into_iter().map(Some).collect())
@@ -93,6 +146,14 @@ impl Space {
                         if let Some(v) = variant {
                             parts.push(v.clone());
                             varied.insert("variant".to_string(), v.clone());
+                        }
+                        for (axis, label, zflags) in zip_point {
+                            parts.push(label.clone());
+                            varied.insert(axis.clone(), label.clone());
+                            for (k, v) in zflags {
+                                flags.insert(k.clone(), v.clone());
+                                varied.insert(k.clone(), show(v));
+                            }
                         }
                         let grid_part: Vec<String> = point
                             .iter()

@@ -33,6 +33,8 @@ pub struct PlanSettings {
     pub resources: Vec<(&'static str, toml::Value)>,
     /// Refuse a spec of more tasks than this.
     pub max_tasks: usize,
+    /// `KEY=VALUE` after the spec, over it ([`super::spec::parse_override`]).
+    pub overrides: Vec<(String, toml::Value)>,
 }
 
 /// What a sweep knows of the training commands' flags (from the command-line layer).
@@ -73,7 +75,7 @@ pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
     let scheduler = s.scheduler.unwrap_or(Scheduler::Slurm);
     let text = std::fs::read_to_string(spec_path)
         .with_context(|| format!("{}: cannot read", spec_path.display()))?;
-    let mut spec = Spec::parse(spec_path, &text, flags.known, s.max_tasks)?;
+    let mut spec = Spec::parse(spec_path, &text, flags.known, s.max_tasks, &s.overrides)?;
     let resources = resolve_resources(std::mem::take(&mut spec.resources), s, scheduler)?;
     for t in &mut spec.tasks {
         resolve_config(spec_path, &spec.command, t, flags.known)?;

@@ -29,7 +29,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::expand::{Space, then_stage};
+use super::expand::{Space, Zip, then_stage};
 use super::resources::Resources;
 
 /// One task of a sweep: its stable name and its flags (flag name → TOML value).
@@ -75,11 +75,13 @@ impl Spec {
         text: &str,
         known: &dyn Fn(&str, &str) -> bool,
         max_tasks: usize,
+        overrides: &[(String, toml::Value)],
     ) -> Result<Spec> {
         let at = |key: &str| format!("{}:{}", path.display(), line_of(text, key));
-        let table: toml::Table = text
+        let mut table: toml::Table = text
             .parse()
             .map_err(|e| anyhow::anyhow!("{}: not valid TOML: {e}", path.display()))?;
+        apply_overrides(&mut table, overrides, known)?;
         for key in table.keys() {
             if ![
                 "command",
@@ -90,12 +92,13 @@ impl Spec {
                 "seeds",
                 "then",
                 "resources",
+                "zip",
             ]
             .contains(&key.as_str())
             {
                 bail!(
                     "{}: unknown key `{key}`; a spec has command, base, grid, variant, folds, \
-                     seeds, then, resources",
+                     seeds, then, resources, zip",
                     at(key)
                 );
             }
@@ -203,8 +206,24 @@ impl Spec {
         if folds.is_some() && command != "train-gnn" {
             bail!("{}: folds are train-gnn's (--cv-fold)", at("folds"));
         }
+        let zips = match table.get("zip") {
+            None => Vec::new(),
+            Some(toml::Value::Array(list)) => list
+                .iter()
+                .enumerate()
+                .map(|(n, z)| {
+                    let Some(z) = z.as_table() else {
+                        bail!("{}: write each zip as a [[zip]] table", at("zip"));
+                    };
+                    zip_axis(n, z, &grid, &check_key)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", at("zip")))
+                })
+                .collect::<Result<Vec<_>>>()?,
+            Some(_) => bail!("{}: write zips as [[zip]] tables", at("zip")),
+        };
         let space = Space {
             base,
+            zips,
             axes,
             variants,
             folds: folds.clone(),
@@ -269,6 +288,135 @@ impl Spec {
     }
 }
 
+/// `key=value` arguments after the spec, over it: a list becomes the grid axis of `key`, a
+/// single value is set in `[base]`; either way the spec's own values of `key` (in `[base]`,
+/// `[grid]`, the variants) give way. A zipped key cannot be overridden alone.
+fn apply_overrides(
+    table: &mut toml::Table,
+    overrides: &[(String, toml::Value)],
+    known: &dyn Fn(&str, &str) -> bool,
+) -> Result<()> {
+    let command = table
+        .get("command")
+        .and_then(|c| c.as_str())
+        .unwrap_or_default()
+        .to_string();
+    for (key, value) in overrides {
+        if !known(&command, key) {
+            bail!("`{key}=…` (command line): `{key}` is not a flag of trainer {command}");
+        }
+        let zipped = table
+            .get("zip")
+            .and_then(|z| z.as_array())
+            .is_some_and(|zs| {
+                zs.iter()
+                    .any(|z| z.as_table().is_some_and(|z| z.contains_key(key)))
+            });
+        if zipped {
+            bail!("`{key}=…` (command line): `{key}` varies in a [[zip]]; change it in the spec");
+        }
+        for name in ["base", "grid"] {
+            if let Some(t) = table.get_mut(name).and_then(|t| t.as_table_mut()) {
+                t.remove(key);
+            }
+        }
+        if let Some(vs) = table.get_mut("variant").and_then(|v| v.as_array_mut()) {
+            for v in vs.iter_mut().filter_map(|v| v.as_table_mut()) {
+                v.remove(key);
+            }
+        }
+        let target = if value.is_array() { "grid" } else { "base" };
+        let t = table
+            .entry(target)
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let Some(t) = t.as_table_mut() {
+            t.insert(key.clone(), value.clone());
+        }
+    }
+    Ok(())
+}
+
+/// `KEY=VALUE` as a flag name and a TOML value (a string when VALUE is not TOML: `preset=residual`).
+pub fn parse_override(arg: &str) -> Result<(String, toml::Value)> {
+    let Some((key, value)) = arg.split_once('=') else {
+        bail!(
+            "`{arg}`: expected KEY=VALUE after the spec (max_epochs=5, learning_rate=[1e-3,1e-4])"
+        );
+    };
+    let key = key.trim().replace('-', "_");
+    if key.is_empty() {
+        bail!("`{arg}`: expected KEY=VALUE with a flag name before `=`");
+    }
+    let parsed = format!("v = {value}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"));
+    Ok((
+        key,
+        parsed.unwrap_or_else(|| toml::Value::String(value.to_string())),
+    ))
+}
+
+/// The `n`-th `[[zip]]` table as an axis: its keys' lists (one length, keys not in `[grid]`),
+/// labelled by its `name` list or `zip-<i>`.
+fn zip_axis(
+    n: usize,
+    z: &toml::Table,
+    grid: &toml::Table,
+    check_key: &dyn Fn(&str) -> Result<()>,
+) -> Result<Zip> {
+    let axis = if n == 0 {
+        "zip".to_string()
+    } else {
+        format!("zip{}", n + 1)
+    };
+    let mut keys = Vec::new();
+    let mut labels = None;
+    for (k, v) in z {
+        let Some(list) = v.as_array().filter(|a| !a.is_empty()) else {
+            bail!("[[zip]] `{k}`: expected a non-empty list (the i-th values go together)");
+        };
+        if k == "name" {
+            let names: Vec<String> = list
+                .iter()
+                .map(|x| match x.as_str() {
+                    Some(s) if !s.is_empty() && !s.contains('/') => Ok(s.to_string()),
+                    _ => bail!("[[zip]] `name`: expected words without `/`, got {x}"),
+                })
+                .collect::<Result<_>>()?;
+            labels = Some(names);
+            continue;
+        }
+        check_key(k)?;
+        if grid.contains_key(k) {
+            bail!("[[zip]] `{k}` is also in [grid]: vary it in one place");
+        }
+        keys.push((k.clone(), list.clone()));
+    }
+    let Some(len) = keys.first().map(|(_, v)| v.len()) else {
+        bail!("[[zip]] needs at least one flag with a list of values");
+    };
+    if let Some((k, v)) = keys.iter().find(|(_, v)| v.len() != len) {
+        bail!(
+            "[[zip]] `{k}` has {} values, `{}` has {len}: zipped lists must be as long",
+            v.len(),
+            keys[0].0
+        );
+    }
+    let labels = labels.unwrap_or_else(|| (0..len).map(|i| format!("{axis}-{i}")).collect());
+    if labels.len() != len {
+        bail!(
+            "[[zip]] `name` has {} labels for {len} values",
+            labels.len()
+        );
+    }
+    let unique: std::collections::BTreeSet<&String> = labels.iter().collect();
+    if unique.len() != labels.len() {
+        bail!("[[zip]] `name`: labels must differ");
+    }
+    Ok(Zip { axis, labels, keys })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,7 +434,7 @@ mod tests {
     }
 
     fn parse(text: &str) -> Result<Spec> {
-        Spec::parse(Path::new("s.toml"), text, &known, 100_000)
+        Spec::parse(Path::new("s.toml"), text, &known, 100_000, &[])
     }
 
     #[test]
@@ -303,6 +451,88 @@ mod tests {
         assert_eq!(t.flags["max_epochs"].as_integer(), Some(3));
         assert_eq!(t.flags["cv_fold"].as_integer(), Some(0));
         assert_eq!(t.varied["fold"], "0");
+    }
+
+    #[test]
+    fn zipped_keys_vary_together_and_name_their_tasks() {
+        let s = parse(
+            "command = \"train-gnn\"\nfolds = [0]\n[grid]\nlambda_density = [0.0, 0.01]\n\
+             [[zip]]\nname = [\"a\", \"b\"]\nmax_epochs = [1, 2]\npos_weight = [1.0, 3.0]\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = s.tasks.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "a/ld0.0/fold0",
+                "a/ld0.01/fold0",
+                "b/ld0.0/fold0",
+                "b/ld0.01/fold0"
+            ]
+        );
+        let b = &s.tasks[2];
+        assert_eq!(b.flags["max_epochs"].as_integer(), Some(2));
+        assert_eq!(b.flags["pos_weight"].as_float(), Some(3.0));
+        assert_eq!(b.varied["zip"], "b");
+        assert_eq!(b.varied["max_epochs"], "2");
+        for (zip, needle) in [
+            (
+                "max_epochs = [1, 2]\npos_weight = [1.0]\n",
+                "zipped lists must be as long",
+            ),
+            ("lambda_density = [1.0, 2.0]\n", "also in [grid]"),
+            (
+                "name = [\"a\"]\nmax_epochs = [1, 2]\n",
+                "1 labels for 2 values",
+            ),
+            (
+                "name = [\"a\", \"a\"]\nmax_epochs = [1, 2]\n",
+                "labels must differ",
+            ),
+            ("max_epochs = 3\n", "expected a non-empty list"),
+            ("nope = [1]\n", "not a flag"),
+        ] {
+            let e = parse(&format!(
+                "command = \"train-gnn\"\n[grid]\nlambda_density = [0.0]\n[[zip]]\n{zip}"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(needle), "{zip}: {e}");
+        }
+    }
+
+    #[test]
+    fn command_line_overrides_replace_the_specs_values() {
+        let text = "command = \"train-gnn\"\n[base]\nmax_epochs = 3\n[grid]\n\
+                    pos_weight = [1.0, 3.0]\n[[variant]]\nname = \"v\"\nmax_epochs = 9\n";
+        let over = |args: &[&str]| -> Result<Spec> {
+            let o: Vec<(String, toml::Value)> =
+                args.iter().map(|a| parse_override(a).unwrap()).collect();
+            Spec::parse(Path::new("s.toml"), text, &known, 100_000, &o)
+        };
+        let s = over(&[
+            "max_epochs=5",
+            "pos_weight=[2.0]",
+            "lambda-density=[0.0, 0.1]",
+        ])
+        .unwrap();
+        let names: Vec<&str> = s.tasks.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["v/ld0.0_pw2.0", "v/ld0.1_pw2.0"]);
+        assert!(
+            s.tasks
+                .iter()
+                .all(|t| t.flags["max_epochs"].as_integer() == Some(5))
+        );
+        assert_eq!(
+            parse_override("preset=residual").unwrap().1.as_str(),
+            Some("residual")
+        );
+        assert!(parse_override("max_epochs").is_err());
+        let e = over(&["nope=1"]).unwrap_err().to_string();
+        assert!(
+            e.contains("`nope` is not a flag of trainer train-gnn"),
+            "{e}"
+        );
     }
 
     #[test]
