@@ -1,0 +1,135 @@
+//! What varies besides `[grid]`: `[[zip]]` axes (keys that vary together) and the `KEY=VALUE`
+//! overrides given after the spec on the command line.
+
+use anyhow::{Result, bail};
+
+use crate::sweep::expand::Zip;
+
+/// `key=value` arguments after the spec, over it: a list becomes the grid axis of `key`, a
+/// single value is set in `[base]`; either way the spec's own values of `key` (in `[base]`,
+/// `[grid]`, the variants) give way. A zipped key cannot be overridden alone.
+pub(super) fn apply_overrides(
+    table: &mut toml::Table,
+    overrides: &[(String, toml::Value)],
+    known: &dyn Fn(&str, &str) -> bool,
+) -> Result<()> {
+    let command = table
+        .get("command")
+        .and_then(|c| c.as_str())
+        .unwrap_or_default()
+        .to_string();
+    for (key, value) in overrides {
+        if !known(&command, key) {
+            bail!("`{key}=…` (command line): `{key}` is not a flag of trainer {command}");
+        }
+        let zipped = table
+            .get("zip")
+            .and_then(|z| z.as_array())
+            .is_some_and(|zs| {
+                zs.iter()
+                    .any(|z| z.as_table().is_some_and(|z| z.contains_key(key)))
+            });
+        if zipped {
+            bail!("`{key}=…` (command line): `{key}` varies in a [[zip]]; change it in the spec");
+        }
+        for name in ["base", "grid"] {
+            if let Some(t) = table.get_mut(name).and_then(|t| t.as_table_mut()) {
+                t.remove(key);
+            }
+        }
+        if let Some(vs) = table.get_mut("variant").and_then(|v| v.as_array_mut()) {
+            for v in vs.iter_mut().filter_map(|v| v.as_table_mut()) {
+                v.remove(key);
+            }
+        }
+        let target = if value.is_array() { "grid" } else { "base" };
+        let t = table
+            .entry(target)
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let Some(t) = t.as_table_mut() {
+            t.insert(key.clone(), value.clone());
+        }
+    }
+    Ok(())
+}
+
+/// `KEY=VALUE` as a flag name and a TOML value (a string when VALUE is not TOML: `preset=residual`).
+pub fn parse_override(arg: &str) -> Result<(String, toml::Value)> {
+    let Some((key, value)) = arg.split_once('=') else {
+        bail!(
+            "`{arg}`: expected KEY=VALUE after the spec (max_epochs=5, learning_rate=[1e-3,1e-4])"
+        );
+    };
+    let key = key.trim().replace('-', "_");
+    if key.is_empty() {
+        bail!("`{arg}`: expected KEY=VALUE with a flag name before `=`");
+    }
+    let parsed = format!("v = {value}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"));
+    Ok((
+        key,
+        parsed.unwrap_or_else(|| toml::Value::String(value.to_string())),
+    ))
+}
+
+/// The `n`-th `[[zip]]` table as an axis: its keys' lists (one length, keys not in `[grid]`),
+/// labelled by its `name` list or `zip-<i>`.
+pub(super) fn zip_axis(
+    n: usize,
+    z: &toml::Table,
+    grid: &toml::Table,
+    check_key: &dyn Fn(&str) -> Result<()>,
+) -> Result<Zip> {
+    let axis = if n == 0 {
+        "zip".to_string()
+    } else {
+        format!("zip{}", n + 1)
+    };
+    let mut keys = Vec::new();
+    let mut labels = None;
+    for (k, v) in z {
+        let Some(list) = v.as_array().filter(|a| !a.is_empty()) else {
+            bail!("[[zip]] `{k}`: expected a non-empty list (the i-th values go together)");
+        };
+        if k == "name" {
+            let names: Vec<String> = list
+                .iter()
+                .map(|x| match x.as_str() {
+                    Some(s) if !s.is_empty() && !s.contains('/') => Ok(s.to_string()),
+                    _ => bail!("[[zip]] `name`: expected words without `/`, got {x}"),
+                })
+                .collect::<Result<_>>()?;
+            labels = Some(names);
+            continue;
+        }
+        check_key(k)?;
+        if grid.contains_key(k) {
+            bail!("[[zip]] `{k}` is also in [grid]: vary it in one place");
+        }
+        keys.push((k.clone(), list.clone()));
+    }
+    let Some(len) = keys.first().map(|(_, v)| v.len()) else {
+        bail!("[[zip]] needs at least one flag with a list of values");
+    };
+    if let Some((k, v)) = keys.iter().find(|(_, v)| v.len() != len) {
+        bail!(
+            "[[zip]] `{k}` has {} values, `{}` has {len}: zipped lists must be as long",
+            v.len(),
+            keys[0].0
+        );
+    }
+    let labels = labels.unwrap_or_else(|| (0..len).map(|i| format!("{axis}-{i}")).collect());
+    if labels.len() != len {
+        bail!(
+            "[[zip]] `name` has {} labels for {len} values",
+            labels.len()
+        );
+    }
+    let unique: std::collections::BTreeSet<&String> = labels.iter().collect();
+    if unique.len() != labels.len() {
+        bail!("[[zip]] `name`: labels must differ");
+    }
+    Ok(Zip { axis, labels, keys })
+}
