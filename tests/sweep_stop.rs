@@ -191,3 +191,36 @@ fn a_second_start_of_a_running_task_is_refused_and_changes_nothing() {
         ["stopped", "pending", "pending"]
     );
 }
+
+#[test]
+fn status_watch_follows_a_running_sweep_to_its_end_with_an_eta() {
+    let t = tempfile::tempdir().unwrap();
+    mnist_sweep(t.path(), "S");
+    let mut runner = trainer()
+        .args(["sweep", "run", "S"])
+        .current_dir(t.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let o = run_in(t.path(), &["sweep", "status", "S", "--watch", "0.2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(runner.wait().unwrap().success());
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines.last().unwrap().ends_with("] 3 tasks: 3 done"),
+        "{text}"
+    );
+    // Once a task is done and others are still to run, the line carries an ETA.
+    for l in &lines[..lines.len() - 1] {
+        let some_done = ["1 done", "2 done"].iter().any(|d| l.contains(d));
+        assert!(!some_done || l.contains("ETA ~"), "{l}");
+    }
+    for r in status(t.path(), "S") {
+        assert!(
+            r["seconds"].as_u64().is_some(),
+            "a done task's duration: {r}"
+        );
+    }
+}

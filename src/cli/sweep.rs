@@ -35,6 +35,9 @@ pub enum SweepCommand {
         dir: PathBuf,
         #[arg(long)]
         json: bool,
+        /// Print one progress line (counts, ETA) every SECS seconds until nothing runs or waits.
+        #[arg(long, value_name = "SECS", conflicts_with = "json")]
+        watch: Option<f64>,
     },
 }
 
@@ -216,6 +219,10 @@ pub fn run(c: SweepCommand) -> Result<ExitCode> {
             preflight,
         } => sweep::task(&dir, index, preflight),
         SweepCommand::Run { dir, jobs } => sweep::run(&dir, jobs),
-        SweepCommand::Status { dir, json } => sweep::status(&dir, json).map(|_| ExitCode::SUCCESS),
+        SweepCommand::Status { dir, json, watch } => match watch {
+            Some(every) => sweep::watch(&dir, every),
+            None => sweep::status(&dir, json),
+        }
+        .map(|_| ExitCode::SUCCESS),
     }
 }

@@ -13,6 +13,7 @@ pub mod expand;
 mod gflow;
 mod lsf;
 mod plan;
+pub mod progress;
 mod reference_run;
 pub mod resources;
 pub mod scripts;
@@ -29,6 +30,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 pub use self::plan::{CommandFlags, MAX_TASKS, PlanSettings, plan};
+use self::progress::Progress;
 use self::resources::Resources;
 use self::spec::Task;
 use self::state::{TaskState, read_state};
@@ -189,12 +191,34 @@ pub fn status(dir: &Path, json: bool) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
-    let mut counts = std::collections::BTreeMap::new();
     for (t, s) in &rows {
-        *counts.entry(s.label()).or_insert(0usize) += 1;
         println!("{:>4}  {:<9} {}{}", t.index, s.label(), t.name, s.detail());
     }
-    let summary: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    println!("{} tasks: {}", rows.len(), summary.join(", "));
+    let now = state::now();
+    println!("{}", Progress::of(rows.iter().map(|(_, s)| s), now).line());
     Ok(())
+}
+
+/// `trainer sweep status DIR --watch SECS`: one progress line (counts, ETA) every `every`
+/// seconds until no task runs or waits to run (failed ones excepted: they wait for a re-plan).
+pub fn watch(dir: &Path, every: f64) -> Result<()> {
+    let manifest = Manifest::read(dir)?;
+    loop {
+        let states: Vec<TaskState> = manifest
+            .tasks
+            .iter()
+            .map(|t| read_state(dir, &manifest, t))
+            .collect();
+        let p = Progress::of(&states, state::now());
+        println!("[{}] {}", utc_clock(state::now()), p.line());
+        if p.settled() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_secs_f64(every.max(0.1)));
+    }
+}
+
+/// `HH:MM:SS` (UTC) of Unix seconds `t`.
+fn utc_clock(t: u64) -> String {
+    format!("{:02}:{:02}:{:02}", t / 3600 % 24, t / 60 % 60, t % 60)
 }

@@ -30,8 +30,15 @@ pub enum TaskState {
         /// The trainer it started.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trainer_pid: Option<u32>,
+        /// When it started (Unix seconds).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<u64>,
     },
-    Done,
+    Done {
+        /// How long its last start ran, in seconds (for `status`'s ETA).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seconds: Option<u64>,
+    },
     /// Exit 75: a checkpoint was written; the scheduler requeues it (or `sweep run` reruns it)
     /// and it resumes.
     Stopped,
@@ -51,7 +58,7 @@ impl TaskState {
         match self {
             Self::Pending => "pending",
             Self::Running { .. } => "running",
-            Self::Done => "done",
+            Self::Done { .. } => "done",
             Self::Stopped => "stopped",
             Self::Failed { .. } => "failed",
             Self::Missing { .. } => "missing",
@@ -104,6 +111,13 @@ fn status_path(dir: &Path, index: usize) -> PathBuf {
 
 fn log_path(dir: &Path, index: usize) -> PathBuf {
     logs_dir(dir).join(format!("{index}.log"))
+}
+
+/// Unix seconds now.
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn host() -> String {
@@ -162,9 +176,9 @@ fn set_aside_torn_run(dir: &Path, m: &Manifest, t: &Task, mut log: &std::fs::Fil
 /// failed (killed); a done task whose results are gone or torn is missing.
 pub fn read_state(dir: &Path, m: &Manifest, t: &Task) -> TaskState {
     match recorded_state(dir, t) {
-        TaskState::Done => match results_gone(dir, m, t) {
+        TaskState::Done { seconds } => match results_gone(dir, m, t) {
             Some(error) => TaskState::Missing { error },
-            None => TaskState::Done,
+            None => TaskState::Done { seconds },
         },
         other => other,
     }
@@ -192,6 +206,7 @@ fn recorded_state(dir: &Path, t: &Task) -> TaskState {
             pid,
             host: h,
             trainer_pid,
+            since,
         }) if h == host() => {
             // The sweep process, or its trainer still finishing (it checkpoints on the
             // SIGTERM it gets when the sweep process dies).
@@ -200,6 +215,7 @@ fn recorded_state(dir: &Path, t: &Task) -> TaskState {
                     pid,
                     host: h,
                     trainer_pid,
+                    since,
                 }
             } else {
                 TaskState::Failed {
@@ -233,7 +249,7 @@ fn last_error(log: &Path) -> String {
 fn phase_one_best(dir: &Path, m: &Manifest, p: usize) -> Result<PathBuf> {
     let first = m.task(p)?;
     let state = read_state(dir, m, first);
-    if state != TaskState::Done {
+    if !matches!(state, TaskState::Done { .. }) {
         anyhow::bail!(
             "phase 1 (task {p}, {}) is {}, not done: this phase-2 task resumes from its best \
              checkpoint",
@@ -356,12 +372,14 @@ pub fn run_task(
         .stdout(out.try_clone()?)
         .stderr(out);
     let mut child = supervise::spawn(&mut cmd).context("cannot start the trainer")?;
+    let started = now();
     write_json(
         &status_path(dir, t.index),
         &TaskState::Running {
             pid: std::process::id(),
             host: host(),
             trainer_pid: Some(child.id()),
+            since: Some(started),
         },
     )?;
     eprintln!(
@@ -375,7 +393,9 @@ pub fn run_task(
     // A trainer stopped by a forwarded signal checkpoints first and exits 128 + the signal.
     let checkpointed = ended.signalled && matches!(ended.exited, Some(130 | 143));
     let state = match ended.exited {
-        Some(0) => TaskState::Done,
+        Some(0) => TaskState::Done {
+            seconds: Some(now().saturating_sub(started)),
+        },
         Some(75) => TaskState::Stopped,
         _ if checkpointed => TaskState::Stopped,
         _ if ended.killed => TaskState::Failed {
