@@ -1,6 +1,6 @@
 //! `trainer sweep` beyond one stage: a two-stage spec (`[then]`) runs each phase-2 task after its
 //! own phase-1 task, resumed from phase 1's best weights (locally and as two Slurm arrays chained
-//! with `aftercorr`); a task cancelled midway on the real Slurm is failed in `sweep status` and
+//! with `aftercorr`); a task cancelled midway on the real Slurm is stopped (or failed) in `sweep status` and
 //! `plan --missing` reruns only it.
 
 mod common;
@@ -215,7 +215,7 @@ fn on_slurm_phase_two_runs_after_its_own_phase_one_and_from_its_best_weights() {
 }
 
 #[test]
-fn on_slurm_a_task_cancelled_midway_is_failed_and_rerun_alone() {
+fn on_slurm_a_task_cancelled_midway_is_rerun_alone() {
     let Some(conf) = slurm::slurm_conf() else {
         eprintln!("SKIP cancelled sweep task on Slurm: no Slurm (scripts/slurm-up.sh)");
         return;
@@ -249,12 +249,18 @@ fn on_slurm_a_task_cancelled_midway_is_failed_and_rerun_alone() {
             "task {i}"
         );
     }
+    // scancel sends SIGTERM to the batch shell, `sweep task` and the trainer: the trainer
+    // checkpoints and `sweep task` records the task *stopped*, unless Slurm's kill after the
+    // cancel ends `sweep task` first (then its recorded process is gone: *failed*). Which one
+    // depends on the machine's speed; either way the task is re-planned alone.
     let rows = status(t.path(), "S");
+    let got = states(&rows);
     assert_eq!(
-        states(&rows),
-        ["done", "done", "failed", "done"],
+        [&got[..2], &got[3..]].concat(),
+        ["done", "done", "done"],
         "{rows:?}"
     );
+    assert!(got[2] == "stopped" || got[2] == "failed", "{rows:?}");
     let o = run_in(
         t.path(),
         &["sweep", "plan", "--missing", "S", "--scheduler", "slurm"],
