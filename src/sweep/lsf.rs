@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::Manifest;
-use super::scripts::{Array, choose_trainer, ranges, run_task, task_line, throttle};
+use super::scripts::{Array, choose_trainer, lines, ranges, run_task, task_line, throttle};
 
 /// The LSF array script of `a`, job name `name`; `after`: the phase-1 array it waits for.
 pub fn script(dir: &Path, m: &Manifest, a: &Array, name: &str, after: Option<&str>) -> String {
@@ -39,7 +39,7 @@ echo "=== $(date '+%F %T') task $TASK on $(hostname)"
 {run}echo "=== $(date '+%T') task $TASK exit code $rc"
 exit "$rc"
 "#,
-        resources = super::slurm::lines(m.resources.lsf_lines()),
+        resources = lines(m.resources.lsf_lines()),
         margin = m.resources.margin_secs().map_or(5, |s| s.div_ceil(60)),
         n = indices.len(),
         command = m.command,

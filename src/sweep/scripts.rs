@@ -44,6 +44,11 @@ pub(super) fn job_name(dir: &Path) -> String {
         .map_or("sweep".into(), |n| n.to_string_lossy().into_owned())
 }
 
+/// Directive lines (a scheduler's resources), each ending in a newline.
+pub(super) fn lines(v: Vec<String>) -> String {
+    v.into_iter().map(|l| l + "\n").collect()
+}
+
 /// `%N` of an array's throttle (empty without one).
 pub(super) fn throttle(m: &Manifest) -> String {
     if m.throttle > 0 {

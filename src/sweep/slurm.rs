@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Manifest;
-use super::scripts::{Array, choose_trainer, ranges, run_task, task_line, throttle};
+use super::scripts::{Array, choose_trainer, lines, ranges, run_task, task_line, throttle};
 
 /// The array script of `a`, job name `name`: each array task runs `trainer sweep task DIR
 /// $TASK` with the queue rules of `jobs/` (signal before the limit, forward it, requeue on 75,
@@ -59,11 +59,6 @@ exit "$rc"
         task_line = task_line("SLURM_ARRAY_TASK_ID", a.offset as isize),
         run = run_task(&dir.to_string(), "USR1", m),
     )
-}
-
-/// Directive lines, each ending in a newline.
-pub(super) fn lines(v: Vec<String>) -> String {
-    v.into_iter().map(|l| l + "\n").collect()
 }
 
 /// `submit.sh` of a two-stage Slurm sweep: the phase-1 array, then each phase-2 array; a

@@ -154,13 +154,11 @@ fn set_aside_torn_run(dir: &Path, m: &Manifest, t: &Task, mut log: &std::fs::Fil
     if !run.exists() {
         return Ok(());
     }
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
     let aside = run.with_file_name(format!(
-        "{}.torn-{secs}",
+        "{}.torn-{}",
         run.file_name()
-            .map_or("run".into(), |n| n.to_string_lossy())
+            .map_or("run".into(), |n| n.to_string_lossy()),
+        now()
     ));
     std::fs::rename(&run, &aside)
         .with_context(|| format!("cannot move {} aside", run.display()))?;
