@@ -2,7 +2,8 @@
 # Installs what building, the README demo and the tests need on a Debian 12 machine (idempotent):
 #   * dataset-fashion-mnist: real Fashion-MNIST (gzipped IDX) under /usr/share/datasets/;
 #   * Python's safetensors + numpy: the tests read checkpoints back from Python; scipy: the
-#     paired statistics of `trainer compare --against` are checked against it.
+#     paired statistics of `trainer compare --against` are checked against it; tensorboard: its
+#     event reader checks the event files every run writes (tests/tensorboard_events.rs).
 # Slurm (scripts/slurm-up.sh) and PyTorch for the tch build (scripts/setup-torch.sh) are
 # installed by their own scripts, which scripts/test.sh calls.
 set -euo pipefail
@@ -13,6 +14,6 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >&2
 fi
-python3 -c 'import safetensors, numpy, scipy' 2>/dev/null ||
-  python3 -m pip install -q --disable-pip-version-check safetensors numpy scipy >&2
+python3 -c 'import safetensors, numpy, scipy, tensorboard' 2>/dev/null ||
+  python3 -m pip install -q --disable-pip-version-check safetensors numpy scipy tensorboard >&2
 command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust (rustup)" >&2; exit 1; }

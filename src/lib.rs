@@ -55,7 +55,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::PlotSc(s) => train::gnn::plot_sc::run(s).map(|_| ExitCode::SUCCESS),
         Command::Bench(args) => bench::mnist::run(args).map(|_| ExitCode::SUCCESS),
         Command::Plot(a) => {
-            outputs::curves::plot_runs(&a.runs, &a.metric, &a.out)?;
+            sweep::plot::plot(&a.runs, &a.metric, &a.out)?;
             eprintln!("wrote {}", a.out.display());
             Ok(ExitCode::SUCCESS)
         }

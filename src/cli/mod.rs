@@ -46,7 +46,8 @@ pub enum Command {
     PlotSc(crate::train::gnn::plot_sc::PlotScSettings),
     /// Throughput benchmarks over every compiled backend and usable device.
     Bench(crate::bench::BenchSettings),
-    /// Overlay the curves of several runs (metrics.jsonl) in one SVG or PNG image.
+    /// Overlay the curves of runs and of a sweep's tasks (metrics.jsonl) in one SVG or PNG
+    /// image, labelled by the sweep's varied settings.
     Plot(PlotArgs),
     /// Test results of CLG-ODE runs side by side, each against the identity forecast; with
     /// --plot, the validation skill per epoch of every run.

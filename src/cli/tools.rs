@@ -106,7 +106,8 @@ impl CompareArgs {
 /// `trainer plot`.
 #[derive(Args, Debug, Clone)]
 pub struct PlotArgs {
-    /// Run directories (each with its `metrics.jsonl`).
+    /// Run directories (each with its `metrics.jsonl`) and sweep directories (every task that
+    /// has started, labelled by its varied settings).
     #[arg(required = true)]
     pub runs: Vec<PathBuf>,
     /// Output image: `.svg` or `.png`.

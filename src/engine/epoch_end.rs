@@ -13,7 +13,7 @@ use super::progress::fmt_secs;
 use super::run::Ctx;
 use super::state::{Position, StageResult};
 use super::{EpochCtx, Job, JobSpec};
-use crate::outputs::{RunDir, curves};
+use crate::outputs::{RunDir, curves, tensorboard};
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
 
@@ -144,7 +144,9 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         self.save(ctx, pos, model, Some(&row))?;
         if ctx.main() {
             ctx.metrics.append(&row)?;
-            curves::write(&ctx.run_dir, &ctx.metrics.rows()?, &spec.plot)?;
+            let rows = ctx.metrics.rows()?;
+            curves::write(&ctx.run_dir, &rows, &spec.plot)?;
+            tensorboard::write(&ctx.run_dir, &rows)?;
             eprintln!(
                 "{} {}epoch {}/{}: train loss {train_loss:.4}, {}{}, {per_s:.0} {}/s, {} host \
                  reads/step, {}",

@@ -230,14 +230,33 @@ fn draw_chart<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, chart: &Chart) 
     Ok(())
 }
 
-/// `trainer plot RUN_DIR… --out F --metric NAME…`: one chart per metric, one line per run
-/// (and stage). Without `--metric`: `train_loss` and the first of `val_loss`/`test_loss` found.
+/// One line per run (and stage) of each chart: runs named by the directory's last component.
 pub fn plot_runs(runs: &[std::path::PathBuf], metrics: &[String], out: &Path) -> Result<()> {
+    let labelled: Vec<(String, std::path::PathBuf)> = runs
+        .iter()
+        .map(|dir| {
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| dir.display().to_string());
+            (name, dir.clone())
+        })
+        .collect();
+    plot_labelled(&labelled, metrics, out)
+}
+
+/// `trainer plot`: one chart per metric, one line per `(label, run directory)` (and stage).
+/// Without `metrics`: `train_loss` and the first of `val_loss`/`test_loss` found.
+pub fn plot_labelled(
+    runs: &[(String, std::path::PathBuf)],
+    metrics: &[String],
+    out: &Path,
+) -> Result<()> {
     if runs.is_empty() {
         bail!("give at least one run directory");
     }
     let mut rows: BTreeMap<usize, Vec<Row>> = BTreeMap::new();
-    for (i, dir) in runs.iter().enumerate() {
+    for (i, (_, dir)) in runs.iter().enumerate() {
         let r = super::RunDir::new(dir).read_metrics()?;
         if r.is_empty() {
             bail!(
@@ -262,11 +281,7 @@ pub fn plot_runs(runs: &[std::path::PathBuf], metrics: &[String], out: &Path) ->
     let mut charts = Vec::new();
     for metric in &metrics {
         let mut lines = Vec::new();
-        for (i, dir) in runs.iter().enumerate() {
-            let name = dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| dir.display().to_string());
+        for (i, (name, _)) in runs.iter().enumerate() {
             let groups = column_by_stage(&rows[&i], metric);
             let several = groups.len() > 1;
             for (stage, points) in groups {
@@ -283,7 +298,17 @@ pub fn plot_runs(runs: &[std::path::PathBuf], metrics: &[String], out: &Path) ->
             }
         }
         if lines.is_empty() {
-            bail!("no run has a metric `{metric}` in its metrics.jsonl");
+            let columns: std::collections::BTreeSet<&str> = rows
+                .values()
+                .flatten()
+                .flat_map(|r| r.iter())
+                .filter(|(_, v)| v.is_number())
+                .map(|(k, _)| k.as_str())
+                .collect();
+            bail!(
+                "no run has a metric `{metric}` in its metrics.jsonl; the runs have: {}",
+                columns.into_iter().collect::<Vec<_>>().join(", ")
+            );
         }
         charts.push(Chart {
             title: metric.clone(),

@@ -8,5 +8,6 @@ pub mod heatmap;
 pub mod metrics;
 pub mod run_files;
 pub mod rundir;
+pub mod tensorboard;
 
 pub use run_files::RunDir;

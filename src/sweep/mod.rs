@@ -13,6 +13,7 @@ pub mod expand;
 mod gflow;
 mod lsf;
 mod plan;
+pub mod plot;
 pub mod progress;
 mod reference_run;
 pub mod resources;

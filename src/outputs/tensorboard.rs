@@ -1,0 +1,229 @@
+//! TensorBoard event files: `<run>/tensorboard/[<stage>/]events.out.tfevents.<t0>.trainer`, one
+//! scalar per numeric metrics column and epoch, so `tensorboard --logdir RUN_OR_SWEEP_DIR` shows
+//! a run (or every run of a sweep) while it trains.
+//!
+//! The files are rebuilt from `metrics.jsonl` at every epoch's end, written to a staging name
+//! (without "tfevents", which TensorBoard would load) and renamed: a killed or resumed run never
+//! leaves a torn or duplicated record. The bytes are a function of the rows and the run's start
+//! time (`run_meta.json`'s `created_at`, plus the cumulative epoch seconds as each row's wall
+//! time), so a rebuilt file starts with the same bytes as the one a live TensorBoard has read.
+//!
+//! The format: TFRecord framing (length, masked CRC-32C of the length, an `Event` protocol
+//! buffer, masked CRC-32C of it), the first event carrying `file_version`, the others a
+//! `Summary` of `simple_value`s. Protocol buffers are written by hand: five fields.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+use super::curves::stage_of;
+use super::metrics::Row;
+
+/// The folder in a run directory holding the event files.
+pub const TENSORBOARD_DIR: &str = "tensorboard";
+
+/// Columns that are not scalars of the run (the x axis, flags, counters of the position).
+const NOT_SCALARS: &[&str] = &["epoch", "is_best", "steps", "epoch_steps"];
+
+/// Rewrites the run's event files from its metrics rows.
+pub fn write(run_dir: &Path, rows: &[Row]) -> Result<()> {
+    let t0 = start_time(run_dir);
+    let root = run_dir.join(TENSORBOARD_DIR);
+    for (stage, rows) in by_stage(rows) {
+        let dir = if stage.is_empty() {
+            root.clone()
+        } else {
+            root.join(folder_name(&stage))
+        };
+        let bytes = event_file(t0, &rows);
+        replace(
+            &dir,
+            &format!("events.out.tfevents.{}.trainer", t0 as u64),
+            &bytes,
+        )?;
+    }
+    Ok(())
+}
+
+/// The rows of each stage (the values of the columns before `epoch`), in order of appearance.
+fn by_stage(rows: &[Row]) -> Vec<(String, Vec<&Row>)> {
+    let mut groups: Vec<(String, Vec<&Row>)> = Vec::new();
+    for row in rows {
+        let stage = stage_of(row);
+        match groups.iter_mut().find(|(s, _)| *s == stage) {
+            Some((_, g)) => g.push(row),
+            None => groups.push((stage, vec![row])),
+        }
+    }
+    groups
+}
+
+/// "fold 0" → "fold_0": a folder name TensorBoard shows as the run's name.
+fn folder_name(stage: &str) -> String {
+    stage
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Seconds since the epoch at the run's start: `run_meta.json`'s `created_at`, or 0 when the
+/// file is missing or unreadable (the curves are the same; only TensorBoard's wall-time axis
+/// starts at 1970).
+fn start_time(run_dir: &Path) -> f64 {
+    let meta = super::RunDir::new(run_dir).run_meta_json();
+    std::fs::read_to_string(meta)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| v.get("created_at")?.as_str().map(str::to_owned))
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(&s).ok())
+        .map_or(0.0, |t| t.timestamp() as f64)
+}
+
+/// The bytes of one event file: the version event, then one event per row.
+fn event_file(t0: f64, rows: &[&Row]) -> Vec<u8> {
+    let mut out = Vec::new();
+    record(&mut out, &event(t0, 0, Payload::Version("brain.Event:2")));
+    let mut wall = t0;
+    for row in rows {
+        wall += ["seconds", "eval_seconds"]
+            .iter()
+            .filter_map(|c| row.get(*c).and_then(Value::as_f64))
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .sum::<f64>();
+        let step = row.get("epoch").and_then(Value::as_i64).unwrap_or(0);
+        let stage_columns = row.keys().take_while(|k| k.as_str() != "epoch").count();
+        let scalars: Vec<(&str, f32)> = row
+            .iter()
+            .skip(stage_columns)
+            .filter(|(k, _)| !NOT_SCALARS.contains(&k.as_str()))
+            .filter_map(|(k, v)| Some((k.as_str(), v.as_f64()? as f32)))
+            .filter(|(_, v)| v.is_finite())
+            .collect();
+        if !scalars.is_empty() {
+            record(&mut out, &event(wall, step, Payload::Scalars(&scalars)));
+        }
+    }
+    out
+}
+
+enum Payload<'a> {
+    Version(&'a str),
+    Scalars(&'a [(&'a str, f32)]),
+}
+
+/// An `Event` message: wall_time (1, double), step (2, int64), file_version (3, string) or
+/// summary (5, `Summary { repeated Value value = 1 }`, `Value { tag = 1; simple_value = 2 }`).
+fn event(wall_time: f64, step: i64, payload: Payload) -> Vec<u8> {
+    let mut e = vec![0x09];
+    e.extend_from_slice(&wall_time.to_le_bytes());
+    e.push(0x10);
+    varint(&mut e, step as u64);
+    match payload {
+        Payload::Version(v) => bytes_field(&mut e, 3, v.as_bytes()),
+        Payload::Scalars(scalars) => {
+            let mut summary = Vec::new();
+            for (tag, value) in scalars {
+                let mut v = Vec::new();
+                bytes_field(&mut v, 1, tag.as_bytes());
+                v.push(0x15);
+                v.extend_from_slice(&value.to_le_bytes());
+                bytes_field(&mut summary, 1, &v);
+            }
+            bytes_field(&mut e, 5, &summary);
+        }
+    }
+    e
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A length-delimited field (wire type 2).
+fn bytes_field(out: &mut Vec<u8>, field: u8, bytes: &[u8]) {
+    out.push((field << 3) | 2);
+    varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+
+/// TFRecord's masked CRC-32C.
+fn masked_crc(bytes: &[u8]) -> u32 {
+    let c = CRC32C.checksum(bytes);
+    c.rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+/// One TFRecord: length, its masked CRC, the data, its masked CRC.
+fn record(out: &mut Vec<u8>, data: &[u8]) {
+    let len = (data.len() as u64).to_le_bytes();
+    out.extend_from_slice(&len);
+    out.extend_from_slice(&masked_crc(&len).to_le_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(&masked_crc(data).to_le_bytes());
+}
+
+/// Writes `bytes` to `dir/name` through a staging file TensorBoard does not read, then renames.
+fn replace(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path: PathBuf = dir.join(name);
+    let tmp = dir.join(format!(".staging.{}", std::process::id()));
+    let result = (|| -> Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masked_crc_matches_tensorflow_for_a_known_record() {
+        // CRC-32C("123456789") = 0xE3069283 (the Castagnoli check value); the mask of an empty
+        // record's CRC (0) is TFRecord's constant.
+        assert_eq!(CRC32C.checksum(b"123456789"), 0xE306_9283);
+        assert_eq!(masked_crc(b""), 0xa282_ead8);
+    }
+
+    #[test]
+    fn stages_get_folders_and_rebuilt_files_extend_the_old_bytes() {
+        let rows: Vec<Row> = [
+            serde_json::json!({"fold": 0, "epoch": 1, "train_loss": 2.0, "seconds": 1.5}),
+            serde_json::json!({"fold": 0, "epoch": 2, "train_loss": 1.0, "seconds": 1.5}),
+            serde_json::json!({"fold": 1, "epoch": 1, "train_loss": 3.0, "is_best": true}),
+        ]
+        .iter()
+        .map(|v| v.as_object().unwrap().clone())
+        .collect();
+        let groups = by_stage(&rows);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(folder_name(&groups[0].0), "fold_0");
+        let one = event_file(100.0, &groups[0].1[..1]);
+        let two = event_file(100.0, &groups[0].1);
+        assert!(two.starts_with(&one) && two.len() > one.len());
+        // The flag column is not a scalar; the fold column (the stage) is not one either.
+        let fold1 = event_file(0.0, &groups[1].1);
+        let text = String::from_utf8_lossy(&fold1);
+        assert!(text.contains("train_loss") && !text.contains("is_best") && !text.contains("fold"));
+    }
+}
