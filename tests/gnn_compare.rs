@@ -7,6 +7,7 @@ use std::path::Path;
 
 use common::*;
 use serde_json::Value;
+use trainer::outputs::group_table::{mean_sd, sig4};
 
 fn json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -329,7 +330,7 @@ fn compare_reads_the_reference_trainers_run_directories() {
     );
     assert_eq!(rows.len(), 1, "{rows:?}");
     let row = &rows[0];
-    assert_eq!(row["group"], serde_json::json!(["clg-ode"]));
+    assert_eq!(row["group"], serde_json::json!({"model": "clg-ode"}));
     assert_eq!(row["n"], 2);
     let mse = &row["sc_log_mse"];
     assert_eq!(mse["n"], 2);
@@ -377,7 +378,7 @@ fn compare_reads_the_reference_trainers_run_directories() {
     );
     assert_eq!(rows.len(), 2, "{rows:?}");
     for (row, fold) in rows.iter().zip([0u64, 1]) {
-        assert_eq!(row["group"], serde_json::json!([fold.to_string()]));
+        assert_eq!(row["group"], serde_json::json!({"fold": fold.to_string()}));
         assert_eq!(row["n"], 1);
         assert!(
             close(
@@ -410,7 +411,7 @@ fn compare_reads_the_reference_trainers_run_directories() {
             .iter()
             .map(|r| {
                 (
-                    r["group"][0].as_str().unwrap().to_string(),
+                    r["group"][key].as_str().unwrap().to_string(),
                     r["n"].as_u64().unwrap(),
                 )
             })
@@ -445,11 +446,10 @@ fn compare_reads_the_reference_trainers_run_directories() {
         "| model | n | sc_log_mse mean ± sd | sc_log_mse min | sc_log_mse max | missing |"
     );
     let expect = format!(
-        "| clg-ode | 2 | {:.4} ± {:.4} | {:.4} | {:.4} |  |",
-        (m0 + m1) / 2.0,
-        (m0 - m1).abs() / 2f64.sqrt(),
-        m0.min(m1),
-        m0.max(m1)
+        "| clg-ode | 2 | {} | {} | {} |  |",
+        mean_sd((m0 + m1) / 2.0, Some((m0 - m1).abs() / 2f64.sqrt())),
+        sig4(m0.min(m1)),
+        sig4(m0.max(m1))
     );
     assert_eq!(lines[2], expect, "{md}");
 }
@@ -471,12 +471,12 @@ fn reference_runs_sit_beside_ours() {
     let mut with_metric = args.to_vec();
     with_metric.extend(["--metric", "sc_log_mse", "--metric", "skill"]);
     let rows = compare_json(t.path(), &with_metric);
-    assert_eq!(rows.len(), 2, "{rows:?}");
-    assert_eq!(
-        rows[0]["group"],
-        serde_json::json!(["reference", "clg-ode"])
-    );
-    assert_eq!(rows[1]["group"], serde_json::json!(["trainer", "clg-ode"]));
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let group = |source: &str, model: &str| serde_json::json!({"source": source, "model": model});
+    assert_eq!(rows[0]["group"], group("reference", "clg-ode"));
+    assert_eq!(rows[1]["group"], group("trainer", "clg-ode"));
+    // The identity's row: ours only (the reference writes no identity figures).
+    assert_eq!(rows[2]["group"], group("trainer", "identity"));
     assert_eq!(
         rows[0]["sc_log_mse"]["mean"],
         json(&reference.join("clg_ode_results.json"))["test_sc_metrics"]["sc_log_mse"]
@@ -485,6 +485,11 @@ fn reference_runs_sit_beside_ours() {
     assert_eq!(rows[1]["sc_log_mse"]["mean"], test["model"]["sc_log_mse"]);
     assert_eq!(rows[1]["skill"]["mean"], test["skill"]["skill"]);
     assert!(rows[0]["skill"].is_null());
+    assert_eq!(
+        rows[2]["sc_log_mse"]["mean"],
+        test["identity_baseline"]["sc_log_mse"]
+    );
+    assert_eq!(rows[2]["skill"]["mean"], 0.0);
 
     let mut table = vec!["compare"];
     table.extend_from_slice(&args);
@@ -500,7 +505,8 @@ fn reference_runs_sit_beside_ours() {
         [
             vec!["source", "model", "n"],
             vec!["reference", "clg-ode", "1"],
-            vec!["trainer", "clg-ode", "1"]
+            vec!["trainer", "clg-ode", "1"],
+            vec!["trainer", "identity", "1"]
         ],
         "{out}"
     );

@@ -133,7 +133,9 @@ fn a_local_sweep_runs_two_at_a_time_and_replans_only_what_failed() {
     assert!(o.status.success(), "{}", stderr(&o));
     let table = stdout(&o);
     let lines: Vec<&str> = table.lines().collect();
-    assert_eq!(lines.len(), 2 + 4, "{table}");
+    // Header, rule, four configurations and the identity's row.
+    assert_eq!(lines.len(), 2 + 4 + 1, "{table}");
+    assert!(lines[6].starts_with("| identity | identity | "), "{table}");
     assert!(
         lines[0].starts_with("| learning_rate | lambda_kl | n | sc_log_mse mean ± sd"),
         "{table}"
@@ -153,7 +155,31 @@ fn a_local_sweep_runs_two_at_a_time_and_replans_only_what_failed() {
         &["compare", "S", "--group-by", "fold", "--format", "json"],
     );
     let groups: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(groups.as_array().unwrap().len(), 2, "{groups}");
+    let keys: Vec<&str> = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["group"]["fold"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["0", "0 (identity)", "1", "1 (identity)"], "{groups}");
+    // --plot over a sweep's groups: a curve per task with results, labelled by its group.
+    let o = run_in(
+        t.path(),
+        &[
+            "compare",
+            "S",
+            "--group-by",
+            "learning_rate",
+            "--plot",
+            "p.svg",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(t.path().join("p.svg")).unwrap();
+    assert!(
+        svg.contains("learning_rate=0.0001 (lk0.1_lr0.0001/fold1)"),
+        "{svg}"
+    );
 }
 
 #[test]

@@ -1,26 +1,17 @@
 //! What `trainer compare` prints, whatever the runs are (ours, a sweep's tasks, the reference
 //! trainer's): the per-run table ([`RunSummary`], one line per run, each model figure beside its
-//! identity figure, the way the authors compare their variants) and the grouped table
-//! ([`grouped`], mean ± sd, min, max and n of each metric per group). Reading the inputs (sweeps,
+//! identity figure, the way the authors compare their variants); the grouped table is
+//! [`super::group_table`]. Reading the inputs (sweeps,
 //! the reference's run directories) and choosing the view is `crate::sweep::table::compare`, the
 //! one implementation of the command; this module knows our own run directory only.
 
-use std::collections::BTreeMap;
-
 use anyhow::{Context, Result};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::RunDir;
 
-/// How the grouped table is printed.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Table,
-    Md,
-    Csv,
-    Json,
-}
+pub use super::group_table::Format;
 
 /// One run's line of the per-run table. A figure the run does not have (the reference writes no
 /// identity baseline, an untested fold no test metrics) is `None`: `-` in the table, `null` in
@@ -158,186 +149,9 @@ pub fn table(runs: &[RunSummary]) -> String {
     lines.join("\n") + "\n"
 }
 
-/// One run as the grouped table sees it: its name, its value of each grouping key, and its
-/// value of each metric (`None` while it has no results: named under `missing`).
-pub struct Grouping {
-    pub name: String,
-    pub key: Vec<String>,
-    pub values: Option<Vec<Option<f64>>>,
-}
-
-/// The grouped table: a header and one row per group (text), and one JSON record per group.
-pub struct GroupTable {
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-    pub records: Vec<Value>,
-    /// Runs without results, over all groups.
-    pub missing: usize,
-}
-
-/// mean, sd (n − 1; NaN below 2), min, max.
-fn stats(v: &[f64]) -> (f64, f64, f64, f64) {
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    let sd = if v.len() > 1 {
-        (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
-    } else {
-        f64::NAN
-    };
-    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (mean, sd, min, max)
-}
-
-fn fmt(x: f64) -> String {
-    if x.is_nan() {
-        "N/A".into()
-    } else if x != 0.0 && (x.abs() < 1e-3 || x.abs() >= 1e4) {
-        format!("{x:.3e}")
-    } else {
-        format!("{x:.4}")
-    }
-}
-
-/// Groups `runs` by their keys (in key order) and gives each metric's mean ± sd, min, max and n
-/// over the group's finished runs.
-pub fn grouped(group_by: &[String], metrics: &[String], runs: &[Grouping]) -> GroupTable {
-    /// A group's finished runs (their metric values) and the names of the others.
-    type Members<'a> = (Vec<&'a [Option<f64>]>, Vec<&'a str>);
-    let mut groups: BTreeMap<&[String], Members<'_>> = BTreeMap::new();
-    for r in runs {
-        let entry = groups.entry(&r.key).or_default();
-        match &r.values {
-            Some(v) => entry.0.push(v),
-            None => entry.1.push(&r.name),
-        }
-    }
-    let mut header: Vec<String> = group_by.to_vec();
-    header.push("n".into());
-    for m in metrics {
-        header.extend([
-            format!("{m} mean ± sd"),
-            format!("{m} min"),
-            format!("{m} max"),
-        ]);
-    }
-    header.push("missing".into());
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut records = Vec::new();
-    for (key, (done, missing)) in &groups {
-        let mut row = key.to_vec();
-        row.push(done.len().to_string());
-        let mut rec = json!({ "group": key, "n": done.len() });
-        for (i, m) in metrics.iter().enumerate() {
-            let values: Vec<f64> = done.iter().filter_map(|v| v[i]).collect();
-            if values.is_empty() {
-                row.extend(["N/A".into(), "N/A".into(), "N/A".into()]);
-                rec[m] = Value::Null;
-                continue;
-            }
-            let (mean, sd, min, max) = stats(&values);
-            let of = if values.len() < done.len() {
-                format!(" (n={})", values.len())
-            } else {
-                String::new()
-            };
-            row.extend([
-                format!("{} ± {}{of}", fmt(mean), fmt(sd)),
-                fmt(min),
-                fmt(max),
-            ]);
-            rec[m] = json!({ "mean": mean, "sd": if sd.is_nan() { Value::Null } else { json!(sd) },
-                             "min": min, "max": max, "n": values.len() });
-        }
-        row.push(missing.join(" "));
-        rec["missing"] = json!(missing);
-        rows.push(row);
-        records.push(rec);
-    }
-    GroupTable {
-        header,
-        rows,
-        records,
-        missing: groups.values().map(|g| g.1.len()).sum(),
-    }
-}
-
-impl GroupTable {
-    /// The table as `f`, on standard output.
-    pub fn print(&self, f: Format) -> Result<()> {
-        let (header, rows) = (&self.header, &self.rows);
-        match f {
-            Format::Json => println!("{}", serde_json::to_string_pretty(&self.records)?),
-            Format::Csv => {
-                let mut w = csv::Writer::from_writer(std::io::stdout());
-                w.write_record(header)?;
-                for r in rows {
-                    w.write_record(r)?;
-                }
-                w.flush().context("writing CSV")?;
-            }
-            Format::Md => {
-                println!("| {} |", header.join(" | "));
-                println!("|{}", " --- |".repeat(header.len()));
-                for r in rows {
-                    println!("| {} |", r.join(" | "));
-                }
-            }
-            Format::Table => {
-                let widths: Vec<usize> = (0..header.len())
-                    .map(|i| {
-                        rows.iter()
-                            .map(|r| r[i].chars().count())
-                            .chain([header[i].chars().count()])
-                            .max()
-                            .unwrap_or(0)
-                    })
-                    .collect();
-                let line = |cells: &[String]| -> String {
-                    cells
-                        .iter()
-                        .zip(&widths)
-                        .map(|(c, w)| format!("{c:<w$}"))
-                        .collect::<Vec<_>>()
-                        .join("  ")
-                };
-                println!("{}", line(header).trim_end());
-                for r in rows {
-                    println!("{}", line(r).trim_end());
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn groups_pool_finished_runs_and_name_the_missing() {
-        let run = |name: &str, key: &str, v: Option<Vec<Option<f64>>>| Grouping {
-            name: name.into(),
-            key: vec![key.into()],
-            values: v,
-        };
-        let runs = [
-            run("a", "x", Some(vec![Some(1.0), None])),
-            run("b", "x", Some(vec![Some(3.0), Some(5.0)])),
-            run("c", "x", None),
-            run("d", "y", Some(vec![Some(2.0), None])),
-        ];
-        let t = grouped(&["k".into()], &["m".into(), "w".into()], &runs);
-        assert_eq!(t.header[..3], ["k", "n", "m mean ± sd"]);
-        assert_eq!(t.rows[0][..3], ["x", "2", "2.0000 ± 1.4142"]);
-        assert_eq!(t.rows[0][5], "5.0000 ± N/A (n=1)");
-        assert_eq!(t.rows[0].last().unwrap(), "c");
-        assert_eq!(t.rows[1][5], "N/A");
-        assert_eq!(t.missing, 1);
-        assert_eq!(t.records[0]["m"]["n"], 2);
-        assert!(t.records[1]["w"].is_null());
-    }
 
     #[test]
     fn a_figure_a_run_lacks_is_a_dash() {

@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod curves;
 pub mod figure;
+pub mod group_table;
 pub mod heatmap;
 pub mod metrics;
 pub mod run_files;

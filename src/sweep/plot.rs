@@ -35,6 +35,22 @@ pub fn plot(inputs: &[PathBuf], metrics: &[String], out: &Path) -> Result<()> {
     curves::plot_labelled(&runs, metrics, out)
 }
 
+/// `compare --plot`: the validation skill per epoch where the runs computed it
+/// (`--val_sc_eval_every`), else the validation loss, one line per labelled run.
+pub fn validation_curves(runs: &[(String, PathBuf)], out: &Path) -> Result<()> {
+    let has_skill = runs.iter().any(|(_, dir)| {
+        RunDir::new(dir).read_metrics().is_ok_and(|rows| {
+            rows.iter()
+                .any(|r| r.get("val_skill").is_some_and(serde_json::Value::is_number))
+        })
+    });
+    let metric = if has_skill { "val_skill" } else { "val_loss" };
+    if !has_skill {
+        eprintln!("[compare] --plot: no run computed val_skill; plotting val_loss");
+    }
+    curves::plot_labelled(runs, &[metric.to_string()], out)
+}
+
 /// The tasks of the sweep at `dir` that have metrics rows, labelled by their varied settings.
 fn sweep_runs(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     let manifest = Manifest::read(dir)?;

@@ -29,7 +29,7 @@ use serde_json::Value;
 use super::reference_run::{self, RefFold};
 use super::{Manifest, run_dir, state};
 use crate::outputs::RunDir;
-use crate::outputs::compare::{self as view, Format, Grouping};
+use crate::outputs::compare::{self as view, Format};
 
 /// `trainer compare`'s settings (its flags).
 #[derive(Debug, Clone, Default)]
@@ -52,6 +52,15 @@ impl CompareSettings {
     pub fn grouped(&self) -> bool {
         !self.group_by.is_empty() || !self.metrics.is_empty() || self.format.is_some()
     }
+}
+
+/// Whether a run has results.
+#[derive(Debug, Clone, PartialEq)]
+enum RunStatus {
+    Done,
+    NoResults,
+    /// A results file that is not a JSON object (torn, truncated): named, never grouped.
+    Unreadable(PathBuf),
 }
 
 /// One run: where, what varied, and whether it has results.
@@ -77,9 +86,37 @@ impl Run {
     }
 
     fn done(&self) -> bool {
-        match &self.reference {
-            Some(r) => r.done(),
-            None => self.dir.test_metrics_json().is_file(),
+        self.status() == RunStatus::Done
+    }
+
+    /// Whether the run has test results that can be read.
+    fn status(&self) -> RunStatus {
+        if let Some(r) = &self.reference {
+            return if r.done() {
+                RunStatus::Done
+            } else {
+                RunStatus::NoResults
+            };
+        }
+        let test = self.dir.test_metrics_json();
+        if !test.is_file() {
+            return RunStatus::NoResults;
+        }
+        for file in [test, self.dir.results_json()] {
+            if file.is_file() && read_json(&file).is_none_or(|v| !v.is_object()) {
+                return RunStatus::Unreadable(file);
+            }
+        }
+        RunStatus::Done
+    }
+
+    /// The run's name, saying which file cannot be read when one cannot.
+    fn label(&self) -> String {
+        match self.status() {
+            RunStatus::Unreadable(file) => {
+                format!("{} (unreadable: {})", self.name, file.display())
+            }
+            _ => self.name.clone(),
         }
     }
 
@@ -175,20 +212,35 @@ fn group_value(run: &Run, key: &str) -> String {
         return v.clone();
     }
     if let Some(r) = &run.reference {
-        return r.group_value(key).unwrap_or_else(|| "?".into());
+        return match key {
+            // The reference has no presets and no variants: its defaults.
+            "preset" | "variant" => "none".into(),
+            _ => r.group_value(key).unwrap_or_else(|| "?".into()),
+        };
     }
     let results = read_json(&run.dir.results_json());
+    let args = || read_json(&run.dir.args_json());
     match key {
         "source" => "trainer".into(),
         "model" => results
             .as_ref()
             .and_then(|r| r.get("model").map(text))
+            .or_else(|| args()?.get("model_kind").map(text))
             .unwrap_or_else(|| "?".into()),
+        // `[run] preset` of the run's config.toml; "none" for the reference's defaults.
+        "preset" | "variant" => match std::fs::read_to_string(run.dir.config_toml()) {
+            Ok(text) => text
+                .parse::<toml::Table>()
+                .ok()
+                .and_then(|t| t.get("run")?.get(key)?.as_str().map(str::to_owned))
+                .unwrap_or_else(|| "none".into()),
+            Err(_) => "?".into(),
+        },
         "fold" => results
             .as_ref()
             .and_then(|r| r.get("cv_fold").map(text))
             .unwrap_or_else(|| "?".into()),
-        _ => read_json(&run.dir.args_json())
+        _ => args()
             .and_then(|a| find(&a, key))
             .map_or_else(|| "?".into(), |v| text(&v)),
     }
@@ -252,25 +304,50 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
             (None, true) => Format::Json,
             (None, false) => Format::Table,
         };
-        grouped(&runs, &s.group_by, &s.metrics, format)?;
+        groups::grouped(&runs, &s.group_by, &s.metrics, format)?;
     } else {
         per_run(&runs, s.json)?;
     }
     if let Some(out) = &s.plot {
-        let ours: Vec<PathBuf> = runs
-            .iter()
-            .filter(|r| r.reference.is_none() && (!r.task || r.done()))
-            .map(|r| r.dir.path().to_path_buf())
-            .collect();
-        if ours.len() < runs.len() {
-            eprintln!(
-                "[compare] --plot: {} run(s) left out (the reference's, or without results)",
-                runs.len() - ours.len()
-            );
-        }
-        crate::outputs::curves::plot_runs(&ours, &["val_skill".to_string()], out)?;
-        eprintln!("wrote {}", out.display());
+        plot(&runs, s, out)?;
     }
+    Ok(())
+}
+
+/// `--plot`: the validation skill (else loss) per epoch of our runs with results, each line
+/// labelled by its group (grouped view) or its name.
+fn plot(runs: &[Run], s: &CompareSettings, out: &Path) -> Result<()> {
+    let keys = if s.group_by.is_empty() {
+        groups::configuration_keys(runs)
+    } else {
+        s.group_by.clone()
+    };
+    let ours: Vec<(String, PathBuf)> = runs
+        .iter()
+        .filter(|r| r.reference.is_none() && r.done())
+        .map(|r| {
+            let label = if s.grouped() {
+                let kv = keys.iter().map(|k| format!("{k}={}", group_value(r, k)));
+                format!("{} ({})", kv.collect::<Vec<_>>().join(" "), r.name)
+            } else {
+                r.name.clone()
+            };
+            (label, r.dir.path().to_path_buf())
+        })
+        .collect();
+    if ours.is_empty() {
+        bail!(
+            "--plot: no run of ours has results to plot (the reference's runs have no curves here)"
+        );
+    }
+    if ours.len() < runs.len() {
+        eprintln!(
+            "[compare] --plot: {} run(s) left out (the reference's, or without results)",
+            runs.len() - ours.len()
+        );
+    }
+    super::plot::validation_curves(&ours, out)?;
+    eprintln!("wrote {}", out.display());
     Ok(())
 }
 
@@ -309,39 +386,7 @@ fn per_run_lines(runs: &[Run]) -> Result<(Vec<view::RunSummary>, Vec<&str>)> {
     Ok((lines, missing))
 }
 
-/// The grouped view.
-fn grouped(runs: &[Run], group_by: &[String], metrics: &[String], f: Format) -> Result<()> {
-    let metrics: Vec<String> = if metrics.is_empty() {
-        vec!["sc_log_mse".into(), "skill".into(), "sc_log_pearson".into()]
-    } else {
-        metrics.to_vec()
-    };
-    let mut group_by = group_by.to_vec();
-    let mixed =
-        runs.iter().any(|r| r.reference.is_some()) && runs.iter().any(|r| r.reference.is_none());
-    if mixed && !group_by.iter().any(|k| k == "source") {
-        group_by.insert(0, "source".into());
-    }
-    let rows: Vec<Grouping> = runs
-        .iter()
-        .map(|r| Grouping {
-            name: r.name.clone(),
-            key: group_by.iter().map(|k| group_value(r, k)).collect(),
-            values: r
-                .done()
-                .then(|| metrics.iter().map(|m| r.metric(m)).collect()),
-        })
-        .collect();
-    let table = view::grouped(&group_by, &metrics, &rows);
-    table.print(f)?;
-    if table.missing > 0 {
-        eprintln!(
-            "[compare] {} run(s) without test results, named under `missing`",
-            table.missing
-        );
-    }
-    Ok(())
-}
+mod groups;
 
 #[cfg(test)]
 mod tests;

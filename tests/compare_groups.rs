@@ -1,0 +1,182 @@
+//! `trainer compare`'s grouped tables mean what they say (issue 34, item 2): configurations are
+//! never pooled by default, unknown keys and metrics are errors listing the valid ones, the
+//! identity has its row, numbers are numbers in CSV and JSON, `--plot` labels groups, and a run
+//! whose results cannot be read is named under *missing*, never grouped.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Three finished runs on one cohort: the reference defaults, `--preset residual`, and the
+/// linear-drift baseline (2 epochs, a small model: the table is the subject, not the models).
+fn three_runs(dir: &Path) -> [PathBuf; 3] {
+    synth_cohort(dir, 16, 12, 1);
+    let c = dir.join("cohort");
+    let (sc, morph, table) = (c.join("sc"), c.join("morph"), c.join("subject_info_sc.csv"));
+    [
+        ("ref", vec![]),
+        ("res", vec!["--preset", "residual"]),
+        ("lin", vec!["--model", "linear-drift"]),
+    ]
+    .map(|(name, extra)| {
+        let mut args = vec![
+            "train-gnn",
+            "--sc_dir",
+            sc.to_str().unwrap(),
+            "--morph_root",
+            morph.to_str().unwrap(),
+            "--subject_info_csv",
+            table.to_str().unwrap(),
+            "--results_dir",
+            "results",
+            "--run_name",
+            name,
+            "--cv_fold",
+            "0",
+            "--max_epochs",
+            "2",
+            "--latent_dim",
+            "8",
+            "--hidden_dim",
+            "16",
+            "--solver_steps",
+            "2",
+        ];
+        args.extend(extra);
+        let o = run_in(dir, &args);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        dir.join("results/runs").join(name)
+    })
+}
+
+fn compare(dir: &Path, runs: &[PathBuf], extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["compare".to_string()];
+    args.extend(runs.iter().map(|r| r.display().to_string()));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_in(dir, &args)
+}
+
+fn groups(rows: &Value) -> Vec<Value> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["group"].clone())
+        .collect()
+}
+
+#[test]
+fn grouped_tables_keep_configurations_apart_and_name_what_is_wrong() {
+    let t = tempfile::tempdir().unwrap();
+    let runs = three_runs(t.path());
+
+    // Default grouping: model and preset, and the identity's own row (its figures from the
+    // runs' test results; skill 0 by definition).
+    let o = compare(t.path(), &runs, &["--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let g = |model: &str, preset: &str| json!({"model": model, "preset": preset});
+    assert_eq!(
+        groups(&rows),
+        [
+            g("clg-ode", "none"),
+            g("clg-ode", "residual"),
+            g("identity", "identity"),
+            g("linear-drift", "none")
+        ]
+    );
+    let test: Value =
+        serde_json::from_str(&std::fs::read_to_string(runs[0].join("test_metrics.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        rows[2]["sc_log_mse"]["mean"],
+        test["identity_baseline"]["sc_log_mse"]
+    );
+    assert_eq!(rows[2]["skill"]["mean"], 0.0);
+    assert_eq!(rows[2]["n"], 1, "three runs of one test set: one identity");
+
+    // `--group-by preset` resolves (no "?"), and warns that it pools two models.
+    let o = compare(t.path(), &runs, &["--group-by", "preset", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: Value = serde_json::from_str(&stdout(&o)).expect("--json is JSON");
+    let presets: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["group"]["preset"].as_str().unwrap())
+        .collect();
+    assert_eq!(presets, ["identity", "none", "residual"]);
+    assert!(
+        stderr(&o).contains("the group none pools 2 configurations")
+            && stderr(&o).contains("--group-by model"),
+        "{}",
+        stderr(&o)
+    );
+    let o = compare(t.path(), &runs, &["--group-by", "model", "--format", "md"]);
+    assert!(stderr(&o).contains("--group-by preset"), "{}", stderr(&o));
+
+    // Unknown keys and metrics: errors that list the valid ones.
+    let o = compare(t.path(), &runs, &["--group-by", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--group-by nope") && stderr(&o).contains("model, preset"),
+        "{}",
+        stderr(&o)
+    );
+    let o = compare(t.path(), &runs, &["--metric", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--metric nope") && stderr(&o).contains("sc_log_mse"),
+        "{}",
+        stderr(&o)
+    );
+
+    // CSV: one numeric column per statistic.
+    let o = compare(t.path(), &runs, &["--metric", "skill", "--format", "csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "model,preset,n,skill_mean,skill_sd,skill_min,skill_max,skill_n,missing"
+    );
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        cells[3].parse::<f64>().expect("a mean is a number");
+        assert_eq!(cells[4], "", "one run per group: no sd");
+    }
+
+    // --plot with groups: a curve per run, labelled by its group.
+    let o = compare(
+        t.path(),
+        &runs,
+        &["--group-by", "model,preset", "--plot", "g.svg"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(t.path().join("g.svg")).unwrap();
+    assert!(
+        svg.contains("model=clg-ode preset=residual"),
+        "no group legend"
+    );
+
+    // A run whose test results are cut short: named under missing, in no group of its own.
+    let file = runs[1].join("test_metrics.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, &text[..text.len() / 2]).unwrap();
+    let o = compare(t.path(), &runs, &["--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let res = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["group"] == g("clg-ode", "residual"))
+        .expect("the run's group stays (its config.toml says the preset)");
+    assert_eq!(res["n"], 0);
+    let missing = res["missing"][0].as_str().unwrap();
+    assert!(missing.contains("unreadable") && missing.contains("test_metrics.json"));
+    assert!(groups(&rows).iter().all(|g| !g.to_string().contains('?')));
+}
