@@ -162,6 +162,17 @@ fn grouped_tables_keep_configurations_apart_and_name_what_is_wrong() {
         "no group legend"
     );
 
+    // Strata as text: every stratum with its n, small ones marked.
+    let o = compare(t.path(), &runs[..1], &["--strata"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("Δt short") && text.contains("fewer than 5 forecasts"),
+        "{text}"
+    );
+
+    pictures_people_can_read(t.path(), &runs[0]);
+
     // A run whose test results are cut short: named under missing, in no group of its own.
     let file = runs[1].join("test_metrics.json");
     let text = std::fs::read_to_string(&file).unwrap();
@@ -179,4 +190,74 @@ fn grouped_tables_keep_configurations_apart_and_name_what_is_wrong() {
     let missing = res["missing"][0].as_str().unwrap();
     assert!(missing.contains("unreadable") && missing.contains("test_metrics.json"));
     assert!(groups(&rows).iter().all(|g| !g.to_string().contains('?')));
+}
+
+/// The texts of an SVG (what a reader sees).
+fn svg_texts(path: &Path) -> Vec<String> {
+    let svg = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    doc.descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text().map(|t| t.trim().to_string()))
+        .collect()
+}
+
+/// plot-sc (issue 34, item 6): folders created, colour bars whose ends give each panel's scale,
+/// the two error panels on their own scales (this run's model is broken after 2 epochs: its
+/// errors are far larger than the identity's), strata labelled with n and a warning.
+fn pictures_people_can_read(dir: &Path, run: &Path) {
+    let fig = dir.join("new/folder/heatmaps.svg");
+    let o = run_in(
+        dir,
+        &[
+            "plot-sc",
+            run.to_str().unwrap(),
+            "--out",
+            fig.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let texts = svg_texts(&fig);
+    let lows: std::collections::BTreeSet<&String> =
+        texts.iter().filter(|t| t.starts_with('-')).collect();
+    assert_eq!(lows.len(), 2, "two error scales, each its own: {texts:?}");
+    assert_eq!(
+        texts.iter().filter(|t| *t == "0").count(),
+        3,
+        "the three weight panels' bars start at 0: {texts:?}"
+    );
+
+    let fig = dir.join("new/strata.svg");
+    let o = run_in(
+        dir,
+        &[
+            "plot-sc",
+            run.to_str().unwrap(),
+            "--strata",
+            "--out",
+            fig.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("fewer than 5 forecasts"),
+        "{}",
+        stderr(&o)
+    );
+    let strata: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("strata.json")).unwrap()).unwrap();
+    let texts = svg_texts(&fig);
+    let bars = strata["dt_terciles"]
+        .as_object()
+        .unwrap()
+        .values()
+        .chain(strata["horizons"].as_object().unwrap().values())
+        .filter(|s| s["skill"]["skill"].is_number())
+        .count();
+    let n_labels = texts.iter().filter(|t| t.starts_with("n=")).count();
+    assert_eq!(n_labels, bars, "an n over every bar: {texts:?}");
+    for label in ["Δt short", "Δt middle", "Δt long"] {
+        assert!(texts.iter().any(|t| t == label), "{label}: {texts:?}");
+    }
+    assert!(texts.iter().any(|t| t.starts_with("warning:")), "{texts:?}");
 }

@@ -77,7 +77,8 @@ pub struct CompareArgs {
     /// Print JSON instead of the table (grouped: as `--format json`).
     #[arg(long)]
     pub json: bool,
-    /// Also write the validation skill per epoch of every run to this `.svg` or `.png`.
+    /// Also write the validation skill (else loss) per epoch of every run to this `.svg` or
+    /// `.png`, lines labelled by group.
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Pair every run by test subject with the run of this model (`eb-drift`, `linear-drift`,
@@ -86,6 +87,10 @@ pub struct CompareArgs {
     /// signed-rank p-value.
     #[arg(long, value_name = "MODEL")]
     pub against: Option<String>,
+    /// Print every run's strata (`strata.json`: Δt terciles, horizons) as a table: n, mse,
+    /// identity mse and skill per stratum, small strata marked.
+    #[arg(long, conflicts_with_all = ["against", "group_by", "metrics", "format"])]
+    pub strata: bool,
 }
 
 impl CompareArgs {
@@ -99,6 +104,7 @@ impl CompareArgs {
             json: self.json,
             plot: self.plot,
             against: self.against,
+            strata: self.strata,
         }
     }
 }

@@ -22,6 +22,10 @@ pub trait Figure {
 /// Draws `fig` into `out`: SVG, or PNG when `out` ends in `.png`.
 pub fn render_figure<F: Figure>(fig: &F, out: &Path) -> Result<()> {
     register_font();
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create its folder", out.display()))?;
+    }
     let size = fig.size();
     let ext = out
         .extension()

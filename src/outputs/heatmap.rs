@@ -1,8 +1,8 @@
 //! Connectome heatmaps: a subject's truth, prediction and identity forecast (the start scan) in
 //! log1p weight on one colour scale, and the prediction's and the identity's errors against the
-//! truth on one diverging scale; nodes in atlas order, network boundaries marked when ROI names
-//! are known (Schaefer `7Networks_LH_Vis_1`: the network is the third `_` field). Also the
-//! per-stratum skill chart of a run's `strata.json`.
+//! truth each on its own symmetric diverging scale; a colour bar under every panel; nodes in atlas order, network boundaries marked when ROI names
+//! are known (Schaefer `7Networks_LH_Vis_1`: the network is the third `_` field). The per-stratum
+//! skill chart is [`super::strata`].
 
 use std::path::Path;
 
@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use ndarray::Array2;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::Value;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::figure::{Figure, plot_err, render_figure};
 
@@ -18,6 +18,9 @@ use super::figure::{Figure, plot_err, render_figure};
 const PANEL: u32 = 300;
 const TITLE: u32 = 28;
 const GAP: u32 = 12;
+/// The colour bar under each panel: its height, and the band it and its labels take.
+const BAR: u32 = 10;
+const BAR_BAND: u32 = 36;
 /// At most this many cells per side in an SVG (blocks are averaged; a PNG draws every node).
 const SVG_CELLS: usize = 100;
 
@@ -126,6 +129,40 @@ struct Panel {
     color: fn(f64) -> RGBColor,
     /// Maps a value to the colour map's domain.
     scale: f64,
+    /// The values at the colour bar's ends.
+    range: (f64, f64),
+}
+
+/// A horizontal colour bar from `range.0` to `range.1` under a panel, its ends labelled.
+fn draw_colour_bar<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &Panel) -> Result<()> {
+    let y0 = (TITLE + PANEL + 6) as i32;
+    let steps = 60;
+    for k in 0..steps {
+        let t = (k as f64 + 0.5) / steps as f64;
+        let value = p.range.0 + t * (p.range.1 - p.range.0);
+        let x = |k: u32| (k * PANEL / steps) as i32;
+        area.draw(&Rectangle::new(
+            [(x(k), y0), (x(k + 1), y0 + BAR as i32)],
+            (p.color)(value * p.scale).filled(),
+        ))
+        .map_err(plot_err)?;
+    }
+    let font = ("sans-serif", 12).into_font();
+    let label = |v: f64| super::group_table::sig4(v);
+    area.draw(&Text::new(
+        label(p.range.0),
+        (0, y0 + BAR as i32 + 3),
+        font.clone(),
+    ))
+    .map_err(plot_err)?;
+    let right = TextStyle::from(font).pos(Pos::new(HPos::Right, VPos::Top));
+    area.draw(&Text::new(
+        label(p.range.1),
+        (PANEL as i32, y0 + BAR as i32 + 3),
+        right,
+    ))
+    .map_err(plot_err)?;
+    Ok(())
 }
 
 fn draw_panel<DB: DrawingBackend>(
@@ -169,7 +206,7 @@ fn draw_panel<DB: DrawingBackend>(
         ))
         .map_err(plot_err)?;
     }
-    Ok(())
+    draw_colour_bar(area, p)
 }
 
 impl Comparison<'_> {
@@ -182,22 +219,25 @@ impl Comparison<'_> {
             .fold(0.0f64, |a, &b| a.max(b))
             .max(1e-12);
         let (dp, ds) = (&p - &t, &s - &t);
-        let err = dp
-            .iter()
-            .chain(ds.iter())
-            .fold(0.0f64, |a, &b| a.max(b.abs()))
-            .max(1e-12);
+        // Each error panel on its own symmetric scale: a broken prediction's large errors must
+        // not wash out the identity's (the colour bars give each scale).
+        let largest = |m: &Array2<f64>| m.iter().fold(0.0f64, |a, &b| a.max(b.abs())).max(1e-12);
         let seq = |title: &str, values: Array2<f64>| Panel {
-            title: format!("{title} (log1p, 0–{hi:.2})"),
+            title: format!("{title} (log1p)"),
             values,
             color: sequential,
             scale: 1.0 / hi,
+            range: (0.0, hi),
         };
-        let div = |title: &str, values: Array2<f64>| Panel {
-            title: format!("{title} (±{err:.2})"),
-            values,
-            color: diverging,
-            scale: 1.0 / err,
+        let div = |title: &str, values: Array2<f64>| {
+            let err = largest(&values);
+            Panel {
+                title: title.to_string(),
+                values,
+                color: diverging,
+                scale: 1.0 / err,
+                range: (-err, err),
+            }
         };
         vec![
             seq("truth", t),
@@ -211,7 +251,7 @@ impl Comparison<'_> {
 
 impl Figure for Comparison<'_> {
     fn size(&self) -> (u32, u32) {
-        (5 * PANEL + 6 * GAP, PANEL + TITLE + 2 * GAP + 24)
+        (5 * PANEL + 6 * GAP, PANEL + TITLE + BAR_BAND + 2 * GAP + 24)
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, vector: bool) -> Result<()> {
@@ -227,96 +267,11 @@ impl Figure for Comparison<'_> {
         let cells = if vector { SVG_CELLS } else { n };
         for (k, panel) in self.panels().iter().enumerate() {
             let x0 = (GAP + k as u32 * (PANEL + GAP)) as i32;
-            let area = root.clone().shrink((x0, 24), (PANEL, PANEL + TITLE));
+            let area = root
+                .clone()
+                .shrink((x0, 24), (PANEL, PANEL + TITLE + BAR_BAND));
             draw_panel(&area, panel, &boundaries, n, cells)?;
         }
-        Ok(())
-    }
-}
-
-/// The skill of every stratum of a run's `strata.json` (Δt terciles, horizons) as bars, with
-/// each stratum's n.
-pub struct StrataSkill {
-    pub title: String,
-    /// (label, skill, n).
-    pub bars: Vec<(String, f64, u64)>,
-}
-
-impl StrataSkill {
-    /// Reads `strata.json` (written by train-gnn and eval-gnn).
-    pub fn from_json(title: &str, strata: &Value) -> Self {
-        let mut bars = Vec::new();
-        let mut add = |label: String, s: &Value| {
-            if let (Some(skill), Some(n)) = (s["skill"]["skill"].as_f64(), s["n"].as_u64()) {
-                bars.push((label, skill, n));
-            }
-        };
-        if let Some(t) = strata["dt_terciles"].as_object() {
-            for k in ["short", "middle", "long"] {
-                if let Some(s) = t.get(k) {
-                    add(format!("Δt {k}"), s);
-                }
-            }
-        }
-        if let Some(h) = strata["horizons"].as_object() {
-            for (k, s) in h {
-                add(k.clone(), s);
-            }
-        }
-        Self {
-            title: title.to_string(),
-            bars,
-        }
-    }
-}
-
-impl Figure for StrataSkill {
-    fn size(&self) -> (u32, u32) {
-        (160 * self.bars.len().max(1) as u32 + 120, 360)
-    }
-
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, _: bool) -> Result<()> {
-        root.fill(&WHITE).map_err(plot_err)?;
-        let lo = self.bars.iter().fold(0.0f64, |a, b| a.min(b.1));
-        let hi = self.bars.iter().fold(0.0f64, |a, b| a.max(b.1));
-        let pad = ((hi - lo) * 0.1).max(0.05);
-        let k = self.bars.len().max(1);
-        let mut chart = ChartBuilder::on(root)
-            .caption(&self.title, ("sans-serif", 16))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(56)
-            .build_cartesian_2d(0.0..k as f64, (lo - pad)..(hi + pad))
-            .map_err(plot_err)?;
-        let labels: Vec<String> = self
-            .bars
-            .iter()
-            .map(|(l, _, n)| format!("{l} (n={n})"))
-            .collect();
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(k)
-            .x_label_formatter(&|x| {
-                let i = x.floor() as usize;
-                labels.get(i).cloned().unwrap_or_default()
-            })
-            .y_desc("skill (1 − mse/identity)")
-            .draw()
-            .map_err(plot_err)?;
-        chart
-            .draw_series(self.bars.iter().enumerate().map(|(i, (_, s, _))| {
-                let color = if *s >= 0.0 {
-                    RGBColor(33, 145, 140)
-                } else {
-                    RGBColor(178, 24, 43)
-                };
-                Rectangle::new(
-                    [(i as f64 + 0.2, 0.0), (i as f64 + 0.8, *s)],
-                    color.filled(),
-                )
-            }))
-            .map_err(plot_err)?;
         Ok(())
     }
 }

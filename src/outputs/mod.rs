@@ -9,6 +9,7 @@ pub mod heatmap;
 pub mod metrics;
 pub mod run_files;
 pub mod rundir;
+pub mod strata;
 pub mod tensorboard;
 
 pub use run_files::RunDir;

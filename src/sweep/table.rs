@@ -44,6 +44,8 @@ pub struct CompareSettings {
     /// `--against MODEL`: every run paired by subject with that model's run
     /// ([`super::against`]).
     pub against: Option<String>,
+    /// `--strata`: every run's strata as a table.
+    pub strata: bool,
 }
 
 impl CompareSettings {
@@ -286,7 +288,9 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
         bail!("give at least one run directory");
     }
     let runs = runs(&s.runs)?;
-    if let Some(against) = &s.against {
+    if s.strata {
+        strata_tables(&runs, s.json)?;
+    } else if let Some(against) = &s.against {
         let ours: Vec<(String, &Path)> = runs
             .iter()
             .filter(|r| r.reference.is_none() && r.done())
@@ -310,6 +314,39 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
     }
     if let Some(out) = &s.plot {
         plot(&runs, s, out)?;
+    }
+    Ok(())
+}
+
+/// `--strata`: each run's strata as a table (JSON: run → strata), runs without `strata.json`
+/// named.
+fn strata_tables(runs: &[Run], json: bool) -> Result<()> {
+    use crate::outputs::strata;
+    let mut all = serde_json::Map::new();
+    let mut missing = Vec::new();
+    for r in runs.iter().filter(|r| r.reference.is_none()) {
+        let Some(v) = read_json(&r.dir.strata_json()) else {
+            missing.push(r.name.as_str());
+            continue;
+        };
+        let rows = strata::read(&v);
+        if json {
+            all.insert(r.name.clone(), v);
+        } else {
+            println!("{}", r.name);
+            print!("{}", strata::table(&rows));
+            println!();
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "[compare] {} run(s) without strata.json: {}",
+            missing.len(),
+            missing.join(" ")
+        );
     }
     Ok(())
 }

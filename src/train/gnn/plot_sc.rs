@@ -10,7 +10,8 @@ use anyhow::{Context, Result};
 use super::saved_run::{DataOverrides, Forecast, Horizon, SavedRun};
 use crate::backend::{self, DeviceSettings};
 use crate::outputs::RunDir;
-use crate::outputs::heatmap::{self, Comparison, StrataSkill};
+use crate::outputs::heatmap::{self, Comparison};
+use crate::outputs::strata::{self, StrataSkill};
 
 /// `trainer plot-sc`'s settings.
 #[derive(clap::Args, Debug, Clone)]
@@ -47,7 +48,11 @@ pub fn run(s: PlotScSettings) -> Result<()> {
         let strata: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
         let title = format!("skill by stratum: {}", s.run_dir.display());
-        heatmap::render(&StrataSkill::from_json(&title, &strata), &s.out)?;
+        let chart = StrataSkill::from_json(&title, &strata);
+        if let Some(w) = strata::small_warning(&chart.strata) {
+            eprintln!("[plot-sc] warning: {w}");
+        }
+        heatmap::render(&chart, &s.out)?;
         eprintln!("[plot-sc] wrote {}", s.out.display());
         return Ok(());
     }
