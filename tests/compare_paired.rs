@@ -169,7 +169,8 @@ fn compare_against_pairs_real_runs_by_subject() {
     let o = run_in(t.path(), &json_args);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    let lines: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let lines = json["runs"].as_array().unwrap();
     let drift = lines.iter().find(|l| l["model"] == "linear-drift").unwrap();
     // The same differences from the files, in Python, and scipy's test of them.
     let program = r#"

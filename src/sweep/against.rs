@@ -79,6 +79,8 @@ fn read_subjects(dir: &RunDir) -> Result<Subjects> {
 #[derive(Debug, Serialize)]
 pub struct AgainstLine {
     pub run: String,
+    /// What the run is apart from its fold and seed (`model=clg-ode preset=residual …`).
+    pub configuration: String,
     pub model: String,
     /// The partner run (`None`: none scored the same subjects, or this is the `--against` run).
     pub against: Option<String>,
@@ -89,15 +91,23 @@ pub struct AgainstLine {
     pub vs_identity: Paired,
 }
 
-/// The paired comparison of `runs` (name, directory) against the run of `against`.
+/// A run to compare: its name, directory and configuration (what it is apart from its fold and
+/// seed).
+pub struct Compared<'a> {
+    pub name: String,
+    pub dir: &'a Path,
+    pub configuration: String,
+}
+
+/// The paired comparison of `runs` against the run of `against`.
 pub fn against_lines(
-    runs: &[(String, &Path)],
+    runs: &[Compared],
     against: &str,
     metrics: &[String],
 ) -> Result<Vec<AgainstLine>> {
     let loaded: Vec<(String, Subjects)> = runs
         .iter()
-        .map(|(name, dir)| Ok((name.clone(), read_subjects(&RunDir::new(dir))?)))
+        .map(|r| Ok((r.name.clone(), read_subjects(&RunDir::new(r.dir))?)))
         .collect::<Result<_>>()?;
     let is_partner = |name: &str, s: &Subjects| {
         s.model == against
@@ -118,7 +128,7 @@ pub fn against_lines(
         metrics.to_vec()
     };
     let mut lines = Vec::new();
-    for (name, s) in &loaded {
+    for ((name, s), run) in loaded.iter().zip(runs) {
         let partner = loaded
             .iter()
             .find(|(n, p)| n != name && is_partner(n, p) && p.values.keys().eq(s.values.keys()));
@@ -139,6 +149,7 @@ pub fn against_lines(
             };
             lines.push(AgainstLine {
                 run: name.clone(),
+                configuration: run.configuration.clone(),
                 model: s.model.clone(),
                 against: partner.map(|(n, _)| n.clone()),
                 is_against: is_partner(name, s),
@@ -183,7 +194,7 @@ pub fn render(lines: &[AgainstLine], against: &str) -> String {
     let mut out = format!(
         "paired over the test subjects (forecasts), run − {against} and run − identity; \
          mean [bootstrap 95% interval], subjects lower/higher, Wilcoxon signed-rank p\n\n\
-         | run | model | metric | n | − {against} | lower/higher | p | − identity | \
+         | run | model | metric | n subjects | − {against} | lower/higher | p | − identity | \
          lower/higher | p |\n| --- | --- | --- | ---: | --- | --- | ---: | --- | --- | ---: |\n"
     );
     for l in lines {
@@ -201,5 +212,164 @@ pub fn render(lines: &[AgainstLine], against: &str) -> String {
             cell(&l.vs_identity)
         ));
     }
+    let spread = fold_spread(lines);
+    if spread.iter().any(|f| f.n_folds > 1) {
+        out.push_str(&format!(
+            "\nfold spread: each fold's mean paired difference, over the folds of a \
+             configuration (mean ± sd: training reruns on the same subjects, not evidence \
+             about subjects)\n\n| configuration | metric | n folds | n subjects | − {against} \
+             over folds | − identity over folds |\n| --- | --- | ---: | ---: | --- | --- |\n"
+        ));
+        for f in spread.iter().filter(|f| f.n_folds > 1) {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                f.configuration,
+                f.metric,
+                f.n_folds,
+                f.n_subjects,
+                f.vs_against.as_ref().map_or("N/A".into(), Spread::cell),
+                f.vs_identity.cell()
+            ));
+        }
+    }
     out
+}
+
+/// Per-fold mean differences over the folds of one configuration.
+#[derive(Debug, Serialize)]
+pub struct Spread {
+    pub mean: f64,
+    /// Sample sd over folds (`None` for one fold).
+    pub sd: Option<f64>,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(v: &[f64]) -> Option<Self> {
+        if v.is_empty() {
+            return None;
+        }
+        let n = v.len() as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        let sd = (v.len() > 1)
+            .then(|| (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt());
+        Some(Self {
+            mean,
+            sd,
+            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    }
+
+    fn cell(&self) -> String {
+        match self.sd {
+            Some(sd) => format!("{} ± {}", sig(self.mean), sig(sd)),
+            None => sig(self.mean),
+        }
+    }
+}
+
+/// The fold spread of one configuration and metric.
+#[derive(Debug, Serialize)]
+pub struct FoldSpread {
+    pub configuration: String,
+    pub metric: String,
+    pub n_folds: usize,
+    /// Subjects per fold (the smallest, when folds differ).
+    pub n_subjects: usize,
+    pub vs_against: Option<Spread>,
+    pub vs_identity: Spread,
+}
+
+/// The lines of each (configuration, metric), in order of appearance, summarised over folds.
+pub fn fold_spread(lines: &[AgainstLine]) -> Vec<FoldSpread> {
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for l in lines {
+        let k = (l.configuration.as_str(), l.metric.as_str());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys.into_iter()
+        .filter_map(|(configuration, metric)| {
+            let of: Vec<&AgainstLine> = lines
+                .iter()
+                .filter(|l| l.configuration == configuration && l.metric == metric)
+                .collect();
+            let vs_against: Vec<f64> = of
+                .iter()
+                .filter_map(|l| Some(l.vs_against.as_ref()?.mean))
+                .collect();
+            Some(FoldSpread {
+                configuration: configuration.to_string(),
+                metric: metric.to_string(),
+                n_folds: of.len(),
+                n_subjects: of.iter().map(|l| l.vs_identity.n).min().unwrap_or(0),
+                vs_against: (vs_against.len() == of.len())
+                    .then(|| Spread::of(&vs_against))
+                    .flatten(),
+                vs_identity: Spread::of(
+                    &of.iter().map(|l| l.vs_identity.mean).collect::<Vec<_>>(),
+                )?,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(configuration: &str, against: Option<f64>, identity: f64) -> AgainstLine {
+        let p = |mean: f64| Paired {
+            n: 5,
+            mean,
+            ci_low: mean - 1.0,
+            ci_high: mean + 1.0,
+            below: 0,
+            above: 5,
+            p_wilcoxon: 0.0625,
+        };
+        AgainstLine {
+            run: format!("{configuration}/fold"),
+            configuration: configuration.into(),
+            model: "clg-ode".into(),
+            against: against.map(|_| "lin".into()),
+            is_against: false,
+            metric: "sc_log_mse".into(),
+            vs_against: against.map(p),
+            vs_identity: p(identity),
+        }
+    }
+
+    #[test]
+    fn the_fold_spread_is_over_folds_of_one_configuration() {
+        let lines = [
+            line("a", Some(1.0), -2.0),
+            line("b", None, 0.5),
+            line("a", Some(3.0), -4.0),
+        ];
+        let spread = fold_spread(&lines);
+        assert_eq!(spread.len(), 2);
+        let a = &spread[0];
+        assert_eq!((a.n_folds, a.n_subjects), (2, 5));
+        let vs = a.vs_against.as_ref().unwrap();
+        assert_eq!(
+            (vs.mean, vs.sd, vs.min, vs.max),
+            (2.0, Some(2f64.sqrt()), 1.0, 3.0)
+        );
+        assert_eq!(a.vs_identity.mean, -3.0);
+        assert!(spread[1].vs_against.is_none() && spread[1].vs_identity.sd.is_none());
+        let table = render(&lines, "lin");
+        assert!(table.contains("| n subjects |"), "{table}");
+        assert!(
+            table.contains("| a | sc_log_mse | 2 | 5 | 2.00e0 ± 1.41e0 |"),
+            "{table}"
+        );
+        assert!(
+            !table.contains("| b | sc_log_mse | 1 |"),
+            "one fold: no spread row"
+        );
+    }
 }

@@ -291,14 +291,25 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
     if s.strata {
         strata_tables(&runs, s.json)?;
     } else if let Some(against) = &s.against {
-        let ours: Vec<(String, &Path)> = runs
+        let keys = groups::configuration_keys(&runs);
+        let ours: Vec<super::against::Compared> = runs
             .iter()
             .filter(|r| r.reference.is_none() && r.done())
-            .map(|r| (r.name.clone(), r.dir.path()))
+            .map(|r| super::against::Compared {
+                name: r.name.clone(),
+                dir: r.dir.path(),
+                configuration: keys
+                    .iter()
+                    .map(|k| format!("{k}={}", group_value(r, k)))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            })
             .collect();
         let lines = super::against::against_lines(&ours, against, &s.metrics)?;
         if s.json {
-            println!("{}", serde_json::to_string_pretty(&lines)?);
+            let spread = super::against::fold_spread(&lines);
+            let out = serde_json::json!({"runs": lines, "fold_spread": spread});
+            println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
             print!("{}", super::against::render(&lines, against));
         }
