@@ -289,7 +289,7 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
     }
     let runs = runs(&s.runs)?;
     if s.strata {
-        strata_tables(&runs, s.json)?;
+        views::strata_tables(&runs, s.json)?;
     } else if let Some(against) = &s.against {
         let keys = groups::configuration_keys(&runs);
         let ours: Vec<super::against::Compared> = runs
@@ -324,78 +324,8 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
         per_run(&runs, s.json)?;
     }
     if let Some(out) = &s.plot {
-        plot(&runs, s, out)?;
+        views::plot(&runs, s, out)?;
     }
-    Ok(())
-}
-
-/// `--strata`: each run's strata as a table (JSON: run → strata), runs without `strata.json`
-/// named.
-fn strata_tables(runs: &[Run], json: bool) -> Result<()> {
-    use crate::outputs::strata;
-    let mut all = serde_json::Map::new();
-    let mut missing = Vec::new();
-    for r in runs.iter().filter(|r| r.reference.is_none()) {
-        let Some(v) = read_json(&r.dir.strata_json()) else {
-            missing.push(r.name.as_str());
-            continue;
-        };
-        let rows = strata::read(&v);
-        if json {
-            all.insert(r.name.clone(), v);
-        } else {
-            println!("{}", r.name);
-            print!("{}", strata::table(&rows));
-            println!();
-        }
-    }
-    if json {
-        println!("{}", serde_json::to_string_pretty(&all)?);
-    }
-    if !missing.is_empty() {
-        eprintln!(
-            "[compare] {} run(s) without strata.json: {}",
-            missing.len(),
-            missing.join(" ")
-        );
-    }
-    Ok(())
-}
-
-/// `--plot`: the validation skill (else loss) per epoch of our runs with results, each line
-/// labelled by its group (grouped view) or its name.
-fn plot(runs: &[Run], s: &CompareSettings, out: &Path) -> Result<()> {
-    let keys = if s.group_by.is_empty() {
-        groups::configuration_keys(runs)
-    } else {
-        s.group_by.clone()
-    };
-    let ours: Vec<(String, PathBuf)> = runs
-        .iter()
-        .filter(|r| r.reference.is_none() && r.done())
-        .map(|r| {
-            let label = if s.grouped() {
-                let kv = keys.iter().map(|k| format!("{k}={}", group_value(r, k)));
-                format!("{} ({})", kv.collect::<Vec<_>>().join(" "), r.name)
-            } else {
-                r.name.clone()
-            };
-            (label, r.dir.path().to_path_buf())
-        })
-        .collect();
-    if ours.is_empty() {
-        bail!(
-            "--plot: no run of ours has results to plot (the reference's runs have no curves here)"
-        );
-    }
-    if ours.len() < runs.len() {
-        eprintln!(
-            "[compare] --plot: {} run(s) left out (the reference's, or without results)",
-            runs.len() - ours.len()
-        );
-    }
-    super::plot::validation_curves(&ours, out)?;
-    eprintln!("wrote {}", out.display());
     Ok(())
 }
 
@@ -435,6 +365,7 @@ fn per_run_lines(runs: &[Run]) -> Result<(Vec<view::RunSummary>, Vec<&str>)> {
 }
 
 mod groups;
+mod views;
 
 #[cfg(test)]
 mod tests;

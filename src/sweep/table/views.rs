@@ -1,0 +1,78 @@
+//! `trainer compare`'s other outputs: every run's strata as a table (`--strata`) and the
+//! validation curves (`--plot`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+
+use super::{CompareSettings, Run, group_value, groups, read_json};
+
+/// `--strata`: each run's strata as a table (JSON: run → strata), runs without `strata.json`
+/// named.
+pub(super) fn strata_tables(runs: &[Run], json: bool) -> Result<()> {
+    use crate::outputs::strata;
+    let mut all = serde_json::Map::new();
+    let mut missing = Vec::new();
+    for r in runs.iter().filter(|r| r.reference.is_none()) {
+        let Some(v) = read_json(&r.dir.strata_json()) else {
+            missing.push(r.name.as_str());
+            continue;
+        };
+        let rows = strata::read(&v);
+        if json {
+            all.insert(r.name.clone(), v);
+        } else {
+            println!("{}", r.name);
+            print!("{}", strata::table(&rows));
+            println!();
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "[compare] {} run(s) without strata.json: {}",
+            missing.len(),
+            missing.join(" ")
+        );
+    }
+    Ok(())
+}
+
+/// `--plot`: the validation skill (else loss) per epoch of our runs with results, each line
+/// labelled by its group (grouped view) or its name.
+pub(super) fn plot(runs: &[Run], s: &CompareSettings, out: &Path) -> Result<()> {
+    let keys = if s.group_by.is_empty() {
+        groups::configuration_keys(runs)
+    } else {
+        s.group_by.clone()
+    };
+    let ours: Vec<(String, PathBuf)> = runs
+        .iter()
+        .filter(|r| r.reference.is_none() && r.done())
+        .map(|r| {
+            let label = if s.grouped() {
+                let kv = keys.iter().map(|k| format!("{k}={}", group_value(r, k)));
+                format!("{} ({})", kv.collect::<Vec<_>>().join(" "), r.name)
+            } else {
+                r.name.clone()
+            };
+            (label, r.dir.path().to_path_buf())
+        })
+        .collect();
+    if ours.is_empty() {
+        bail!(
+            "--plot: no run of ours has results to plot (the reference's runs have no curves here)"
+        );
+    }
+    if ours.len() < runs.len() {
+        eprintln!(
+            "[compare] --plot: {} run(s) left out (the reference's, or without results)",
+            runs.len() - ours.len()
+        );
+    }
+    crate::sweep::plot::validation_curves(&ours, out)?;
+    eprintln!("wrote {}", out.display());
+    Ok(())
+}
