@@ -67,6 +67,44 @@ fn same_metrics(run: &Value, eval: &Value, what: &str) {
     assert_eq!(run["n_subjects"], eval["n_subjects"], "{what}");
 }
 
+/// eval-gnn's paired statistics against the identity (issue 34, item 1): n is the forecast
+/// subjects of `per_subject.csv`, the mean their mean model − identity difference. The CSV holds
+/// each f64 in its shortest round-trip form (the same bits), summed here in the same order: equal
+/// to 1e-12 relative (a few ulps of headroom, nothing machine-dependent). The interval holds the
+/// mean; the p-value is a probability (its computation is checked against scipy in
+/// tests/compare_paired.rs).
+fn paired_matches_the_rows(eval: &Path, what: &str) {
+    let mut reader = csv::Reader::from_path(eval.join("per_subject.csv")).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let col = |n: &str| header.iter().position(|h| h == n).unwrap();
+    let (f, m, i) = (
+        col("forecast"),
+        col("model_sc_log_mse"),
+        col("identity_sc_log_mse"),
+    );
+    let d: Vec<f64> = reader
+        .records()
+        .map(|r| r.unwrap())
+        .filter(|r| &r[f] == "1")
+        .map(|r| r[m].parse::<f64>().unwrap() - r[i].parse::<f64>().unwrap())
+        .collect();
+    let p = &json(&eval.join("metrics.json"))["paired_vs_identity"]["sc_log_mse"];
+    assert_eq!(p["n"].as_u64().unwrap() as usize, d.len(), "{what}: {p}");
+    let mean = d.iter().sum::<f64>() / d.len() as f64;
+    let got = p["mean"].as_f64().unwrap();
+    assert!(
+        (got - mean).abs() <= 1e-12 * mean.abs().max(1e-300),
+        "{what}: {got} vs {mean}"
+    );
+    let (lo, hi) = (
+        p["ci_low"].as_f64().unwrap(),
+        p["ci_high"].as_f64().unwrap(),
+    );
+    assert!(lo <= got && got <= hi, "{what}: {p}");
+    let pw = p["p_wilcoxon"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&pw), "{what}: {p}");
+}
+
 #[test]
 fn eval_gnn_reproduces_the_runs_test_metrics() {
     let t = tempfile::tempdir().unwrap();
@@ -122,6 +160,7 @@ fn eval_gnn_reproduces_the_runs_test_metrics() {
             std::fs::read_to_string(run.join("per_subject.csv")).unwrap(),
             "{name}: per-subject rows"
         );
+        paired_matches_the_rows(&eval, name);
         // The strata too, the baseline → 4-year forecasts of three-visit subjects included
         // (null for the models without a time input).
         let far = |p: &Path| json(p)["horizons"]["baseline_to_4year_skipping_2year"].clone();

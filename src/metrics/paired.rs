@@ -12,6 +12,10 @@ use serde::Serialize;
 /// Resamples of the bootstrap.
 pub const RESAMPLES: usize = 10_000;
 
+/// Seed of the bootstrap in `compare --against` and `eval-gnn` (fixed: a table printed twice is
+/// the same table).
+pub const SEED: u64 = 0x5eed;
+
 /// The paired comparison of one metric over `n` subjects: `d_i = a_i − b_i`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Paired {

@@ -15,11 +15,8 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::metrics::paired::{Paired, paired};
+use crate::metrics::paired::{Paired, SEED, paired};
 use crate::outputs::RunDir;
-
-/// Seed of the bootstrap (fixed: a table printed twice is the same table).
-const SEED: u64 = 0x5eed;
 
 /// One run's per-subject test figures: subject → metric → (model, identity).
 struct Subjects {

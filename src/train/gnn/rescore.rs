@@ -17,12 +17,13 @@ use serde_json::json;
 
 use super::batch::delta_t;
 use super::breakdown::{
-    per_subject, per_subject_at, strata, three_visit_subjects, write_per_subject,
+    SubjectScore, per_subject, per_subject_at, strata, three_visit_subjects, write_per_subject,
 };
 use super::evaluate::{TestMetrics, exact_topology};
 use super::saved_run::{DataOverrides, Forecast, Horizon, SavedRun};
 use crate::backend::{self, DeviceSettings};
 use crate::files::write_json;
+use crate::metrics::sc::ScMetrics;
 use crate::outputs::RunDir;
 
 /// Which subjects are scored.
@@ -32,6 +33,27 @@ pub enum EvalSplit {
     Test,
     /// The validation subjects of the checkpoint's fold.
     Val,
+}
+
+/// Per metric, the paired statistics of model − identity over the forecast subjects (mean with
+/// its bootstrap 95% interval over subjects, Wilcoxon p: [`crate::metrics::paired`]).
+fn paired_vs_identity(rows: &[SubjectScore]) -> serde_json::Value {
+    use crate::metrics::paired::{SEED, paired};
+    let forecasts: Vec<&SubjectScore> = rows.iter().filter(|r| r.forecast).collect();
+    if forecasts.is_empty() {
+        return serde_json::Value::Null;
+    }
+    let mut out = serde_json::Map::new();
+    for (i, name) in ScMetrics::NAMES.iter().enumerate() {
+        let d: Vec<f64> = forecasts
+            .iter()
+            .map(|r| r.model.values()[i] - r.identity.values()[i])
+            .collect();
+        if d.iter().all(|x| x.is_finite()) {
+            out.insert(name.to_string(), json!(paired(&d, SEED)));
+        }
+    }
+    serde_json::Value::Object(out)
 }
 
 /// `trainer eval-gnn`'s settings.
@@ -156,6 +178,7 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
             json!(format!("{:?}", s.split).to_lowercase()),
         );
         o.insert("split_changes".into(), json!(run.split_changes));
+        o.insert("paired_vs_identity".into(), paired_vs_identity(&rows));
     }
     let dir = out.path();
     let parent = dir
@@ -182,6 +205,19 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
     }
     std::fs::rename(&staging, dir)
         .with_context(|| format!("cannot move the results to {}", dir.display()))?;
+    if let Some(p) = m["paired_vs_identity"]["sc_log_mse"].as_object() {
+        eprintln!(
+            "[eval-gnn] paired over {} forecast subjects, sc_log_mse − identity: {:.3e} \
+             [{:.3e}, {:.3e}] (bootstrap 95%), {} lower / {} higher, Wilcoxon p = {:.3e}",
+            p["n"],
+            p["mean"].as_f64().unwrap_or(f64::NAN),
+            p["ci_low"].as_f64().unwrap_or(f64::NAN),
+            p["ci_high"].as_f64().unwrap_or(f64::NAN),
+            p["below"],
+            p["above"],
+            p["p_wilcoxon"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
     eprintln!(
         "[eval-gnn] {} subjects, fold {fold}: sc_log_mse {:.6} (identity {:.6}, skill {:+.4}); \
          wrote {}",
