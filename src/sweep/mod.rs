@@ -23,6 +23,7 @@ pub mod spec;
 pub mod state;
 mod supervise;
 pub mod table;
+mod task;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -98,7 +99,7 @@ pub fn run_dir(dir: &Path, task: &Task) -> PathBuf {
 pub fn task(dir: &Path, index: usize, preflight: bool) -> Result<ExitCode> {
     let manifest = Manifest::read(dir)?;
     let t = manifest.task(index)?;
-    let code = state::run_task(dir, &manifest, t, &[], preflight)?;
+    let code = task::run_task(dir, &manifest, t, &[], preflight)?;
     Ok(crate::exit::Exit::from_status(code).into())
 }
 
@@ -159,7 +160,7 @@ fn run_wave(dir: &Path, manifest: &Manifest, todo: &[&Task], jobs: usize, thread
                     }
                     let env = [("RAYON_NUM_THREADS", threads)];
                     let gpus = manifest.resources.gpus() > 0;
-                    let ok = state::run_task(dir, manifest, t, &env, gpus).is_ok_and(|c| c == 0);
+                    let ok = task::run_task(dir, manifest, t, &env, gpus).is_ok_and(|c| c == 0);
                     if !ok {
                         failed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     }

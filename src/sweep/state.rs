@@ -1,9 +1,9 @@
-//! Running one task and the files it leaves: `DIR/status/<i>.json` (running with its pid and
+//! The files a task leaves and what they say: `DIR/status/<i>.json` (running with its pid and
 //! host, then done, failed with the exit code and the last error line, or stopped at a
 //! checkpoint) and `DIR/logs/<i>.log` (the trainer's output, appended across restarts).
+//! Running a task is [`super::task`].
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use std::io::Write as _;
 
@@ -11,11 +11,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::spec::Task;
-use super::supervise;
-use super::{Manifest, run_dir, task_config};
-use crate::files::write_json;
+use super::{Manifest, run_dir};
 use crate::outputs::RunDir;
-use crate::outputs::run_files::BEST_MODEL_SUFFIX;
 
 /// Where a task stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,11 +102,11 @@ pub fn logs_dir(dir: &Path) -> PathBuf {
     dir.join(LOGS)
 }
 
-fn status_path(dir: &Path, index: usize) -> PathBuf {
+pub(super) fn status_path(dir: &Path, index: usize) -> PathBuf {
     dir.join(STATUS).join(format!("{index}.json"))
 }
 
-fn log_path(dir: &Path, index: usize) -> PathBuf {
+pub(super) fn log_path(dir: &Path, index: usize) -> PathBuf {
     logs_dir(dir).join(format!("{index}.log"))
 }
 
@@ -120,7 +117,7 @@ pub fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn host() -> String {
+pub(super) fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "localhost".into())
@@ -146,7 +143,12 @@ fn results_gone(dir: &Path, m: &Manifest, t: &Task) -> Option<String> {
 /// A task recorded as done whose results are torn runs again from scratch: its run directory
 /// (which `--resume auto` would take for finished) is renamed `<name>.torn-<unix seconds>`,
 /// nothing deleted.
-fn set_aside_torn_run(dir: &Path, m: &Manifest, t: &Task, mut log: &std::fs::File) -> Result<()> {
+pub(super) fn set_aside_torn_run(
+    dir: &Path,
+    m: &Manifest,
+    t: &Task,
+    mut log: &std::fs::File,
+) -> Result<()> {
     let TaskState::Missing { error } = read_state(dir, m, t) else {
         return Ok(());
     };
@@ -231,7 +233,7 @@ fn recorded_state(dir: &Path, t: &Task) -> TaskState {
 }
 
 /// The last line of the log that reads like an error (else its last line).
-fn last_error(log: &Path) -> String {
+pub(super) fn last_error(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines
@@ -240,178 +242,4 @@ fn last_error(log: &Path) -> String {
         .find(|l| l.starts_with("error") || l.contains("panicked"))
         .or(lines.last())
         .map_or(String::new(), |l| l.trim().to_string())
-}
-
-/// The best checkpoint of phase-1 task `p` (`checkpoints/*_best.safetensors` in its run
-/// directory), or why there is none yet.
-fn phase_one_best(dir: &Path, m: &Manifest, p: usize) -> Result<PathBuf> {
-    let first = m.task(p)?;
-    let state = read_state(dir, m, first);
-    if !matches!(state, TaskState::Done { .. }) {
-        anyhow::bail!(
-            "phase 1 (task {p}, {}) is {}, not done: this phase-2 task resumes from its best \
-             checkpoint",
-            first.name,
-            state.label()
-        );
-    }
-    let run = RunDir::new(run_dir(dir, first));
-    let ckpts = run.checkpoints();
-    let best = run
-        .best_models()
-        .with_context(|| format!("phase 1 (task {p}): no {}", ckpts.display()))?;
-    match best.as_slice() {
-        [one] => Ok(std::path::absolute(one).unwrap_or(one.clone())),
-        _ => anyhow::bail!(
-            "phase 1 (task {p}): expected one *{BEST_MODEL_SUFFIX} in {}, found {}",
-            ckpts.display(),
-            best.len()
-        ),
-    }
-}
-
-/// The GPU preflight of a task (`trainer doctor --require-gpu`'s checks, in this process): the
-/// report goes to the task's log; a failure is the task's state, with the doctor's exit code
-/// and its first failure as the reason. `Some(code)` when the task must not start.
-fn preflight(dir: &Path, t: &Task, mut log: &std::fs::File) -> Result<Option<i32>> {
-    let report = crate::cluster::DoctorReport::collect(true);
-    writeln!(log, "=== GPU preflight (trainer doctor --require-gpu)")?;
-    write!(log, "{}", report.render())?;
-    if report.exit_code == 0 {
-        return Ok(None);
-    }
-    let reason = report.failures().next().map_or_else(
-        || "the GPU checks failed".to_string(),
-        |f| match &f.fix {
-            Some(fix) => format!("{} (fix: {fix})", f.message),
-            None => f.message.clone(),
-        },
-    );
-    let code = i32::from(report.exit_code);
-    writeln!(
-        log,
-        "error: GPU preflight failed with exit code {code}: {reason}"
-    )?;
-    let state = TaskState::Failed {
-        code: Some(code),
-        error: format!("GPU preflight: {reason}"),
-    };
-    write_json(&status_path(dir, t.index), &state)?;
-    eprintln!(
-        "[sweep] task {} ({}): GPU preflight failed (exit {code}): {reason}",
-        t.index, t.name
-    );
-    Ok(Some(code))
-}
-
-/// Runs task `t` of the sweep in `dir` (its flags, its run directory, resuming its own
-/// checkpoint) with extra environment `env`, after the GPU preflight when `gpu_preflight`;
-/// forwards SIGUSR1/USR2/TERM/INT to the trainer and returns its exit code.
-pub fn run_task(
-    dir: &Path,
-    m: &Manifest,
-    t: &Task,
-    env: &[(&str, &str)],
-    gpu_preflight: bool,
-) -> Result<i32> {
-    // A second start of a live task is refused before it touches anything of the live one.
-    if let Some(holder) = crate::outputs::rundir::held_by(&run_dir(dir, t)) {
-        anyhow::bail!(
-            "task {} ({}) is already running (its run directory is locked by pid {holder}); \
-             nothing changed",
-            t.index,
-            t.name
-        );
-    }
-    for sub in [STATUS, LOGS] {
-        std::fs::create_dir_all(dir.join(sub))
-            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
-    }
-    let log = log_path(dir, t.index);
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .with_context(|| format!("cannot open {}", log.display()))?;
-    if gpu_preflight && let Some(code) = preflight(dir, t, &out)? {
-        return Ok(code);
-    }
-    set_aside_torn_run(dir, m, t, &out)?;
-    let resume_from = match t.after.map(|p| phase_one_best(dir, m, p)).transpose() {
-        Ok(path) => path,
-        Err(error) => {
-            // Phase 1 has not finished: this task fails without starting the trainer.
-            writeln!(&out, "error: {error}")?;
-            let state = TaskState::Failed {
-                code: Some(1),
-                error: error.to_string(),
-            };
-            write_json(&status_path(dir, t.index), &state)?;
-            eprintln!("[sweep] task {} ({}): {error}", t.index, t.name);
-            return Ok(1);
-        }
-    };
-    let exe = std::env::current_exe().context("the trainer binary's path")?;
-    let mut cmd = Command::new(exe);
-    cmd.arg(&m.command)
-        .arg("--config")
-        .arg(task_config(dir, t.index))
-        .arg("--out")
-        .arg(run_dir(dir, t))
-        .args(["--resume", "auto"]);
-    if m.command == "train-gnn" {
-        cmd.arg("--results-dir").arg(dir);
-    }
-    if let Some(path) = &resume_from {
-        cmd.arg("--resume-from").arg(path);
-    }
-    cmd.envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out);
-    let mut child = supervise::spawn(&mut cmd).context("cannot start the trainer")?;
-    let started = now();
-    write_json(
-        &status_path(dir, t.index),
-        &TaskState::Running {
-            pid: std::process::id(),
-            host: host(),
-            trainer_pid: Some(child.id()),
-            since: Some(started),
-        },
-    )?;
-    eprintln!(
-        "[sweep] task {} ({}) started; log {}",
-        t.index,
-        t.name,
-        log.display()
-    );
-    let ended = supervise::wait_forwarding(&mut child)?;
-    let code = ended.code;
-    // A trainer stopped by a forwarded signal checkpoints first and exits 128 + the signal.
-    let checkpointed = ended.signalled && matches!(ended.exited, Some(130 | 143));
-    let state = match ended.exited {
-        Some(0) => TaskState::Done {
-            seconds: Some(now().saturating_sub(started)),
-        },
-        Some(75) => TaskState::Stopped,
-        _ if checkpointed => TaskState::Stopped,
-        _ if ended.killed => TaskState::Failed {
-            code: None,
-            error: "killed after a second stop signal (no checkpoint of its last steps)".into(),
-        },
-        c => TaskState::Failed {
-            code: c,
-            error: last_error(&log),
-        },
-    };
-    write_json(&status_path(dir, t.index), &state)?;
-    eprintln!(
-        "[sweep] task {} ({}): {}{}",
-        t.index,
-        t.name,
-        state.label(),
-        state.detail()
-    );
-    Ok(code)
 }
