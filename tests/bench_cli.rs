@@ -83,4 +83,11 @@ fn bench_mnist_compares_chosen_backends_with_spread_threads_and_floor() {
         assert!(train["floor_fraction"].as_f64().unwrap() > 0.0, "{r}");
     }
     assert!(json["floor"]["train_img_per_s"].as_f64().unwrap() > 0.0);
+    // Which GEMM kernels the floor ran on, as gemm chooses them on this CPU (issue 35).
+    let kernels = json["floor"]["gemm_kernels"].as_str().unwrap();
+    #[cfg(target_arch = "x86_64")]
+    let has_fma = std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    let has_fma = false;
+    assert_eq!(kernels.starts_with("fma"), has_fma, "{kernels}");
 }

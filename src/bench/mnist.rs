@@ -199,7 +199,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
     };
     let load_before = load_average();
     let threads = cpu_threads();
-    let floor = Floor::new(threads, fast_cpu::sgemm_gflops_one_core());
+    let floor = Floor::new(
+        threads,
+        fast_cpu::sgemm_gflops_one_core(),
+        fast_cpu::gemm_kernels(),
+    );
     let mut all = contenders(&args.backends);
     if args.pytorch.is_some() {
         all.push(Contender::new("pytorch", "cpu", None));

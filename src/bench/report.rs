@@ -34,10 +34,12 @@ pub fn cnn_mflop() -> (f64, f64) {
 }
 
 /// What the cores could do at best: every FLOP at one core's single-precision GEMM rate.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Floor {
     pub cores: usize,
     pub sgemm_gflops_per_core: f64,
+    /// The GEMM micro-kernels the floor (and Flex's matmuls) ran on this CPU.
+    pub gemm_kernels: String,
     pub infer_mflop_per_img: f64,
     pub train_mflop_per_img: f64,
     pub infer_img_per_s: f64,
@@ -45,12 +47,13 @@ pub struct Floor {
 }
 
 impl Floor {
-    pub fn new(cores: usize, sgemm_gflops_per_core: f64) -> Self {
+    pub fn new(cores: usize, sgemm_gflops_per_core: f64, gemm_kernels: String) -> Self {
         let (infer, train) = cnn_mflop();
         let rate = |mflop: f64| cores as f64 * sgemm_gflops_per_core * 1e3 / mflop;
         Self {
             cores,
             sgemm_gflops_per_core,
+            gemm_kernels,
             infer_mflop_per_img: infer,
             train_mflop_per_img: train,
             infer_img_per_s: rate(infer),
@@ -166,13 +169,15 @@ pub fn print_table(rows: &[BenchRow], floor: &Floor) {
     }
     println!(
         "floor: {} cores x {:.1} GFLOP/s (one core's sgemm) / {:.1} MFLOP per training image = \
-         {:.0} img/s; / {:.1} MFLOP per inference image = {:.0} img/s",
+         {:.0} img/s; / {:.1} MFLOP per inference image = {:.0} img/s\n\
+         GEMM kernels: {}",
         floor.cores,
         floor.sgemm_gflops_per_core,
         floor.train_mflop_per_img,
         floor.train_img_per_s,
         floor.infer_mflop_per_img,
-        floor.infer_img_per_s
+        floor.infer_img_per_s,
+        floor.gemm_kernels
     );
 }
 
@@ -199,7 +204,7 @@ mod tests {
     fn the_cnn_costs_72_mflop_per_training_image() {
         let (infer, train) = cnn_mflop();
         assert!((infer - 23.985).abs() < 1e-3 && (train - 71.565).abs() < 1e-3);
-        let f = Floor::new(2, 78.0);
+        let f = Floor::new(2, 78.0, "fma".into());
         assert!(
             (f.train_img_per_s - 2180.0).abs() < 1.0,
             "{}",

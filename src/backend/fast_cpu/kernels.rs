@@ -212,6 +212,35 @@ pub fn sgemm_gflops_one_core() -> f64 {
     2.0 * (N * N * N) as f64 / best / 1e9
 }
 
+/// The micro-kernels `gemm` dispatches to on this CPU, as its `init_gemm_fn` chooses them: on
+/// x86-64 `fma` (AVX2 + FMA, 8 f32 lanes) when the CPU has FMA, else scalar — its AVX-512
+/// kernels exist only with the crate's `x86-v4` feature, which this build does not turn on, so
+/// the line says whether the CPU could have used them; NEON on aarch64.
+pub fn gemm_kernels() -> String {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let kernels = if std::arch::is_x86_feature_detected!("fma") {
+            "fma (AVX2 + FMA, 8 f32 lanes)"
+        } else {
+            "scalar"
+        };
+        let avx512 = if std::arch::is_x86_feature_detected!("avx512f") {
+            "the CPU has avx512f, unused: gemm's AVX-512 kernels are not built in"
+        } else {
+            "no avx512f on this CPU"
+        };
+        format!("{kernels}; {avx512}")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        "neon".to_string()
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        "scalar or the target's SIMD".to_string()
+    }
+}
+
 /// CPU seconds of the calling thread so far (`CLOCK_THREAD_CPUTIME_ID`).
 fn thread_cpu_seconds() -> f64 {
     let mut t = libc::timespec {

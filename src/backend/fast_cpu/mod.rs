@@ -47,7 +47,7 @@ mod random;
 pub(crate) use conv::{
     Geom as ConvGeom, bias_backward as conv_bias_backward, weight_backward as conv_weight_backward,
 };
-pub use kernels::sgemm_gflops_one_core;
+pub use kernels::{gemm_kernels, sgemm_gflops_one_core};
 
 /// Flex with faster convolution and max-pool kernels (see the module documentation).
 #[derive(Clone, Copy, Debug, Default)]
