@@ -1,4 +1,4 @@
-//! Under a real Slurm: `sbatch --requeue --signal=B:USR1@40` with a one-minute limit. The
+//! Under a real Slurm: `sbatch --requeue --signal=B:USR1@40` with a two-minute limit. The
 //! trainer checkpoints on USR1, requeues itself with `scontrol requeue`, the job comes back,
 //! resumes from the checkpoint and finishes with the same metrics as an uninterrupted run; the
 //! log (opened in append mode) holds every start.
@@ -25,11 +25,17 @@ fn time_limit_signal_requeues_and_resumes_exactly() {
     };
     let t = tempfile::tempdir().unwrap();
     let data = fashion_dir();
-    // Slurm sends the signal at its first time-limit check after 20 s (up to ~50 s). A fast
-    // machine trains these 1125 steps in under 40 s, so the first start waits after step 50
-    // for the signal (the test hook TRAINER_TEST_PAUSE_AT_STEP, a pure wait); the requeued
-    // start resumes after step 50 and never reaches it again. A slow machine is requeued more
-    // than once, which the checks below allow.
+    // When Slurm sends the signal: slurmctld checks time limits every 30 s (PERIODIC_TIMEOUT)
+    // and sends the warning at the first check where `now + warn + 30 >= end`, so it is never
+    // late. With a 2-minute limit and `@40` that is the first check at least 50 s after a
+    // start: every start trains 50-80 s. (With the 1-minute limit this test once had, the
+    // condition holds at once: each start got the signal at the first check, 0-30 s in, by the
+    // phase of slurmctld's clock; CI once drew 1.5 s, too little to get past loading, and the
+    // job requeued itself for ten minutes.) A fast machine trains these 1125 steps in under
+    // 40 s, so the first start waits after step 50 for the signal (the test hook
+    // TRAINER_TEST_PAUSE_AT_STEP, a pure wait); the requeued start resumes after step 50 and
+    // never reaches it again. A slow machine is requeued more than once, which the checks
+    // below allow.
     let args = format!(
         "--data-dir {} --limit-train 12000 --limit-test 300 --epochs 6 --seed 9 --log-every-secs 5",
         data.display()
@@ -50,7 +56,7 @@ fn time_limit_signal_requeues_and_resumes_exactly() {
         &script,
         format!(
             r#"#!/bin/bash
-#SBATCH --time=1
+#SBATCH --time=2
 #SBATCH --signal=B:USR1@40
 #SBATCH --requeue
 #SBATCH --open-mode=append
