@@ -29,7 +29,7 @@ pub struct Grouping {
 }
 
 /// One metric over one group.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Stats {
     pub mean: f64,
     /// Sample sd (n − 1); `None` below two values.
@@ -40,7 +40,8 @@ pub struct Stats {
 }
 
 impl Stats {
-    fn of(v: &[f64]) -> Option<Self> {
+    /// The statistics of `v` (`None` when it is empty).
+    pub fn of(v: &[f64]) -> Option<Self> {
         if v.is_empty() {
             return None;
         }

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::metrics::paired::{Paired, SEED, paired};
 use crate::outputs::RunDir;
+use crate::outputs::group_table::Stats;
 
 /// One run's per-subject test figures: subject → metric → (model, identity).
 struct Subjects {
@@ -224,46 +225,19 @@ pub fn render(lines: &[AgainstLine], against: &str) -> String {
                 f.metric,
                 f.n_folds,
                 f.n_subjects,
-                f.vs_against.as_ref().map_or("N/A".into(), Spread::cell),
-                f.vs_identity.cell()
+                f.vs_against.as_ref().map_or("N/A".into(), spread_cell),
+                spread_cell(&f.vs_identity)
             ));
         }
     }
     out
 }
 
-/// Per-fold mean differences over the folds of one configuration.
-#[derive(Debug, Serialize)]
-pub struct Spread {
-    pub mean: f64,
-    /// Sample sd over folds (`None` for one fold).
-    pub sd: Option<f64>,
-    pub min: f64,
-    pub max: f64,
-}
-
-impl Spread {
-    fn of(v: &[f64]) -> Option<Self> {
-        if v.is_empty() {
-            return None;
-        }
-        let n = v.len() as f64;
-        let mean = v.iter().sum::<f64>() / n;
-        let sd = (v.len() > 1)
-            .then(|| (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt());
-        Some(Self {
-            mean,
-            sd,
-            min: v.iter().copied().fold(f64::INFINITY, f64::min),
-            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        })
-    }
-
-    fn cell(&self) -> String {
-        match self.sd {
-            Some(sd) => format!("{} ± {}", sig(self.mean), sig(sd)),
-            None => sig(self.mean),
-        }
+/// "mean ± sd" of per-fold mean differences (the mean alone for one fold).
+fn spread_cell(s: &Stats) -> String {
+    match s.sd {
+        Some(sd) => format!("{} ± {}", sig(s.mean), sig(sd)),
+        None => sig(s.mean),
     }
 }
 
@@ -275,8 +249,9 @@ pub struct FoldSpread {
     pub n_folds: usize,
     /// Subjects per fold (the smallest, when folds differ).
     pub n_subjects: usize,
-    pub vs_against: Option<Spread>,
-    pub vs_identity: Spread,
+    /// Each fold's mean difference, over the folds (mean, sd, min, max, n folds).
+    pub vs_against: Option<Stats>,
+    pub vs_identity: Stats,
 }
 
 /// The lines of each (configuration, metric), in order of appearance, summarised over folds.
@@ -304,11 +279,9 @@ pub fn fold_spread(lines: &[AgainstLine]) -> Vec<FoldSpread> {
                 n_folds: of.len(),
                 n_subjects: of.iter().map(|l| l.vs_identity.n).min().unwrap_or(0),
                 vs_against: (vs_against.len() == of.len())
-                    .then(|| Spread::of(&vs_against))
+                    .then(|| Stats::of(&vs_against))
                     .flatten(),
-                vs_identity: Spread::of(
-                    &of.iter().map(|l| l.vs_identity.mean).collect::<Vec<_>>(),
-                )?,
+                vs_identity: Stats::of(&of.iter().map(|l| l.vs_identity.mean).collect::<Vec<_>>())?,
             })
         })
         .collect()
