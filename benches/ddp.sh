@@ -5,7 +5,7 @@
 #     per-rank batch 4 vs 2 x 2 (the same global batch).
 # For each: training step time, the gradient all-reduce's share of it, bytes per step.
 # The cores are shared out: 1 rank uses all of them, 2 ranks half each (RAYON_NUM_THREADS).
-# Needs a `--features mpi` build: cargo build --release --features mpi
+# Needs a `--features mpi` build: cargo build --release --features mpi (TRAINER=path: another binary)
 #   benches/ddp.sh [mnist|gnn|all] [FASHION_DIR] [MNIST_LIMIT] [GNN_SUBJECTS] [GNN_NODES]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ data="${2:-/usr/share/datasets/fashion-mnist}"
 limit="${3:-6400}"
 subjects="${4:-60}"
 nodes="${5:-400}"
-bin=$PWD/target/release/trainer
+bin="${TRAINER:-$PWD/target/release/trainer}"
 cores=$(nproc)
 half=$(( cores / 2 > 0 ? cores / 2 : 1 ))
 out=$(mktemp -d)

@@ -26,6 +26,12 @@ pub fn count() -> u64 {
     READS.get()
 }
 
+/// Counts `n` reads that helper threads made on this thread's behalf (work it shared out over
+/// rayon's pool, e.g. [`crate::toolbox::host_parallel`]).
+pub fn add(n: u64) {
+    READS.set(READS.get() + n);
+}
+
 /// The tensor's values on the host (one read). With `TRAINER_TRACE_READS=1` every read prints
 /// its caller on stderr (to find the reads of a step).
 #[track_caller]

@@ -15,18 +15,30 @@
 //! peak RSS and speed by default → tuned: `flex` 320 → 315 MB, 734 → 1142 img/s; `tch` 888 → 974
 //! MB (+9.7 %), 834 → 989 img/s; same losses and accuracy. A 192 MiB pad kept `tch` at 899 MB but
 //! also at 710 img/s (its working set is larger), 64 MiB was too little for `flex`, 512 MiB grew
-//! `tch` by 11–22 %: 256 MiB is the pad within 10 % of the default's peak on both. LibTorch
-//! allocates through the same `malloc`, hence the gain (and the growth) on `tch`. A user's own
+//! `tch` by 11–22 %: 256 MiB is the pad within 10 % of the default's peak on both.
+//!
+//! Setting any of glibc's thresholds freezes the `mmap` threshold (glibc stops raising it), so
+//! [`tune`] also sets that one, to its largest value, 32 MiB: below it, buffers come from the
+//! heaps. Without it every buffer above 128 KiB was a fresh `mmap`, faulted in page by page: the
+//! CLG-ODE step, whose subjects run on rayon's threads (their own malloc arenas), took 1.25 M
+//! page faults per 24-subject epoch instead of 0.16 M and 8.7 s instead of 7.5 s (2 cores,
+//! batch 4); the MNIST CNN and its peak RSS did not move (1862 vs 1848 img/s, 137 MB both).
+//! LibTorch allocates through the same `malloc`, hence the gain (and the growth) on `tch`. A
+//! user's own
 //! choice (`GLIBC_TUNABLES` naming a `glibc.malloc.` tunable, or one of glibc's `MALLOC_…`
 //! variables) is left alone; other C libraries are left alone.
 
 /// Memory the heap takes beyond each request, and keeps when it trims.
 pub const TOP_PAD: usize = 256 << 20;
 
+/// Requests at least this large get their own `mmap` (glibc's maximum, `HEAP_MAX_SIZE / 2` on
+/// 64-bit).
+pub const MMAP_THRESHOLD: usize = 32 << 20;
+
 /// What [`tune`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tuning {
-    /// The top pad above is set.
+    /// The top pad and the `mmap` threshold above are set.
     Set,
     /// The user's environment already sets glibc's malloc; nothing changed.
     UserChoice,
@@ -52,20 +64,24 @@ pub fn tune() -> Tuning {
     if user_configured(vars) {
         return Tuning::UserChoice;
     }
-    set_top_pad()
+    set_thresholds()
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn set_top_pad() -> Tuning {
+fn set_thresholds() -> Tuning {
     let pad = libc::c_int::try_from(TOP_PAD).expect("the pad fits a C int");
+    let threshold = libc::c_int::try_from(MMAP_THRESHOLD).expect("the threshold fits a C int");
     // SAFETY: `mallopt` only changes the allocator's parameters; it takes glibc's own lock and
     // may be called at any time, from any thread.
-    let ok = unsafe { libc::mallopt(libc::M_TOP_PAD, pad) == 1 };
+    let ok = unsafe {
+        libc::mallopt(libc::M_TOP_PAD, pad) == 1
+            && libc::mallopt(libc::M_MMAP_THRESHOLD, threshold) == 1
+    };
     if ok { Tuning::Set } else { Tuning::Unavailable }
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn set_top_pad() -> Tuning {
+fn set_thresholds() -> Tuning {
     Tuning::Unavailable
 }
 

@@ -134,6 +134,14 @@ impl BackendKind {
         }
     }
 
+    /// Whether a job should share a batch's items out over the host's threads itself (one
+    /// autodiff graph per item, see `toolbox::host_parallel`): the pure-Rust CPU backend,
+    /// whose operations on small items are too short to split. GPUs and LibTorch (OpenMP)
+    /// parallelise each operation.
+    pub fn host_parallel(self) -> bool {
+        matches!(self, BackendKind::Flex | BackendKind::FlexPlain)
+    }
+
     fn is_wgpu(self) -> bool {
         matches!(self, BackendKind::Wgpu | BackendKind::WgpuFusion)
     }

@@ -28,7 +28,7 @@ use crate::toolbox::usage::{cpu_seconds, peak_rss_bytes};
 use crate::train::gnn::TEST_SIZE;
 use crate::train::gnn::batch::Sampling;
 use crate::train::gnn::fold_data::FoldData;
-use crate::train::gnn::step::{fold_seed, grads};
+use crate::train::gnn::step::{Pieces, fold_seed, grads};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct GnnBenchRow {
@@ -61,6 +61,7 @@ fn bench_epoch<B: AutodiffBackend>(
     cohort: Arc<Cohort>,
     model_cfg: &ClgOdeConfig,
     obj: ObjectiveConfig,
+    cut: Pieces,
     device: &B::Device,
 ) -> Result<(usize, f64)> {
     let seed = 42;
@@ -92,6 +93,7 @@ fn bench_epoch<B: AutodiffBackend>(
             &order,
             start,
             (start, end),
+            cut,
             device,
             &Single,
         )?;
@@ -109,12 +111,14 @@ impl BackendJob for Job<'_> {
     type Output = Vec<(&'static str, usize, f64, f64, f64)>;
     fn run<B: AutodiffBackend>(self, device: B::Device, p: Placement) -> Result<Self::Output> {
         let mut out = Vec::new();
+        let cut = Pieces::for_backend(p.backend);
         op_profile::enable(op_profile::requested());
         for (name, obj) in objectives() {
             op_profile::reset();
             op_profile::phase("epoch");
             let (cpu0, reads0) = (cpu_seconds(), crate::host_reads::count());
-            let (subjects, secs) = bench_epoch::<B>(self.cohort.clone(), self.cfg, obj, &device)?;
+            let (subjects, secs) =
+                bench_epoch::<B>(self.cohort.clone(), self.cfg, obj, cut, &device)?;
             let cpu = cpu_seconds() - cpu0;
             let steps = subjects.div_ceil(2).max(1);
             let reads = (crate::host_reads::count() - reads0) as f64 / steps as f64;

@@ -16,7 +16,7 @@ use super::evaluate::validate;
 use super::fold_data::{FoldData, FoldStart};
 use super::porcelain;
 use super::settings::GnnSettings;
-use super::step::{fold_seed, grads};
+use super::step::{Pieces, fold_seed, grads};
 use super::sums::{GnnEpoch, GnnStep};
 use super::test_set::{fold_results, score_test};
 use crate::data::connectome::NormStats;
@@ -47,6 +47,8 @@ pub struct GnnJob<B: AutodiffBackend> {
     spec: JobSpec,
     /// The fold in progress: its index in `fold_ids`, data and normalisation.
     fold: Option<(usize, FoldData, NormStats)>,
+    /// How a step's shard is cut into passes (per subject on the pure-Rust CPU backend).
+    cut: Pieces,
     _b: PhantomData<B>,
 }
 
@@ -117,6 +119,7 @@ impl<B: AutodiffBackend> GnnJob<B> {
             fold_ids,
             spec,
             fold: None,
+            cut: Pieces::for_backend(ctx.placement.backend),
             _b: PhantomData,
         })
     }
@@ -275,6 +278,7 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
             &order,
             b.start,
             (b.lo, b.hi),
+            self.cut,
             b.device,
             b.comm,
         )?;

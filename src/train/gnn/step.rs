@@ -17,14 +17,16 @@ use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 
 use super::batch::{Mode, Sampling, build};
 use super::fold_data::FoldData;
+use crate::backend::BackendKind;
 use crate::dist::Collective;
 use crate::models::clg_ode::ClgOde;
 use crate::models::clg_ode::objective::{Objective, ObjectiveInput, PerTerm, Stats, Term};
-use crate::toolbox::ddp;
 use crate::toolbox::seed::mix;
+use crate::toolbox::{ddp, host_parallel};
 
 /// The two terms GradNorm balances, in the order of its weights.
 const GRADNORM_TERMS: [Term; 2] = [Term::Manifold, Term::Topo];
@@ -69,14 +71,19 @@ fn topo_slots(x: &ObjectiveInput, first: usize) -> Vec<usize> {
         .collect()
 }
 
-/// The global item counts of the objective's terms for this shard's input.
+/// The global item counts of the objective's terms for this shard's pieces.
 fn global_counts(
     obj: &Objective,
-    x: Option<&ObjectiveInput>,
+    pieces: &[Piece],
     epoch: usize,
     comm: &dyn Collective,
 ) -> Result<PerTerm<f64>> {
-    let mut counts = x.map_or_else(PerTerm::default, |x| obj.counts(x, epoch));
+    let mut counts = PerTerm::<f64>::default();
+    for p in pieces {
+        for (term, n) in obj.counts(&p.x, epoch).iter() {
+            counts[term] += n;
+        }
+    }
     comm.all_reduce_sum_f64(counts.as_mut_slice())?;
     Ok(counts)
 }
@@ -114,9 +121,78 @@ fn global_norm<B: AutodiffBackend>(
         .sqrt())
 }
 
+/// How a rank's shard is cut into forward/backward passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pieces {
+    /// One pass over the whole shard: the device parallelises each operation (GPUs, LibTorch).
+    Whole,
+    /// One pass per subject, the subjects in parallel over the host's cores
+    /// ([`host_parallel`]): the pure-Rust CPU backend, whose operations on one subject's few
+    /// hundred nodes are too small to share out.
+    PerSubject,
+}
+
+impl Pieces {
+    /// The cut for a backend: per subject where it shares items out itself
+    /// ([`BackendKind::host_parallel`]).
+    pub fn for_backend(kind: BackendKind) -> Self {
+        match kind.host_parallel() {
+            true => Pieces::PerSubject,
+            false => Pieces::Whole,
+        }
+    }
+}
+
+/// One pass's subjects: the input built for `order[lo..hi]`, and where its predictions sit
+/// among the global batch's topology slots (`lo − start`).
+struct Piece {
+    x: ObjectiveInput,
+    first: usize,
+}
+
+/// The pieces of this rank's shard `order[lo..hi]` of the global batch that starts at
+/// `order[start]`, built in parallel (each subject draws from its own generator).
+#[allow(clippy::too_many_arguments)]
+fn pieces(
+    data: &FoldData,
+    obj: &Objective,
+    sampling: &Sampling,
+    (seed, fold, epoch): (u64, usize, usize),
+    order: &[usize],
+    start: usize,
+    (lo, hi): (usize, usize),
+    cut: Pieces,
+) -> Vec<Piece> {
+    let ranges: Vec<(usize, usize)> = match cut {
+        _ if lo >= hi => Vec::new(),
+        Pieces::Whole => vec![(lo, hi)],
+        Pieces::PerSubject => (lo..hi).map(|p| (p, p + 1)).collect(),
+    };
+    ranges
+        .into_par_iter()
+        .map(|(a, b)| {
+            let mut rngs: Vec<ChaCha8Rng> = (a..b)
+                .map(|pos| subject_rng(seed, fold, epoch, pos))
+                .collect();
+            let x = build(
+                data,
+                &order[a..b],
+                Mode::Train(&mut rngs),
+                epoch,
+                &obj.cfg,
+                sampling,
+            );
+            Piece {
+                x,
+                first: a - start,
+            }
+        })
+        .collect()
+}
+
 /// Gradients of this rank's shard `order[lo..hi]` (subject indices) of the global batch that
-/// starts at `order[start]`, at `epoch`, with GradNorm (updating the objective's weights) when the
-/// topology term is on.
+/// starts at `order[start]`, at `epoch`, cut into passes by `cut`, with GradNorm (updating the
+/// objective's weights) when the topology term is on.
 #[allow(clippy::too_many_arguments)]
 pub fn grads<B: AutodiffBackend>(
     model: &ClgOde<B>,
@@ -127,23 +203,13 @@ pub fn grads<B: AutodiffBackend>(
     order: &[usize],
     start: usize,
     (lo, hi): (usize, usize),
+    cut: Pieces,
     device: &B::Device,
     comm: &dyn Collective,
 ) -> Result<StepResult> {
-    let x = (lo < hi).then(|| {
-        let mut rngs: Vec<ChaCha8Rng> = (lo..hi)
-            .map(|pos| subject_rng(seed, fold, epoch, pos))
-            .collect();
-        build(
-            data,
-            &order[lo..hi],
-            Mode::Train(&mut rngs),
-            epoch,
-            &obj.cfg,
-            sampling,
-        )
-    });
-    let counts = global_counts(obj, x.as_ref(), epoch, comm)?;
+    let run = (seed, fold, epoch);
+    let pieces = pieces(data, obj, sampling, run, order, start, (lo, hi), cut);
+    let counts = global_counts(obj, &pieces, epoch, comm)?;
     let frozen = obj.cfg.innovation.frozen(epoch);
     let mut weights = obj.state.gradnorm.weights;
     if obj.cfg.gradnorm_on() && !frozen {
@@ -151,15 +217,16 @@ pub fn grads<B: AutodiffBackend>(
         let mut ln = [0.0f64; 2];
         let mut g = [0.0f64; 2];
         for (k, term) in GRADNORM_TERMS.into_iter().enumerate() {
-            let grads = match &x {
-                Some(x) => {
-                    let fwd = obj.forward(model, x, epoch, device);
-                    ln[k] = fwd.stats.sum(term);
+            let objective: &Objective = obj;
+            let (grads, losses) = match pieces.is_empty() {
+                true => (GradientsParams::new(), Vec::new()),
+                false => host_parallel::backward_pieces(model, &pieces, |m, p| {
+                    let fwd = objective.forward(m, &p.x, epoch, device);
                     let loss = fwd.sums[term].clone().div_scalar(counts[term].max(1.0));
-                    GradientsParams::from_grads(loss.backward(), model)
-                }
-                None => GradientsParams::new(),
+                    (loss, fwd.stats.sum(term))
+                }),
             };
+            ln[k] = losses.iter().sum();
             g[k] = global_norm(model, &grads, comm)?;
         }
         comm.all_reduce_sum_f64(&mut ln)?;
@@ -168,17 +235,22 @@ pub fn grads<B: AutodiffBackend>(
         let t = &obj.cfg;
         weights = obj.state.gradnorm.update(l, g, t.gradnorm_lambdas());
     }
-    let Some(x) = x else {
+    if pieces.is_empty() {
         return Ok(StepResult {
             grads: GradientsParams::new(),
             stats: Stats::default(),
             topo_raw: Vec::new(),
         });
-    };
-    let fwd = obj.forward(model, &x, epoch, device);
+    }
     let coefs = obj.coefficients(epoch, weights);
-    let loss = obj.combine(&fwd.sums, &coefs, &counts, device);
-    let mut grads = GradientsParams::from_grads(loss.backward(), model);
+    let objective: &Objective = obj;
+    let (mut grads, scored) = host_parallel::backward_pieces(model, &pieces, |m, p| {
+        let fwd = objective.forward(m, &p.x, epoch, device);
+        let loss = objective.combine(&fwd.sums, &coefs, &counts, device);
+        let slots = topo_slots(&p.x, p.first);
+        let topo: Vec<(usize, f64)> = slots.into_iter().zip(fwd.topo_raw).collect();
+        (loss, (fwd.stats, topo))
+    });
     if frozen {
         let mut kept = GradientsParams::new();
         for id in innovation_params(model) {
@@ -188,11 +260,16 @@ pub fn grads<B: AutodiffBackend>(
         }
         grads = kept;
     }
-    let slots = topo_slots(&x, lo - start);
+    let mut stats = Stats::default();
+    let mut topo_raw = Vec::new();
+    for (s, topo) in scored {
+        stats.merge(&s);
+        topo_raw.extend(topo);
+    }
     Ok(StepResult {
         grads,
-        stats: fwd.stats,
-        topo_raw: slots.into_iter().zip(fwd.topo_raw).collect(),
+        stats,
+        topo_raw,
     })
 }
 

@@ -91,6 +91,7 @@ fn clg_gnn_eval_loss_same_on_autodiff_and_valid_and_training_lowers_it() {
             &fold.train,
             start,
             (start, start + 2),
+            step::Pieces::PerSubject,
             &dev,
             &Single,
         )
@@ -239,4 +240,67 @@ fn clg_gnn_shards_add_up_to_the_batch() {
         norm(&diff),
         norm(&g_full)
     );
+}
+
+/// The per-subject cut (the flex backend's): the same gradients, statistics and topology values,
+/// bit for bit, on pools of 1 and 3 threads (the pieces' gradients are added in subject order
+/// after all are done), and the whole shard's gradients up to summation order.
+#[test]
+fn clg_gnn_per_subject_pieces_do_not_depend_on_the_thread_count() {
+    let (_d, c) = cohort(12, 20);
+    let (fold, data, cfg) = setup(&c);
+    let dev = burn::backend::flex::FlexDevice;
+    let model = cfg.init::<AB>(&dev);
+    let s = Sampling::default();
+    let step = |cut: step::Pieces, threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut obj = Objective::new(ObjectiveConfig::default(), false, 120, 1);
+            let r = step::grads(
+                &model,
+                &mut obj,
+                &data,
+                &s,
+                (3, 0, 25),
+                &fold.train,
+                0,
+                (0, 3),
+                cut,
+                &dev,
+                &Single,
+            )
+            .unwrap();
+            let flat = flatten_grads(&model, &r.grads).flat;
+            (flat, r.stats.v, r.topo_raw, obj.state.gradnorm.weights)
+        })
+    };
+    let one = step(step::Pieces::PerSubject, 1);
+    assert!(one.0.iter().any(|g| *g != 0.0));
+    assert_eq!(one.3.len(), 2);
+    let three = step(step::Pieces::PerSubject, 3);
+    assert!(one == three, "1 vs 3 threads differ");
+    let whole = step(step::Pieces::Whole, 3);
+    let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let diff: Vec<f32> = one.0.iter().zip(&whole.0).map(|(a, b)| a - b).collect();
+    // Summation order only, as in the shards-vs-batch test above (same bound, same reason).
+    eprintln!(
+        "per subject vs whole gradient: relative {:.1e}",
+        norm(&diff) / norm(&whole.0)
+    );
+    assert!(norm(&diff) <= 1e-4 * norm(&whole.0));
+    // The same topology slots (in another order: per subject, or per kind over the batch).
+    let sorted = |mut v: Vec<(usize, f64)>| {
+        v.sort_by_key(|p| p.0);
+        v
+    };
+    let (topo_one, topo_whole) = (sorted(one.2.clone()), sorted(whole.2.clone()));
+    assert!(!topo_one.is_empty());
+    assert_eq!(topo_one.len(), topo_whole.len());
+    for ((slot_a, a), (slot_b, b)) in topo_one.iter().zip(&topo_whole) {
+        assert_eq!(slot_a, slot_b);
+        assert!((a - b).abs() <= 1e-4 * b.abs().max(1e-6), "{a} vs {b}");
+    }
 }
