@@ -83,11 +83,49 @@ fn bench_mnist_compares_chosen_backends_with_spread_threads_and_floor() {
         assert!(train["floor_fraction"].as_f64().unwrap() > 0.0, "{r}");
     }
     assert!(json["floor"]["train_img_per_s"].as_f64().unwrap() > 0.0);
-    // Which GEMM kernels the floor ran on, as gemm chooses them on this CPU (issue 35).
+    // Which GEMM kernels the floor ran on, as gemm chooses them on this CPU (issue 35):
+    // AVX-512 where the CPU has it, else FMA, else scalar (NEON on aarch64).
     let kernels = json["floor"]["gemm_kernels"].as_str().unwrap();
     #[cfg(target_arch = "x86_64")]
-    let has_fma = std::arch::is_x86_feature_detected!("fma");
+    let (has_avx512, has_fma) = (
+        std::arch::is_x86_feature_detected!("avx512f"),
+        std::arch::is_x86_feature_detected!("fma"),
+    );
     #[cfg(not(target_arch = "x86_64"))]
-    let has_fma = false;
-    assert_eq!(kernels.starts_with("fma"), has_fma, "{kernels}");
+    let (has_avx512, has_fma) = (false, false);
+    assert_eq!(kernels.starts_with("avx512f"), has_avx512, "{kernels}");
+    assert_eq!(
+        kernels.starts_with("fma"),
+        has_fma && !has_avx512,
+        "{kernels}"
+    );
+    if !has_avx512 {
+        return;
+    }
+    // TRAINER_CPU_AVX512=0 runs the FMA kernels instead, and the floor says so.
+    let o = trainer()
+        .args([
+            "bench",
+            "mnist",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--batch-size",
+            "2",
+        ])
+        .args(["--rounds", "1", "--backends", "flex", "--json"])
+        .arg(&json_path)
+        .env("TRAINER_CPU_AVX512", "0")
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let kernels = json["floor"]["gemm_kernels"].as_str().unwrap();
+    assert!(
+        kernels.starts_with("fma") && kernels.contains("TRAINER_CPU_AVX512=0"),
+        "{kernels}"
+    );
 }

@@ -103,7 +103,8 @@ impl<'a> Mat<'a> {
 }
 
 /// `dst = lhs × rhs`, or `dst += lhs × rhs` when `accumulate`; row `i` of `dst` starts at
-/// `dst[i * dst_rs]`.
+/// `dst[i * dst_rs]`. The micro-kernels are `gemm`'s choice unless [`isa`](super::isa) says
+/// otherwise.
 pub(super) fn matmul(
     dst: &mut [f32],
     dst_rs: usize,
@@ -112,6 +113,30 @@ pub(super) fn matmul(
     accumulate: bool,
     par: Parallelism,
 ) {
+    matmul_with(
+        super::isa::fma_forced(),
+        dst,
+        dst_rs,
+        lhs,
+        rhs,
+        accumulate,
+        par,
+    )
+}
+
+/// [`matmul`] with `gemm`'s FMA micro-kernels when `fma` (x86-64 with AVX2 and FMA only),
+/// else with `gemm`'s own choice.
+pub(super) fn matmul_with(
+    fma: bool,
+    dst: &mut [f32],
+    dst_rs: usize,
+    lhs: Mat,
+    rhs: Mat,
+    accumulate: bool,
+    par: Parallelism,
+) {
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = fma;
     let (m, k, n) = (lhs.rows, lhs.cols, rhs.cols);
     assert_eq!(k, rhs.rows, "matmul: inner dimensions differ");
     assert!(lhs.in_bounds() && rhs.in_bounds() && dst_rs >= n);
@@ -127,6 +152,26 @@ pub(super) fn matmul(
             dst.chunks_mut(dst_rs)
                 .take(m)
                 .for_each(|r| r[..n].fill(0.0));
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if fma {
+        // SAFETY: as below.
+        unsafe {
+            super::isa::gemm_fma(
+                m,
+                n,
+                k,
+                dst.as_mut_ptr(),
+                (1, dst_rs as isize),
+                accumulate,
+                lhs.data.as_ptr(),
+                (lhs.cs as isize, lhs.rs as isize),
+                rhs.data.as_ptr(),
+                (rhs.cs as isize, rhs.rs as isize),
+                par,
+            )
         }
         return;
     }
@@ -212,31 +257,32 @@ pub fn sgemm_gflops_one_core() -> f64 {
     2.0 * (N * N * N) as f64 / best / 1e9
 }
 
-/// The micro-kernels `gemm` dispatches to on this CPU, as its `init_gemm_fn` chooses them: on
-/// x86-64 `fma` (AVX2 + FMA, 8 f32 lanes) when the CPU has FMA, else scalar — its AVX-512
-/// kernels exist only with the crate's `x86-v4` feature, which this build does not turn on, so
-/// the line says whether the CPU could have used them; NEON on aarch64.
+/// The micro-kernels the fast kernels' GEMMs run on this CPU (see [`isa`](super::isa)): on
+/// x86-64 `avx512f` (16 f32 lanes; `gemm`'s run-time choice where the CPU has AVX-512F) unless
+/// `TRAINER_CPU_AVX512=0`, else `fma` (AVX2 + FMA, 8 lanes) where the CPU has FMA, else scalar;
+/// NEON on aarch64.
 pub fn gemm_kernels() -> String {
+    use super::isa::{AVX512_VAR, avx512_in_use, cpu_has_avx512};
     #[cfg(target_arch = "x86_64")]
     {
-        let kernels = if std::arch::is_x86_feature_detected!("fma") {
-            "fma (AVX2 + FMA, 8 f32 lanes)"
+        if avx512_in_use() {
+            "avx512f (AVX-512, 16 f32 lanes)".to_string()
+        } else if cpu_has_avx512() {
+            format!("fma (AVX2 + FMA, 8 f32 lanes): AVX-512 turned off by {AVX512_VAR}=0")
+        } else if std::arch::is_x86_feature_detected!("fma") {
+            "fma (AVX2 + FMA, 8 f32 lanes); no avx512f on this CPU".to_string()
         } else {
-            "scalar"
-        };
-        let avx512 = if std::arch::is_x86_feature_detected!("avx512f") {
-            "the CPU has avx512f, unused: gemm's AVX-512 kernels are not built in"
-        } else {
-            "no avx512f on this CPU"
-        };
-        format!("{kernels}; {avx512}")
+            "scalar; neither avx512f nor fma on this CPU".to_string()
+        }
     }
     #[cfg(target_arch = "aarch64")]
     {
+        let _ = (AVX512_VAR, avx512_in_use, cpu_has_avx512);
         "neon".to_string()
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
+        let _ = (AVX512_VAR, avx512_in_use, cpu_has_avx512);
         "scalar or the target's SIMD".to_string()
     }
 }

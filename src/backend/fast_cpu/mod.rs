@@ -14,6 +14,9 @@
 //!   (`elementwise.rs`), and 2-D matrix products by blocks of rows (`matmul.rs`);
 //! * Bernoulli draws (dropout masks) from a ChaCha8 stream of its own (`random.rs`).
 //!
+//! The GEMMs run `gemm`'s AVX-512 micro-kernels on CPUs with AVX-512F, its FMA ones elsewhere or
+//! when `TRAINER_CPU_AVX512=0` ([`isa`]).
+//!
 //! `Autodiff<FastCpu>` calls these through the `ModuleOps` backward hooks, so the speed-up holds
 //! for training as well as for inference. Only `f32` tensors take the fast path (and, for
 //! convolutions, `groups == 1`); anything else is handed to Flex unchanged.
@@ -35,6 +38,7 @@ mod conv;
 mod elementwise;
 mod float_ops;
 mod int_ops;
+pub mod isa;
 mod kernels;
 mod matmul;
 mod module_ops;

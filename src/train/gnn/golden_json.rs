@@ -12,7 +12,7 @@ use serde_json::Value;
 /// terms: ≤ n·u ≈ 2e-6 worst case for n = 36, ≈ √n·u ≈ 4e-7 typically) and the order of
 /// operations in Adam. Measured worst: 3.7e-7 (GCN) and 4.2e-7
 /// (LSTM), 24× below. Flex's order depends on the CPU (macerator's sums: 8 lanes on AVX2, 16
-/// on AVX-512; gemm's kernels agree on every FMA CPU for depths this short), never on the
+/// on AVX-512; gemm's FMA and AVX-512 kernels agree for depths this short), never on the
 /// thread count; another order is another draw of the same rounding noise, so 24× holds.
 pub const TOL: f64 = 1e-5;
 
