@@ -6,11 +6,12 @@ use anyhow::{Result, bail};
 use burn::module::{AutodiffModule, ModuleMapper, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
-use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{DType, TensorData};
 
 use super::checkpoint::Checkpoint;
 use super::params::HostTensor;
+use crate::backend::fast_cpu::adam;
 
 /// Moments of one parameter, flattened.
 #[derive(Clone)]
@@ -69,9 +70,10 @@ impl<AB: AutodiffBackend> ModuleMapper<AB> for StepMapper<'_, AB> {
         let Some(grad) = grad else {
             return Param::from_mapped_value(id, tensor, mapper);
         };
-        let delta = self.adam.update(i, grad, self.lr).reshape(dims);
         let require_grad = tensor.is_require_grad();
-        let mut t = Tensor::from_inner(tensor.inner() - delta);
+        let flat = tensor.inner().reshape([n]);
+        let updated = self.adam.updated(i, flat, grad, self.lr).reshape(dims);
+        let mut t = Tensor::from_inner(updated);
         if require_grad {
             t = t.require_grad();
         }
@@ -80,27 +82,49 @@ impl<AB: AutodiffBackend> ModuleMapper<AB> for StepMapper<'_, AB> {
 }
 
 impl<B: Backend> Adam<B> {
-    /// The step to subtract from parameter `i` given its flat gradient.
-    fn update(&mut self, i: usize, grad: Tensor<B, 1>, lr: f64) -> Tensor<B, 1> {
+    /// Parameter `i` (flat) after one step with its flat gradient. On the `flex` backend's
+    /// fast kernels the step is one fused pass ([`fast_cpu::adam`]), bit for bit the same.
+    fn updated(
+        &mut self,
+        i: usize,
+        param: Tensor<B, 1>,
+        grad: Tensor<B, 1>,
+        lr: f64,
+    ) -> Tensor<B, 1> {
         if self.slots.len() <= i {
             self.slots.resize(i + 1, None);
         }
         let (b1, b2) = (self.beta1, self.beta2);
-        let slot = match self.slots[i].take() {
+        let previous = self.slots[i].take();
+        let time = previous.as_ref().map_or(1, |s| s.time + 1);
+        let t = time as i32;
+        let bc2_sqrt = (1.0 - b2.powi(t)).sqrt();
+        let factor = bc2_sqrt / (1.0 - b1.powi(t));
+        if adam::fused_adam_for::<B>() && param.dtype() == DType::F32 {
+            let scalars = adam::AdamScalars {
+                beta1: b1,
+                beta2: b2,
+                factor,
+                eps: self.eps * bc2_sqrt,
+                lr: lr as f32,
+            };
+            let moments = previous.map(|s| (s.m, s.v));
+            let (m, v, param) = adam::fused_step(param, grad, moments, scalars);
+            self.slots[i] = Some(Slot { time, m, v });
+            return param;
+        }
+        let slot = match previous {
             Some(s) => Slot {
-                time: s.time + 1,
+                time,
                 m: s.m.mul_scalar(b1).add(grad.clone().mul_scalar(1.0 - b1)),
                 v: s.v.mul_scalar(b2).add(grad.square().mul_scalar(1.0 - b2)),
             },
             None => Slot {
-                time: 1,
+                time,
                 m: grad.clone().mul_scalar(1.0 - b1),
                 v: grad.square().mul_scalar(1.0 - b2),
             },
         };
-        let t = slot.time as i32;
-        let bc2_sqrt = (1.0 - b2.powi(t)).sqrt();
-        let factor = bc2_sqrt / (1.0 - b1.powi(t));
         let step = slot
             .m
             .clone()
@@ -108,7 +132,7 @@ impl<B: Backend> Adam<B> {
             .div(slot.v.clone().sqrt().add_scalar(self.eps * bc2_sqrt))
             .mul_scalar(lr);
         self.slots[i] = Some(slot);
-        step
+        param - step
     }
 
     /// One optimiser step over every float parameter of `module`.
@@ -181,5 +205,71 @@ impl<B: Backend> Adam<B> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::{Autodiff, Flex};
+    use burn::module::Param;
+    use burn::tensor::TensorData;
+
+    use super::*;
+    use crate::backend::fast_cpu::FastCpu;
+
+    #[derive(Module, Debug)]
+    struct Two<B: Backend> {
+        big: Param<Tensor<B, 2>>,
+        small: Param<Tensor<B, 1>>,
+    }
+
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7919 + seed * 104_729) % 1000) as f32 / 500.0 - 1.0)
+            .collect()
+    }
+
+    /// Three Adam steps from the same weights and gradients: the parameters and moments.
+    fn three_steps<AB: AutodiffBackend>() -> Vec<Vec<f32>> {
+        let dev = Default::default();
+        let tensor = |v: Vec<f32>, shape: &[usize]| TensorData::new(v, shape.to_vec());
+        let mut model = Two::<AB> {
+            big: Param::from_tensor(Tensor::from_data(
+                tensor(values(90_000, 1), &[300, 300]),
+                &dev,
+            )),
+            small: Param::from_tensor(Tensor::from_data(tensor(values(10, 2), &[10]), &dev)),
+        };
+        let mut adam = Adam::<AB::InnerBackend>::default();
+        for step in 0..3 {
+            let grad = |n: usize, seed: usize| {
+                Some(Tensor::from_data(tensor(values(n, seed), &[n]), &dev))
+            };
+            let grads = vec![grad(90_000, 3 + step), grad(10, 7 + step)];
+            model = adam.step(1e-3, model, Grads::Flat(grads));
+        }
+        let host = |t: Tensor<AB::InnerBackend, 1>| t.into_data().to_vec::<f32>().unwrap();
+        let mut out = vec![
+            host(model.big.val().inner().reshape([90_000])),
+            host(model.small.val().inner()),
+        ];
+        for slot in adam.slots.iter().flatten() {
+            out.push(host(slot.m.clone()));
+            out.push(host(slot.v.clone()));
+        }
+        out
+    }
+
+    /// The fused pass of the `flex` backend (large and small parameters, first and later steps)
+    /// gives the tensor version's parameters and moments bit for bit: the same f32 operations in
+    /// the same order, each rounded once.
+    #[test]
+    fn fused_adam_is_the_tensor_version_bit_for_bit() {
+        assert!(adam::fused_adam_for::<FastCpu>());
+        assert!(!adam::fused_adam_for::<Flex>());
+        let fused = three_steps::<Autodiff<FastCpu>>();
+        let plain = three_steps::<Autodiff<Flex>>();
+        assert_eq!(fused.len(), 6);
+        assert!(fused == plain, "fused Adam differs from the tensor version");
     }
 }

@@ -12,7 +12,9 @@
 //!   argmax indices Flex would return (`pool.rs`);
 //! * element-wise arithmetic, relu and sigmoid on large tensors, split over threads
 //!   (`elementwise.rs`), and 2-D matrix products by blocks of rows (`matmul.rs`);
-//! * Bernoulli draws (dropout masks) from a ChaCha8 stream of its own (`random.rs`).
+//! * Bernoulli draws (dropout masks) from a ChaCha8 stream of its own (`random.rs`);
+//! * outside the backend's operations, Adam's update in one pass per parameter (`adam.rs`,
+//!   called by `toolbox::optim`).
 //!
 //! The GEMMs run `gemm`'s AVX-512 micro-kernels on CPUs with AVX-512F, its FMA ones elsewhere or
 //! when `TRAINER_CPU_AVX512=0` ([`isa`]).
@@ -34,6 +36,7 @@ use burn_flex::{Flex, FlexDevice, FlexQTensor, FlexTensor};
 
 use super::profile::CallCounter;
 
+pub mod adam;
 mod conv;
 mod elementwise;
 mod float_ops;
