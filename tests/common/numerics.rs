@@ -102,7 +102,8 @@ impl Conv {
         ]
     }
 
-    /// Batch 1, padding, stride 2, dilation with a 2×3 kernel, 1×1, no bias.
+    /// Batch 1, padding, stride 2, dilation with a 2×3 kernel, 1×1, no bias, batches that the
+    /// weight gradient cuts into parts of several images.
     pub fn odd_shapes() -> Vec<(&'static str, Conv)> {
         vec![
             ("batch 1", Conv::new([1, 3, 9, 7], [5, 3, 3, 3])),
@@ -136,6 +137,17 @@ impl Conv {
                 Conv {
                     bias: false,
                     ..Conv::new([2, 3, 6, 6], [2, 3, 3, 3])
+                },
+            ),
+            // More images than the weight gradient's 16 parts: several images per part, and
+            // a last part that is short.
+            ("batch 40", Conv::new([40, 3, 9, 7], [5, 3, 3, 3])),
+            (
+                "batch 35, padding 1, stride 2",
+                Conv {
+                    stride: [2, 2],
+                    padding: [1, 1],
+                    ..Conv::new([35, 2, 9, 8], [3, 2, 3, 3])
                 },
             ),
         ]
