@@ -58,6 +58,14 @@ def load(data_dir, n):
     return ((x / 255.0) - 0.1307) / 0.3081, y
 
 
+def cpu_capability():
+    """The SIMD level of ATen's CPU kernels (AVX512, AVX2, ...), or None on an old PyTorch."""
+    try:
+        return torch.backends.cpu.get_cpu_capability()
+    except AttributeError:
+        return None
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("data_dir", nargs="?", default="/usr/share/datasets/fashion-mnist")
@@ -108,6 +116,7 @@ def main():
     infer, infer_threads = bs * a.steps / wall, cpu / wall
     if a.json:
         print(json.dumps({"torch": torch.__version__, "threads": a.threads, "device": str(dev),
+                          "cpu_capability": cpu_capability(),
                           "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
                           "interop_threads": torch.get_num_interop_threads(),
                           "train_img_per_s": train, "infer_img_per_s": infer,

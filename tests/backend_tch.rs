@@ -123,4 +123,36 @@ fn bench_lists_flex_tch_and_pytorch_side_by_side() {
         .unwrap_or_else(|| panic!("no PyTorch row: {json}"));
     assert!(torch["train_img_per_s"].as_f64().unwrap() > 0.0, "{torch}");
     assert_eq!(torch["rounds"], 2, "{torch}");
+    // The row names the SIMD level of PyTorch's CPU kernels, e.g. "pytorch 2.9.0+cu128 AVX512".
+    let label = torch["backend"].as_str().unwrap();
+    assert!(label.split(' ').count() == 3, "{label}");
+    #[cfg(target_arch = "x86_64")]
+    let avx512 = std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx512 = false;
+    if !avx512 {
+        return;
+    }
+    // TRAINER_CPU_AVX512=0 stands for a CPU without AVX-512 on both sides (issue 35): PyTorch
+    // runs its AVX2 kernels too.
+    let o = trainer()
+        .args(["bench", "mnist", "--steps", "1", "--warmup", "0"])
+        .args(["--batch-size", "4", "--rounds", "1", "--backends", "flex"])
+        .args(["--pytorch", "python"])
+        .env("TRAINER_CPU_AVX512", "0")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let json: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let torch = json["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["backend"].as_str().unwrap().starts_with("pytorch"))
+        .unwrap_or_else(|| panic!("no PyTorch row: {json}"));
+    assert!(
+        torch["backend"].as_str().unwrap().ends_with(" AVX2"),
+        "{torch}"
+    );
 }

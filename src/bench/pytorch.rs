@@ -8,6 +8,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
+use crate::backend::fast_cpu;
+
 use super::BenchSettings as BenchArgs;
 use super::report::{Measure, Rate};
 
@@ -32,6 +34,8 @@ pub fn run(
         .args(["--batch-size", &args.batch_size.to_string()])
         .args(["--threads", &threads.to_string(), "--json"])
         .args(["--device", device])
+        // TRAINER_CPU_AVX512=0 stands for a CPU without AVX-512: PyTorch too.
+        .envs(fast_cpu::isa::pytorch_env().iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -69,8 +73,10 @@ pub fn run(
             threads: num("infer_threads_used"),
         },
     };
-    Ok((
-        measure,
-        format!("pytorch {}", v["torch"].as_str().unwrap_or("?")),
-    ))
+    // The SIMD level ATen's kernels run at (`AVX512`, `AVX2`, ...): it names what was measured.
+    let label = match (device, v["cpu_capability"].as_str()) {
+        ("cpu", Some(isa)) => format!("pytorch {} {isa}", v["torch"].as_str().unwrap_or("?")),
+        _ => format!("pytorch {}", v["torch"].as_str().unwrap_or("?")),
+    };
+    Ok((measure, label))
 }

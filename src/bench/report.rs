@@ -152,14 +152,14 @@ pub fn print_table(rows: &[BenchRow], floor: &Floor) {
         "img/s", "min-max", "cores", "xtorch", "floor"
     );
     println!(
-        "{:<20} {:<7} | train: {head} | infer: {head}",
+        "{:<26} {:<7} | train: {head} | infer: {head}",
         "backend", "device"
     );
     for r in rows {
         match &r.error {
-            Some(e) => println!("{:<20} {:<7} | error: {e}", r.backend, r.device),
+            Some(e) => println!("{:<26} {:<7} | error: {e}", r.backend, r.device),
             None => println!(
-                "{:<20} {:<7} | train: {} | infer: {}",
+                "{:<26} {:<7} | train: {} | infer: {}",
                 r.backend,
                 r.device,
                 phase_cells(&r.train),

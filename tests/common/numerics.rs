@@ -103,7 +103,7 @@ impl Conv {
     }
 
     /// Batch 1, padding, stride 2, dilation with a 2×3 kernel, 1×1, no bias, batches that the
-    /// weight gradient cuts into parts of several images.
+    /// weight gradient cuts into parts of several images, many channels, one output row.
     pub fn odd_shapes() -> Vec<(&'static str, Conv)> {
         vec![
             ("batch 1", Conv::new([1, 3, 9, 7], [5, 3, 3, 3])),
@@ -149,6 +149,23 @@ impl Conv {
                     padding: [1, 1],
                     ..Conv::new([35, 2, 9, 8], [3, 2, 3, 3])
                 },
+            ),
+            // More channels than the cases above, a single output row, a kernel as wide as the
+            // image.
+            (
+                "16 channels, 2×3 kernel, batch 20",
+                Conv::new([20, 16, 7, 9], [5, 16, 2, 3]),
+            ),
+            (
+                "17 channels, one output row, no bias",
+                Conv {
+                    bias: false,
+                    ..Conv::new([3, 17, 4, 6], [6, 17, 4, 2])
+                },
+            ),
+            (
+                "16 channels, full-width kernel",
+                Conv::new([2, 16, 5, 3], [4, 16, 3, 3]),
             ),
         ]
     }

@@ -14,9 +14,10 @@
 use std::ops::Range;
 
 use burn_backend::ops::ConvOptions;
+use gemm::Parallelism;
 use rayon::prelude::*;
 
-use super::kernels::{Mat, add_into, inner_par, matmul, sum, with_scratch};
+use super::kernels::{Mat, add_into, filled, inner_par, matmul, sum, with_scratch, written_in};
 
 /// Shapes of one convolution: input `[n, c, h, w]`, weight `[o, c, kh, kw]`, output
 /// `[n, o, oh, ow]`.
@@ -237,49 +238,60 @@ fn columns<'a>(
 /// `conv2d(x, w) + b` as `[n, o, oh, ow]`.
 pub(super) fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &Geom) -> Vec<f32> {
     let (k, l) = (g.k(), g.l());
-    let mut y = vec![0.0; g.n * g.o * l];
-    if y.is_empty() {
-        return y;
+    if g.n * g.o * l == 0 {
+        return vec![0.0; g.n * g.o * l];
     }
     let par = inner_par(g.n);
     let wm = Mat::rows(w, g.o, k);
-    y.par_chunks_mut(g.o * l)
-        .zip(x.par_chunks(g.image().max(1)))
-        .for_each(|(yi, xi)| {
+    let image = |start: usize| &x[start / (g.o * l) * g.image()..][..g.image()];
+    // Each image's output is set to its bias (or 0) by the task that computes it, while it is
+    // in cache, instead of zeroing the whole batch's output first.
+    // SAFETY: `filled` writes every value of the image's chunk before anything else.
+    unsafe {
+        written_in(g.n * g.o * l, g.o * l, |start, yi| {
+            let (yi, xi) = (filled(yi, 0.0), image(start));
             if let Some(b) = b {
                 for (row, &bias) in yi.chunks_mut(l).zip(b) {
                     row.fill(bias);
                 }
             }
-            for rows in tiles(g) {
-                let dst = &mut yi[rows.start * g.ow..];
-                if g.pointwise() {
-                    let xm = columns(xi, k, l, &rows, g.ow);
-                    matmul(dst, l, wm, xm, b.is_some(), par);
-                } else {
-                    let lt = rows.len() * g.ow;
-                    with_scratch(k * lt, |col| {
-                        im2col(xi, g, rows.clone(), col);
-                        matmul(dst, l, wm, Mat::rows(col, k, lt), b.is_some(), par);
-                    });
-                }
-            }
-        });
-    y
+            forward_image(xi, wm, b.is_some(), g, par, yi);
+        })
+    }
+}
+
+/// One image's `y_i[O, L] = W · col(x_i)`, added to `y_i` when `bias` (which it then holds).
+fn forward_image(xi: &[f32], wm: Mat, bias: bool, g: &Geom, par: Parallelism, yi: &mut [f32]) {
+    let (k, l) = (g.k(), g.l());
+    for rows in tiles(g) {
+        let dst = &mut yi[rows.start * g.ow..];
+        if g.pointwise() {
+            let xm = columns(xi, k, l, &rows, g.ow);
+            matmul(dst, l, wm, xm, bias, par);
+        } else {
+            let lt = rows.len() * g.ow;
+            with_scratch(k * lt, |col| {
+                im2col(xi, g, rows.clone(), col);
+                matmul(dst, l, wm, Mat::rows(col, k, lt), bias, par);
+            });
+        }
+    }
 }
 
 /// The gradient with respect to the input `[n, c, h, w]`, given `dy` `[n, o, oh, ow]`.
 pub(super) fn x_backward(dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
     let (k, l) = (g.k(), g.l());
-    let mut dx = vec![0.0; g.n * g.image()];
-    if dx.is_empty() || l == 0 {
-        return dx;
+    if g.n * g.image() == 0 || l == 0 {
+        return vec![0.0; g.n * g.image()];
     }
     let par = inner_par(g.n);
     let wt = Mat::rows(w, g.o, k).t();
-    dx.par_chunks_mut(g.image())
-        .zip(dy.par_chunks(g.o * l))
-        .for_each(|(dxi, dyi)| {
+    let image_dy = |start: usize| &dy[start / g.image() * g.o * l..][..g.o * l];
+    // Each image's gradient is zeroed by the task that accumulates it, while it is in cache.
+    // SAFETY: `filled` writes every value of the image's chunk before anything else.
+    unsafe {
+        written_in(g.n * g.image(), g.image(), |start, dxi| {
+            let (dxi, dyi) = (filled(dxi, 0.0), image_dy(start));
             if g.pointwise() {
                 matmul(dxi, l, wt, Mat::rows(dyi, g.o, l), false, par);
                 return;
@@ -291,8 +303,8 @@ pub(super) fn x_backward(dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
                     col2im(col, g, rows, dxi);
                 });
             }
-        });
-    dx
+        })
+    }
 }
 
 /// Upper bound on the memory of the per-part weight gradients (bytes).

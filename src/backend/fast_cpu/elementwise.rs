@@ -12,7 +12,7 @@ use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
 use super::fast;
-use super::kernels::{dims, f32_tensor};
+use super::kernels::{dims, f32_tensor, written_in};
 
 /// Below this many values one thread is as fast.
 const MIN_PARALLEL: usize = 1 << 16;
@@ -45,10 +45,14 @@ pub(super) fn unary(
         return t;
     }
     let src: &[f32] = t.storage();
-    let mut out = vec![0.0; src.len()];
-    out.par_chunks_mut(CHUNK)
-        .zip(src.par_chunks(CHUNK))
-        .for_each(|(o, s)| o.iter_mut().zip(s).for_each(|(o, s)| *o = f(*s)));
+    // SAFETY: `src` has a value for each of the `src.len()` outputs, so the zip writes all.
+    let out = unsafe {
+        written_in(src.len(), CHUNK, |start, o| {
+            for (o, s) in o.iter_mut().zip(&src[start..]) {
+                o.write(f(*s));
+            }
+        })
+    };
     f32_tensor(out, &dims(&t))
 }
 
@@ -78,13 +82,13 @@ pub(super) fn binary(
         return rhs;
     }
     let (l, r): (&[f32], &[f32]) = (lhs.storage(), rhs.storage());
-    let mut out = vec![0.0; l.len()];
-    out.par_chunks_mut(CHUNK)
-        .zip(l.par_chunks(CHUNK).zip(r.par_chunks(CHUNK)))
-        .for_each(|(o, (l, r))| {
-            for ((o, a), b) in o.iter_mut().zip(l).zip(r) {
-                *o = f(*a, *b);
+    // SAFETY: `l` and `r` (the same shape, both whole buffers) have a value for each output.
+    let out = unsafe {
+        written_in(l.len(), CHUNK, |start, o| {
+            for ((o, a), b) in o.iter_mut().zip(&l[start..]).zip(&r[start..]) {
+                o.write(f(*a, *b));
             }
-        });
+        })
+    };
     f32_tensor(out, &dims(&lhs))
 }

@@ -32,6 +32,22 @@ pub fn cpu_has_avx512() -> bool {
     }
 }
 
+/// The environment that keeps a PyTorch contender off AVX-512 as well when the switch is set on an
+/// AVX-512 CPU, so that both sides of the bench run as on a CPU without it: ATen's vectorised
+/// kernels, oneDNN (convolutions) and MKL (matrix products) each have their own cap. Empty
+/// otherwise.
+pub fn pytorch_env() -> &'static [(&'static str, &'static str)] {
+    if fma_forced() {
+        &[
+            ("ATEN_CPU_CAPABILITY", "avx2"),
+            ("ONEDNN_MAX_CPU_ISA", "AVX2"),
+            ("MKL_ENABLE_INSTRUCTIONS", "AVX2"),
+        ]
+    } else {
+        &[]
+    }
+}
+
 /// Whether the FMA micro-kernels must replace `gemm`'s own choice (the switch is set and the
 /// CPU has AVX-512F, so that `gemm` would choose those).
 pub(super) fn fma_forced() -> bool {

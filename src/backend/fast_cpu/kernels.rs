@@ -3,10 +3,12 @@
 //! whose order does not depend on the thread count.
 
 use std::cell::RefCell;
+use std::mem::MaybeUninit;
 
 use burn_backend::{Bytes, DType, Shape, TensorMetadata};
 use burn_flex::{FlexTensor, Layout};
 use gemm::Parallelism;
+use rayon::prelude::*;
 
 /// Whether `t` holds `f32` values.
 pub(super) fn is_f32(t: &FlexTensor) -> bool {
@@ -201,6 +203,36 @@ pub(super) fn matmul_with(
             par,
         )
     }
+}
+
+/// A vector of `n` values whose chunks of `chunk` values `write(start, chunk)` fills in
+/// parallel (the chunk holds values `start..start + chunk.len()`), without zeroing the memory
+/// first: a training step's activations are several MiB, and zeroing them took as long as the
+/// operation's own writes.
+///
+/// # Safety
+/// `write` must initialise every value of the chunk it is given.
+pub(super) unsafe fn written_in(
+    n: usize,
+    chunk: usize,
+    write: impl Fn(usize, &mut [MaybeUninit<f32>]) + Sync,
+) -> Vec<f32> {
+    let chunk = chunk.max(1);
+    let mut out: Vec<f32> = Vec::with_capacity(n);
+    out.spare_capacity_mut()[..n]
+        .par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(i, values)| write(i * chunk, values));
+    // SAFETY: the chunks cover `0..n` and the caller's `write` initialised each of them.
+    unsafe { out.set_len(n) };
+    out
+}
+
+/// `values`, every one set to `v`, as initialised values.
+pub(super) fn filled(values: &mut [MaybeUninit<f32>], v: f32) -> &mut [f32] {
+    values.fill(MaybeUninit::new(v));
+    // SAFETY: every value was just written; `MaybeUninit<f32>` has `f32`'s layout.
+    unsafe { &mut *(values as *mut [MaybeUninit<f32>] as *mut [f32]) }
 }
 
 /// Threads of the rayon pool the kernels run on.

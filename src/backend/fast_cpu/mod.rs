@@ -12,9 +12,14 @@
 //!   argmax indices Flex would return (`pool.rs`);
 //! * element-wise arithmetic, relu and sigmoid on large tensors, split over threads
 //!   (`elementwise.rs`), and 2-D matrix products by blocks of rows (`matmul.rs`);
-//! * Bernoulli draws (dropout masks) from a ChaCha8 stream of its own (`random.rs`);
+//! * Bernoulli draws (dropout masks) from a ChaCha8 stream of its own, drawn in parallel chunks
+//!   that each start at their own position in the stream (`random.rs`);
 //! * outside the backend's operations, Adam's update in one pass per parameter (`adam.rs`,
 //!   called by `toolbox::optim`).
+//!
+//! Outputs are written into fresh memory without zeroing it first (`kernels::written_in`);
+//! a convolution's or max-pool's output is initialised image by image, by the task that
+//! computes it.
 //!
 //! The GEMMs run `gemm`'s AVX-512 micro-kernels on CPUs with AVX-512F, its FMA ones elsewhere or
 //! when `TRAINER_CPU_AVX512=0` ([`isa`]).

@@ -4,6 +4,8 @@
 
 use rayon::prelude::*;
 
+use super::kernels::{filled, written_in};
+
 /// Shapes of one max-pool: input `[n, c, h, w]`, output `[n, c, oh, ow]`.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct PoolGeom {
@@ -221,18 +223,20 @@ pub(super) fn forward(x: &[f32], g: &PoolGeom, with_indices: bool) -> (Vec<f32>,
 /// argmax `idx` of each window.
 pub(super) fn backward(dy: &[f32], idx: &[i64], g: &PoolGeom) -> Vec<f32> {
     let (ip, op) = (g.input_plane(), g.output_plane());
-    let mut dx = vec![0.0; g.planes * ip];
     if ip == 0 || op == 0 {
-        return dx;
+        return vec![0.0; g.planes * ip];
     }
-    dx.par_chunks_mut(ip)
-        .zip(dy.par_chunks(op).zip(idx.par_chunks(op)))
-        .for_each(|(dxp, (dyp, ixp))| {
+    // Each plane is zeroed by the task that scatters into it, while it is in cache.
+    // SAFETY: `filled` writes every value of the plane's chunk before anything else.
+    unsafe {
+        written_in(g.planes * ip, ip, |start, dxp| {
+            let (dxp, plane) = (filled(dxp, 0.0), start / ip);
+            let (dyp, ixp) = (&dy[plane * op..][..op], &idx[plane * op..][..op]);
             for (&d, &i) in dyp.iter().zip(ixp) {
                 if let Some(v) = usize::try_from(i).ok().and_then(|i| dxp.get_mut(i)) {
                     *v += d;
                 }
             }
-        });
-    dx
+        })
+    }
 }

@@ -13,6 +13,8 @@
 //!   (see [`torch_name`]). Burn's Linear weights are [in, out] (PyTorch's transposed).
 
 pub mod decoder;
+#[cfg(test)]
+mod invariant_tests;
 pub mod layers;
 pub mod loss;
 pub mod objective;

@@ -28,6 +28,7 @@ use crate::models::clg_ode::{ConnDecoder, DecoderConfig, ModelSizes, Start};
 type B = Flex;
 
 mod batch;
+mod decoder_terms;
 mod terms;
 
 fn golden() -> Value {
