@@ -147,4 +147,6 @@ pub fn detect(vars: &Vars) -> Result<ClusterEnv, EnvError> {
 }
 
 #[cfg(test)]
+mod launcher_tests;
+#[cfg(test)]
 mod tests;
