@@ -10,6 +10,10 @@
 //! with `K = C·KH·KW` and `L = OH·OW`. A large image is done in tiles of output rows, so that
 //! the scratch buffer stays small (2 MB). Images run in parallel on the rayon pool; a batch
 //! smaller than the pool hands the spare threads to the GEMMs instead.
+//!
+//! Where [`direct`](super::direct) applies (stride 1, on x86-64 with AVX-512 or AVX2 + FMA),
+//! the forward pass and the weight gradient run there instead; the input gradient, the bias
+//! gradient and every other shape stay here.
 
 use std::ops::Range;
 
@@ -17,6 +21,7 @@ use burn_backend::ops::ConvOptions;
 use gemm::Parallelism;
 use rayon::prelude::*;
 
+use super::direct::{self, Pass};
 use super::kernels::{Mat, add_into, filled, inner_par, matmul, sum, with_scratch, written_in};
 
 /// Shapes of one convolution: input `[n, c, h, w]`, weight `[o, c, kh, kw]`, output
@@ -80,7 +85,7 @@ impl Geom {
         self.oh * self.ow
     }
 
-    fn image(&self) -> usize {
+    pub(super) fn image(&self) -> usize {
         self.c * self.h * self.w
     }
 
@@ -235,8 +240,17 @@ fn columns<'a>(
     Mat::strided(&m[rows.start * ow..], rows_total, rows.len() * ow, l, 1)
 }
 
-/// `conv2d(x, w) + b` as `[n, o, oh, ow]`.
+/// `conv2d(x, w) + b` as `[n, o, oh, ow]`: [`direct`](super::direct) where it applies, else
+/// im2col and GEMM.
 pub(super) fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &Geom) -> Vec<f32> {
+    match direct::usable(g, Pass::Forward) {
+        Some(isa) => direct::forward(isa, x, w, b, g),
+        None => im2col_forward(x, w, b, g),
+    }
+}
+
+/// [`forward`] as im2col and GEMM.
+pub(super) fn im2col_forward(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &Geom) -> Vec<f32> {
     let (k, l) = (g.k(), g.l());
     if g.n * g.o * l == 0 {
         return vec![0.0; g.n * g.o * l];
@@ -314,6 +328,14 @@ const MAX_PARTS: usize = 16;
 
 /// The gradient with respect to the weight `[o, c, kh, kw]`.
 pub(crate) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32> {
+    match direct::usable(g, Pass::Weight) {
+        Some(isa) => direct::weight_backward(isa, x, dy, g),
+        None => im2col_weight_backward(x, dy, g),
+    }
+}
+
+/// [`weight_backward`] as im2col and GEMM.
+pub(crate) fn im2col_weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32> {
     let (k, l, size) = (g.k(), g.l(), g.o * g.k());
     if g.n == 0 || size == 0 || l == 0 {
         return vec![0.0; size];

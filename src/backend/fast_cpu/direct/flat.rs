@@ -1,0 +1,122 @@
+//! One image's input laid out for the direct tiles: every channel padded to `hp × wp`, one
+//! after another, then zeros, so that output position `(oh, ow)` is flat position
+//! `q = oh · wp + ow` and tap `(c, i, j)` reads the input at `q + c·hp·wp + i·dh·wp + j·dw`.
+
+use super::simd::Segment;
+
+/// One image's input in the flat layout (see the module documentation).
+pub(super) struct Flat {
+    pub(super) c: usize,
+    pub(super) h: usize,
+    pub(super) w: usize,
+    pub(super) pad: [usize; 2],
+    pub(super) hp: usize,
+    pub(super) wp: usize,
+    pub(super) oh: usize,
+    pub(super) ow: usize,
+    /// Offset of every tap `(c, i, j)`, in the weight's order.
+    pub(super) taps: Vec<usize>,
+    /// Flat positions computed: `oh · wp` rounded up to the tile width.
+    pub(super) positions: usize,
+    /// Values of the buffer, zeros at the end included.
+    pub(super) len: usize,
+}
+
+impl Flat {
+    pub(super) fn new(
+        input: [usize; 3],
+        pad: [usize; 2],
+        dil: [usize; 2],
+        kernel: [usize; 2],
+        tile: usize,
+    ) -> Self {
+        let [c, h, w] = input;
+        let (hp, wp) = (h + 2 * pad[0], w + 2 * pad[1]);
+        let (oh, ow) = (hp - dil[0] * (kernel[0] - 1), wp - dil[1] * (kernel[1] - 1));
+        let mut taps = Vec::with_capacity(c * kernel[0] * kernel[1]);
+        for ci in 0..c {
+            for i in 0..kernel[0] {
+                for j in 0..kernel[1] {
+                    taps.push(ci * hp * wp + i * dil[0] * wp + j * dil[1]);
+                }
+            }
+        }
+        let positions = (oh * wp).div_ceil(tile) * tile;
+        let reach = taps.iter().max().copied().unwrap_or(0);
+        let len = (c * hp * wp).max(positions + reach);
+        Self {
+            c,
+            h,
+            w,
+            pad,
+            hp,
+            wp,
+            oh,
+            ow,
+            taps,
+            positions,
+            len,
+        }
+    }
+
+    /// Writes `x` (`[c, h, w]`) into `out` (`len` values) in the flat layout.
+    pub(super) fn fill(&self, x: &[f32], out: &mut [f32]) {
+        let [ph, pw] = self.pad;
+        let (plane, body) = (self.hp * self.wp, self.c * self.hp * self.wp);
+        for (ci, dst) in out[..body].chunks_exact_mut(plane).enumerate() {
+            dst[..ph * self.wp].fill(0.0);
+            dst[(ph + self.h) * self.wp..].fill(0.0);
+            let src = &x[ci * self.h * self.w..][..self.h * self.w];
+            for (row, src) in dst[ph * self.wp..]
+                .chunks_exact_mut(self.wp)
+                .zip(src.chunks_exact(self.w))
+            {
+                row[..pw].fill(0.0);
+                row[pw..pw + self.w].copy_from_slice(src);
+                row[pw + self.w..].fill(0.0);
+            }
+        }
+        out[body..self.len].fill(0.0);
+    }
+
+    /// Writes `dy` (`[o, oh, ow]`) transposed into `out`: `positions` rows of `o_pad`
+    /// channels, zeros in the padded columns, past the last row and in the channels past `o`.
+    pub(super) fn spread_transposed(&self, dy: &[f32], o_pad: usize, out: &mut [f32]) {
+        let (plane, o) = (self.oh * self.ow, dy.len() / (self.oh * self.ow).max(1));
+        for (q, dst) in out.chunks_exact_mut(o_pad).enumerate() {
+            let (r, col) = (q / self.wp, q % self.wp);
+            if r < self.oh && col < self.ow {
+                let at = r * self.ow + col;
+                for (c, v) in dst[..o].iter_mut().enumerate() {
+                    *v = dy[c * plane + at];
+                }
+                dst[o..].fill(0.0);
+            } else {
+                dst.fill(0.0);
+            }
+        }
+    }
+
+    /// The segments that carry the vectors of the tile at flat position `q0` to the output
+    /// plane (`oh × ow`, rows of `ow`).
+    pub(super) fn segments(&self, q0: usize, vectors: usize, lanes: usize, out: &mut Vec<Segment>) {
+        out.clear();
+        for vector in 0..vectors {
+            let qs = q0 + vector * lanes;
+            let last = ((qs + lanes - 1) / self.wp).min(self.oh.saturating_sub(1));
+            for r in qs / self.wp..=last {
+                let lo = (r * self.wp).max(qs) - qs;
+                let hi = (r * self.wp + self.ow).min(qs + lanes).saturating_sub(qs);
+                if r < self.oh && lo < hi {
+                    let base = (r * self.ow + qs) as isize - (r * self.wp) as isize;
+                    out.push(Segment {
+                        vector,
+                        lo,
+                        hi,
+                        base,
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! The register tiles of the direct convolution ([`direct`](super)), once per
+//! instruction set: `avx512` (16 `f32` lanes, 32 registers) and `avx2` (AVX2 + FMA, 8 lanes,
+//! 16 registers). Both modules have the same items; the tile bodies are one macro, so the two
+//! differ only in their vector type, their lane count, a few one-line helpers and the tile
+//! sizes that fit their registers.
+//!
+//! * [`forward`](avx512::forward): `MR` output channels × `NV` vectors of consecutive flat
+//!   positions; per tap, `NV` loads of the input, `MR` broadcasts of packed weights and
+//!   `MR · NV` fused multiply-adds, summed in tap order.
+//! * [`weight`](avx512::weight): `MR` output channels × `NK` taps; per vector of positions, `MR`
+//!   loads of the output gradient and `NK` loads of the input, lane-wise sums over the positions
+//!   of every image given, then one horizontal sum per value.
+
+/// Where one vector of a forward tile goes: lanes `lo..hi` to `base + lane`, with `base` the
+/// offset (from the output channel's plane) of lane 0. `base` may be negative: only lanes
+/// `lo..hi` are written.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Segment {
+    pub vector: usize,
+    pub lo: usize,
+    pub hi: usize,
+    pub base: isize,
+}
+
+/// The tile bodies, for the module's `V`, `L`, `zero`, `splat`, `load`, `fma`, `store_lanes`,
+/// `hsum` and target feature string.
+#[cfg(target_arch = "x86_64")]
+macro_rules! tiles {
+    ($feature:literal) => {
+        /// One forward tile: `MR` channels (weights packed `[tap][MR]` from `w`, biases from
+        /// `bias`) over `NV · L` flat positions from `x` (the padded input at the tile's first
+        /// position), each tap at `x + taps[t]`; written to the planes `y + m · plane` of the
+        /// first `rows` channels through `segments`.
+        ///
+        /// # Safety
+        /// Every `x + taps[t] + v` for `v < NV · L` is readable, `w` holds `taps.len() · MR`
+        /// values, `bias` `MR`, and every lane a segment names is writable for `m < rows`.
+        #[target_feature(enable = $feature)]
+        #[allow(clippy::too_many_arguments)]
+        pub(in super::super) unsafe fn forward<const MR: usize, const NV: usize>(
+            w: *const f32,
+            taps: &[usize],
+            x: *const f32,
+            bias: *const f32,
+            y: *mut f32,
+            plane: usize,
+            rows: usize,
+            segments: &[super::Segment],
+        ) {
+            unsafe {
+                let mut acc = [[zero(); NV]; MR];
+                for (m, row) in acc.iter_mut().enumerate() {
+                    let b = splat(*bias.add(m));
+                    for a in row.iter_mut() {
+                        *a = b;
+                    }
+                }
+                let mut wt = w;
+                for &tap in taps {
+                    let xt = x.add(tap);
+                    let mut xv = [zero(); NV];
+                    for (v, xv) in xv.iter_mut().enumerate() {
+                        *xv = load(xt.add(v * L));
+                    }
+                    for (m, row) in acc.iter_mut().enumerate() {
+                        let s = splat(*wt.add(m));
+                        for (a, xv) in row.iter_mut().zip(&xv) {
+                            *a = fma(s, *xv, *a);
+                        }
+                    }
+                    wt = wt.add(MR);
+                }
+                for (m, row) in acc.iter().enumerate().take(rows) {
+                    let ym = y.add(m * plane);
+                    for s in segments {
+                        store_lanes(ym.wrapping_offset(s.base), row[s.vector], s.lo, s.hi);
+                    }
+                }
+            }
+        }
+
+        /// One image's share of a weight-gradient tile: for taps `taps` (`MR` input offsets)
+        /// and `NV · L` channels, adds `Σ_q x[q + tap] · dyt[q · ld + o]` over the flat
+        /// positions `q < positions` to `out[t · ldo + o]` (or sets it when `first`).
+        ///
+        /// # Safety
+        /// Every `x + taps[t] + q` and `dyt + q · ld + o` (`q < positions`, `o < NV · L`) is
+        /// readable, and `out[t · ldo + o]` writable.
+        #[target_feature(enable = $feature)]
+        #[allow(clippy::too_many_arguments)]
+        pub(in super::super) unsafe fn weight<const MR: usize, const NV: usize>(
+            x: *const f32,
+            taps: &[usize; MR],
+            dyt: *const f32,
+            ld: usize,
+            positions: usize,
+            out: *mut f32,
+            ldo: usize,
+            first: bool,
+        ) {
+            unsafe {
+                let mut acc = [[zero(); NV]; MR];
+                if !first {
+                    for (t, row) in acc.iter_mut().enumerate() {
+                        for (v, a) in row.iter_mut().enumerate() {
+                            *a = load(out.add(t * ldo + v * L));
+                        }
+                    }
+                }
+                let mut xs = [x; MR];
+                for (p, &tap) in xs.iter_mut().zip(taps) {
+                    *p = x.add(tap);
+                }
+                for q in 0..positions {
+                    let row = dyt.add(q * ld);
+                    let mut d = [zero(); NV];
+                    for (v, d) in d.iter_mut().enumerate() {
+                        *d = load(row.add(v * L));
+                    }
+                    for (a, p) in acc.iter_mut().zip(&xs) {
+                        let s = splat(*p.add(q));
+                        for (a, d) in a.iter_mut().zip(&d) {
+                            *a = fma(s, *d, *a);
+                        }
+                    }
+                }
+                for (t, row) in acc.iter().enumerate() {
+                    for (v, a) in row.iter().enumerate() {
+                        store(out.add(t * ldo + v * L), *a);
+                    }
+                }
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// `f32` lanes of a register.
+    pub const L: usize = 16;
+    /// Forward tile: channels × vectors of positions (24 accumulators of 32 registers).
+    pub const FORWARD: (usize, usize) = (8, 3);
+    /// Weight-gradient tile: taps × vectors of channels (24 accumulators).
+    pub const WEIGHT: (usize, usize) = (6, 4);
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn zero() -> __m512 {
+        _mm512_setzero_ps()
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn splat(v: f32) -> __m512 {
+        _mm512_set1_ps(v)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load(p: *const f32) -> __m512 {
+        unsafe { _mm512_loadu_ps(p) }
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn store(p: *mut f32, v: __m512) {
+        unsafe { _mm512_storeu_ps(p, v) }
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn fma(a: __m512, b: __m512, c: __m512) -> __m512 {
+        _mm512_fmadd_ps(a, b, c)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn store_lanes(p: *mut f32, v: __m512, lo: usize, hi: usize) {
+        let mask = ((1u32 << hi) - (1u32 << lo)) as u16;
+        unsafe { _mm512_mask_storeu_ps(p, mask, v) }
+    }
+
+    tiles!("avx512f");
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// `f32` lanes of a register.
+    pub const L: usize = 8;
+    /// Forward tile: channels × vectors of positions (12 accumulators of 16 registers).
+    pub const FORWARD: (usize, usize) = (6, 2);
+    /// Weight-gradient tile: taps × vectors of channels (12 accumulators).
+    pub const WEIGHT: (usize, usize) = (6, 2);
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn zero() -> __m256 {
+        _mm256_setzero_ps()
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn splat(v: f32) -> __m256 {
+        _mm256_set1_ps(v)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn load(p: *const f32) -> __m256 {
+        unsafe { _mm256_loadu_ps(p) }
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn store(p: *mut f32, v: __m256) {
+        unsafe { _mm256_storeu_ps(p, v) }
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
+        _mm256_fmadd_ps(a, b, c)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn store_lanes(p: *mut f32, v: __m256, lo: usize, hi: usize) {
+        let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let after_lo = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(lo as i32 - 1));
+        let before_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(hi as i32), lane);
+        let mask = _mm256_and_si256(after_lo, before_hi);
+        unsafe { _mm256_maskstore_ps(p, mask, v) }
+    }
+
+    tiles!("avx2,fma");
+}

@@ -1,0 +1,120 @@
+//! The direct convolution ([`direct`](super)) against im2col and GEMM
+//! ([`conv`](super::super::conv)), with every instruction set this CPU has: the forward output and the
+//! weight gradient agree to a relative 1e-4 (the two sum each value in another order, in
+//! `f32`), for stride-1 shapes with padding, dilation, channel counts that are not multiples of
+//! a tile, and single images; and the direct kernels give the same bits on 1 and 3 threads.
+
+use burn_backend::ops::ConvOptions;
+
+use super::super::conv::{Geom, im2col_forward, im2col_weight_backward};
+use super::{Isa, forward, weight_backward};
+
+fn geom(x: [usize; 4], w: [usize; 4], pad: [usize; 2], dil: [usize; 2]) -> Geom {
+    Geom::new(&x, &w, &ConvOptions::new([1, 1], pad, dil, 1)).unwrap()
+}
+
+fn cases() -> Vec<Geom> {
+    vec![
+        // The MNIST CNN's two layers, on two images.
+        geom([2, 1, 28, 28], [32, 1, 3, 3], [0, 0], [1, 1]),
+        geom([2, 32, 26, 26], [64, 32, 3, 3], [0, 0], [1, 1]),
+        // Padding, dilation, a non-square kernel, channel counts off every tile.
+        geom([3, 5, 7, 9], [70, 5, 3, 2], [1, 2], [2, 1]),
+        geom([1, 3, 11, 4], [5, 3, 2, 3], [2, 1], [1, 2]),
+        // One output row and one output column; a 1×1 kernel.
+        geom([2, 4, 3, 17], [9, 4, 3, 17], [0, 0], [1, 1]),
+        geom([1, 6, 5, 5], [65, 6, 1, 1], [0, 0], [1, 1]),
+        // No images.
+        geom([0, 2, 5, 5], [64, 2, 3, 3], [1, 1], [1, 1]),
+    ]
+}
+
+/// Deterministic values in [-1, 1).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-4 * scale,
+            "{what}: value {i} is {g}, im2col gives {w}"
+        );
+    }
+}
+
+fn isas() -> Vec<Isa> {
+    [Isa::Avx512, Isa::Avx2]
+        .into_iter()
+        .filter(|isa| isa.available())
+        .collect()
+}
+
+#[test]
+fn direct_convolution_matches_im2col() {
+    for isa in isas() {
+        for g in cases() {
+            let x = values(g.n * g.image(), 1);
+            let w = values(g.o * g.k(), 2);
+            let b = values(g.o, 3);
+            let dy = values(g.n * g.o * g.l(), 4);
+            let what = format!("{isa:?} {g:?}");
+            let want = im2col_forward(&x, &w, Some(&b), &g);
+            assert_close(
+                &format!("forward {what}"),
+                &forward(isa, &x, &w, Some(&b), &g),
+                &want,
+            );
+            let want = im2col_forward(&x, &w, None, &g);
+            assert_close(
+                &format!("forward, no bias, {what}"),
+                &forward(isa, &x, &w, None, &g),
+                &want,
+            );
+            let want = im2col_weight_backward(&x, &dy, &g);
+            assert_close(
+                &format!("weight gradient {what}"),
+                &weight_backward(isa, &x, &dy, &g),
+                &want,
+            );
+        }
+    }
+}
+
+#[test]
+fn direct_convolution_gives_the_same_bits_on_any_thread_count() {
+    for isa in isas() {
+        for g in cases() {
+            let (x, w, dy) = (
+                values(g.n * g.image(), 5),
+                values(g.o * g.k(), 6),
+                values(g.n * g.o * g.l(), 7),
+            );
+            let run = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                pool.install(|| {
+                    (
+                        forward(isa, &x, &w, None, &g),
+                        weight_backward(isa, &x, &dy, &g),
+                    )
+                })
+            };
+            assert!(run(1) == run(3), "{isa:?} {g:?}");
+        }
+    }
+}
