@@ -81,18 +81,49 @@ impl Flat {
 
     /// Writes `dy` (`[o, oh, ow]`) transposed into `out`: `positions` rows of `o_pad`
     /// channels, zeros in the padded columns, past the last row and in the channels past `o`.
+    /// Blocks of 8 channels × 8 columns are transposed in registers; the rest one value at a
+    /// time. Only for CPUs with AVX (the direct kernels need AVX2).
     pub(super) fn spread_transposed(&self, dy: &[f32], o_pad: usize, out: &mut [f32]) {
         let (plane, o) = (self.oh * self.ow, dy.len() / (self.oh * self.ow).max(1));
+        let blocked = cfg!(target_arch = "x86_64");
+        let (full_c, full_col) = if blocked {
+            (o / 8 * 8, self.ow / 8 * 8)
+        } else {
+            (0, 0)
+        };
         for (q, dst) in out.chunks_exact_mut(o_pad).enumerate() {
             let (r, col) = (q / self.wp, q % self.wp);
             if r < self.oh && col < self.ow {
                 let at = r * self.ow + col;
-                for (c, v) in dst[..o].iter_mut().enumerate() {
+                let first = if col < full_col { full_c } else { 0 };
+                for (c, v) in dst[..o].iter_mut().enumerate().skip(first) {
                     *v = dy[c * plane + at];
                 }
                 dst[o..].fill(0.0);
             } else {
                 dst.fill(0.0);
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        for r in 0..self.oh {
+            for col in (0..full_col).step_by(8) {
+                for c in (0..full_c).step_by(8) {
+                    let (from, to) = (
+                        c * plane + r * self.ow + col,
+                        (r * self.wp + col) * o_pad + c,
+                    );
+                    assert!(from + 7 * plane + 8 <= dy.len() && to + 7 * o_pad + 8 <= out.len());
+                    // SAFETY: the assertion keeps the 8 rows of 8 values read and written
+                    // inside `dy` and `out`; the CPU has AVX (see above).
+                    unsafe {
+                        super::simd::transpose8(
+                            dy.as_ptr().add(from),
+                            plane,
+                            out.as_mut_ptr().add(to),
+                            o_pad,
+                        )
+                    }
+                }
             }
         }
     }

@@ -228,3 +228,50 @@ pub(super) mod avx2 {
 
     tiles!("avx2,fma");
 }
+
+/// `dst[j · ds + i] = src[i · ss + j]` for `i, j < 8`: an 8 × 8 block transposed in registers.
+///
+/// # Safety
+/// The CPU has AVX; rows `src + i · ss` and `dst + j · ds` hold 8 values each.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+pub(super) unsafe fn transpose8(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
+    use std::arch::x86_64::*;
+    unsafe {
+        let r = |i: usize| _mm256_loadu_ps(src.add(i * ss));
+        let (r0, r1, r2, r3, r4, r5, r6, r7) = (r(0), r(1), r(2), r(3), r(4), r(5), r(6), r(7));
+        let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
+        let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+        let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
+        let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
+        let (u0, u1) = (
+            _mm256_shuffle_ps::<0x44>(t0, t2),
+            _mm256_shuffle_ps::<0xEE>(t0, t2),
+        );
+        let (u2, u3) = (
+            _mm256_shuffle_ps::<0x44>(t1, t3),
+            _mm256_shuffle_ps::<0xEE>(t1, t3),
+        );
+        let (u4, u5) = (
+            _mm256_shuffle_ps::<0x44>(t4, t6),
+            _mm256_shuffle_ps::<0xEE>(t4, t6),
+        );
+        let (u6, u7) = (
+            _mm256_shuffle_ps::<0x44>(t5, t7),
+            _mm256_shuffle_ps::<0xEE>(t5, t7),
+        );
+        let rows = [
+            _mm256_permute2f128_ps::<0x20>(u0, u4),
+            _mm256_permute2f128_ps::<0x20>(u1, u5),
+            _mm256_permute2f128_ps::<0x20>(u2, u6),
+            _mm256_permute2f128_ps::<0x20>(u3, u7),
+            _mm256_permute2f128_ps::<0x31>(u0, u4),
+            _mm256_permute2f128_ps::<0x31>(u1, u5),
+            _mm256_permute2f128_ps::<0x31>(u2, u6),
+            _mm256_permute2f128_ps::<0x31>(u3, u7),
+        ];
+        for (j, row) in rows.into_iter().enumerate() {
+            _mm256_storeu_ps(dst.add(j * ds), row);
+        }
+    }
+}
