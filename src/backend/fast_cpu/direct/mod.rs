@@ -37,6 +37,7 @@ pub(crate) use weight::weight_backward;
 
 /// The register tiles to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) enum Isa {
     Avx512,
     Avx2,
