@@ -340,19 +340,14 @@ pub(crate) fn im2col_weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32
     if g.n == 0 || size == 0 || l == 0 {
         return vec![0.0; size];
     }
-    // The batch is cut into parts that depend on the shapes only (never on the thread
-    // count), each summed into its own buffer, and the parts added in order: the result is
-    // the same at every thread count and in every run on one machine (gemm picks its
-    // micro-kernels per CPU, so another CPU may round differently).
-    let parts = g.n.min(MAX_PARTS).min((PARTIALS_BYTES / (4 * size)).max(1));
-    let per = g.n.div_ceil(parts);
-    let par = inner_par(parts);
-    let partials: Vec<Vec<f32>> = (0..g.n.div_ceil(per))
+    let parts = batch_parts(g.n, size);
+    let par = inner_par(parts.len());
+    let partials: Vec<Vec<f32>> = parts
         .into_par_iter()
-        .map(|p| {
+        .map(|images| {
             let mut acc = vec![0.0; size];
             let mut first = true;
-            for i in p * per..((p + 1) * per).min(g.n) {
+            for i in images {
                 let dyi = &dy[i * g.o * l..(i + 1) * g.o * l];
                 let xi = &x[i * g.image()..(i + 1) * g.image()];
                 for rows in tiles(g) {
@@ -373,6 +368,25 @@ pub(crate) fn im2col_weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32
             acc
         })
         .collect();
+    add_parts(partials, size)
+}
+
+/// The batch of `n` images cut into parts for a weight gradient of `size` values per part:
+/// each part is summed into its own buffer, and the parts are added in order
+/// ([`add_parts`]). The cut depends on the shapes only, never on the thread count, so the
+/// result is the same at every thread count and in every run on one machine (the
+/// micro-kernels, chosen per CPU, may round differently on another). At most [`MAX_PARTS`]
+/// parts, whose buffers take at most [`PARTIALS_BYTES`] together.
+pub(super) fn batch_parts(n: usize, size: usize) -> Vec<Range<usize>> {
+    let parts = n
+        .min(MAX_PARTS)
+        .min((PARTIALS_BYTES / (4 * size).max(1)).max(1));
+    let per = n.div_ceil(parts.max(1)).max(1);
+    (0..n).step_by(per).map(|s| s..(s + per).min(n)).collect()
+}
+
+/// The parts' weight gradients (`size` values each) added in order.
+pub(super) fn add_parts(partials: Vec<Vec<f32>>, size: usize) -> Vec<f32> {
     let mut parts = partials.into_iter();
     let mut total = parts.next().unwrap_or_else(|| vec![0.0; size]);
     for part in parts {

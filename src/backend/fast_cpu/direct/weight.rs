@@ -3,16 +3,14 @@
 
 use rayon::prelude::*;
 
-use super::super::conv::Geom;
-use super::super::kernels::{add_into, threads, with_scratch};
+use std::ops::Range;
+
+use super::super::conv::{Geom, add_parts, batch_parts};
+use super::super::kernels::{threads, with_scratch};
 use super::Isa;
 use super::flat::Flat;
 #[cfg(target_arch = "x86_64")]
 use super::simd::{avx2, avx512};
-
-/// Upper bound on the number of parts the batch is cut into for the weight gradient (as
-/// [`conv`](super::super::conv)'s).
-const MAX_PARTS: usize = 16;
 
 /// Bytes of output-gradient rows a weight tile goes through before the next tile takes them.
 const CHUNK_BYTES: usize = 16 << 10;
@@ -24,86 +22,92 @@ pub(crate) fn weight_backward(isa: Isa, x: &[f32], dy: &[f32], g: &Geom) -> Vec<
     }
     let (lanes, _, (mr, nv)) = isa.sizes();
     let flat = Flat::new([g.c, g.h, g.w], g.pad, g.dil, [g.kh, g.kw], 1);
-    let (k, plane, image) = (g.k(), g.oh * g.ow, g.image());
+    let k = g.k();
     let (o_pad, k_pad) = (g.o.div_ceil(nv * lanes) * nv * lanes, k.div_ceil(mr) * mr);
-    let per = g.n.div_ceil(g.n.clamp(1, MAX_PARTS));
-    let parts = g.n.div_ceil(per);
-    let partials: Vec<Vec<f32>> = (0..parts)
+    let pads = (o_pad, k_pad);
+    let parts = batch_parts(g.n, k_pad * o_pad);
+    let count = parts.len();
+    let partials: Vec<Vec<f32>> = parts
         .into_par_iter()
-        .map(|p| {
-            let images = p * per..((p + 1) * per).min(g.n);
-            // The part's inputs in the flat layout, then its output gradients transposed to
-            // `[q][o_pad]` on the same positions (zeros in the padded columns and channels),
-            // in this thread's scratch buffer.
-            let (x_len, dy_len) = (flat.len, flat.positions * o_pad);
-            with_scratch(images.len() * (x_len + dy_len), |buf| {
-                let (xs, dys) = buf.split_at_mut(images.len() * x_len);
-                for (s, i) in images.clone().enumerate() {
-                    flat.fill(&x[i * image..][..image], &mut xs[s * x_len..][..x_len]);
-                    let src = &dy[i * g.o * plane..][..g.o * plane];
-                    flat.spread_transposed(src, o_pad, &mut dys[s * dy_len..][..dy_len]);
-                }
-                let (xs, dys) = (&*xs, &*dys);
-                // `[k_pad][o_pad]`, taps in blocks of `mr` done in parallel.
-                // `[k_pad][o_pad]`; groups of tap blocks run in parallel, and each goes through
-                // the positions in chunks whose gradient rows stay in L1 across its blocks.
-                let mut partial = vec![0.0; k_pad * o_pad];
-                let blocks = k_pad / mr;
-                let group = blocks.div_ceil(threads().div_ceil(parts).max(1));
-                let chunk = (CHUNK_BYTES / (4 * o_pad)).max(16);
-                partial
-                    .par_chunks_mut(group * mr * o_pad)
-                    .enumerate()
-                    .for_each(|(gi, rows)| {
-                        let first_block = gi * group;
-                        let taps: Vec<Vec<usize>> = (first_block..blocks.min(first_block + group))
-                            .map(|b| {
-                                (0..mr)
-                                    .map(|t| flat.taps.get(b * mr + t).copied().unwrap_or(0))
-                                    .collect()
-                            })
-                            .collect();
-                        for s in 0..images.len() {
-                            for q0 in (0..flat.positions).step_by(chunk) {
-                                let len = chunk.min(flat.positions - q0);
-                                let first = s == 0 && q0 == 0;
-                                for (bi, taps) in taps.iter().enumerate() {
-                                    for o0 in (0..o_pad).step_by(nv * lanes) {
-                                        // SAFETY: every image's flat input holds `positions +
-                                        // max tap` values and its transposed gradient
-                                        // `positions` rows of `o_pad`; `rows` holds the
-                                        // group's `mr` rows of `o_pad` per block, and
-                                        // `o0 + nv · lanes ≤ o_pad`.
-                                        unsafe {
-                                            weight_tile(
-                                                isa,
-                                                xs[s * x_len + q0..].as_ptr(),
-                                                taps,
-                                                dys[s * dy_len + q0 * o_pad + o0..].as_ptr(),
-                                                (o_pad, len),
-                                                rows.as_mut_ptr().add(bi * mr * o_pad + o0),
-                                                first,
-                                            )
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    });
-                partial
-            })
-        })
+        .map(|images| part_gradient(isa, &flat, (x, dy), g, images, pads, count))
         .collect();
-    let mut parts = partials.into_iter();
-    let mut total = parts.next().unwrap_or_else(|| vec![0.0; k_pad * o_pad]);
-    for part in parts {
-        add_into(&mut total, &part);
-    }
+    let total = add_parts(partials, k_pad * o_pad);
     let mut dw = Vec::with_capacity(g.o * k);
     for o in 0..g.o {
         dw.extend((0..k).map(|t| total[t * o_pad + o]));
     }
     dw
+}
+
+/// The weight gradient `[k_pad][o_pad]` of one part (`images`) of the batch, one of `parts`.
+fn part_gradient(
+    isa: Isa,
+    flat: &Flat,
+    (x, dy): (&[f32], &[f32]),
+    g: &Geom,
+    images: Range<usize>,
+    (o_pad, k_pad): (usize, usize),
+    parts: usize,
+) -> Vec<f32> {
+    let (lanes, _, (mr, nv)) = isa.sizes();
+    let (plane, image) = (g.oh * g.ow, g.image());
+    // The part's inputs in the flat layout, then its output gradients transposed to
+    // `[q][o_pad]` on the same positions (zeros in the padded columns and channels), in this
+    // thread's scratch buffer.
+    let (x_len, dy_len) = (flat.len, flat.positions * o_pad);
+    with_scratch(images.len() * (x_len + dy_len), |buf| {
+        let (xs, dys) = buf.split_at_mut(images.len() * x_len);
+        for (s, i) in images.clone().enumerate() {
+            flat.fill(&x[i * image..][..image], &mut xs[s * x_len..][..x_len]);
+            let src = &dy[i * g.o * plane..][..g.o * plane];
+            flat.spread_transposed(src, o_pad, &mut dys[s * dy_len..][..dy_len]);
+        }
+        let (xs, dys) = (&*xs, &*dys);
+        // Groups of tap blocks run in parallel, and each goes through the positions in chunks
+        // whose gradient rows stay in L1 across its blocks.
+        let mut partial = vec![0.0; k_pad * o_pad];
+        let blocks = k_pad / mr;
+        let group = blocks.div_ceil(threads().div_ceil(parts).max(1));
+        let chunk = (CHUNK_BYTES / (4 * o_pad)).max(16);
+        let window = |b: usize| -> Vec<usize> {
+            (0..mr)
+                .map(|t| flat.taps.get(b * mr + t).copied().unwrap_or(0))
+                .collect()
+        };
+        partial
+            .par_chunks_mut(group * mr * o_pad)
+            .enumerate()
+            .for_each(|(gi, rows)| {
+                let taps: Vec<Vec<usize>> = (gi * group..blocks.min((gi + 1) * group))
+                    .map(window)
+                    .collect();
+                for s in 0..images.len() {
+                    for q0 in (0..flat.positions).step_by(chunk) {
+                        let len = chunk.min(flat.positions - q0);
+                        for (bi, taps) in taps.iter().enumerate() {
+                            for o0 in (0..o_pad).step_by(nv * lanes) {
+                                // SAFETY: every image's flat input holds `positions + max
+                                // tap` values and its transposed gradient `positions` rows
+                                // of `o_pad`; `rows` holds the group's `mr` rows of `o_pad`
+                                // per block, and `o0 + nv · lanes ≤ o_pad`.
+                                unsafe {
+                                    weight_tile(
+                                        isa,
+                                        xs[s * x_len + q0..].as_ptr(),
+                                        taps,
+                                        dys[s * dy_len + q0 * o_pad + o0..].as_ptr(),
+                                        (o_pad, len),
+                                        rows.as_mut_ptr().add(bi * mr * o_pad + o0),
+                                        s == 0 && q0 == 0,
+                                    )
+                                }
+                            }
+                        }
+                    }
+                }
+            });
+        partial
+    })
 }
 
 /// [`simd`](super::simd)'s weight tile for `isa`: taps `taps` (taps past the last read the first
