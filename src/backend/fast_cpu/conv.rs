@@ -12,8 +12,8 @@
 //! smaller than the pool hands the spare threads to the GEMMs instead.
 //!
 //! Where [`direct`](super::direct) applies (stride 1, on x86-64 with AVX-512 or AVX2 + FMA),
-//! the forward pass and the weight gradient run there instead; the input gradient, the bias
-//! gradient and every other shape stay here.
+//! the forward pass and the weight gradient run there instead, and with AVX-512 the input
+//! gradient too; the bias gradient and every other shape stay here.
 
 use std::ops::Range;
 
@@ -294,6 +294,14 @@ fn forward_image(xi: &[f32], wm: Mat, bias: bool, g: &Geom, par: Parallelism, yi
 
 /// The gradient with respect to the input `[n, c, h, w]`, given `dy` `[n, o, oh, ow]`.
 pub(super) fn x_backward(dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
+    match direct::usable(g, Pass::Input) {
+        Some(isa) => direct::input_backward(isa, dy, w, g),
+        None => im2col_x_backward(dy, w, g),
+    }
+}
+
+/// [`x_backward`] as im2col's transpose: GEMM, then col2im.
+pub(crate) fn im2col_x_backward(dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
     let (k, l) = (g.k(), g.l());
     if g.n * g.image() == 0 || l == 0 {
         return vec![0.0; g.n * g.image()];

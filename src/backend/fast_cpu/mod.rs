@@ -9,7 +9,7 @@
 //!   `conv2d_bias_backward`): 2-D im2col of one image into a per-thread scratch buffer and one
 //!   [`gemm`] call per image, images spread over the rayon pool (`conv.rs`); on x86-64 with
 //!   AVX-512 or AVX2 + FMA, the forward pass and the weight gradient of a stride-1
-//!   convolution run direct instead, with register tiles of our own that read the padded
+//!   convolution (with AVX-512, its input gradient too) run direct instead, with register tiles of our own that read the padded
 //!   image in place (`direct/`; `TRAINER_CONV_DIRECT=0` turns them off);
 //! * `max_pool2d`, `max_pool2d_with_indices` and its backward: one pass per plane with the
 //!   argmax indices Flex would return (`pool.rs`);

@@ -14,7 +14,7 @@ use super::simd::{avx2, avx512};
 
 /// Weights `at(o, tap)` packed for the forward tiles: `[o / mr][tap][o % mr]`, channels past
 /// `o` zero.
-fn pack(o: usize, taps: usize, mr: usize, at: impl Fn(usize, usize) -> f32) -> Vec<f32> {
+pub(super) fn pack(o: usize, taps: usize, mr: usize, at: impl Fn(usize, usize) -> f32) -> Vec<f32> {
     let blocks = o.div_ceil(mr);
     let mut packed = vec![0.0; blocks * taps * mr];
     for (b, block) in packed.chunks_exact_mut(taps * mr).enumerate() {
@@ -31,7 +31,7 @@ fn pack(o: usize, taps: usize, mr: usize, at: impl Fn(usize, usize) -> f32) -> V
 
 /// A pointer that tasks writing disjoint parts of one buffer share.
 #[derive(Clone, Copy)]
-struct Shared(*mut f32);
+pub(super) struct Shared(pub(super) *mut f32);
 // SAFETY: the tasks that share it write disjoint values (see `convolve`: every tile writes its own positions).
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
@@ -39,14 +39,14 @@ unsafe impl Sync for Shared {}
 impl Shared {
     /// The pointer `offset` values on (a method, so that closures capture `Shared`, not the
     /// raw pointer inside).
-    fn at(self, offset: usize) -> *mut f32 {
+    pub(super) fn at(self, offset: usize) -> *mut f32 {
         self.0.wrapping_add(offset)
     }
 }
 
 /// `[n, o, oh, ow]`: every image of `input` (`[n, c, h, w]` in `flat`'s geometry) convolved
 /// with `packed` (see [`pack`]) plus `bias` (`o` values or none).
-fn convolve(
+pub(super) fn convolve(
     isa: Isa,
     input: &[f32],
     n: usize,

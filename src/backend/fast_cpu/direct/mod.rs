@@ -12,9 +12,10 @@
 //! * forward: `y[o][q] = b[o] + Σ_tap w[o][tap] · x[q + tap]`;
 //! * weight gradient: `dW[tap][o] = Σ_i Σ_q x_i[q + tap] · dy_i[q][o]`, with `dy` transposed
 //!   onto the input's flat positions (zeros in the padded columns), over a fixed partition of
-//!   the batch as in [`conv`](super::conv).
-//!
-//! The input gradient stays with [`conv`](super::conv) (see [`Pass`]).
+//!   the batch as in [`conv`](super::conv);
+//! * input gradient (AVX-512 only, see [`Pass`]): `dxp[c][q + tap] += Σ_o w[o][c][tap] ·
+//!   dy[o][q]`, im2col's GEMM and col2im in one tile, into a padded input gradient whose
+//!   border is dropped.
 //!
 //! Every value is summed in an order fixed by the shapes and the instruction set, never by
 //! the number of threads.
@@ -27,12 +28,14 @@ use simd::{avx2, avx512};
 
 mod flat;
 mod forward;
+mod input;
 mod simd;
 #[cfg(test)]
 mod tests;
 mod weight;
 
 pub(crate) use forward::forward;
+pub(crate) use input::input_backward;
 pub(crate) use weight::weight_backward;
 
 /// The register tiles to run.
@@ -73,6 +76,17 @@ impl Isa {
         false
     }
 
+    /// `f32` lanes per register and the input-gradient tile (channels, vectors).
+    pub(super) fn scatter_sizes(self) -> (usize, (usize, usize)) {
+        #[cfg(target_arch = "x86_64")]
+        match self {
+            Self::Avx512 => (avx512::L, avx512::SCATTER),
+            Self::Avx2 => (avx2::L, avx2::SCATTER),
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("no direct convolution tiles on this architecture")
+    }
+
     /// `f32` lanes per register, forward tile (channels, vectors), weight tile (channels, taps).
     pub(super) fn sizes(self) -> (usize, (usize, usize), (usize, usize)) {
         #[cfg(target_arch = "x86_64")]
@@ -93,14 +107,16 @@ pub const DIRECT_VAR: &str = "TRAINER_CONV_DIRECT";
 static TURNED_OFF: LazyLock<bool> =
     LazyLock::new(|| std::env::var(DIRECT_VAR).is_ok_and(|v| v.trim() == "0"));
 
-/// The passes of a convolution the direct kernels run. The input gradient is not one of them:
-/// as the forward of the padded output gradient it was slower than `gemm` and col2im (4.37 vs
-/// 3.98 ms per MNIST CNN batch with AVX-512, 8.49 vs 6.64 ms with FMA), its 64 input channels
-/// and 576 taps overflowing L1 per tile.
+/// The passes of a convolution the direct kernels run. The input gradient runs direct with
+/// AVX-512 only: for the MNIST CNN's second layer it took 3.3–3.5 ms per batch against 3.6–3.9
+/// for `gemm` and col2im, but with AVX2 + FMA 6.6–6.7 against 6.4–6.6 (best of 15 calls, 2
+/// threads). As the forward of the output gradient padded by the kernel's reach, it lost on
+/// both (4.1–4.4 vs 3.9–4.0 ms with AVX-512): it multiplies the padding's zeros too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Pass {
     Forward,
     Weight,
+    Input,
 }
 
 /// Output channels from which the weight gradient runs direct: the AVX-512 tile's width. The
@@ -114,5 +130,9 @@ pub(crate) fn usable(g: &Geom, pass: Pass) -> Option<Isa> {
         return None;
     }
     let isa = Isa::detect().filter(|_| g.stride == [1, 1])?;
-    (pass == Pass::Forward || g.o >= WIDE).then_some(isa)
+    match pass {
+        Pass::Forward => Some(isa),
+        Pass::Weight => (g.o >= WIDE).then_some(isa),
+        Pass::Input => (isa == Isa::Avx512).then_some(isa),
+    }
 }

@@ -79,6 +79,48 @@ macro_rules! tiles {
             }
         }
 
+        /// One input-gradient tile: for `MR` channels (weights packed `[o][MR]` from `w`) and
+        /// `NV · L` flat positions of the output gradient (`dy`, channel `o` at `dy + o · ld`),
+        /// adds `Σ_{o < k} w[o · MR + m] · dy[o · ld + p]` to `dx[m · plane + p]`.
+        ///
+        /// # Safety
+        /// Every `dy + o · ld + p` (`o < k`, `p < NV · L`) is readable, `w` holds `k · MR`
+        /// values, and every `dx + m · plane + p` (`m < MR`) is readable and writable.
+        #[target_feature(enable = $feature)]
+        pub(in super::super) unsafe fn scatter<const MR: usize, const NV: usize>(
+            w: *const f32,
+            dy: *const f32,
+            ld: usize,
+            k: usize,
+            dx: *mut f32,
+            plane: usize,
+        ) {
+            unsafe {
+                let mut acc = [[zero(); NV]; MR];
+                let (mut wt, mut d) = (w, dy);
+                for _ in 0..k {
+                    let mut xv = [zero(); NV];
+                    for (v, xv) in xv.iter_mut().enumerate() {
+                        *xv = load(d.add(v * L));
+                    }
+                    for (m, row) in acc.iter_mut().enumerate() {
+                        let s = splat(*wt.add(m));
+                        for (a, xv) in row.iter_mut().zip(&xv) {
+                            *a = fma(s, *xv, *a);
+                        }
+                    }
+                    wt = wt.add(MR);
+                    d = d.add(ld);
+                }
+                for (m, row) in acc.iter().enumerate() {
+                    let p = dx.add(m * plane);
+                    for (v, a) in row.iter().enumerate() {
+                        store(p.add(v * L), add(load(p.add(v * L)), *a));
+                    }
+                }
+            }
+        }
+
         /// One image's share of a weight-gradient tile: for taps `taps` (`MR` input offsets)
         /// and `NV · L` channels, adds `Σ_q x[q + tap] · dyt[q · ld + o]` over the flat
         /// positions `q < positions` to `out[t · ldo + o]` (or sets it when `first`).
@@ -144,6 +186,8 @@ pub(super) mod avx512 {
     pub const FORWARD: (usize, usize) = (8, 3);
     /// Weight-gradient tile: taps × vectors of channels (24 accumulators).
     pub const WEIGHT: (usize, usize) = (6, 4);
+    /// Input-gradient tile: channels × vectors of positions (the forward tile's).
+    pub const SCATTER: (usize, usize) = FORWARD;
 
     #[inline]
     #[target_feature(enable = "avx512f")]
@@ -164,6 +208,11 @@ pub(super) mod avx512 {
     #[target_feature(enable = "avx512f")]
     unsafe fn store(p: *mut f32, v: __m512) {
         unsafe { _mm512_storeu_ps(p, v) }
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn add(a: __m512, b: __m512) -> __m512 {
+        _mm512_add_ps(a, b)
     }
     #[inline]
     #[target_feature(enable = "avx512f")]
@@ -190,6 +239,9 @@ pub(super) mod avx2 {
     pub const FORWARD: (usize, usize) = (6, 2);
     /// Weight-gradient tile: taps × vectors of channels (12 accumulators).
     pub const WEIGHT: (usize, usize) = (6, 2);
+    /// Input-gradient tile: channels × vectors of positions (the forward tile's; tested, but
+    /// [`usable`](super::super::usable) leaves AVX2's input gradient to im2col and GEMM).
+    pub const SCATTER: (usize, usize) = FORWARD;
 
     #[inline]
     #[target_feature(enable = "avx2,fma")]
@@ -210,6 +262,11 @@ pub(super) mod avx2 {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn store(p: *mut f32, v: __m256) {
         unsafe { _mm256_storeu_ps(p, v) }
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn add(a: __m256, b: __m256) -> __m256 {
+        _mm256_add_ps(a, b)
     }
     #[inline]
     #[target_feature(enable = "avx2,fma")]

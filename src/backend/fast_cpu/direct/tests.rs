@@ -6,8 +6,8 @@
 
 use burn_backend::ops::ConvOptions;
 
-use super::super::conv::{Geom, im2col_forward, im2col_weight_backward};
-use super::{Isa, forward, weight_backward};
+use super::super::conv::{Geom, im2col_forward, im2col_weight_backward, im2col_x_backward};
+use super::{Isa, forward, input_backward, weight_backward};
 
 fn geom(x: [usize; 4], w: [usize; 4], pad: [usize; 2], dil: [usize; 2]) -> Geom {
     Geom::new(&x, &w, &ConvOptions::new([1, 1], pad, dil, 1)).unwrap()
@@ -85,6 +85,11 @@ fn direct_convolution_matches_im2col() {
                 &forward(isa, &x, &w, None, &g),
                 &want,
             );
+            assert_close(
+                &format!("input gradient {what}"),
+                &input_backward(isa, &dy, &w, &g),
+                &im2col_x_backward(&dy, &w, &g),
+            );
             let want = im2col_weight_backward(&x, &dy, &g);
             assert_close(
                 &format!("weight gradient {what}"),
@@ -113,6 +118,7 @@ fn direct_convolution_gives_the_same_bits_on_any_thread_count() {
                     (
                         forward(isa, &x, &w, None, &g),
                         weight_backward(isa, &x, &dy, &g),
+                        input_backward(isa, &dy, &w, &g),
                     )
                 })
             };
