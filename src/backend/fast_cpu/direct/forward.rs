@@ -67,6 +67,14 @@ pub(super) fn convolve(
     // Tasks: images, each cut into chunks of tiles when there are fewer images than threads.
     let chunks = threads().div_ceil(n.max(1)).clamp(1, tiles.max(1));
     let per = tiles.div_ceil(chunks);
+    // Where each tile's vectors go: the same for every image and channel block.
+    let segments: Vec<Vec<Segment>> = (0..tiles)
+        .map(|t| {
+            let mut segments = Vec::new();
+            flat.segments(t * tile, nv, lanes, &mut segments);
+            segments
+        })
+        .collect();
     let mut y: Vec<f32> = Vec::with_capacity(n * o * plane);
     let out = Shared(y.as_mut_ptr());
     let ntaps = flat.taps.len();
@@ -76,14 +84,6 @@ pub(super) fn convolve(
         with_scratch(flat.len, |xp| {
             flat.fill(&input[i * image..][..image], xp);
             let tiles = chunk * per..((chunk + 1) * per).min(tiles);
-            let segments: Vec<Vec<Segment>> = tiles
-                .clone()
-                .map(|t| {
-                    let mut segments = Vec::new();
-                    flat.segments(t * tile, nv, lanes, &mut segments);
-                    segments
-                })
-                .collect();
             let run = |b: usize, t: usize| {
                 let rows = (o - b * mr).min(mr);
                 let q0 = t * tile;
@@ -102,7 +102,7 @@ pub(super) fn convolve(
                         yi.add(b * mr * plane),
                         plane,
                         rows,
-                        &segments[t - tiles.start],
+                        &segments[t],
                     )
                 }
             };

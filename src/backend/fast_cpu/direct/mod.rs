@@ -55,7 +55,7 @@ impl Isa {
             if super::isa::avx512_in_use() {
                 return Some(Self::Avx512);
             }
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            if avx2_and_fma() {
                 return Some(Self::Avx2);
             }
         }
@@ -69,7 +69,7 @@ impl Isa {
         {
             match self {
                 Self::Avx512 => super::isa::cpu_has_avx512(),
-                Self::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
+                Self::Avx2 => avx2_and_fma(),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -87,7 +87,8 @@ impl Isa {
         unreachable!("no direct convolution tiles on this architecture")
     }
 
-    /// `f32` lanes per register, forward tile (channels, vectors), weight tile (channels, taps).
+    /// `f32` lanes per register, forward tile (channels, vectors of positions), weight tile
+    /// (taps, vectors of channels).
     pub(super) fn sizes(self) -> (usize, (usize, usize), (usize, usize)) {
         #[cfg(target_arch = "x86_64")]
         match self {
@@ -97,6 +98,12 @@ impl Isa {
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!("no direct convolution tiles on this architecture")
     }
+}
+
+/// Whether this CPU has AVX2 and FMA, which the `avx2` tiles need.
+#[cfg(target_arch = "x86_64")]
+fn avx2_and_fma() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
 }
 
 /// The environment variable that turns the direct kernels off (`0`): every convolution then
