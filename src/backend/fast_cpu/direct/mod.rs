@@ -6,13 +6,15 @@
 //! `hp × wp`, one after another, then zeros. Output position `(oh, ow)` is flat position
 //! `q = oh · wp + ow`, and tap `(c, i, j)` reads the input at `q + c·hp·wp + i·dh·wp + j·dw`,
 //! so that consecutive positions read consecutive inputs for every tap: the tiles load vectors
-//! of the input straight from it. Positions with `ow ≥ OW` (the padded columns) are computed
-//! and thrown away, a few per cent for the MNIST CNN (26 columns for 24 outputs).
+//! of the input straight from it. The forward pass and the input gradient compute the
+//! positions with `ow ≥ OW` (the padded columns) too and throw them away, a few per cent for
+//! the MNIST CNN (26 columns for 24 outputs); the weight gradient skips them.
 //!
 //! * forward: `y[o][q] = b[o] + Σ_tap w[o][tap] · x[q + tap]`;
 //! * weight gradient: `dW[tap][o] = Σ_i Σ_q x_i[q + tap] · dy_i[q][o]`, with `dy` transposed
-//!   onto the input's flat positions (zeros in the padded columns), over a fixed partition of
-//!   the batch as in [`conv`](super::conv);
+//!   onto the input's flat positions, one image at a time (so that its two copies stay in L2
+//!   while its tiles read them), over a fixed partition of the batch as in
+//!   [`conv`](super::conv);
 //! * input gradient (AVX-512 only, see [`Pass`]): `dxp[c][q + tap] += Σ_o w[o][c][tap] ·
 //!   dy[o][q]`, im2col's GEMM and col2im in one tile, into a padded input gradient whose
 //!   border is dropped.

@@ -123,10 +123,11 @@ macro_rules! tiles {
 
         /// One image's share of a weight-gradient tile: for taps `taps` (`MR` input offsets)
         /// and `NV · L` channels, adds `Σ_q x[q + tap] · dyt[q · ld + o]` over the flat
-        /// positions `q < positions` to `out[t · ldo + o]` (or sets it when `first`).
+        /// positions `q` of the runs `(start, len)` given, in order, to `out[t · ldo + o]`
+        /// (or sets it when `first`).
         ///
         /// # Safety
-        /// Every `x + taps[t] + q` and `dyt + q · ld + o` (`q < positions`, `o < NV · L`) is
+        /// Every `x + taps[t] + q` and `dyt + q · ld + o` (`q` in a run, `o < NV · L`) is
         /// readable, and `out[t · ldo + o]` writable.
         #[target_feature(enable = $feature)]
         #[allow(clippy::too_many_arguments)]
@@ -135,7 +136,7 @@ macro_rules! tiles {
             taps: &[usize; MR],
             dyt: *const f32,
             ld: usize,
-            positions: usize,
+            runs: &[(usize, usize)],
             out: *mut f32,
             ldo: usize,
             first: bool,
@@ -153,16 +154,18 @@ macro_rules! tiles {
                 for (p, &tap) in xs.iter_mut().zip(taps) {
                     *p = x.add(tap);
                 }
-                for q in 0..positions {
-                    let row = dyt.add(q * ld);
-                    let mut d = [zero(); NV];
-                    for (v, d) in d.iter_mut().enumerate() {
-                        *d = load(row.add(v * L));
-                    }
-                    for (a, p) in acc.iter_mut().zip(&xs) {
-                        let s = splat(*p.add(q));
-                        for (a, d) in a.iter_mut().zip(&d) {
-                            *a = fma(s, *d, *a);
+                for &(start, len) in runs {
+                    for q in start..start + len {
+                        let row = dyt.add(q * ld);
+                        let mut d = [zero(); NV];
+                        for (v, d) in d.iter_mut().enumerate() {
+                            *d = load(row.add(v * L));
+                        }
+                        for (a, p) in acc.iter_mut().zip(&xs) {
+                            let s = splat(*p.add(q));
+                            for (a, d) in a.iter_mut().zip(&d) {
+                                *a = fma(s, *d, *a);
+                            }
                         }
                     }
                 }

@@ -51,63 +51,78 @@ fn part_gradient(
 ) -> Vec<f32> {
     let (lanes, _, (mr, nv)) = isa.sizes();
     let (plane, image) = (g.oh * g.ow, g.image());
-    // The part's inputs in the flat layout, then its output gradients transposed to
-    // `[q][o_pad]` on the same positions (zeros in the padded columns and channels), in this
-    // thread's scratch buffer.
+    // One image at a time: its input in the flat layout, then its output gradient transposed
+    // to `[q][o_pad]` on the same positions (zeros in the padded columns and channels), in
+    // this thread's scratch buffer, where its tiles then find them (in L2).
     let (x_len, dy_len) = (flat.len, flat.positions * o_pad);
-    with_scratch(images.len() * (x_len + dy_len), |buf| {
-        let (xs, dys) = buf.split_at_mut(images.len() * x_len);
-        for (s, i) in images.clone().enumerate() {
-            flat.fill(&x[i * image..][..image], &mut xs[s * x_len..][..x_len]);
-            let src = &dy[i * g.o * plane..][..g.o * plane];
-            flat.spread_transposed(src, o_pad, &mut dys[s * dy_len..][..dy_len]);
-        }
-        let (xs, dys) = (&*xs, &*dys);
-        // Groups of tap blocks run in parallel, and each goes through the positions in chunks
-        // whose gradient rows stay in L1 across its blocks.
-        let mut partial = vec![0.0; k_pad * o_pad];
-        let blocks = k_pad / mr;
-        let group = blocks.div_ceil(threads().div_ceil(parts).max(1));
-        let chunk = (CHUNK_BYTES / (4 * o_pad)).max(16);
-        let window = |b: usize| -> Vec<usize> {
-            (0..mr)
-                .map(|t| flat.taps.get(b * mr + t).copied().unwrap_or(0))
-                .collect()
-        };
-        partial
-            .par_chunks_mut(group * mr * o_pad)
-            .enumerate()
-            .for_each(|(gi, rows)| {
-                let taps: Vec<Vec<usize>> = (gi * group..blocks.min((gi + 1) * group))
-                    .map(window)
-                    .collect();
-                for s in 0..images.len() {
-                    for q0 in (0..flat.positions).step_by(chunk) {
-                        let len = chunk.min(flat.positions - q0);
+    let mut partial = vec![0.0; k_pad * o_pad];
+    let blocks = k_pad / mr;
+    // Groups of tap blocks run in parallel when there are fewer parts than threads, and each
+    // goes through the positions in chunks whose gradient rows stay in L1 across its blocks.
+    let group = blocks.div_ceil(threads().div_ceil(parts).max(1));
+    let chunk = (CHUNK_BYTES / (4 * o_pad)).max(16);
+    // Each chunk's runs of positions in the output (the padded columns left out).
+    let chunks: Vec<(usize, Vec<(usize, usize)>)> = (0..flat.positions)
+        .step_by(chunk)
+        .map(|q0| (q0, runs(flat, q0..(q0 + chunk).min(flat.positions))))
+        .collect();
+    let window = |b: usize| -> Vec<usize> {
+        (0..mr)
+            .map(|t| flat.taps.get(b * mr + t).copied().unwrap_or(0))
+            .collect()
+    };
+    let groups: Vec<Vec<Vec<usize>>> = (0..blocks)
+        .step_by(group)
+        .map(|b0| (b0..blocks.min(b0 + group)).map(window).collect())
+        .collect();
+    with_scratch(x_len + dy_len, |buf| {
+        let (xs, dys) = buf.split_at_mut(x_len);
+        for (s, i) in images.enumerate() {
+            flat.fill(&x[i * image..][..image], xs);
+            flat.spread_transposed(&dy[i * g.o * plane..][..g.o * plane], o_pad, dys);
+            let (xs, dys) = (&*xs, &*dys);
+            partial
+                .par_chunks_mut(group * mr * o_pad)
+                .zip(&groups)
+                .for_each(|(rows, taps)| {
+                    for (ci, (q0, runs)) in chunks.iter().enumerate() {
                         for (bi, taps) in taps.iter().enumerate() {
                             for o0 in (0..o_pad).step_by(nv * lanes) {
-                                // SAFETY: every image's flat input holds `positions + max
-                                // tap` values and its transposed gradient `positions` rows
-                                // of `o_pad`; `rows` holds the group's `mr` rows of `o_pad`
-                                // per block, and `o0 + nv · lanes ≤ o_pad`.
+                                // SAFETY: the flat input holds `positions + max tap` values
+                                // and the transposed gradient `positions` rows of `o_pad`;
+                                // `rows` holds the group's `mr` rows of `o_pad` per block,
+                                // and `o0 + nv · lanes ≤ o_pad`.
                                 unsafe {
                                     weight_tile(
                                         isa,
-                                        xs[s * x_len + q0..].as_ptr(),
+                                        xs[*q0..].as_ptr(),
                                         taps,
-                                        dys[s * dy_len + q0 * o_pad + o0..].as_ptr(),
-                                        (o_pad, len),
+                                        dys[q0 * o_pad + o0..].as_ptr(),
+                                        (o_pad, runs),
                                         rows.as_mut_ptr().add(bi * mr * o_pad + o0),
-                                        s == 0 && q0 == 0,
+                                        s == 0 && ci == 0,
                                     )
                                 }
                             }
                         }
                     }
-                }
-            });
-        partial
+                });
+        }
+    });
+    partial
+}
+
+/// The runs `(start, len)` of output positions in `chunk` (flat positions), relative to its
+/// start: every row's first `ow` columns, the padded columns after them left out (their
+/// output gradient is zero).
+fn runs(flat: &Flat, chunk: Range<usize>) -> Vec<(usize, usize)> {
+    let rows = chunk.start / flat.wp..chunk.end.div_ceil(flat.wp).min(flat.oh);
+    rows.filter_map(|r| {
+        let lo = (r * flat.wp).max(chunk.start);
+        let hi = (r * flat.wp + flat.ow).min(chunk.end);
+        (lo < hi).then(|| (lo - chunk.start, hi - lo))
     })
+    .collect()
 }
 
 /// [`simd`](super::simd)'s weight tile for `isa`: taps `taps` (taps past the last read the first
@@ -117,7 +132,7 @@ unsafe fn weight_tile(
     x: *const f32,
     taps: &[usize],
     dyt: *const f32,
-    (ld, positions): (usize, usize),
+    (ld, runs): (usize, &[(usize, usize)]),
     out: *mut f32,
     first: bool,
 ) {
@@ -130,15 +145,15 @@ unsafe fn weight_tile(
             match isa {
                 Isa::Avx512 => {
                     let taps = taps.try_into().expect("a tile's taps");
-                    avx512::weight::<{ A.0 }, { A.1 }>(x, taps, dyt, ld, positions, out, ld, first)
+                    avx512::weight::<{ A.0 }, { A.1 }>(x, taps, dyt, ld, runs, out, ld, first)
                 }
                 Isa::Avx2 => {
                     let taps = taps.try_into().expect("a tile's taps");
-                    avx2::weight::<{ B.0 }, { B.1 }>(x, taps, dyt, ld, positions, out, ld, first)
+                    avx2::weight::<{ B.0 }, { B.1 }>(x, taps, dyt, ld, runs, out, ld, first)
                 }
             }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (isa, x, taps, dyt, ld, positions, out, first);
+    let _ = (isa, x, taps, dyt, ld, runs, out, first);
 }
