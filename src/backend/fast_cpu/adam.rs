@@ -121,11 +121,23 @@ fn step(
         .zip(ms.par_chunks_mut(CHUNK))
         .zip(vs.par_chunks_mut(CHUNK))
         .zip(g.par_chunks(CHUNK))
-        .for_each(|(((p, m), v), g)| {
-            for (((p, m), v), g) in p.iter_mut().zip(m).zip(v).zip(g) {
-                let moments = (!first).then_some((*m, *v));
-                (*m, *v, *p) = s.apply(*p, *g, moments);
-            }
-        });
+        .for_each(|(((p, m), v), g)| update(s, first, p, m, v, g));
     (m, v, p)
+}
+
+/// One chunk's update, `first` decided once per chunk and the slices cut to one length, so
+/// that the compiler turns the loop into vector instructions (the square root and the quotient
+/// included, which round as the scalar ones do).
+fn update(s: AdamScalars, first: bool, p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]) {
+    let n = p.len();
+    let (m, v, g) = (&mut m[..n], &mut v[..n], &g[..n]);
+    if first {
+        for i in 0..n {
+            (m[i], v[i], p[i]) = s.apply(p[i], g[i], None);
+        }
+    } else {
+        for i in 0..n {
+            (m[i], v[i], p[i]) = s.apply(p[i], g[i], Some((m[i], v[i])));
+        }
+    }
 }
