@@ -22,6 +22,26 @@ pub(super) struct Segment {
     pub base: isize,
 }
 
+/// The rank-1 update of the forward and input-gradient tiles: `acc[m][v] += w[m] · x[v·L ..]`
+/// for the `MR` weights at `w` and the `NV` vectors at `x` (the module's `zero`, `load`,
+/// `splat`, `fma`, `L`, and the tile's `MR`, `NV`, in scope where it is used).
+#[cfg(target_arch = "x86_64")]
+macro_rules! rank1 {
+    ($acc:ident, $w:expr, $x:expr) => {{
+        let (w, x) = ($w, $x);
+        let mut xv = [zero(); NV];
+        for (v, xv) in xv.iter_mut().enumerate() {
+            *xv = load(x.add(v * L));
+        }
+        for (m, row) in $acc.iter_mut().enumerate() {
+            let s = splat(*w.add(m));
+            for (a, xv) in row.iter_mut().zip(&xv) {
+                *a = fma(s, *xv, *a);
+            }
+        }
+    }};
+}
+
 /// The tile bodies, for the module's `V`, `L`, `zero`, `splat`, `load`, `fma`, `store_lanes`,
 /// `hsum` and target feature string.
 #[cfg(target_arch = "x86_64")]
@@ -57,17 +77,7 @@ macro_rules! tiles {
                 }
                 let mut wt = w;
                 for &tap in taps {
-                    let xt = x.add(tap);
-                    let mut xv = [zero(); NV];
-                    for (v, xv) in xv.iter_mut().enumerate() {
-                        *xv = load(xt.add(v * L));
-                    }
-                    for (m, row) in acc.iter_mut().enumerate() {
-                        let s = splat(*wt.add(m));
-                        for (a, xv) in row.iter_mut().zip(&xv) {
-                            *a = fma(s, *xv, *a);
-                        }
-                    }
+                    rank1!(acc, wt, x.add(tap));
                     wt = wt.add(MR);
                 }
                 for (m, row) in acc.iter().enumerate().take(rows) {
@@ -99,16 +109,7 @@ macro_rules! tiles {
                 let mut acc = [[zero(); NV]; MR];
                 let (mut wt, mut d) = (w, dy);
                 for _ in 0..k {
-                    let mut xv = [zero(); NV];
-                    for (v, xv) in xv.iter_mut().enumerate() {
-                        *xv = load(d.add(v * L));
-                    }
-                    for (m, row) in acc.iter_mut().enumerate() {
-                        let s = splat(*wt.add(m));
-                        for (a, xv) in row.iter_mut().zip(&xv) {
-                            *a = fma(s, *xv, *a);
-                        }
-                    }
+                    rank1!(acc, wt, d);
                     wt = wt.add(MR);
                     d = d.add(ld);
                 }
