@@ -37,7 +37,7 @@ pub(crate) fn input_backward(isa: Isa, dy: &[f32], w: &[f32], g: &Geom) -> Vec<f
     let blocks = g.c.div_ceil(mr);
     let k = g.k();
     // Weights `[tap][block][o][mr]`: w[o][c][tap] for channel c = block · mr + m.
-    let per_tap = pack(g.c, g.o, mr, |_, _| 0.0).len();
+    let per_tap = blocks * g.o * mr;
     let packed: Vec<f32> = (0..taps.len())
         .flat_map(|t| pack(g.c, g.o, mr, move |c, o| w[o * k + c * taps.len() + t]))
         .collect();
