@@ -7,9 +7,12 @@
 //! * [`forward`](avx512::forward): `MR` output channels × `NV` vectors of consecutive flat
 //!   positions; per tap, `NV` loads of the input, `MR` broadcasts of packed weights and
 //!   `MR · NV` fused multiply-adds, summed in tap order.
-//! * [`weight`](avx512::weight): `MR` output channels × `NK` taps; per vector of positions, `MR`
-//!   loads of the output gradient and `NK` loads of the input, lane-wise sums over the positions
-//!   of every image given, then one horizontal sum per value.
+//! * [`weight`](avx512::weight): `MR` taps × `NV` vectors of output channels; per flat
+//!   position, `NV` loads of the transposed output gradient, `MR` broadcasts of the input and
+//!   `MR · NV` fused multiply-adds, summed in position order over the runs given.
+//! * [`scatter`](avx512::scatter): the input gradient's `MR` channels × `NV` vectors of flat
+//!   positions; the forward tile's rank-1 updates over the output-gradient channels, then
+//!   added to the padded input gradient.
 
 /// Where one vector of a forward tile goes: lanes `lo..hi` to `base + lane`, with `base` the
 /// offset (from the output channel's plane) of lane 0. `base` may be negative: only lanes
