@@ -228,11 +228,26 @@ pub(super) unsafe fn written_in(
     out
 }
 
+/// `n` zeros, written in parallel chunks of at least `chunk` values when there are several: a
+/// large `vec![0.0; n]` is zeroed by one thread.
+pub(super) fn zeroed(n: usize, chunk: usize) -> Vec<f32> {
+    let chunk = chunk.max(1 << 14);
+    if n <= chunk {
+        return vec![0.0; n];
+    }
+    // SAFETY: `filled` initialises every chunk.
+    unsafe {
+        written_in(n, chunk, |_, values| {
+            filled(values, 0.0);
+        })
+    }
+}
+
 /// `values`, every one set to `v`, as initialised values.
-pub(super) fn filled(values: &mut [MaybeUninit<f32>], v: f32) -> &mut [f32] {
+pub(super) fn filled<T: Copy>(values: &mut [MaybeUninit<T>], v: T) -> &mut [T] {
     values.fill(MaybeUninit::new(v));
-    // SAFETY: every value was just written; `MaybeUninit<f32>` has `f32`'s layout.
-    unsafe { &mut *(values as *mut [MaybeUninit<f32>] as *mut [f32]) }
+    // SAFETY: every value was just written; `MaybeUninit<T>` has `T`'s layout.
+    unsafe { &mut *(values as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
 /// Threads of the rayon pool the kernels run on.

@@ -9,10 +9,9 @@
 use burn_backend::DType;
 use burn_flex::FlexTensor;
 use gemm::Parallelism;
-use rayon::prelude::*;
 
 use super::fast;
-use super::kernels::{Mat, f32_tensor, matmul};
+use super::kernels::{Mat, f32_tensor, filled, matmul, written_in, zeroed};
 
 /// Products smaller than this (m·n·k) run as one GEMM on the calling thread.
 const MIN_SPLIT: usize = 1 << 20;
@@ -55,30 +54,34 @@ pub(super) fn matmul_2d(
     if !fast() || k != kb {
         return flex(lhs, rhs);
     }
-    let mut out = vec![0.0; m * n];
     let rhs_m = Mat::strided(b, k, n, brs, bcs);
     // Few rows and a wide output (the fc1 input gradient, 64 × 128 · 128 × 9216): each block
     // of rows would pack the whole right operand again, and one GEMM on gemm's own threads was
     // faster (0.49–0.52 vs 0.61–0.68 ms with AVX-512, 0.80 vs 0.96 with FMA, 2 cores); with a
     // narrow output (the fc1 forward, 64 × 9216 · 9216 × 128) the blocks stay faster.
     let wide = n >= 16 * m;
-    if m * n * k < MIN_SPLIT || m < 2 * block_rows(m) || wide {
+    let out = if m * n * k < MIN_SPLIT || m < 2 * block_rows(m) || wide {
         let lhs_m = Mat::strided(a, m, k, ars, acs);
         let par = if m * n * k < MIN_SPLIT {
             Parallelism::None
         } else {
             Parallelism::Rayon(0)
         };
+        // Zeroed in parallel when large (the fc1 input gradient is 2.25 MiB).
+        let mut out = zeroed(m * n, n);
         matmul(&mut out, n, lhs_m, rhs_m, false, par);
+        out
     } else {
         let rows = block_rows(m);
-        out.par_chunks_mut(rows * n)
-            .enumerate()
-            .for_each(|(i, dst)| {
-                let r = dst.len() / n;
-                let lhs_m = Mat::strided(&a[i * rows * ars..], r, k, ars, acs);
+        // SAFETY: `filled` initialises each block before its product overwrites it.
+        unsafe {
+            written_in(m * n, rows * n, |start, dst| {
+                let dst = filled(dst, 0.0);
+                let (i, r) = (start / n, dst.len() / n);
+                let lhs_m = Mat::strided(&a[i * ars..], r, k, ars, acs);
                 matmul(dst, n, lhs_m, rhs_m, false, Parallelism::None);
-            });
-    }
+            })
+        }
+    };
     f32_tensor(out, &[m, n])
 }

@@ -198,25 +198,30 @@ fn pool_plane_padded(x: &[f32], g: &PoolGeom, out: &mut [f32], mut idx: Option<&
 }
 
 /// Max-pool of `x` `[n, c, h, w]`: the output and, when `with_indices`, the argmax indices.
+/// Each plane's values are written by the task that pools it (not zeroed first on one thread).
 pub(super) fn forward(x: &[f32], g: &PoolGeom, with_indices: bool) -> (Vec<f32>, Vec<i64>) {
     let (ip, op) = (g.input_plane().max(1), g.output_plane());
-    let mut out = vec![0.0; g.planes * op];
+    let n = g.planes * op;
     if op == 0 {
-        return (out, Vec::new());
+        return (vec![0.0; n], Vec::new());
     }
+    let mut out: Vec<f32> = Vec::with_capacity(n);
+    let mut idx: Vec<i64> = Vec::with_capacity(if with_indices { n } else { 0 });
+    let planes = out.spare_capacity_mut()[..n]
+        .par_chunks_mut(op)
+        .zip(x.par_chunks(ip));
     if with_indices {
-        let mut idx = vec![0i64; g.planes * op];
-        out.par_chunks_mut(op)
-            .zip(idx.par_chunks_mut(op))
-            .zip(x.par_chunks(ip))
-            .for_each(|((o, i), xp)| pool_plane(xp, g, o, Some(i)));
-        (out, idx)
+        planes
+            .zip(idx.spare_capacity_mut()[..n].par_chunks_mut(op))
+            .for_each(|((o, xp), i)| pool_plane(xp, g, filled(o, 0.0), Some(filled(i, 0))));
+        // SAFETY: `filled` initialised every chunk of both vectors; the chunks cover `0..n`.
+        unsafe { idx.set_len(n) };
     } else {
-        out.par_chunks_mut(op)
-            .zip(x.par_chunks(ip))
-            .for_each(|(o, xp)| pool_plane(xp, g, o, None));
-        (out, Vec::new())
+        planes.for_each(|(o, xp)| pool_plane(xp, g, filled(o, 0.0), None));
     }
+    // SAFETY: as above, for the output.
+    unsafe { out.set_len(n) };
+    (out, idx)
 }
 
 /// The gradient with respect to the input of a max-pool: `dy` `[n, c, oh, ow]` added at the
