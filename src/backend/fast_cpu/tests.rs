@@ -203,11 +203,15 @@ fn dropout_masks_drawn_in_chunks_are_one_sequential_stream() {
             .num_threads(threads)
             .build()
             .unwrap();
-        let mut rng = ChaCha8Rng::seed_from_u64(11);
-        for (n, want) in sizes.iter().zip(&expected) {
-            let got = pool.install(|| super::random::draw(&mut rng, *n, p));
-            assert!(got == *want, "{threads} threads, mask of {n}");
+        // Both sources of words: this CPU's (`draw`) and `rand_chacha`'s.
+        for here in [true, false] {
+            let mut rng = ChaCha8Rng::seed_from_u64(11);
+            for (n, want) in sizes.iter().zip(&expected) {
+                let stream = super::chacha::Stream::of(&rng).filter(|_| here);
+                let got = pool.install(|| super::random::draw_with(&mut rng, *n, p, stream));
+                assert!(got == *want, "{threads} threads, {here}, mask of {n}");
+            }
+            assert_eq!(rng.get_word_pos(), reference.get_word_pos());
         }
-        assert_eq!(rng.get_word_pos(), reference.get_word_pos());
     }
 }
