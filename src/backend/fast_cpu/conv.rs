@@ -22,7 +22,9 @@ use gemm::Parallelism;
 use rayon::prelude::*;
 
 use super::direct::{self, Pass};
-use super::kernels::{Mat, add_into, filled, inner_par, matmul, sum, with_scratch, written_in};
+use super::kernels::{
+    Mat, add_into, filled, inner_par, matmul, sum, sums, with_scratch, written_in,
+};
 
 /// Shapes of one convolution: input `[n, c, h, w]`, weight `[o, c, kh, kw]`, output
 /// `[n, o, oh, ow]`.
@@ -334,8 +336,10 @@ const PARTIALS_BYTES: usize = 64 << 20;
 /// Upper bound on the number of parts the batch is cut into for the weight gradient.
 const MAX_PARTS: usize = 16;
 
-/// The gradient with respect to the weight `[o, c, kh, kw]`.
-pub(crate) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32> {
+/// The gradients with respect to the weight `[o, c, kh, kw]` and the bias `[o]`: the bias
+/// gradient is summed from each image's output gradient while the weight gradient has it in
+/// cache, and is [`bias_backward`]'s, bit for bit.
+pub(crate) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> (Vec<f32>, Vec<f32>) {
     match direct::usable(g, Pass::Weight) {
         Some(isa) => direct::weight_backward(isa, x, dy, g),
         None => im2col_weight_backward(x, dy, g),
@@ -343,17 +347,18 @@ pub(crate) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32> {
 }
 
 /// [`weight_backward`] as im2col and GEMM.
-pub(crate) fn im2col_weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32> {
+pub(crate) fn im2col_weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> (Vec<f32>, Vec<f32>) {
     let (k, l, size) = (g.k(), g.l(), g.o * g.k());
     if g.n == 0 || size == 0 || l == 0 {
-        return vec![0.0; size];
+        return (vec![0.0; size], bias_backward(dy, g.n, g.o, l));
     }
     let parts = batch_parts(g.n, size);
     let par = inner_par(parts.len());
-    let partials: Vec<Vec<f32>> = parts
+    let (partials, sums): (Vec<Vec<f32>>, Vec<Vec<f32>>) = parts
         .into_par_iter()
         .map(|images| {
             let mut acc = vec![0.0; size];
+            let mut sums = Vec::with_capacity(images.len() * g.o);
             let mut first = true;
             for i in images {
                 let dyi = &dy[i * g.o * l..(i + 1) * g.o * l];
@@ -372,11 +377,33 @@ pub(crate) fn im2col_weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32
                     }
                     first = false;
                 }
+                plane_sums(dyi, g.o, l, &mut sums);
             }
-            acc
+            (acc, sums)
         })
-        .collect();
-    add_parts(partials, size)
+        .unzip();
+    (
+        add_parts(partials, size),
+        bias_of_plane_sums(&sums.concat(), g.n, g.o),
+    )
+}
+
+/// Appends the sums of one image's `o` output-gradient planes of `l` values to `out`, each as
+/// [`bias_backward`] sums it (four planes side by side, [`sums`]).
+pub(super) fn plane_sums(dyi: &[f32], o: usize, l: usize, out: &mut Vec<f32>) {
+    let plane = |c: usize| &dyi[c * l..][..l];
+    for c in (0..o / 4 * 4).step_by(4) {
+        out.extend(sums([plane(c), plane(c + 1), plane(c + 2), plane(c + 3)]));
+    }
+    out.extend((o / 4 * 4..o).map(|c| sum(plane(c))));
+}
+
+/// The bias gradient from the plane sums of every image (`[n][o]`), added in image order as
+/// [`bias_backward`] adds them.
+pub(super) fn bias_of_plane_sums(plane_sums: &[f32], n: usize, o: usize) -> Vec<f32> {
+    (0..o)
+        .map(|c| (0..n).map(|i| plane_sums[i * o + c]).sum())
+        .collect()
 }
 
 /// The batch of `n` images cut into parts for a weight gradient of `size` values per part:

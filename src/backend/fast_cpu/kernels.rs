@@ -279,6 +279,29 @@ pub(super) fn sum(x: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + rest
 }
 
+/// [`sum`] of each of `K` slices of one length, bit for bit, with the `K` chains of additions
+/// interleaved: one chain waits on each addition's latency, `K` of them keep the adders busy.
+pub(super) fn sums<const K: usize>(xs: [&[f32]; K]) -> [f32; K] {
+    let len = xs.first().map_or(0, |x| x.len());
+    assert!(
+        xs.iter().all(|x| x.len() == len),
+        "sums: slices of different lengths"
+    );
+    let full = len / 8 * 8;
+    let mut acc = [[0f32; 8]; K];
+    for at in (0..full).step_by(8) {
+        for (a, x) in acc.iter_mut().zip(&xs) {
+            for (a, v) in a.iter_mut().zip(&x[at..at + 8]) {
+                *a += v;
+            }
+        }
+    }
+    std::array::from_fn(|k| {
+        let rest: f32 = xs[k][full..].iter().sum();
+        acc[k].iter().sum::<f32>() + rest
+    })
+}
+
 /// `total += part`, element-wise.
 pub(super) fn add_into(total: &mut [f32], part: &[f32]) {
     for (t, p) in total.iter_mut().zip(part) {

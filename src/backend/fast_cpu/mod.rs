@@ -45,6 +45,7 @@ use burn_flex::{Flex, FlexDevice, FlexQTensor, FlexTensor};
 use super::profile::CallCounter;
 
 pub mod adam;
+mod bias_grad;
 mod chacha;
 mod conv;
 mod direct;

@@ -11,7 +11,7 @@ use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
 use burn_flex::{Flex, FlexTensor};
 
 use super::kernels::{dims, f32_tensor, i64_tensor, is_f32};
-use super::{FAST_CALLS, FastCpu, conv, delegate, fast, pool};
+use super::{FAST_CALLS, FastCpu, bias_grad, conv, delegate, fast, pool};
 use crate::backend::profile::timed;
 
 /// The convolution geometry when the fast kernels handle it.
@@ -105,7 +105,8 @@ impl ModuleOps<Self> for FastCpu {
             match backward_geom(&x, &weight, &output_grad, &options) {
                 Some(g) => {
                     let (x, dy) = (x.to_contiguous(), output_grad.to_contiguous());
-                    let dw = conv::weight_backward(x.storage(), dy.storage(), &g);
+                    let (dw, bias) = conv::weight_backward(x.storage(), dy.storage(), &g);
+                    bias_grad::hand(&output_grad, bias);
                     f32_tensor(dw, &[g.o, g.c, g.kh, g.kw])
                 }
                 None => Flex::conv2d_weight_backward(x, weight, output_grad, options),
@@ -121,8 +122,11 @@ impl ModuleOps<Self> for FastCpu {
         timed("conv2d_bias_backward", || match &dims(&output_grad)[..] {
             &[n, o, oh, ow] if fast() && is_f32(&output_grad) && dims(&bias) == [o] => {
                 FAST_CALLS.count();
-                let dy = output_grad.to_contiguous();
-                f32_tensor(conv::bias_backward(dy.storage(), n, o, oh * ow), &[o])
+                let bias = bias_grad::take(&output_grad).unwrap_or_else(|| {
+                    let dy = output_grad.to_contiguous();
+                    conv::bias_backward(dy.storage(), n, o, oh * ow)
+                });
+                f32_tensor(bias, &[o])
             }
             _ => Flex::conv2d_bias_backward(x, bias, output_grad),
         })

@@ -4,7 +4,7 @@
 use burn_backend::ops::ConvOptions;
 
 use super::conv::{Geom, col2im_for_test, im2col_for_test};
-use super::kernels::{Mat, matmul, sum};
+use super::kernels::{Mat, matmul, sum, sums};
 
 fn geom(
     x: [usize; 4],
@@ -212,6 +212,28 @@ fn dropout_masks_drawn_in_chunks_are_one_sequential_stream() {
                 assert!(got == *want, "{threads} threads, {here}, mask of {n}");
             }
             assert_eq!(rng.get_word_pos(), reference.get_word_pos());
+        }
+    }
+}
+
+/// Interleaved sums are [`sum`]'s, bit for bit, on lengths with and without a remainder of 8.
+#[test]
+fn interleaved_sums_are_single_sums() {
+    for len in [0, 5, 8, 576, 677] {
+        let xs: Vec<Vec<f32>> = (0..3)
+            .map(|k| {
+                (0..len)
+                    .map(|i| ((i * 7 + k * 13) % 17) as f32 * 0.37 - 2.9)
+                    .collect()
+            })
+            .collect();
+        let got = sums([&xs[0][..], &xs[1], &xs[2]]);
+        for (k, x) in xs.iter().enumerate() {
+            assert_eq!(
+                got[k].to_bits(),
+                sum(x).to_bits(),
+                "length {len}, slice {k}"
+            );
         }
     }
 }

@@ -18,7 +18,7 @@ pub(super) fn conv2d_weight(
         Some(g) => {
             super::CPU_CALLS.count();
             let (x, dy) = (x.tensor.contiguous(), dy.tensor.contiguous());
-            let dw = conv_weight_backward(f32_slice(&x), f32_slice(&dy), &g);
+            let (dw, _) = conv_weight_backward(f32_slice(&x), f32_slice(&dy), &g);
             cpu_tensor(&dw, &[g.o, g.c, g.kh, g.kw])
         }
         None => <LibTorch as ModuleOps<LibTorch>>::conv2d_weight_backward(x, weight, dy, options),

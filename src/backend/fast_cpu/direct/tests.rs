@@ -6,7 +6,9 @@
 
 use burn_backend::ops::ConvOptions;
 
-use super::super::conv::{Geom, im2col_forward, im2col_weight_backward, im2col_x_backward};
+use super::super::conv::{
+    Geom, bias_backward, im2col_forward, im2col_weight_backward, im2col_x_backward,
+};
 use super::{Isa, forward, input_backward, weight_backward};
 
 fn geom(x: [usize; 4], w: [usize; 4], pad: [usize; 2], dil: [usize; 2]) -> Geom {
@@ -90,11 +92,16 @@ fn direct_convolution_matches_im2col() {
                 &input_backward(isa, &dy, &w, &g),
                 &im2col_x_backward(&dy, &w, &g),
             );
-            let want = im2col_weight_backward(&x, &dy, &g);
-            assert_close(
-                &format!("weight gradient {what}"),
-                &weight_backward(isa, &x, &dy, &g),
-                &want,
+            let (want, im2col_bias) = im2col_weight_backward(&x, &dy, &g);
+            let (dw, bias) = weight_backward(isa, &x, &dy, &g);
+            assert_close(&format!("weight gradient {what}"), &dw, &want);
+            // The bias gradient summed beside the weight's is the bias pass's, bit for bit.
+            let want = bias_backward(&dy, g.n, g.o, g.oh * g.ow);
+            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert!(bits(&bias) == bits(&want), "bias gradient {what}");
+            assert!(
+                bits(&im2col_bias) == bits(&want),
+                "bias gradient, im2col, {what}"
             );
         }
     }
@@ -117,7 +124,7 @@ fn direct_convolution_gives_the_same_bits_on_any_thread_count() {
                 pool.install(|| {
                     (
                         forward(isa, &x, &w, None, &g),
-                        weight_backward(isa, &x, &dy, &g),
+                        weight_backward(isa, &x, &dy, &g).0,
                         input_backward(isa, &dy, &w, &g),
                     )
                 })

@@ -1,11 +1,14 @@
 //! The weight gradient: `dW[tap][o] = Σ_i Σ_q x_i[q + tap] · dy_i[q][o]`, in tiles of `MR`
-//! taps × `NV` vectors of output channels, over a fixed partition of the batch.
+//! taps × `NV` vectors of output channels, over a fixed partition of the batch; and the bias
+//! gradient, from each image's output gradient while it is in cache for those tiles.
 
 use rayon::prelude::*;
 
 use std::ops::Range;
 
-use super::super::conv::{Geom, add_parts, batch_parts};
+use super::super::conv::{
+    Geom, add_parts, batch_parts, bias_backward, bias_of_plane_sums, plane_sums as sum_planes,
+};
 use super::super::kernels::{threads, with_scratch};
 use super::Isa;
 use super::flat::Flat;
@@ -15,10 +18,13 @@ use super::simd::{avx2, avx512};
 /// Bytes of output-gradient rows a weight tile goes through before the next tile takes them.
 const CHUNK_BYTES: usize = 16 << 10;
 
-/// The gradient with respect to the weight `[o, c, kh, kw]` (`usable` gave `isa`).
-pub(crate) fn weight_backward(isa: Isa, x: &[f32], dy: &[f32], g: &Geom) -> Vec<f32> {
+/// The gradients with respect to the weight `[o, c, kh, kw]` and the bias `[o]` (`usable` gave
+/// `isa`). The bias gradient is [`bias_backward`]'s, bit for bit: the same sum of each plane,
+/// the planes' sums added in image order.
+pub(crate) fn weight_backward(isa: Isa, x: &[f32], dy: &[f32], g: &Geom) -> (Vec<f32>, Vec<f32>) {
     if g.n == 0 || g.o * g.k() == 0 {
-        return vec![0.0; g.o * g.k()];
+        let bias = bias_backward(dy, g.n, g.o, g.oh * g.ow);
+        return (vec![0.0; g.o * g.k()], bias);
     }
     let (lanes, _, (mr, nv)) = isa.sizes();
     let flat = Flat::new([g.c, g.h, g.w], g.pad, g.dil, [g.kh, g.kw], 1);
@@ -27,19 +33,21 @@ pub(crate) fn weight_backward(isa: Isa, x: &[f32], dy: &[f32], g: &Geom) -> Vec<
     let pads = (o_pad, k_pad);
     let parts = batch_parts(g.n, k_pad * o_pad);
     let count = parts.len();
-    let partials: Vec<Vec<f32>> = parts
+    let (partials, plane_sums): (Vec<Vec<f32>>, Vec<Vec<f32>>) = parts
         .into_par_iter()
         .map(|images| part_gradient(isa, &flat, (x, dy), g, images, pads, count))
-        .collect();
+        .unzip();
     let total = add_parts(partials, k_pad * o_pad);
     let mut dw = Vec::with_capacity(g.o * k);
     for o in 0..g.o {
         dw.extend((0..k).map(|t| total[t * o_pad + o]));
     }
-    dw
+    // `[n][o]`: the parts are consecutive images, in order.
+    (dw, bias_of_plane_sums(&plane_sums.concat(), g.n, g.o))
 }
 
-/// The weight gradient `[k_pad][o_pad]` of one part (`images`) of the batch, one of `parts`.
+/// The weight gradient `[k_pad][o_pad]` of one part (`images`) of the batch, one of `parts`,
+/// and the sums of its output-gradient planes (`[images][o]`).
 fn part_gradient(
     isa: Isa,
     flat: &Flat,
@@ -48,7 +56,7 @@ fn part_gradient(
     images: Range<usize>,
     (o_pad, k_pad): (usize, usize),
     parts: usize,
-) -> Vec<f32> {
+) -> (Vec<f32>, Vec<f32>) {
     let (lanes, _, (mr, nv)) = isa.sizes();
     let (plane, image) = (g.oh * g.ow, g.image());
     // One image at a time: its input in the flat layout, then its output gradient transposed
@@ -56,6 +64,7 @@ fn part_gradient(
     // this thread's scratch buffer, where its tiles then find them (in L2).
     let (x_len, dy_len) = (flat.len, flat.positions * o_pad);
     let mut partial = vec![0.0; k_pad * o_pad];
+    let mut plane_sums = Vec::with_capacity(images.len() * g.o);
     let blocks = k_pad / mr;
     // Groups of tap blocks run in parallel when there are fewer parts than threads, and each
     // goes through the positions in chunks whose gradient rows stay in L1 across its blocks.
@@ -79,7 +88,9 @@ fn part_gradient(
         let (xs, dys) = buf.split_at_mut(x_len);
         for (s, i) in images.enumerate() {
             flat.fill(&x[i * image..][..image], xs);
-            flat.spread_transposed(&dy[i * g.o * plane..][..g.o * plane], o_pad, dys);
+            let dyi = &dy[i * g.o * plane..][..g.o * plane];
+            flat.spread_transposed(dyi, o_pad, dys);
+            sum_planes(dyi, g.o, plane, &mut plane_sums);
             let (xs, dys) = (&*xs, &*dys);
             partial
                 .par_chunks_mut(group * mr * o_pad)
@@ -109,7 +120,7 @@ fn part_gradient(
                 });
         }
     });
-    partial
+    (partial, plane_sums)
 }
 
 /// The runs `(start, len)` of output positions in `chunk` (flat positions), relative to its
