@@ -228,21 +228,29 @@ pub fn preflight() -> Result<serde_json::Value> {
 
 /// [`dispatch`] after the GPU [`preflight`] of a CUDA device (for commands that do not keep
 /// its report).
-pub fn dispatch_checked<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
+pub fn dispatch_checked<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output>
+where
+    J: Send,
+    J::Output: Send,
+{
     preflight_for(placement, "[trainer]")?;
     dispatch(placement, job)
 }
 
 /// Runs `job` on the backend and device of `placement` (training preflights a CUDA device
 /// first: [`preflight`], called by the launcher).
-pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
+pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output>
+where
+    J: Send,
+    J::Output: Send,
+{
     match (placement.backend, placement.device) {
         (BackendKind::Flex | BackendKind::FlexPlain, _) => {
             fast_cpu::set_kernels(match placement.backend {
                 BackendKind::FlexPlain => Kernels::Plain,
                 _ => Kernels::Fast,
             });
-            job.run::<Autodiff<FastCpu>>(burn_flex::FlexDevice, placement)
+            on_rayon_pool(|| job.run::<Autodiff<FastCpu>>(burn_flex::FlexDevice, placement))
         }
         #[cfg(feature = "tch")]
         (BackendKind::Tch | BackendKind::TchPlain, device) => {
@@ -281,6 +289,17 @@ pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output
             placement.device
         ))),
     }
+}
+
+/// Runs `f` on a thread of rayon's global pool, the pool the CPU kernels split their work on.
+/// From any other thread, every parallel operation would hand its work to the pool and sleep
+/// until it is done: two thread wake-ups per operation, about 0.5 ms of a 17 ms MNIST step on
+/// 2 cores. From a pool thread, the operation's first part runs at once on that thread.
+fn on_rayon_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if rayon::current_thread_index().is_some() {
+        return f();
+    }
+    rayon::scope(|_| f())
 }
 
 /// Every (backend, device) pair this binary could use here, for benchmarks.

@@ -28,7 +28,7 @@ pub struct Launch {
 }
 
 /// A training command's job, built for whichever backend the launcher dispatches to.
-pub trait JobFactory {
+pub trait JobFactory: Send {
     type Job<B: AutodiffBackend>: Job<B>;
     /// Command name for logs (`train-mnist`).
     fn name(&self) -> &'static str;

@@ -196,7 +196,7 @@ pub fn prepare(paths: &CohortPaths, how: &Split) -> Result<Prepared> {
 /// directory behind).
 struct Factory<M> {
     run: GnnRun,
-    model: PhantomData<M>,
+    model: PhantomData<fn() -> M>,
 }
 
 impl<M: GnnModel> JobFactory for Factory<M> {
