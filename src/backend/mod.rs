@@ -164,9 +164,9 @@ pub fn ensure_cuda_driver() -> Result<()> {
     }
 }
 
-/// A job written once, generic over the backend.
-pub trait BackendJob {
-    type Output;
+/// A job written once, generic over the backend (sent to a thread of rayon's pool on the CPU).
+pub trait BackendJob: Send {
+    type Output: Send;
     fn run<B: AutodiffBackend>(
         self,
         device: B::Device,
@@ -228,22 +228,14 @@ pub fn preflight() -> Result<serde_json::Value> {
 
 /// [`dispatch`] after the GPU [`preflight`] of a CUDA device (for commands that do not keep
 /// its report).
-pub fn dispatch_checked<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output>
-where
-    J: Send,
-    J::Output: Send,
-{
+pub fn dispatch_checked<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
     preflight_for(placement, "[trainer]")?;
     dispatch(placement, job)
 }
 
 /// Runs `job` on the backend and device of `placement` (training preflights a CUDA device
 /// first: [`preflight`], called by the launcher).
-pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output>
-where
-    J: Send,
-    J::Output: Send,
-{
+pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
     match (placement.backend, placement.device) {
         (BackendKind::Flex | BackendKind::FlexPlain, _) => {
             fast_cpu::set_kernels(match placement.backend {
