@@ -55,7 +55,7 @@ pub(super) fn convolve(
     bias: Option<&[f32]>,
     o: usize,
 ) -> Vec<f32> {
-    let (lanes, (mr, nv), _) = isa.sizes();
+    let (lanes, (mr, nv)) = isa.sizes();
     let (plane, image) = (flat.oh * flat.ow, flat.c * flat.h * flat.w);
     let blocks = o.div_ceil(mr);
     let mut bias_packed = vec![0.0; blocks * mr];
@@ -150,7 +150,7 @@ unsafe fn forward_tile(
 
 /// `conv2d(x, w) + b` as `[n, o, oh, ow]` (`usable` gave `isa`).
 pub(crate) fn forward(isa: Isa, x: &[f32], w: &[f32], b: Option<&[f32]>, g: &Geom) -> Vec<f32> {
-    let (lanes, (mr, nv), _) = isa.sizes();
+    let (lanes, (mr, nv)) = isa.sizes();
     let flat = Flat::new([g.c, g.h, g.w], g.pad, g.dil, [g.kh, g.kw], nv * lanes);
     debug_assert_eq!((flat.oh, flat.ow), (g.oh, g.ow));
     let k = g.k();

@@ -89,13 +89,25 @@ impl Isa {
         unreachable!("no direct convolution tiles on this architecture")
     }
 
-    /// `f32` lanes per register, forward tile (channels, vectors of positions), weight tile
-    /// (taps, vectors of channels).
-    pub(super) fn sizes(self) -> (usize, (usize, usize), (usize, usize)) {
+    /// `f32` lanes per register and the forward tile (channels, vectors of positions).
+    pub(super) fn sizes(self) -> (usize, (usize, usize)) {
         #[cfg(target_arch = "x86_64")]
         match self {
-            Self::Avx512 => (avx512::L, avx512::FORWARD, avx512::WEIGHT),
-            Self::Avx2 => (avx2::L, avx2::FORWARD, avx2::WEIGHT),
+            Self::Avx512 => (avx512::L, avx512::FORWARD),
+            Self::Avx2 => (avx2::L, avx2::FORWARD),
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("no direct convolution tiles on this architecture")
+    }
+
+    /// `f32` lanes per register and the weight-gradient tile (taps, vectors of channels) for
+    /// `o` output channels: AVX-512's narrow tile for 17 to 32 channels.
+    pub(super) fn weight_sizes(self, o: usize) -> (usize, (usize, usize)) {
+        #[cfg(target_arch = "x86_64")]
+        match self {
+            Self::Avx512 if narrow(o) => (avx512::L, avx512::WEIGHT_NARROW),
+            Self::Avx512 => (avx512::L, avx512::WEIGHT),
+            Self::Avx2 => (avx2::L, avx2::WEIGHT),
         }
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!("no direct convolution tiles on this architecture")
@@ -128,12 +140,17 @@ pub(crate) enum Pass {
     Input,
 }
 
-/// Output channels from which the weight gradient runs direct: the AVX-512 tile's width. The
-/// MNIST CNN's first layer (32 channels, 9 taps) is faster as one GEMM per image.
+/// Output channels from which the weight gradient runs direct with the wide tiles: the AVX-512
+/// tile's width. Fewer run as one GEMM per image, except [`narrow`] ones with AVX-512.
 const WIDE: usize = 64;
 
+/// Whether `o` output channels take AVX-512's narrow weight tile (two vectors of channels).
+fn narrow(o: usize) -> bool {
+    (17..=32).contains(&o)
+}
+
 /// Whether the direct kernels handle `pass` of `g` (stride 1; for the weight gradient, at least
-/// [`WIDE`] output channels), and with which tiles.
+/// [`WIDE`] output channels, or [`narrow`] ones with AVX-512), and with which tiles.
 pub(crate) fn usable(g: &Geom, pass: Pass) -> Option<Isa> {
     if *TURNED_OFF {
         return None;
@@ -141,7 +158,7 @@ pub(crate) fn usable(g: &Geom, pass: Pass) -> Option<Isa> {
     let isa = Isa::detect().filter(|_| g.stride == [1, 1])?;
     match pass {
         Pass::Forward => Some(isa),
-        Pass::Weight => (g.o >= WIDE).then_some(isa),
+        Pass::Weight => (g.o >= WIDE || (isa == Isa::Avx512 && narrow(g.o))).then_some(isa),
         Pass::Input => (isa == Isa::Avx512).then_some(isa),
     }
 }

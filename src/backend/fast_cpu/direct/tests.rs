@@ -25,6 +25,8 @@ fn cases() -> Vec<Geom> {
         geom([1, 3, 11, 4], [5, 3, 2, 3], [2, 1], [1, 2]),
         // Blocks of 8 channels × 8 columns and the values around them.
         geom([2, 3, 12, 19], [67, 3, 3, 2], [1, 0], [1, 1]),
+        // AVX-512's narrow weight tile on taps off its 9 (12 taps, 20 channels).
+        geom([2, 3, 9, 8], [20, 3, 2, 2], [1, 0], [1, 1]),
         // One output row and one output column; a 1×1 kernel.
         geom([2, 4, 3, 17], [9, 4, 3, 17], [0, 0], [1, 1]),
         geom([1, 6, 5, 5], [65, 6, 1, 1], [0, 0], [1, 1]),

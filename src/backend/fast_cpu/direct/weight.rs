@@ -26,7 +26,7 @@ pub(crate) fn weight_backward(isa: Isa, x: &[f32], dy: &[f32], g: &Geom) -> (Vec
         let bias = bias_backward(dy, g.n, g.o, g.oh * g.ow);
         return (vec![0.0; g.o * g.k()], bias);
     }
-    let (lanes, _, (mr, nv)) = isa.sizes();
+    let (lanes, (mr, nv)) = isa.weight_sizes(g.o);
     let flat = Flat::new([g.c, g.h, g.w], g.pad, g.dil, [g.kh, g.kw], 1);
     let k = g.k();
     let (o_pad, k_pad) = (g.o.div_ceil(nv * lanes) * nv * lanes, k.div_ceil(mr) * mr);
@@ -57,7 +57,7 @@ fn part_gradient(
     (o_pad, k_pad): (usize, usize),
     parts: usize,
 ) -> (Vec<f32>, Vec<f32>) {
-    let (lanes, _, (mr, nv)) = isa.sizes();
+    let (lanes, (mr, nv)) = isa.weight_sizes(g.o);
     let (plane, image) = (g.oh * g.ow, g.image());
     // One image at a time: its input in the flat layout, then its output gradient transposed
     // to `[q][o_pad]` on the same positions (zeros in the padded columns and channels), in
@@ -150,10 +150,16 @@ unsafe fn weight_tile(
     #[cfg(target_arch = "x86_64")]
     {
         const A: (usize, usize) = avx512::WEIGHT;
+        const N: (usize, usize) = avx512::WEIGHT_NARROW;
         const B: (usize, usize) = avx2::WEIGHT;
         // SAFETY: as the caller's; `isa` was checked to be available on this CPU.
         unsafe {
             match isa {
+                // The two AVX-512 tiles differ in their taps (`Isa::weight_sizes`).
+                Isa::Avx512 if taps.len() == N.0 => {
+                    let taps = taps.try_into().expect("a tile's taps");
+                    avx512::weight::<{ N.0 }, { N.1 }>(x, taps, dyt, ld, runs, out, ld, first)
+                }
                 Isa::Avx512 => {
                     let taps = taps.try_into().expect("a tile's taps");
                     avx512::weight::<{ A.0 }, { A.1 }>(x, taps, dyt, ld, runs, out, ld, first)
