@@ -9,20 +9,24 @@
 //!   `conv2d_bias_backward`): 2-D im2col of one image into a per-thread scratch buffer and one
 //!   [`gemm`] call per image, images spread over the rayon pool (`conv.rs`); on x86-64 with
 //!   AVX-512 or AVX2 + FMA, the forward pass and the weight gradient of a stride-1
-//!   convolution (with AVX-512, its input gradient too) run direct instead, with register tiles of our own that read the padded
-//!   image in place (`direct/`; `TRAINER_CONV_DIRECT=0` turns them off);
+//!   convolution (with AVX-512, its input gradient too) run direct instead, with register
+//!   tiles of our own that read the padded image in place (`direct/`; `TRAINER_CONV_DIRECT=0`
+//!   turns them off); the weight pass also sums the bias gradient and hands it to the bias
+//!   pass (`bias_grad.rs`);
 //! * `max_pool2d`, `max_pool2d_with_indices` and its backward: one pass per plane with the
 //!   argmax indices Flex would return (`pool.rs`);
 //! * element-wise arithmetic, relu and sigmoid on large tensors, split over threads
 //!   (`elementwise.rs`), and 2-D matrix products by blocks of rows (`matmul.rs`);
 //! * Bernoulli draws (dropout masks) from a ChaCha8 stream of its own, drawn in parallel chunks
-//!   that each start at their own position in the stream (`random.rs`);
+//!   that each start at their own position in the stream (`random.rs`), its words sixteen
+//!   blocks at a time with AVX-512 (`chacha.rs`);
 //! * outside the backend's operations, Adam's update in one pass per parameter (`adam.rs`,
 //!   called by `toolbox::optim`).
 //!
 //! Outputs are written into fresh memory without zeroing it first (`kernels::written_in`);
-//! a convolution's or max-pool's output is initialised image by image, by the task that
-//! computes it.
+//! a convolution's, max-pool's or matrix product's output is initialised chunk by chunk, by
+//! the task that computes it. A `flex` job runs on a thread of rayon's pool
+//! (`backend::dispatch`), so that each of these operations starts on the calling thread.
 //!
 //! The GEMMs run `gemm`'s AVX-512 micro-kernels on CPUs with AVX-512F, its FMA ones elsewhere or
 //! when `TRAINER_CPU_AVX512=0` ([`isa`]).
