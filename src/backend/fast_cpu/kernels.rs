@@ -27,11 +27,11 @@ pub(super) fn f32_tensor(data: Vec<f32>, dims: &[usize]) -> FlexTensor {
     FlexTensor::new(Bytes::from_elems(data), layout, DType::F32)
 }
 
-/// A contiguous `i64` tensor made from `data`.
-pub(super) fn i64_tensor(data: Vec<i64>, dims: &[usize]) -> FlexTensor {
+/// A contiguous `i32` tensor made from `data` (the backend's integer type).
+pub(super) fn i32_tensor(data: Vec<i32>, dims: &[usize]) -> FlexTensor {
     debug_assert_eq!(data.len(), dims.iter().product::<usize>());
     let layout = Layout::contiguous(Shape::from(dims.to_vec()));
-    FlexTensor::new(Bytes::from_elems(data), layout, DType::I64)
+    FlexTensor::new(Bytes::from_elems(data), layout, DType::I32)
 }
 
 thread_local! {

@@ -2,15 +2,16 @@
 //! `groups == 1`, no ceil mode, [`Kernels::Fast`](super::Kernels)); Flex's own operations and
 //! Burn's default backward passes otherwise, exactly as for `Autodiff<Flex>`.
 
-use burn_backend::DType;
 use burn_backend::ops::{
     AttentionModuleOptions, ConvOptions, ConvTransposeOptions, DeformConv2dBackward,
-    DeformConvOptions, InterpolateOptions, MaxPool2dBackward, MaxPool2dWithIndices, ModuleOps,
+    DeformConvOptions, IntTensorOps, InterpolateOptions, MaxPool2dBackward, MaxPool2dWithIndices,
+    ModuleOps,
 };
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
+use burn_backend::{DType, IntDType};
 use burn_flex::{Flex, FlexTensor};
 
-use super::kernels::{dims, f32_tensor, i64_tensor, is_f32};
+use super::kernels::{dims, f32_tensor, i32_tensor, is_f32};
 use super::{FAST_CALLS, FastCpu, bias_grad, conv, delegate, fast, pool};
 use crate::backend::profile::timed;
 
@@ -166,7 +167,7 @@ impl ModuleOps<Self> for FastCpu {
                     let shape = [dims(&x)[0], dims(&x)[1], g.oh, g.ow];
                     let x = x.to_contiguous();
                     let (out, idx) = pool::forward(x.storage(), &g, true);
-                    MaxPool2dWithIndices::new(f32_tensor(out, &shape), i64_tensor(idx, &shape))
+                    MaxPool2dWithIndices::new(f32_tensor(out, &shape), i32_tensor(idx, &shape))
                 }
                 None => {
                     let r = Flex::max_pool2d_with_indices(
@@ -198,17 +199,28 @@ impl ModuleOps<Self> for FastCpu {
                 pool_geom(&x, kernel_size, stride, padding, dilation, ceil_mode).filter(|g| {
                     let out = [dims(&x)[0], dims(&x)[1], g.oh, g.ow];
                     is_f32(&output_grad)
-                        && indices.dtype() == DType::I64
+                        && matches!(indices.dtype(), DType::I32 | DType::I64)
                         && dims(&output_grad) == out
                         && dims(&indices) == out
                 });
             match geom {
                 Some(g) => {
                     let (dy, idx) = (output_grad.to_contiguous(), indices.to_contiguous());
-                    let dx = pool::backward(dy.storage(), idx.storage(), &g);
+                    // `i32` from this backend's forward pass, `i64` from Flex's.
+                    let dx = match idx.dtype() {
+                        DType::I32 => pool::backward(dy.storage(), idx.storage::<i32>(), &g),
+                        _ => pool::backward(dy.storage(), idx.storage::<i64>(), &g),
+                    };
                     MaxPool2dBackward::new(f32_tensor(dx, &dims(&x)))
                 }
                 None => {
+                    // Flex reads its indices as `i64`.
+                    let indices = match indices.dtype() {
+                        DType::I32 => {
+                            <Flex as IntTensorOps<Flex>>::int_cast(indices, IntDType::I64)
+                        }
+                        _ => indices,
+                    };
                     let r = Flex::max_pool2d_with_indices_backward(
                         x,
                         kernel_size,

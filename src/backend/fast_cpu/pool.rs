@@ -1,6 +1,8 @@
 //! 2-D max-pool (any kernel, stride, padding and dilation; no ceil mode) in one pass per
-//! plane, with the argmax indices Flex returns (`i64`, `ih · w + iw` within the plane, the
-//! first maximum on ties), and its backward pass, planes in parallel.
+//! plane, with the argmax indices Flex returns (`ih · w + iw` within the plane, the first
+//! maximum on ties), as the backend's `i32` rather than Flex's `i64` (half the bytes to write
+//! and read again: max-pool forward 0.39 → 0.24–0.33 ms per CNN step), and its backward pass,
+//! planes in parallel. Planes of more than `i32::MAX` values are left to Flex.
 
 use rayon::prelude::*;
 
@@ -32,7 +34,9 @@ impl PoolGeom {
         ceil_mode: bool,
     ) -> Option<Self> {
         let &[n, c, h, w] = x else { return None };
-        if ceil_mode || k.contains(&0) || stride.contains(&0) || dil.contains(&0) {
+        // The indices are `i32`: a plane of more values is left to Flex.
+        let too_large = h.checked_mul(w).is_none_or(|p| p > i32::MAX as usize);
+        if ceil_mode || too_large || k.contains(&0) || stride.contains(&0) || dil.contains(&0) {
             return None;
         }
         let out = |size: usize, i: usize| {
@@ -78,7 +82,7 @@ fn window(g: &PoolGeom, o: usize, i: usize, size: usize) -> (usize, usize) {
 
 /// Pools one plane: `out[p]` is the maximum of window `p` and `idx[p]` (when asked for) where
 /// it was found; a window entirely in the padding gives −∞ and index −1, as in Flex.
-fn pool_plane(x: &[f32], g: &PoolGeom, out: &mut [f32], idx: Option<&mut [i64]>) {
+fn pool_plane(x: &[f32], g: &PoolGeom, out: &mut [f32], idx: Option<&mut [i32]>) {
     if g.pad == [0, 0] && g.k == [2, 2] && g.stride == [2, 2] && g.dil == [1, 1] {
         return pool_plane_2x2(x, g, out, idx);
     }
@@ -90,7 +94,7 @@ fn pool_plane(x: &[f32], g: &PoolGeom, out: &mut [f32], idx: Option<&mut [i64]>)
 
 /// [`pool_plane`] for 2×2 windows with stride 2 (the CNN's): two input rows at a time, the
 /// four values of a window compared in Flex's order (row by row, first maximum kept).
-fn pool_plane_2x2(x: &[f32], g: &PoolGeom, out: &mut [f32], idx: Option<&mut [i64]>) {
+fn pool_plane_2x2(x: &[f32], g: &PoolGeom, out: &mut [f32], idx: Option<&mut [i32]>) {
     let w = g.w;
     let rows = |oh: usize| {
         (
@@ -117,18 +121,18 @@ fn pool_plane_2x2(x: &[f32], g: &PoolGeom, out: &mut [f32], idx: Option<&mut [i6
             let out = out.chunks_exact_mut(g.ow).zip(idx.chunks_exact_mut(g.ow));
             for (oh, (o, ix)) in out.enumerate() {
                 let (r0, r1) = rows(oh);
-                let base = (2 * oh * w) as i64;
+                let base = (2 * oh * w) as i32;
                 let cells = o.iter_mut().zip(ix.iter_mut());
                 for (ow, ((o, ix), (a, b))) in cells
                     .zip(r0.chunks_exact(2).zip(r1.chunks_exact(2)))
                     .enumerate()
                 {
-                    let at0 = base + 2 * ow as i64;
+                    let at0 = base + 2 * ow as i32;
                     let (mut m, mut at) = (a[0], at0);
                     for (v, p) in [
                         (a[1], at0 + 1),
-                        (b[0], at0 + w as i64),
-                        (b[1], at0 + w as i64 + 1),
+                        (b[0], at0 + w as i32),
+                        (b[1], at0 + w as i32 + 1),
                     ] {
                         if v > m {
                             m = v;
@@ -145,7 +149,7 @@ fn pool_plane_2x2(x: &[f32], g: &PoolGeom, out: &mut [f32], idx: Option<&mut [i6
 
 /// [`pool_plane`] without padding: every window lies inside the plane, so the loops need no
 /// bounds (the common case, e.g. 2×2 with stride 2).
-fn pool_plane_unpadded(x: &[f32], g: &PoolGeom, out: &mut [f32], mut idx: Option<&mut [i64]>) {
+fn pool_plane_unpadded(x: &[f32], g: &PoolGeom, out: &mut [f32], mut idx: Option<&mut [i32]>) {
     let ([kh, kw], [sh, sw], [dh, dw], w) = (g.k, g.stride, g.dil, g.w);
     for oh in 0..g.oh {
         for ow in 0..g.ow {
@@ -164,27 +168,27 @@ fn pool_plane_unpadded(x: &[f32], g: &PoolGeom, out: &mut [f32], mut idx: Option
             let p = oh * g.ow + ow;
             out[p] = best;
             if let Some(idx) = idx.as_deref_mut() {
-                idx[p] = at as i64;
+                idx[p] = at as i32;
             }
         }
     }
 }
 
 /// [`pool_plane`] with padding.
-fn pool_plane_padded(x: &[f32], g: &PoolGeom, out: &mut [f32], mut idx: Option<&mut [i64]>) {
+fn pool_plane_padded(x: &[f32], g: &PoolGeom, out: &mut [f32], mut idx: Option<&mut [i32]>) {
     let cols: Vec<(usize, usize)> = (0..g.ow).map(|ow| window(g, ow, 1, g.w)).collect();
     let (dh, dw) = (g.dil[0], g.dil[1]);
     for oh in 0..g.oh {
         let (ih0, nh) = window(g, oh, 0, g.h);
         for (ow, &(iw0, nw)) in cols.iter().enumerate() {
-            let (mut best, mut at) = (f32::NEG_INFINITY, -1i64);
+            let (mut best, mut at) = (f32::NEG_INFINITY, -1i32);
             for ih in (ih0..).step_by(dh).take(nh) {
                 let row = &x[ih * g.w..(ih + 1) * g.w];
                 for iw in (iw0..).step_by(dw).take(nw) {
                     let v = row[iw];
                     if at < 0 || v > best {
                         best = v;
-                        at = (ih * g.w + iw) as i64;
+                        at = (ih * g.w + iw) as i32;
                     }
                 }
             }
@@ -199,14 +203,14 @@ fn pool_plane_padded(x: &[f32], g: &PoolGeom, out: &mut [f32], mut idx: Option<&
 
 /// Max-pool of `x` `[n, c, h, w]`: the output and, when `with_indices`, the argmax indices.
 /// Each plane's values are written by the task that pools it (not zeroed first on one thread).
-pub(super) fn forward(x: &[f32], g: &PoolGeom, with_indices: bool) -> (Vec<f32>, Vec<i64>) {
+pub(super) fn forward(x: &[f32], g: &PoolGeom, with_indices: bool) -> (Vec<f32>, Vec<i32>) {
     let (ip, op) = (g.input_plane().max(1), g.output_plane());
     let n = g.planes * op;
     if op == 0 {
         return (vec![0.0; n], Vec::new());
     }
     let mut out: Vec<f32> = Vec::with_capacity(n);
-    let mut idx: Vec<i64> = Vec::with_capacity(if with_indices { n } else { 0 });
+    let mut idx: Vec<i32> = Vec::with_capacity(if with_indices { n } else { 0 });
     let planes = out.spare_capacity_mut()[..n]
         .par_chunks_mut(op)
         .zip(x.par_chunks(ip));
@@ -226,7 +230,11 @@ pub(super) fn forward(x: &[f32], g: &PoolGeom, with_indices: bool) -> (Vec<f32>,
 
 /// The gradient with respect to the input of a max-pool: `dy` `[n, c, oh, ow]` added at the
 /// argmax `idx` of each window.
-pub(super) fn backward(dy: &[f32], idx: &[i64], g: &PoolGeom) -> Vec<f32> {
+pub(super) fn backward<I: Copy + TryInto<usize> + Sync>(
+    dy: &[f32],
+    idx: &[I],
+    g: &PoolGeom,
+) -> Vec<f32> {
     let (ip, op) = (g.input_plane(), g.output_plane());
     if ip == 0 || op == 0 {
         return vec![0.0; g.planes * ip];
@@ -238,7 +246,7 @@ pub(super) fn backward(dy: &[f32], idx: &[i64], g: &PoolGeom) -> Vec<f32> {
             let (dxp, plane) = (filled(dxp, 0.0), start / ip);
             let (dyp, ixp) = (&dy[plane * op..][..op], &idx[plane * op..][..op]);
             for (&d, &i) in dyp.iter().zip(ixp) {
-                if let Some(v) = usize::try_from(i).ok().and_then(|i| dxp.get_mut(i)) {
+                if let Some(v) = i.try_into().ok().and_then(|i: usize| dxp.get_mut(i)) {
                     *v += d;
                 }
             }
