@@ -237,3 +237,67 @@ fn interleaved_sums_are_single_sums() {
         }
     }
 }
+
+/// The max-pool backward pass takes its own `i32` indices and Flex's `i64` ones alike, on the
+/// fast path and where it hands the pass to Flex (ceil mode), which reads `i64` only.
+#[test]
+fn max_pool_backward_reads_i32_and_i64_indices() {
+    use burn_backend::DType;
+    use burn_backend::ops::ModuleOps;
+    use burn_flex::Flex;
+
+    use super::FastCpu;
+    use super::kernels::{f32_tensor, i32_tensor};
+
+    let x = || {
+        f32_tensor(
+            (0..20).map(|i| ((i * 7) % 11) as f32).collect(),
+            &[1, 1, 4, 5],
+        )
+    };
+    for ceil_mode in [false, true] {
+        let pooled = Flex::max_pool2d_with_indices(x(), [2, 2], [2, 2], [0, 0], [1, 1], ceil_mode);
+        let out = super::kernels::dims(&pooled.indices);
+        assert_eq!(pooled.indices.dtype(), DType::I64);
+        let wide: Vec<i64> = pooled.indices.storage::<i64>().to_vec();
+        let narrow = i32_tensor(wide.iter().map(|&i| i as i32).collect(), &out);
+        let dy = || {
+            f32_tensor(
+                (0..out.iter().product()).map(|i| i as f32 + 1.0).collect(),
+                &out,
+            )
+        };
+        let backward = |indices| {
+            let r = FastCpu::max_pool2d_with_indices_backward(
+                x(),
+                [2, 2],
+                [2, 2],
+                [0, 0],
+                [1, 1],
+                ceil_mode,
+                dy(),
+                indices,
+            );
+            r.x_grad.storage::<f32>().to_vec()
+        };
+        let want = Flex::max_pool2d_with_indices_backward(
+            x(),
+            [2, 2],
+            [2, 2],
+            [0, 0],
+            [1, 1],
+            ceil_mode,
+            dy(),
+            pooled.indices.clone(),
+        )
+        .x_grad
+        .storage::<f32>()
+        .to_vec();
+        assert_eq!(
+            backward(pooled.indices.clone()),
+            want,
+            "i64, ceil mode {ceil_mode}"
+        );
+        assert_eq!(backward(narrow), want, "i32, ceil mode {ceil_mode}");
+    }
+}
