@@ -268,19 +268,14 @@ pub(super) fn inner_par(tasks: usize) -> Parallelism {
 
 /// The sum of `x` in a fixed order (eight interleaved partial sums, which vectorise).
 pub(super) fn sum(x: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let chunks = x.chunks_exact(8);
-    let rest: f32 = chunks.remainder().iter().sum();
-    for c in chunks {
-        for (a, v) in acc.iter_mut().zip(c) {
-            *a += v;
-        }
-    }
-    acc.iter().sum::<f32>() + rest
+    let [total] = sums([x]);
+    total
 }
 
-/// [`sum`] of each of `K` slices of one length, bit for bit, with the `K` chains of additions
-/// interleaved: one chain waits on each addition's latency, `K` of them keep the adders busy.
+/// [`sum`] of each of `K` slices of one length: for each, eight partial sums over its chunks
+/// of eight values in order, then those eight added and the remainder's sum after them. The
+/// `K` chains of additions run interleaved: one chain waits on each addition's latency, `K`
+/// of them keep the adders busy.
 pub(super) fn sums<const K: usize>(xs: [&[f32]; K]) -> [f32; K] {
     let len = xs.first().map_or(0, |x| x.len());
     assert!(

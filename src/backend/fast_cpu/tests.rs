@@ -267,32 +267,8 @@ fn max_pool_backward_reads_i32_and_i64_indices() {
                 &out,
             )
         };
-        let backward = |indices| {
-            let r = FastCpu::max_pool2d_with_indices_backward(
-                x(),
-                [2, 2],
-                [2, 2],
-                [0, 0],
-                [1, 1],
-                ceil_mode,
-                dy(),
-                indices,
-            );
-            r.x_grad.storage::<f32>().to_vec()
-        };
-        let want = Flex::max_pool2d_with_indices_backward(
-            x(),
-            [2, 2],
-            [2, 2],
-            [0, 0],
-            [1, 1],
-            ceil_mode,
-            dy(),
-            pooled.indices.clone(),
-        )
-        .x_grad
-        .storage::<f32>()
-        .to_vec();
+        let backward = |indices| pool_backward::<FastCpu>(x(), dy(), indices, ceil_mode);
+        let want = pool_backward::<Flex>(x(), dy(), pooled.indices.clone(), ceil_mode);
         assert_eq!(
             backward(pooled.indices.clone()),
             want,
@@ -300,4 +276,23 @@ fn max_pool_backward_reads_i32_and_i64_indices() {
         );
         assert_eq!(backward(narrow), want, "i32, ceil mode {ceil_mode}");
     }
+}
+
+/// The gradient of a 2 × 2, stride-2 max-pool that backend `B` gives.
+fn pool_backward<B>(
+    x: burn_flex::FlexTensor,
+    dy: burn_flex::FlexTensor,
+    indices: burn_flex::FlexTensor,
+    ceil_mode: bool,
+) -> Vec<f32>
+where
+    B: burn_backend::Backend
+        + burn_backend::BackendTypes<
+            FloatTensorPrimitive = burn_flex::FlexTensor,
+            IntTensorPrimitive = burn_flex::FlexTensor,
+        >,
+{
+    let (k, s, p, d) = ([2, 2], [2, 2], [0, 0], [1, 1]);
+    let r = B::max_pool2d_with_indices_backward(x, k, s, p, d, ceil_mode, dy, indices);
+    r.x_grad.storage::<f32>().to_vec()
 }
