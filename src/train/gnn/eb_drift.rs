@@ -11,24 +11,21 @@ use anyhow::{Context, Result};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
-use serde_json::json;
 
 use super::Prepared;
 use super::batch::delta_t;
-use super::breakdown::{Predictions, three_visit_subjects};
-use super::columns::val_sc_columns;
-use super::config::GnnConfig;
-use super::evaluate::versus_identity;
-use super::fold_data::{FoldData, FoldStart};
+use super::breakdown::Predictions;
+use super::closed_form::{ClosedForm, Forecast, from_visit_0};
+use super::fold_data::FoldData;
 use super::registry::{GnnModel, ModelKind};
 use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
-use super::test_set::{TestRun, best_fold, best_fold_data, fold_results, write_test_results};
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LossSums, LrSchedule, Monitor, Panel, Row,
-    RunContext, Stage, StepOut, Valid,
+    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LossSums, Monitor, RunContext, Stage,
+    StepOut, Valid,
 };
 use crate::models::eb_drift::{EbDrift, EbParams, EbScan, MODEL_NAME, params_from};
+use crate::toolbox::checkpoint::Checkpoint;
 
 /// `--model eb-drift`.
 pub struct EbDriftModel;
@@ -54,19 +51,12 @@ impl GnnModel for EbDriftModel {
         horizon: &Horizon<'_>,
         _device: &B::Device,
     ) -> Result<Predictions> {
-        let weights = run.ck.with_prefix("model");
-        let params = params_from(run.data.n_nodes(), |name| {
-            Ok(weights
-                .get(name)
-                .with_context(|| format!("the eb-drift checkpoint has no {name}"))?
-                .data
-                .clone())
-        })?;
+        let params = checkpoint_params(&run.ck, run.data.n_nodes())?;
         let dts = match horizon {
             Horizon::NextVisit => None,
             Horizon::Years { dts, .. } => Some(*dts),
         };
-        Ok(forecasts(&params, &run.data, subjects, dts).into())
+        Ok(forecaster(params)(&run.data, subjects, dts).into())
     }
 }
 
@@ -91,27 +81,25 @@ pub fn fit_arc(data: &FoldData, subjects: &[usize]) -> std::sync::Arc<EbParams> 
     std::sync::Arc::new(EbParams::fit(&training_scans(data, subjects)))
 }
 
-/// The forecast of each subject of `subjects` from its visit 0: `dts[i]` years later, or
-/// (`dts` = `None`) at its visit 1 (a one-scan subject: its scan, as every model).
-pub fn forecasts(
-    params: &EbParams,
-    data: &FoldData,
-    subjects: &[usize],
-    dts: Option<&[f64]>,
-) -> Vec<Array2<f32>> {
-    subjects
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| {
-            let scans = data.scans(s);
-            let dt = match dts {
-                Some(dts) => dts[i],
-                None if scans.len() < 2 => return scans[0].a_raw.clone(),
-                None => delta_t(scans, 0, 1),
-            };
-            params.forecast(&scans[0].a_raw, scans[0].age, scans[0].age + dt)
+/// The forecaster of `params` (see [`Forecast`]).
+fn forecaster(params: EbParams) -> impl Forecast {
+    move |data: &FoldData, subjects: &[usize], dts: Option<&[f64]>| {
+        from_visit_0(data, subjects, dts, |scan, dt| {
+            params.forecast(&scan.a_raw, scan.age, scan.age + dt)
         })
-        .collect()
+    }
+}
+
+/// The forecaster's parameters in the model file `ck` of a cohort of `n` nodes.
+fn checkpoint_params(ck: &Checkpoint, n: usize) -> Result<EbParams> {
+    let weights = ck.with_prefix("model");
+    params_from(n, |name| {
+        Ok(weights
+            .get(name)
+            .with_context(|| format!("the eb-drift model file has no {name}"))?
+            .data
+            .clone())
+    })
 }
 
 /// Mean squared log1p error over the upper triangle, and the number of entries.
@@ -129,18 +117,7 @@ fn squared_error(pred: &Array2<f32>, truth: &Array2<f32>) -> (f64, f64) {
 }
 
 pub struct EbDriftJob<B: AutodiffBackend> {
-    settings: GnnSettings,
-    prep: Prepared,
-    fold_ids: Vec<usize>,
-    config: GnnConfig,
-    /// Rank 0: the one that logs.
-    main: bool,
-    spec: JobSpec,
-    n: usize,
-    /// The fold in progress: its index in `fold_ids` and data.
-    fold: Option<(usize, FoldData)>,
-    /// The forecaster's error on the training pairs (log1p MSE), after the fit.
-    train_loss: f64,
+    core: ClosedForm,
     _b: PhantomData<B>,
 }
 
@@ -151,40 +128,8 @@ impl<B: AutodiffBackend> EbDriftJob<B> {
         prep: Prepared,
         ctx: &RunContext<B>,
     ) -> Result<Self> {
-        let fold_ids = settings.fold_ids();
-        let config = GnnConfig::new(settings.clone(), monitor.clone(), &prep, ctx);
-        let spec = JobSpec {
-            name: "train-gnn",
-            model_name: MODEL_NAME,
-            // A closed-form fit: one pass over the training subjects.
-            epochs: 1,
-            batch_size: settings.batch_size,
-            lr: LrSchedule::Constant(0.0),
-            seed: settings.seed,
-            stages: fold_ids.len(),
-            monitor,
-            unit: "subjects",
-            cpu_columns: true,
-            plot: vec![Panel::new(
-                "validation sc_log_mse",
-                &["val_sc_log_mse"],
-                &["val_identity_sc_log_mse"],
-            )],
-            config: serde_json::to_value(&config)?,
-            fingerprint: config.fingerprint(),
-            meta: config.meta(&prep),
-            ..JobSpec::default()
-        };
         Ok(Self {
-            n: prep.cohort.n_nodes,
-            main: ctx.is_main(),
-            settings,
-            prep,
-            fold_ids,
-            config,
-            spec,
-            fold: None,
-            train_loss: f64::NAN,
+            core: ClosedForm::new(settings, monitor, prep, ctx, MODEL_NAME)?,
             _b: PhantomData,
         })
     }
@@ -217,43 +162,20 @@ impl<B: AutodiffBackend> Job<B> for EbDriftJob<B> {
     type State = ();
 
     fn spec(&self) -> &JobSpec {
-        &self.spec
+        &self.core.spec
     }
 
     fn begin_stage(&mut self, stage: usize, _resumed: bool) -> Result<Stage> {
-        let mut metadata = BTreeMap::new();
-        metadata.insert("n_nodes".into(), self.n.to_string());
-        let start = FoldStart::new(
-            &self.prep,
-            stage,
-            self.settings.sampling.include_s_mean(),
-            self.settings.seed,
-            self.settings.model_kind.file_stem(),
-            self.spec.monitor.as_ref(),
-            metadata,
-        )?;
-        let split = &self.prep.folds[stage];
-        if self.main {
-            eprintln!(
-                "[train-gnn] eb-drift fold {}: {} train / {} val / {} test subjects",
-                start.fold,
-                split.train.len(),
-                split.val.len(),
-                self.prep.test.len()
-            );
-        }
-        self.fold = Some((stage, start.data));
-        Ok(start.stage)
+        self.core.begin_stage(stage, BTreeMap::new())
     }
 
     fn init_model(&self, _stage: usize, device: &B::Device) -> Result<EbDrift<B>> {
-        Ok(EbDrift::new(self.n, device))
+        Ok(EbDrift::new(self.core.n, device))
     }
 
     /// The identity's error over the shard's training pairs (what the forecaster improves on).
     fn step(&mut self, _model: &EbDrift<B>, b: &Batch<'_, B>) -> Result<StepOut<LossSums>> {
-        let (stage, data) = self.fold.as_ref().context("no fold in progress")?;
-        let train = &self.prep.folds[*stage].train;
+        let (data, train) = self.core.training()?;
         let mut sums = LossSums::default();
         for &i in &b.order[b.lo..b.hi] {
             let scans = data.scans(train[i]);
@@ -275,8 +197,7 @@ impl<B: AutodiffBackend> Job<B> for EbDriftJob<B> {
         _sums: &LossSums,
         device: &B::Device,
     ) -> Result<EbDrift<B>> {
-        let (stage, data) = self.fold.as_ref().context("no fold in progress")?;
-        let train = &self.prep.folds[*stage].train;
+        let (data, train) = self.core.training()?;
         let params = EbParams::fit(&training_scans(data, train));
         let mut err = (0.0, 0.0);
         for &s in train {
@@ -289,8 +210,8 @@ impl<B: AutodiffBackend> Job<B> for EbDriftJob<B> {
                 err = (err.0 + sum, err.1 + count);
             }
         }
-        self.train_loss = if err.1 > 0.0 { err.0 / err.1 } else { f64::NAN };
-        if self.main {
+        self.core.train_loss = if err.1 > 0.0 { err.0 / err.1 } else { f64::NAN };
+        if self.core.main {
             eprintln!(
                 "[train-gnn] eb-drift fit: subject offset kept {:.3}, edge deviations kept \
                  {:.3}..{:.3}",
@@ -312,70 +233,13 @@ impl<B: AutodiffBackend> Job<B> for EbDriftJob<B> {
         _sums: &LossSums,
         _ctx: &EpochCtx<'_, B>,
     ) -> Result<EpochReport> {
-        let (stage, data) = self.fold.as_ref().context("no fold in progress")?;
-        let val = &self.prep.folds[*stage].val;
-        let params = Self::params(model, self.n)?;
-        let preds = forecasts(&params, data, val, None);
-        let v = versus_identity(data, val, &preds.into(), self.settings.topo_bins);
-        let mut head = Row::new();
-        head.insert("val_loss".into(), json!(v.model.sc_log_mse));
-        let mut detail = Row::new();
-        val_sc_columns(Some(&v), 0.0, 0.0, &mut detail);
-        detail.insert("model".into(), json!(self.settings.model_kind));
-        Ok(EpochReport {
-            train_loss: self.train_loss,
-            head,
-            detail,
-            summary: format!(
-                "val sc_log_mse {:.4} (identity {:.4}, skill {:+.3})",
-                v.model.sc_log_mse, v.identity.sc_log_mse, v.skill.skill
-            ),
-        })
+        let params = Self::params(model, self.core.n)?;
+        self.core.report(forecaster(params))
     }
 
     fn finish(&mut self, done: &Done<'_, B>) -> Result<()> {
-        if done.comm.rank() != 0 {
-            return Ok(());
-        }
-        let folds = fold_results(done.stages, &self.fold_ids);
-        let best = best_fold(&self.config, &folds)?;
-        let (data, ck) = best_fold_data(&self.prep, &self.config, &best)?;
-        let weights = ck.with_prefix("model");
-        let params = params_from(self.n, |name| {
-            Ok(weights
-                .get(name)
-                .with_context(|| format!("the best checkpoint has no {name}"))?
-                .data
-                .clone())
-        })?;
-        let preds = forecasts(&params, &data, &self.prep.test, None);
-        let test = versus_identity(
-            &data,
-            &self.prep.test,
-            &preds.clone().into(),
-            self.settings.topo_bins,
-        );
-        // The test loss of a closed-form forecast is its test sc_log_mse.
-        let run = TestRun {
-            config: &self.config,
-            prep: &self.prep,
-            finished: &folds,
-            best: &best,
-            test_loss: test.model.sc_log_mse,
-        };
-        let far_subjects = three_visit_subjects(&data, &self.prep.test);
-        let far_dts: Vec<f64> = far_subjects
-            .iter()
-            .map(|&s| delta_t(data.scans(s), 0, 2))
-            .collect();
-        let far = forecasts(&params, &data, &far_subjects, Some(&far_dts));
-        write_test_results(
-            &run,
-            &data,
-            &preds.into(),
-            Some(&far.into()),
-            self.settings.objective.topology.loss_bins,
-            done.run_dir,
-        )
+        let n = self.core.n;
+        self.core
+            .finish(done, |ck| Ok(forecaster(checkpoint_params(ck, n)?)))
     }
 }

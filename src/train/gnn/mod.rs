@@ -32,6 +32,7 @@ mod baseline;
 pub mod batch;
 pub mod breakdown;
 mod clg_ode;
+mod closed_form;
 mod columns;
 pub mod config;
 mod drift;
