@@ -67,18 +67,6 @@ fn args(out: &Path, batch: usize, dropout: bool) -> Vec<String> {
     a
 }
 
-fn mpirun() -> Command {
-    let mut c = Command::new("mpirun");
-    c.args([
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "-n",
-        "2",
-        env!("CARGO_BIN_EXE_trainer"),
-    ]);
-    c
-}
-
 /// `steps.csv`'s loss column, as written (text: compared exactly).
 fn step_losses(run: &Path) -> Vec<String> {
     std::fs::read_to_string(run.join("steps.csv"))
@@ -195,10 +183,14 @@ fn check_two_ranks(dir: &Path, launch: impl Fn(&Path, bool) -> std::process::Out
 fn two_ranks_under_mpirun_equal_one_rank_over_two_micro_batches() {
     let t = tempfile::tempdir().unwrap();
     let meta = check_two_ranks(t.path(), |out, dropout| {
-        mpirun().args(args(out, 32, dropout)).output().unwrap()
+        mpirun_two(t.path())
+            .args(args(out, 32, dropout))
+            .output()
+            .unwrap()
     });
     let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
     assert_eq!(meta["world_size"], 2);
+    assert_eq!(meta["extra"]["collective"], "mpi");
     assert_eq!(meta["extra"]["effective_batch_size"], 64);
     // Only rank 0 writes: one metrics row per epoch, one line per step.
     let ranks = t.path().join("ranks");
@@ -248,12 +240,32 @@ fn grad_accum_is_recorded_and_keeps_the_global_batch() {
     assert_eq!(step_losses(&out).len(), 16);
 }
 
+/// A process that no MPI launcher started is a world of one without MPI: it never initialises
+/// the library, whose singleton start creates a session directory (here one that cannot be
+/// created, under a regular file) that concurrent single runs race for.
+#[test]
+fn a_process_without_a_launcher_does_not_start_mpi() {
+    let t = tempfile::tempdir().unwrap();
+    let blocked = t.path().join("a-file");
+    std::fs::write(&blocked, "not a directory").unwrap();
+    let out = t.path().join("alone");
+    let o = trainer()
+        .args(args(&out, 64, false))
+        .env("OMPI_MCA_orte_tmpdir_base", blocked.join("session"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run_meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["extra"]["collective"], "single", "{meta}");
+}
+
 #[test]
 fn a_dead_rank_ends_the_job_and_keeps_the_checkpoint() {
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("run");
     let data = fashion_dir();
-    let mut child = mpirun()
+    let mut child = mpirun_two(t.path())
         .args([
             "train-mnist",
             "--data-dir",

@@ -7,7 +7,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::*;
 use serde_json::Value;
@@ -54,9 +54,7 @@ fn args(run: &str, batch: usize, extra: &[&str]) -> Vec<String> {
 }
 
 fn mpirun(dir: &Path, args: &[String]) -> Output {
-    Command::new("mpirun")
-        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
-        .arg(env!("CARGO_BIN_EXE_trainer"))
+    mpirun_two(dir)
         .args(args)
         .current_dir(dir)
         .output()

@@ -70,32 +70,34 @@ pub fn nccl_self_test(_ordinal: usize) -> Result<String> {
 /// Whether this binary can run several ranks.
 pub const MPI_BUILT: bool = cfg!(feature = "mpi");
 
-/// The world of this process: MPI when built with it (a process started without a launcher is a
-/// world of one), else [`Single`]. Cross-checks the scheduler's view of ranks: a multi-rank
-/// launch (an `srun -n 2` step, torchrun-style variables) needs a matching MPI world.
+/// The world of this process: MPI when built with it and started by an MPI launcher (or by a
+/// scheduler that says it started several ranks), else [`Single`]. Cross-checks the scheduler's
+/// view of ranks: a multi-rank launch (an `srun -n 2` step, torchrun-style variables) needs a
+/// matching MPI world.
+///
+/// A process started without a launcher does not initialise MPI: it would be a world of one
+/// (an MPI "singleton"), and Open MPI 4 starts a daemon for it and creates a session directory
+/// under `/tmp` shared by every job of the user on the node, which two processes starting at once
+/// race to create (`mkdir … File exists`, `orte_init failed`; open-mpi/ompi#8510): a job array's
+/// or a test suite's single runs would fail at random.
 pub fn init(env: &crate::cluster::ClusterEnv) -> Result<Box<dyn Collective>> {
+    let launcher = launcher_var();
     #[cfg(feature = "mpi")]
-    let comm: Box<dyn Collective> = mpi_comm::MpiWorld::init()?;
+    let comm: Box<dyn Collective> = if launcher.is_some() || env.world_size > 1 {
+        mpi_comm::MpiWorld::init()?
+    } else {
+        Box::new(Single)
+    };
     #[cfg(not(feature = "mpi"))]
     let comm: Box<dyn Collective> = {
-        // mpirun / PMI launchers set these; without MPI every process would train alone and
-        // all of them would write the same run directory.
-        for var in [
-            "OMPI_COMM_WORLD_SIZE",
-            "PMI_SIZE",
-            "PMIX_SIZE",
-            "MPI_LOCALNRANKS",
-        ] {
-            if std::env::var(var)
-                .ok()
-                .and_then(|v| v.parse::<usize>().ok())
-                .is_some_and(|n| n > 1)
-            {
-                anyhow::bail!(
-                    "launched as one of several MPI ranks ({var} is set) but this binary was built \
-                     without MPI: rebuild with `cargo build --release --features mpi`"
-                );
-            }
+        // Without MPI every process would train alone and all of them would write the same run
+        // directory.
+        if let Some((var, ranks)) = launcher.filter(|(_, ranks)| ranks.is_some_and(|n| n > 1)) {
+            anyhow::bail!(
+                "launched as one of {} MPI ranks ({var} is set) but this binary was built \
+                 without MPI: rebuild with `cargo build --release --features mpi`",
+                ranks.unwrap_or_default()
+            );
         }
         Box::new(Single)
     };
@@ -110,6 +112,30 @@ pub fn init(env: &crate::cluster::ClusterEnv) -> Result<Box<dyn Collective>> {
         watchdog::start_global();
     }
     Ok(comm)
+}
+
+/// The variables MPI launchers set in the processes they start: Open MPI's `mpirun`, PMIx
+/// (`srun --mpi=pmix`, Open MPI 4/5), PMI-1/2 (MPICH's and Intel MPI's Hydra, `srun --mpi=pmi2`),
+/// MVAPICH. Those that hold the number of ranks come first.
+const LAUNCHER_VARS: [&str; 8] = [
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "PMIX_SIZE",
+    "MPI_LOCALNRANKS",
+    "MV2_COMM_WORLD_SIZE",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "PMI_FD",
+];
+
+/// The first launcher variable set in this process, and the number of ranks it holds if it
+/// holds one; `None` when no MPI launcher started the process.
+fn launcher_var() -> Option<(&'static str, Option<usize>)> {
+    LAUNCHER_VARS.iter().find_map(|&var| {
+        let value = std::env::var(var).ok()?;
+        let ranks = var.ends_with("SIZE") || var.ends_with("NRANKS");
+        Some((var, ranks.then(|| value.trim().parse().ok()).flatten()))
+    })
 }
 
 /// Rank/size agreement between the communicator and the scheduler environment.

@@ -23,6 +23,22 @@ pub fn trainer() -> Command {
     Command::new(env!("CARGO_BIN_EXE_trainer"))
 }
 
+/// `mpirun -n 2 trainer` (as root, two ranks on any number of cores), with Open MPI's session
+/// directory under `session` instead of the `/tmp/ompi.<host>.<uid>` that every MPI job of the
+/// user on the machine shares: two jobs starting at once race to create that one
+/// (`mkdir … File exists`, open-mpi/ompi#8510), and the tests run theirs side by side.
+pub fn mpirun_two(session: &Path) -> Command {
+    let mut c = Command::new("mpirun");
+    c.env("OMPI_MCA_orte_tmpdir_base", session).args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-n",
+        "2",
+        env!("CARGO_BIN_EXE_trainer"),
+    ]);
+    c
+}
+
 /// Runs `trainer args…` in `cwd` and returns its output.
 pub fn run_in(cwd: &Path, args: &[&str]) -> Output {
     trainer()
