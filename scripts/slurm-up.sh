@@ -15,7 +15,10 @@
 #     $TRAINER_SLURM_DIR/dev, so `--gres=gpu:N` sets CUDA_VISIBLE_DEVICES like a real node,
 #     plus 64 shards per GPU (`--gres=shard:16`);
 #   * MpiDefault=pmix, and SlurmdParameters=config_overrides so the node claims more CPUs
-#     (TRAINER_SLURM_CPUS, default 8) than the machine has and several 1-CPU jobs run at once.
+#     (TRAINER_SLURM_CPUS, default 8) than the machine has and several 1-CPU jobs run at once;
+#   * cred_expire=30 (AuthInfo): a requeued job waits the credential lifetime plus a second
+#     before it may start again, 121 s at Slurm's default; the requeue tests requeue jobs
+#     several times, and a step's credential is used within seconds on one node.
 #
 # Standard output carries only `export VAR=...` lines; progress goes to standard error.
 set -euo pipefail
@@ -86,7 +89,7 @@ SlurmdPort=$SLURMD_PORT
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$SOCKET
+AuthInfo=socket=$SOCKET,cred_expire=30
 CredType=cred/munge
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool

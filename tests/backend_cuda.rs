@@ -161,25 +161,10 @@ fn outer_sum_of_a_column_and_its_transpose_on_cuda() {
     if !gpu_here("outer_sum_of_a_column_and_its_transpose_on_cuda") {
         return;
     }
-    use burn::prelude::*;
-    use burn::tensor::TensorData;
-    use trainer::backend::cuda::{Fused, Plain};
-
-    fn outer_sum<B: Backend>(device: &B::Device) -> Vec<f32> {
-        let d =
-            Tensor::<B, 2>::from_data(TensorData::new(vec![1.0f32, 2.0, 3.0, 4.0], [4, 1]), device);
-        (d.clone() + d.transpose()).into_data().to_vec().unwrap()
-    }
-    let expected: Vec<f32> = (1..=4)
-        .flat_map(|i| (1..=4).map(move |j| (i + j) as f32))
-        .collect();
-    let device = burn_cuda::CudaDevice::new(0);
-    assert_eq!(
-        outer_sum::<Plain>(&device),
-        expected,
-        "plain CubeCL on CUDA"
-    );
-    let fused = outer_sum::<Fused>(&device);
+    use trainer::backend::{cuda::outer_sum_probe, outer_sum_expected};
+    let expected = outer_sum_expected();
+    assert_eq!(outer_sum_probe(0, false), expected, "plain CubeCL on CUDA");
+    let fused = outer_sum_probe(0, true);
     eprintln!("cuda-fusion d + dT: {fused:?} (expected {expected:?})");
     assert_ne!(
         fused, expected,

@@ -179,25 +179,10 @@ fn train_gnn_on_wgpu_matches_the_same_run_on_flex() {
 /// fixes fusion is noticed (then revisit `backend::wgpu::FUSION_DEFAULT`).
 #[test]
 fn fused_outer_sum_of_a_column_and_its_transpose_is_wrong() {
-    use burn::prelude::*;
-    use burn::tensor::TensorData;
-    use trainer::backend::wgpu::{Fused, Plain};
-
-    fn outer_sum<B: Backend>(device: &B::Device) -> Vec<f32> {
-        let d =
-            Tensor::<B, 2>::from_data(TensorData::new(vec![1.0f32, 2.0, 3.0, 4.0], [4, 1]), device);
-        (d.clone() + d.transpose()).into_data().to_vec().unwrap()
-    }
-    let expected: Vec<f32> = (1..=4)
-        .flat_map(|i| (1..=4).map(move |j| (i + j) as f32))
-        .collect();
-    let device = burn_wgpu::WgpuDevice::Cpu;
-    assert_eq!(
-        outer_sum::<Plain>(&device),
-        expected,
-        "plain CubeCL on wgpu"
-    );
-    let fused = outer_sum::<Fused>(&device);
+    use trainer::backend::{outer_sum_expected, wgpu::outer_sum_probe};
+    let expected = outer_sum_expected();
+    assert_eq!(outer_sum_probe(false), expected, "plain CubeCL on wgpu");
+    let fused = outer_sum_probe(true);
     assert_ne!(
         fused, expected,
         "Burn's fusion now computes d + dᵀ right: revisit backend::wgpu::FUSION_DEFAULT and \

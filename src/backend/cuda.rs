@@ -23,4 +23,15 @@ mod enabled {
     pub type Plain = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>;
     /// The same under Burn's fusion (`--backend cuda-fusion`).
     pub type Fused = burn_fusion::Fusion<Plain>;
+
+    /// [`crate::backend::outer_sum_expected`]'s op chain on CUDA device `index`, fused or plain
+    /// (`tests/backend_cuda.rs` pins both answers on a machine with an NVIDIA GPU).
+    pub fn outer_sum_probe(index: usize, fused: bool) -> Vec<f32> {
+        let device = burn_cuda::CudaDevice::new(index);
+        if fused {
+            crate::backend::outer_sum_probe::<Fused>(&device)
+        } else {
+            crate::backend::outer_sum_probe::<Plain>(&device)
+        }
+    }
 }

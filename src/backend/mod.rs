@@ -47,6 +47,29 @@ pub(crate) use delegate_to;
 
 pub use device::DeviceSpec;
 use fast_cpu::{FastCpu, Kernels};
+
+/// The exact answer of [`outer_sum_probe`]: `d_i + d_j` for `d = [1, 2, 3, 4]`, row-major.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub fn outer_sum_expected() -> Vec<f32> {
+    (1..=4)
+        .flat_map(|i| (1..=4).map(move |j| (i + j) as f32))
+        .collect()
+}
+
+/// `d + dᵀ` for the column `d = [1, 2, 3, 4]ᵀ` (`[4, 1]`): the smallest op chain on which Burn
+/// 0.21's fusion is wrong (docs/burn-fusion-report.md). Small integers, so any correct backend
+/// gives [`outer_sum_expected`] exactly. Instantiated here, once per backend, by
+/// `backend::wgpu::outer_sum_probe` and `backend::cuda::outer_sum_probe`: a test crate that
+/// instantiated it itself would compile CubeCL's host code again (minutes per test binary).
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn outer_sum_probe<B: burn::tensor::backend::Backend>(device: &B::Device) -> Vec<f32> {
+    use burn::tensor::{Tensor, TensorData};
+    let d = Tensor::<B, 2>::from_data(TensorData::new(vec![1.0f32, 2.0, 3.0, 4.0], [4, 1]), device);
+    (d.clone() + d.transpose())
+        .into_data()
+        .to_vec()
+        .expect("f32 data")
+}
 pub use placement::{DeviceSettings, Placement, default_device, resolve};
 
 /// The tensor backends this binary knows about.

@@ -86,6 +86,17 @@ mod enabled {
     /// The same under Burn's fusion (`--backend wgpu-fusion`).
     pub type Fused = burn_fusion::Fusion<Plain>;
 
+    /// [`crate::backend::outer_sum_expected`]'s op chain on the first software adapter
+    /// (lavapipe), fused or plain (`tests/backend_wgpu.rs` pins both answers).
+    pub fn outer_sum_probe(fused: bool) -> Vec<f32> {
+        let device = WgpuDevice::Cpu;
+        if fused {
+            crate::backend::outer_sum_probe::<Fused>(&device)
+        } else {
+            crate::backend::outer_sum_probe::<Plain>(&device)
+        }
+    }
+
     const KIND_ORDER: [wgpu::DeviceType; 4] = [
         wgpu::DeviceType::DiscreteGpu,
         wgpu::DeviceType::IntegratedGpu,
