@@ -33,10 +33,11 @@ fn time_limit_signal_requeues_and_resumes_exactly() {
     // phase of slurmctld's clock; CI once drew 1.5 s, too little to get past loading, and the
     // job requeued itself for ten minutes.) The first start waits after step 50 for the signal
     // (the test hook TRAINER_TEST_PAUSE_AT_STEP, a pure wait); the requeued start resumes
-    // after step 50 and never reaches it again. Its about 330 remaining steps take under 20 s on a
-    // 2-core Zen 3, well inside the 50 s before its own signal; a slower machine is requeued
-    // more than once, which the checks below allow. (Each requeue waits Slurm's credential
-    // lifetime, `cred_expire=30` in scripts/slurm-up.sh, before the job may start again.)
+    // after step 50 and never reaches it again. About 330 steps remain, under 20 s at the
+    // 19 steps/s of a 2-core Zen 3 (the MNIST bench's 1200 img/s), well inside the 50 s before
+    // its own signal; a slower machine is requeued more than once, which the checks below
+    // allow. (Each requeue waits Slurm's credential lifetime, `cred_expire=30` in
+    // scripts/slurm-up.sh, before the job may start again.)
     let args = format!(
         "--data-dir {} --limit-train 6000 --limit-test 300 --epochs 4 --seed 9 --log-every-secs 5",
         data.display()

@@ -47,6 +47,7 @@ pub(crate) use delegate_to;
 
 pub use device::DeviceSpec;
 use fast_cpu::{FastCpu, Kernels};
+pub use placement::{DeviceSettings, Placement, default_device, resolve};
 
 /// The exact answer of [`outer_sum_probe`]: `d_i + d_j` for `d = [1, 2, 3, 4]`, row-major.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -70,7 +71,6 @@ fn outer_sum_probe<B: burn::tensor::backend::Backend>(device: &B::Device) -> Vec
         .to_vec()
         .expect("f32 data")
 }
-pub use placement::{DeviceSettings, Placement, default_device, resolve};
 
 /// The tensor backends this binary knows about.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
