@@ -2,10 +2,14 @@
 //! one thread, and in a training step they are the activations' relu and dropout and every
 //! operation of Adam over the 1.2 M weights of the MNIST CNN's first linear layer. The
 //! arithmetic per value is Flex's own (`a + b`, `a · s`, `√a`, `max(a, 0)`, …), so results are
-//! identical; like Flex, the result reuses an operand's buffer when nothing else holds it.
+//! identical, except for [`unary_chunks`]' kernels (exp, ln_1p and sigmoid: see
+//! `vector_math.rs`); like Flex, the result reuses an operand's buffer when nothing else holds
+//! it.
 //!
 //! Only whole, contiguous `f32` buffers of equal shape and at least [`MIN_PARALLEL`] values
 //! take this path; anything else goes to the `flex` fallback the caller passes.
+
+use std::mem::MaybeUninit;
 
 use burn_backend::DType;
 use burn_flex::FlexTensor;
@@ -53,6 +57,34 @@ pub(super) fn unary(
             }
         })
     };
+    f32_tensor(out, &dims(&t))
+}
+
+/// `f` applied to `t`'s values a chunk at a time, in place (or `flex(t)`): for kernels that
+/// work on several values at once. When `t`'s buffer is shared, each chunk is copied to the
+/// result first.
+pub(super) fn unary_chunks(
+    mut t: FlexTensor,
+    f: impl Fn(&mut [f32]) + Sync,
+    flex: impl FnOnce(FlexTensor) -> FlexTensor,
+) -> FlexTensor {
+    if !splittable(&t) {
+        return flex(t);
+    }
+    if let Some(values) = t.try_storage_mut::<f32>() {
+        values.par_chunks_mut(CHUNK).for_each(&f);
+        return t;
+    }
+    let src: &[f32] = t.storage();
+    let write = |start: usize, o: &mut [MaybeUninit<f32>]| {
+        for (o, s) in o.iter_mut().zip(&src[start..]) {
+            o.write(*s);
+        }
+        // SAFETY: every value of `o` was written just above.
+        f(unsafe { &mut *(o as *mut [MaybeUninit<f32>] as *mut [f32]) });
+    };
+    // SAFETY: `write` initialises every value of its chunk.
+    let out = unsafe { written_in(src.len(), CHUNK, write) };
     f32_tensor(out, &dims(&t))
 }
 

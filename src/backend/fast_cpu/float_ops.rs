@@ -9,10 +9,10 @@ use burn_backend::{
 };
 use burn_flex::Flex;
 
-use super::elementwise::{binary, unary};
+use super::elementwise::{binary, unary, unary_chunks};
 use super::kernels::f32_tensor;
 use super::matmul::matmul_2d;
-use super::{FastCpu, delegate, fast, random};
+use super::{FastCpu, delegate, fast, random, vector_math};
 use crate::backend::profile::timed;
 
 impl FloatTensorOps<Self> for FastCpu {
@@ -74,7 +74,9 @@ impl FloatTensorOps<Self> for FastCpu {
     }
 
     fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        timed("float_exp", || unary(tensor, f32::exp, Flex::float_exp))
+        timed("float_exp", || {
+            unary_chunks(tensor, vector_math::exp_in_place, Flex::float_exp)
+        })
     }
 
     fn float_log(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -83,7 +85,7 @@ impl FloatTensorOps<Self> for FastCpu {
 
     fn float_log1p(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         timed("float_log1p", || {
-            unary(tensor, f32::ln_1p, Flex::float_log1p)
+            unary_chunks(tensor, vector_math::log1p_in_place, Flex::float_log1p)
         })
     }
 

@@ -15,8 +15,9 @@
 //!   pass (`bias_grad.rs`);
 //! * `max_pool2d`, `max_pool2d_with_indices` and its backward: one pass per plane with the
 //!   argmax indices Flex would return (`pool.rs`);
-//! * element-wise arithmetic, relu and sigmoid on large tensors, split over threads
-//!   (`elementwise.rs`), and 2-D matrix products by blocks of rows (`matmul.rs`);
+//! * element-wise arithmetic, relu, exp, ln_1p and sigmoid on large tensors, split over threads
+//!   (`elementwise.rs`; the last three eight values at a time with AVX2 + FMA,
+//!   `vector_math.rs`), and 2-D matrix products by blocks of rows (`matmul.rs`);
 //! * Bernoulli draws (dropout masks) from a ChaCha8 stream of its own, drawn in parallel chunks
 //!   that each start at their own position in the stream (`random.rs`), its words sixteen
 //!   blocks at a time with AVX-512 (`chacha.rs`);
@@ -63,6 +64,7 @@ mod module_ops;
 mod other_ops;
 mod pool;
 mod random;
+mod vector_math;
 
 /// The weight and bias gradients of a convolution, also used by the `tch` backend on the CPU.
 #[cfg(feature = "tch")]

@@ -12,7 +12,8 @@ use burn_backend::{
 };
 use burn_flex::Flex;
 
-use super::elementwise::{binary, unary};
+use super::elementwise::{binary, unary, unary_chunks};
+use super::vector_math;
 use super::{FastCpu, delegate};
 use crate::backend::profile::timed;
 
@@ -162,23 +163,15 @@ impl QTensorOps<Self> for FastCpu {
     });
 }
 
-/// Flex's sigmoid, exact for large |x| on both sides.
-fn sigmoid(x: f32) -> f32 {
-    if x >= 0.0 {
-        1.0 / (1.0 + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (1.0 + e)
-    }
-}
-
 impl ActivationOps<Self> for FastCpu {
     fn relu(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         timed("relu", || unary(tensor, |x| x.max(0.0), Flex::relu))
     }
 
     fn sigmoid(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        timed("sigmoid", || unary(tensor, sigmoid, Flex::sigmoid))
+        timed("sigmoid", || {
+            unary_chunks(tensor, vector_math::sigmoid_in_place, Flex::sigmoid)
+        })
     }
 
     fn relu_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -5,6 +5,7 @@
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
+use rayon::prelude::*;
 
 use super::diagnostics::mask_diagnostics;
 use super::dynamics::{acceleration_sum, kl_sum, velocity_sum};
@@ -202,6 +203,9 @@ fn dynamics<B: Backend>(x: &ObjectiveInput, d: &Decoded<B>, sums: &mut PerTerm<T
     }
 }
 
+/// A prediction's thresholds and its target's (β0, E) at each.
+type TargetSide = (Vec<f64>, Vec<(f64, f64)>);
+
 /// The topology term: the raw loss of every prediction (weighted), normalised by the scale,
 /// summed. Returns the predictions that have one (targets without thresholds have none) and
 /// their raw values, on the device (the caller reads them with the other statistics).
@@ -221,10 +225,20 @@ fn topology_term<B: Backend>(
         .clone()
         .unwrap_or_else(|| topology::probes(obj.seed, t.probes, n));
     let probes64: Vec<f64> = probes.iter().map(|&v| v as f64).collect();
+    // The target side, on the host: independent per prediction and per threshold, and the
+    // longest serial stretch of a step otherwise (the Taylor series over N² per threshold).
+    let sides: Vec<Option<TargetSide>> = (0..p)
+        .into_par_iter()
+        .map(|q| {
+            let th = topology::thresholds(x.target(q), n, t.loss_bins)?;
+            let betti = topology::target_betti(x.target(q), n, &th, &probes64, t);
+            Some((th, betti))
+        })
+        .collect();
     let (mut rows, mut taus, mut target) = (Vec::new(), Vec::new(), Vec::new());
-    for q in 0..p {
-        if let Some(th) = topology::thresholds(x.target(q), n, t.loss_bins) {
-            target.extend(topology::target_betti(x.target(q), n, &th, &probes64, t));
+    for (q, side) in sides.into_iter().enumerate() {
+        if let Some((th, betti)) = side {
+            target.extend(betti);
             taus.extend(th);
             rows.push(q);
         }

@@ -8,6 +8,7 @@
 use burn::prelude::*;
 use burn::tensor::activation::sigmoid;
 use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
 
 use super::config::TopologyConfig;
 use super::input::t1;
@@ -109,7 +110,8 @@ pub fn heat_trace(w: &[f64], n: usize, probes: &[f64], t: f64, order: usize) -> 
     total / v.max(1) as f64
 }
 
-/// β0 and the edge mass E = Σ_{i<j} W of the thresholded target at each threshold.
+/// β0 and the edge mass E = Σ_{i<j} W of the thresholded target at each threshold, the
+/// thresholds on rayon's threads (each is independent, so the values do not depend on them).
 pub fn target_betti(
     target_raw: &[f32],
     n: usize,
@@ -117,13 +119,14 @@ pub fn target_betti(
     probes: &[f64],
     cfg: &TopologyConfig,
 ) -> Vec<(f64, f64)> {
-    taus.iter()
+    let log_target: Vec<f64> = target_raw.iter().map(|&v| (v as f64).ln_1p()).collect();
+    taus.par_iter()
         .map(|&tau| {
             let mut w = vec![0.0f64; n * n];
             let mut e = 0.0;
             for i in 0..n {
                 for j in 0..n {
-                    if i != j && (target_raw[i * n + j] as f64).ln_1p() >= tau {
+                    if i != j && log_target[i * n + j] >= tau {
                         w[i * n + j] = 1.0;
                         if i < j {
                             e += 1.0;
