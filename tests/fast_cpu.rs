@@ -2,8 +2,9 @@
 //! (`Autodiff<Flex>`, Burn's own operations and default backward passes): forward outputs and
 //! gradients on random inputs agree to a relative error of 1e-4, for the MNIST CNN's layer
 //! shapes and for odd ones (batch 1, padding, stride 2, dilation, 1×1, no bias), and the whole
-//! CNN's logits and parameter gradients agree too; 2-D matrix products (also of transposed
-//! views) agree, and the threaded element-wise operations give Flex's values exactly.
+//! CNN's logits and parameter gradients agree too; 2-D matrix products and thin batched ones
+//! (also of transposed views) agree, and the threaded element-wise operations give Flex's
+//! values exactly.
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::{Module, ModuleVisitor, Param};
@@ -311,5 +312,95 @@ fn exp_log1p_and_sigmoid_stay_within_ulps_of_flex() {
             doubled[..n] == once[..] && doubled[n..] == once[..],
             "exp over {n} values"
         );
+    }
+}
+
+/// `[b, r, c]` from `data`, or (`transposed`) the transposed view of `[b, c, r]`.
+fn operand<B: Backend>(data: &[f32], [b, r, c]: [usize; 3], transposed: bool) -> Tensor<B, 3> {
+    if transposed {
+        tensor::<B, 3>(data, [b, c, r]).swap_dims(1, 2)
+    } else {
+        tensor::<B, 3>(data, [b, r, c])
+    }
+}
+
+/// Batched products with a thin side (inner or output width ≤ 4: CLG-ODE's topology loss) run
+/// the fast path's own loops (`thin.rs`): they agree with Flex's GEMMs and with an f64 product
+/// within 1e-4 (other summation orders, no fused multiply-add), for contiguous operands and for
+/// transposed views, and an item gives the same bits alone as in its batch (the loops' blocks
+/// of rows differ there, the order of each sum does not).
+#[test]
+fn thin_batched_matmuls_match_flex() {
+    for (b, m, k, n) in [
+        (8, 400, 2, 400),
+        (8, 400, 400, 2),
+        (3, 37, 1, 9),
+        (2, 5, 4, 300),
+        (1, 300, 301, 1),
+        (5, 17, 33, 3),
+        (6, 64, 67, 4),
+    ] {
+        let (a, c) = (random(b * m * k, 41), random(b * k * n, 42));
+        for (lt, rt) in [(false, false), (true, false), (false, true)] {
+            let what = format!(
+                "[{b},{m},{k}]{} · [{b},{k},{n}]{}",
+                ["", "ᵀ"][lt as usize],
+                ["", "ᵀ"][rt as usize]
+            );
+            let calls = fast_calls();
+            let fast = host(
+                operand::<FastCpu>(&a, [b, m, k], lt).matmul(operand::<FastCpu>(&c, [b, k, n], rt)),
+            );
+            assert!(fast_calls() > calls, "{what}: the fast kernels did not run");
+            let plain =
+                host(operand::<Flex>(&a, [b, m, k], lt).matmul(operand::<Flex>(&c, [b, k, n], rt)));
+            assert_close(&what, &fast, &plain);
+            // The f64 product of the same values (element (i, j) of an operand is at i·cols + j,
+            // or at j·rows + i for the transposed view).
+            let at =
+                |x: &[f32], item: usize, rows: usize, cols: usize, t: bool, i: usize, j: usize| {
+                    let off = item * rows * cols;
+                    f64::from(x[off + if t { j * rows + i } else { i * cols + j }])
+                };
+            let exact: Vec<f32> = (0..b * m * n)
+                .map(|o| {
+                    let (item, i, j) = (o / (m * n), o / n % m, o % n);
+                    (0..k)
+                        .map(|kk| at(&a, item, m, k, lt, i, kk) * at(&c, item, k, n, rt, kk, j))
+                        .sum::<f64>() as f32
+                })
+                .collect();
+            assert_close(&format!("{what} against f64"), &fast, &exact);
+            let first = host(
+                operand::<FastCpu>(&a[..m * k], [1, m, k], lt).matmul(operand::<FastCpu>(
+                    &c[..k * n],
+                    [1, k, n],
+                    rt,
+                )),
+            );
+            assert!(first == fast[..m * n], "{what}: item 0 alone differs");
+        }
+    }
+}
+
+/// 2-D products with a thin side (CLG-ODE's one-hot and two-column products) take the same
+/// loops as a batch of one, and agree with Flex within 1e-4.
+#[test]
+fn thin_2d_matmuls_match_flex() {
+    for (m, k, n) in [(800, 2, 128), (400, 1, 128), (300, 301, 3), (33, 17, 4)] {
+        let (a, c) = (random(m * k, 43), random(k * n, 44));
+        let calls = fast_calls();
+        let fast = host(tensor::<FastCpu, 2>(&a, [m, k]).matmul(tensor::<FastCpu, 2>(&c, [k, n])));
+        assert!(
+            fast_calls() > calls,
+            "{m}x{k} · {k}x{n}: the fast kernels did not run"
+        );
+        let plain = host(tensor::<Flex, 2>(&a, [m, k]).matmul(tensor::<Flex, 2>(&c, [k, n])));
+        assert_close(&format!("{m}x{k} · {k}x{n}"), &fast, &plain);
+        let at = tensor::<FastCpu, 2>(&a, [k, m]).swap_dims(0, 1);
+        let fast = host(at.matmul(tensor::<FastCpu, 2>(&c, [k, n])));
+        let at = tensor::<Flex, 2>(&a, [k, m]).swap_dims(0, 1);
+        let plain = host(at.matmul(tensor::<Flex, 2>(&c, [k, n])));
+        assert_close(&format!("({k}x{m})ᵀ · {k}x{n}"), &fast, &plain);
     }
 }

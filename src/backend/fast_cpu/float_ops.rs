@@ -12,6 +12,7 @@ use burn_flex::Flex;
 use super::elementwise::{binary, unary, unary_chunks};
 use super::kernels::f32_tensor;
 use super::matmul::matmul_2d;
+use super::thin;
 use super::{FastCpu, delegate, fast, random, vector_math};
 use crate::backend::profile::timed;
 
@@ -98,7 +99,14 @@ impl FloatTensorOps<Self> for FastCpu {
     }
 
     fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        timed("float_matmul", || matmul_2d(lhs, rhs, Flex::float_matmul))
+        // Batched products apart in the profile (CLG-ODE's topology loss is made of them).
+        let op = match lhs.layout().shape().num_dims() {
+            2 => "float_matmul",
+            _ => "float_matmul (batched)",
+        };
+        timed(op, || {
+            thin::matmul(lhs, rhs, |l, r| matmul_2d(l, r, Flex::float_matmul))
+        })
     }
 
     fn float_sqrt(tensor: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -32,6 +32,19 @@ pub fn cpu_has_avx512() -> bool {
     }
 }
 
+/// Whether the CPU has AVX2 and FMA, which the `avx2` convolution tiles and the eight-lane
+/// `exp`, `ln_1p` and sigmoid need.
+pub(super) fn avx2_and_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// The environment that keeps a PyTorch contender off AVX-512 as well when the switch is set on an
 /// AVX-512 CPU, so that both sides of the bench run as on a CPU without it: ATen's vectorised
 /// kernels, oneDNN (convolutions) and MKL (matrix products) each have their own cap. Empty

@@ -17,7 +17,9 @@
 //!   argmax indices Flex would return (`pool.rs`);
 //! * element-wise arithmetic, relu, exp, ln_1p and sigmoid on large tensors, split over threads
 //!   (`elementwise.rs`; the last three eight values at a time with AVX2 + FMA,
-//!   `vector_math.rs`), and 2-D matrix products by blocks of rows (`matmul.rs`);
+//!   `vector_math.rs`), 2-D matrix products by blocks of rows (`matmul.rs`), and batched
+//!   products with a side of width 4 or less (CLG-ODE's topology loss: a matrix times two
+//!   probe vectors, their outer products) in loops of their own (`thin.rs`);
 //! * Bernoulli draws (dropout masks) from a ChaCha8 stream of its own, drawn in parallel chunks
 //!   that each start at their own position in the stream (`random.rs`), its words sixteen
 //!   blocks at a time with AVX-512 (`chacha.rs`);
@@ -64,6 +66,7 @@ mod module_ops;
 mod other_ops;
 mod pool;
 mod random;
+mod thin;
 mod vector_math;
 
 /// The weight and bias gradients of a convolution, also used by the `tch` backend on the CPU.

@@ -33,18 +33,6 @@ pub(super) fn sigmoid(x: f32) -> f32 {
     }
 }
 
-/// Whether this CPU has AVX2 and FMA, which the eight-lane forms need.
-fn avx2_and_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 /// `pub(super) fn $name(values: &mut [f32])`: `$simd` eight values at a time where the CPU has
 /// AVX2 + FMA, else `$scalar` of each value.
 macro_rules! in_place {
@@ -52,7 +40,7 @@ macro_rules! in_place {
         $(#[$doc])*
         pub(super) fn $name(values: &mut [f32]) {
             #[cfg(target_arch = "x86_64")]
-            if avx2_and_fma() {
+            if super::isa::avx2_and_fma() {
                 // SAFETY: the CPU has AVX2 and FMA.
                 unsafe { avx2::map(values, |x| avx2::$simd(x)) };
                 return;

@@ -26,6 +26,8 @@ use std::sync::LazyLock;
 
 use super::conv::Geom;
 #[cfg(target_arch = "x86_64")]
+use super::isa::avx2_and_fma;
+#[cfg(target_arch = "x86_64")]
 use simd::{avx2, avx512};
 
 mod flat;
@@ -112,12 +114,6 @@ impl Isa {
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!("no direct convolution tiles on this architecture")
     }
-}
-
-/// Whether this CPU has AVX2 and FMA, which the `avx2` tiles need.
-#[cfg(target_arch = "x86_64")]
-fn avx2_and_fma() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
 }
 
 /// The environment variable that turns the direct kernels off (`0`): every convolution then

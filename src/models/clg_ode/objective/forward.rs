@@ -230,8 +230,9 @@ fn topology_term<B: Backend>(
     let sides: Vec<Option<TargetSide>> = (0..p)
         .into_par_iter()
         .map(|q| {
-            let th = topology::thresholds(x.target(q), n, t.loss_bins)?;
-            let betti = topology::target_betti(x.target(q), n, &th, &probes64, t);
+            let log_target = topology::log_weights(x.target(q));
+            let th = topology::log_thresholds(&log_target, n, t.loss_bins)?;
+            let betti = topology::target_betti(&log_target, n, &th, &probes64, t);
             Some((th, betti))
         })
         .collect();

@@ -39,14 +39,25 @@ pub fn linspace(a: f64, b: f64, count: usize) -> Vec<f64> {
     }
 }
 
+/// ln(1 + w) of each weight of a raw target, in f64: what its thresholds and its thresholded
+/// graphs are taken of.
+pub fn log_weights(target_raw: &[f32]) -> Vec<f64> {
+    target_raw.iter().map(|&v| (v as f64).ln_1p()).collect()
+}
+
 /// The K thresholds of a target (raw N×N): quantiles at linspace(0.05, 0.95, K) of the positive
 /// upper-triangle entries of log1p(target). `None` when there is none or all are 0 (loss 0).
 pub fn thresholds(target_raw: &[f32], n: usize, k: usize) -> Option<Vec<f64>> {
+    log_thresholds(&log_weights(target_raw), n, k)
+}
+
+/// [`thresholds`] of a target already through [`log_weights`] (a positive weight is exactly a
+/// positive log1p).
+pub fn log_thresholds(log_target: &[f64], n: usize, k: usize) -> Option<Vec<f64>> {
     let mut v: Vec<f64> = (0..n)
         .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
-        .map(|(i, j)| target_raw[i * n + j] as f64)
+        .map(|(i, j)| log_target[i * n + j])
         .filter(|&x| x > 0.0)
-        .map(|x| x.ln_1p())
         .collect();
     if v.is_empty() {
         return None;
@@ -110,16 +121,16 @@ pub fn heat_trace(w: &[f64], n: usize, probes: &[f64], t: f64, order: usize) -> 
     total / v.max(1) as f64
 }
 
-/// β0 and the edge mass E = Σ_{i<j} W of the thresholded target at each threshold, the
-/// thresholds on rayon's threads (each is independent, so the values do not depend on them).
+/// β0 and the edge mass E = Σ_{i<j} W of the thresholded target (its [`log_weights`]) at each
+/// threshold, the thresholds on rayon's threads (each is independent, so the values do not
+/// depend on them).
 pub fn target_betti(
-    target_raw: &[f32],
+    log_target: &[f64],
     n: usize,
     taus: &[f64],
     probes: &[f64],
     cfg: &TopologyConfig,
 ) -> Vec<(f64, f64)> {
-    let log_target: Vec<f64> = target_raw.iter().map(|&v| (v as f64).ln_1p()).collect();
     taus.par_iter()
         .map(|&tau| {
             let mut w = vec![0.0f64; n * n];
