@@ -83,6 +83,13 @@ fn bench_mnist_compares_chosen_backends_with_spread_threads_and_floor() {
         assert!(train["floor_fraction"].as_f64().unwrap() > 0.0, "{r}");
     }
     assert!(json["floor"]["train_img_per_s"].as_f64().unwrap() > 0.0);
+    // The floor: one core's sgemm measured before the rounds and before each, the best kept.
+    let floor = &json["floor"];
+    assert_eq!(floor["sgemm_measurements"], 3, "{floor}");
+    let best = floor["sgemm_gflops_per_core"].as_f64().unwrap();
+    assert_eq!(best, floor["sgemm_measured"]["max"].as_f64().unwrap());
+    assert!(floor["sgemm_measured"]["min"].as_f64().unwrap() <= best);
+    assert!(out.contains("best of 3 measurements"), "{out}");
     // Which GEMM kernels the floor ran on, as gemm chooses them on this CPU (issue 35):
     // AVX-512 where the CPU has it, else FMA, else scalar (NEON on aarch64).
     let kernels = json["floor"]["gemm_kernels"].as_str().unwrap();

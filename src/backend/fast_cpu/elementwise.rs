@@ -16,7 +16,7 @@ use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
 use super::fast;
-use super::kernels::{dims, f32_tensor, written_in};
+use super::kernels::{assume_init, dims, f32_tensor, written_in};
 
 /// Below this many values one thread is as fast.
 const MIN_PARALLEL: usize = 1 << 16;
@@ -81,7 +81,7 @@ pub(super) fn unary_chunks(
             o.write(*s);
         }
         // SAFETY: every value of `o` was written just above.
-        f(unsafe { &mut *(o as *mut [MaybeUninit<f32>] as *mut [f32]) });
+        f(unsafe { assume_init(o) });
     };
     // SAFETY: `write` initialises every value of its chunk.
     let out = unsafe { written_in(src.len(), CHUNK, write) };

@@ -32,12 +32,24 @@ pub fn cpu_has_avx512() -> bool {
     }
 }
 
+/// Whether the CPU has AVX2, which the thin matrix products' eight-lane loops use.
+pub(super) fn avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Whether the CPU has AVX2 and FMA, which the `avx2` convolution tiles and the eight-lane
 /// `exp`, `ln_1p` and sigmoid need.
 pub(super) fn avx2_and_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        avx2() && std::arch::is_x86_feature_detected!("fma")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

@@ -246,7 +246,16 @@ pub(super) fn zeroed(n: usize, chunk: usize) -> Vec<f32> {
 /// `values`, every one set to `v`, as initialised values.
 pub(super) fn filled<T: Copy>(values: &mut [MaybeUninit<T>], v: T) -> &mut [T] {
     values.fill(MaybeUninit::new(v));
-    // SAFETY: every value was just written; `MaybeUninit<T>` has `T`'s layout.
+    // SAFETY: every value was just written.
+    unsafe { assume_init(values) }
+}
+
+/// `values` as initialised values.
+///
+/// # Safety
+/// Every value of `values` must have been written.
+pub(super) unsafe fn assume_init<T>(values: &mut [MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: the caller wrote every value; `MaybeUninit<T>` has `T`'s layout.
     unsafe { &mut *(values as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 

@@ -1,9 +1,8 @@
 //! Batched matrix products with a thin side, `[B, M, K] · [B, K, N]` with K ≤ 4 (each item a
 //! sum of K outer products) or N ≤ 4 (each item's matrix times a few vectors), and 2-D ones
-//! as a batch of one. CLG-ODE's
-//! topology loss is made of them: its heat-kernel Taylor series multiplies the `[G·K, N, N]`
-//! soft adjacencies by two probe vectors twenty times, and the backward pass forms the twenty
-//! outer products of the probes' gradients. Flex gives each batch item to one GEMM, whose
+//! as a batch of one. CLG-ODE's topology loss is made of them: its heat-kernel Taylor series
+//! multiplies the `[G·K, N, N]` soft adjacencies by two probe vectors twenty times, and the
+//! backward pass forms the twenty outer products of the probes' gradients. Flex gives each batch item to one GEMM, whose
 //! packing is built for wide products: the outer products ran at 2.7 GB/s of output on a 2-core
 //! Zen 3, a fifth of a CLG-ODE step.
 //!
@@ -18,7 +17,7 @@ use std::mem::MaybeUninit;
 use burn_backend::DType;
 use burn_flex::FlexTensor;
 
-use super::kernels::{f32_tensor, written_in};
+use super::kernels::{assume_init, f32_tensor, written_in};
 use super::{FAST_CALLS, fast};
 
 /// The widest inner or output dimension taken as thin.
@@ -143,15 +142,6 @@ fn rows_of(
     })
 }
 
-/// `row` as initialised values.
-///
-/// # Safety
-/// Every value of `row` must have been written.
-unsafe fn assume_init(row: &mut [MaybeUninit<f32>]) -> &mut [f32] {
-    // SAFETY: the caller wrote every value; `MaybeUninit<f32>` has `f32`'s layout.
-    unsafe { &mut *(row as *mut [MaybeUninit<f32>] as *mut [f32]) }
-}
-
 /// K ≤ 4: `out[b, i, :] = Σ_k a[b, i, k] · c[b, k, :]`, k in order.
 fn outer_products(a: Batch, c: Batch, chunk: usize) -> Vec<f32> {
     let (batch, m, k, n) = (a.batch, a.rows, a.cols, c.cols);
@@ -182,7 +172,7 @@ macro_rules! avx2_or_baseline {
                 body$(::<$c>)?($($arg),*)
             }
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if super::isa::avx2() {
                 // SAFETY: the CPU has AVX2.
                 return unsafe { avx2$(::<$c>)?($($arg),*) };
             }

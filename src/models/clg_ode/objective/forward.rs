@@ -203,9 +203,6 @@ fn dynamics<B: Backend>(x: &ObjectiveInput, d: &Decoded<B>, sums: &mut PerTerm<T
     }
 }
 
-/// A prediction's thresholds and its target's (β0, E) at each.
-type TargetSide = (Vec<f64>, Vec<(f64, f64)>);
-
 /// The topology term: the raw loss of every prediction (weighted), normalised by the scale,
 /// summed. Returns the predictions that have one (targets without thresholds have none) and
 /// their raw values, on the device (the caller reads them with the other statistics).
@@ -225,22 +222,18 @@ fn topology_term<B: Backend>(
         .clone()
         .unwrap_or_else(|| topology::probes(obj.seed, t.probes, n));
     let probes64: Vec<f64> = probes.iter().map(|&v| v as f64).collect();
-    // The target side, on the host: independent per prediction and per threshold, and the
-    // longest serial stretch of a step otherwise (the Taylor series over N² per threshold).
-    let sides: Vec<Option<TargetSide>> = (0..p)
+    // The target side, on the host: independent per prediction and per threshold, the longest
+    // serial stretch of a step (the Taylor series over N² per threshold), and the same every
+    // epoch, so computed once per target.
+    let sides: Vec<_> = (0..p)
         .into_par_iter()
-        .map(|q| {
-            let log_target = topology::log_weights(x.target(q));
-            let th = topology::log_thresholds(&log_target, n, t.loss_bins)?;
-            let betti = topology::target_betti(&log_target, n, &th, &probes64, t);
-            Some((th, betti))
-        })
+        .map(|q| obj.target_sides.side(x.target(q), n, &probes64, t))
         .collect();
     let (mut rows, mut taus, mut target) = (Vec::new(), Vec::new(), Vec::new());
     for (q, side) in sides.into_iter().enumerate() {
-        if let Some((th, betti)) = side {
-            target.extend(betti);
-            taus.extend(th);
+        if let Some(side) = side {
+            taus.extend_from_slice(&side.0);
+            target.extend_from_slice(&side.1);
             rows.push(q);
         }
     }

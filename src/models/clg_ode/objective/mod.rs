@@ -20,6 +20,7 @@ pub mod innovation;
 pub mod input;
 pub mod predict;
 pub mod stats;
+pub mod target_sides;
 pub mod term;
 pub mod terms;
 pub mod topology;
@@ -85,6 +86,8 @@ pub struct Objective {
     /// The fold's empirical-Bayes forecaster the decoder's residual starts from
     /// (`--eb-head`), or none.
     pub eb_forecaster: Option<std::sync::Arc<crate::models::eb_drift::EbParams>>,
+    /// The topology loss's target sides computed so far (each target's once per run).
+    pub target_sides: target_sides::TargetSides,
 }
 
 /// One forward pass over a batch shard.
@@ -108,6 +111,7 @@ impl Objective {
             fixed_probes: None,
             population_drift: None,
             eb_forecaster: None,
+            target_sides: Default::default(),
         }
     }
 
