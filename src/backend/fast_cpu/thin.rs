@@ -2,9 +2,9 @@
 //! sum of K outer products) or N ≤ 4 (each item's matrix times a few vectors), and 2-D ones
 //! as a batch of one. CLG-ODE's topology loss is made of them: its heat-kernel Taylor series
 //! multiplies the `[G·K, N, N]` soft adjacencies by two probe vectors twenty times, and the
-//! backward pass forms the twenty outer products of the probes' gradients. Flex gives each batch item to one GEMM, whose
-//! packing is built for wide products: the outer products ran at 2.7 GB/s of output on a 2-core
-//! Zen 3, a fifth of a CLG-ODE step.
+//! backward pass forms the twenty outer products of the probes' gradients. Flex gives each
+//! batch item to one GEMM, whose packing is built for wide products: the outer products ran at
+//! 2.7 GB/s of output on a 2-core Zen 3, a fifth of a CLG-ODE step.
 //!
 //! Here each value is read and written once, on rayon's threads in blocks of rows that depend
 //! on the shapes only. Each output value is summed in one fixed order (over k; a dot product in
