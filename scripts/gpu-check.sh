@@ -6,8 +6,10 @@
 #                        [--pytorch PYTHON]
 #
 #   --bin           the default release binary (target/release/trainer)
-#   --features-bin  a `--features tch,cuda,mpi` release binary (target/features/release/trainer,
-#                   as scripts/test.sh builds it)
+#   --features-bin  a `--features tch,cuda,mpi` release binary (target/features/release/trainer:
+#                   `CARGO_TARGET_DIR=target/features cargo build --release --features
+#                   tch,cuda,mpi`; scripts/test.sh builds its own in the quicker `ci-features`
+#                   profile, not one to benchmark)
 #   --libtorch DIR  LibTorch's lib/ of PyTorch 2.9.0 (default: from LD_LIBRARY_PATH)
 #   --data-dir DIR  MNIST-format IDX files (default: Debian's Fashion-MNIST if installed, else
 #                   a small synthetic set written here)

@@ -52,6 +52,7 @@ auto)
 *) features=(--features "$TRAINER_JOBS_FEATURES") ;;
 esac
 echo "cargo features for the jobs tests: ${features[*]:-(default)}"
-cargo test --release "${features[@]}" --no-fail-fast --test jobs_slurm --test jobs_gflow --test sweep_gflow \
-  --test jobs_lsf --test containers_defs --test containers_apptainer
+source scripts/test-lists.sh
+mapfile -t tests < <(test_flags "${JOBS_TESTS[@]}")
+cargo test --release "${features[@]}" --no-fail-fast "${tests[@]}"
 done_stage

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's second command, and what CI runs (.ci/run): installs what the tests need, then
-#   1. the default build (flex CPU backend + MPI data-parallel) and every test, against a real
-#      one-node Slurm and OpenMPI started here;
-#   2. the job templates and container images (scripts/test-jobs.sh);
+#   1. the default build (flex CPU backend + MPI data-parallel) and every test but stage 2's,
+#      against a real one-node Slurm and OpenMPI started here;
+#   2. the job templates and container images (scripts/test-jobs.sh; scripts/test-lists.sh
+#      names the tests each stage runs);
 #   3. the `tch` + `cuda` + `wgpu` (+ `mpi`) build against PyTorch 2.9.0, with the tests of those
 #      backends (CUDA itself cannot run without a GPU: that build is compiled and its no-driver
 #      path tested; wgpu runs the same CubeCL kernels on Mesa's software Vulkan, lavapipe,
@@ -37,7 +38,28 @@ stage "tests (default backend + mpi)"
 # Case budgets of the fuzz properties (tests/fuzz_*.rs, ~30 s at 2000 per parser) and of the
 # hostlist property test against scontrol (tests/cluster_hostlist_slurm.rs, ~20 s at 2500).
 export TRAINER_FUZZ_CASES="${TRAINER_FUZZ_CASES:-2000}" TRAINER_HOSTLIST_CASES="${TRAINER_HOSTLIST_CASES:-2500}"
-cargo test --release --features mpi
+# Every test binary but those scripts/test-jobs.sh runs below; each of those that mostly wait
+# on Slurm's clock in a cargo run of its own, beside the others (scripts/test-lists.sh).
+source scripts/test-lists.sh
+mapfile -t others < <(for file in tests/*.rs; do
+  name=$(basename "$file" .rs)
+  [[ " ${JOBS_TESTS[*]} ${SLURM_WAITING_TESTS[*]} " == *" $name "* ]] || test_flags "$name"
+done)
+waiting_pids=()
+for name in "${SLURM_WAITING_TESTS[@]}"; do
+  cargo test --release --features mpi --test "$name" >"target/$name.log" 2>&1 &
+  waiting_pids+=($!)
+done
+trap 'kill "${waiting_pids[@]}" 2>/dev/null || true; scripts/slurm-down.sh || true' EXIT
+cargo test --release --features mpi --lib --bins "${others[@]}"
+cargo test --release --features mpi --doc
+for i in "${!SLURM_WAITING_TESTS[@]}"; do
+  name=${SLURM_WAITING_TESTS[$i]} rc=0
+  wait "${waiting_pids[$i]}" || rc=$?
+  echo "--- tests/$name.rs (run beside the others):"
+  cat "target/$name.log"
+  [ "$rc" = 0 ] || { echo "tests/$name.rs failed (exit $rc)"; exit "$rc"; }
+done
 done_stage
 
 stage "thread counts (RAYON_NUM_THREADS=1 and 4: the cross-process, cross-thread comparisons)"
@@ -64,24 +86,27 @@ if [ "${TRAINER_SKIP_FEATURES:-0}" != 1 ]; then
   stage "build (tch + cuda + wgpu + mpi)"
   # A separate target dir keeps the default build's artefacts (Burn's features differ). One
   # build for the three backends: cuda and wgpu share Burn's CubeCL crates (one compile).
+  # Cargo.toml's `ci-features` profile: release with LLVM's quick optimisations and no debug
+  # info, built in 18 minutes instead of 25 on the 2-core CI machine; its tests run as fast.
   export CARGO_TARGET_DIR=target/features
+  profile=(--profile ci-features)
   # The binary and the backend tests only: the library's unit tests and the other integration
   # tests ran in the default build (a second compile of the library with five backends in test
   # mode, and forty more test binaries, would add about ten minutes).
   backend_tests=(--test backend_errors --test backend_tch --test fast_tch --test pt_checkpoint
     --test backend_wgpu --test backend_cuda)
-  cargo build --release --features tch,cuda,wgpu,mpi --bins "${backend_tests[@]}"
+  cargo build "${profile[@]}" --features tch,cuda,wgpu,mpi --bins "${backend_tests[@]}"
   done_stage
   stage "tests (tch + cuda + mpi)"
   # tests/pt_checkpoint.rs needs python3 with torch (on PATH since setup-torch.sh): required here.
   export TRAINER_REQUIRE_TORCH=1
   # tests/backend_cuda.rs says SKIP without an NVIDIA driver (it runs in GPU sessions:
   # scripts/gpu-check.sh --cuda-tests); here it is compiled and its skip path runs.
-  cargo test --release --features tch,cuda,wgpu,mpi --test backend_errors --test backend_tch \
+  cargo test "${profile[@]}" --features tch,cuda,wgpu,mpi --test backend_errors --test backend_tch \
     --test fast_tch --test pt_checkpoint --test backend_cuda
   done_stage
   stage "wgpu on lavapipe (CubeCL kernels on Mesa's software Vulkan, against flex)"
-  cargo test --release --features tch,cuda,wgpu,mpi --test backend_wgpu -- --nocapture
+  cargo test "${profile[@]}" --features tch,cuda,wgpu,mpi --test backend_wgpu -- --nocapture
   done_stage
 fi
 echo "=== all stages done in $(( $(date +%s) - T_ALL )) s"

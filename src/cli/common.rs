@@ -16,9 +16,9 @@ use crate::toolbox::stop::RequeuePolicy;
 #[command(next_help_heading = RUN)]
 pub struct RunArgs {
     /// Read flags from a TOML file (keys are flag names, e.g. `batch_size = 32`, at the top
-    /// level or under [data], [model], [optimisation], [run], [cluster]). Flags given on the
-    /// command line override it. Every run directory gets the resolved `config.toml`, which
-    /// repeats the run when passed back here.
+    /// level or under `[data]`, `[model]`, `[optimisation]`, `[run]`, `[cluster]`). Flags
+    /// given on the command line override it. Every run directory gets the resolved
+    /// `config.toml`, which repeats the run when passed back here.
     #[arg(long, value_name = "FILE.toml")]
     pub config: Option<PathBuf>,
     /// Print the resolved configuration (defaults, file and flags) as TOML and exit.

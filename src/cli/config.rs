@@ -8,7 +8,7 @@
 //! The file's values become flags placed before the command line's, for the flags the command
 //! line does not give, so clap parses and validates everything alike. A `--preset` (given on the
 //! command line or in the file) is a named table of values layered under the file
-//! ([`presets`]).
+//! (`presets`).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -43,10 +43,11 @@ pub enum SweepCommand {
 
 #[derive(Args, Debug)]
 pub struct PlanArgs {
-    /// The sweep specification (command, [base], [grid], [[variant]], folds, seeds, [then]).
+    /// The sweep specification (command, `[base]`, `[grid]`, `[[variant]]`, folds, seeds,
+    /// `[then]`).
     #[arg(required_unless_present = "missing")]
     pub spec: Option<PathBuf>,
-    /// `KEY=VALUE` over the spec: a value goes into [base], a list (`lr=[1e-3,1e-4]`) becomes
+    /// `KEY=VALUE` over the spec: a value goes into `[base]`, a list (`lr=[1e-3,1e-4]`) becomes
     /// KEY's grid axis; either replaces the spec's own KEY.
     #[arg(value_name = "KEY=VALUE", conflicts_with = "missing")]
     pub overrides: Vec<String>,
@@ -95,7 +96,7 @@ pub struct ResourceArgs {
     /// Memory per task (MB, or 500M, 32G, 1T).
     #[arg(long)]
     pub mem: Option<String>,
-    /// Time limit (minutes, HH:MM:SS, D-HH[:MM[:SS]]); the checkpoint signal's margin follows it.
+    /// Time limit (minutes, HH:MM:SS, `D-HH[:MM[:SS]]`); the checkpoint signal's margin follows it.
     #[arg(long)]
     pub time: Option<String>,
     #[arg(long)]

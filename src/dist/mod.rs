@@ -1,7 +1,7 @@
 //! Data-parallel communication between ranks: one small [`Collective`] interface, a
 //! single-process implementation, and MPI (cargo feature `mpi`) for several processes launched
 //! by `srun --mpi=pmix` or `mpirun`. Gradients travel through host memory, which works for every
-//! backend; [`nccl`] (features `cuda` + `mpi`) is the GPU-side implementation of the same
+//! backend; `nccl` (features `cuda` + `mpi`) is the GPU-side implementation of the same
 //! interface. A [`watchdog`] makes every rank exit when a peer dies instead of hanging.
 
 use anyhow::Result;

@@ -1,10 +1,11 @@
 //! The scheduler's scripts of a sweep, and what they share: the arrays a submission is made of
 //! ([`arrays`]), the trainer choice (`$TRAINER`, or a container with `--nv`), running the task
 //! with the scheduler's signal forwarded. Each scheduler's text is in its file: a Slurm array
-//! with a throttle ([`super::slurm`]), an LSF array ([`super::lsf`]), gflow submissions
-//! ([`super::gflow`]); or the local plan (`trainer sweep run DIR --jobs N`). A two-stage sweep is submitted as arrays ([`arrays`]) by a small
-//! `submit.sh`: phase 2 of each task waits for its own phase-1 task (Slurm `aftercorr`, a gflow
-//! dependency per task; LSF: the whole phase-1 array has ended).
+//! with a throttle (`super::slurm`), an LSF array (`super::lsf`), gflow submissions
+//! (`super::gflow`); or the local plan (`trainer sweep run DIR --jobs N`). A two-stage sweep
+//! is submitted as arrays ([`arrays`]) by a small `submit.sh`: phase 2 of each task waits for
+//! its own phase-1 task (Slurm `aftercorr`, a gflow dependency per task; LSF: the whole phase-1
+//! array has ended).
 
 use std::path::{Path, PathBuf};
 

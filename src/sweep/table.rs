@@ -1,6 +1,6 @@
 //! `trainer compare`, the one implementation: every input (a run directory of ours, a sweep's
 //! tasks, the reference trainer's run directory or its `fold<k>` directories) becomes runs
-//! ([`runs`]), shown in one of two views chosen by the flags alone:
+//! (`runs`), shown in one of two views chosen by the flags alone:
 //!
 //! * the per-run table (no `--group-by`, `--metric` or `--format`): one line per run, fold,
 //!   epochs, best epoch, test figures beside the identity's, exact topology, seconds
@@ -16,7 +16,7 @@
 //! A sweep's task without results is named as missing, not dropped silently; a run directory
 //! named on the command line must have finished (the per-run view says which file it lacks).
 //! Run directories of the reference's PyTorch trainer sit beside ours
-//! ([`super::reference_run`]): each fold counts as a run, and when both kinds are grouped a
+//! (`super::reference_run`): each fold counts as a run, and when both kinds are grouped a
 //! `source` column (`reference`, `trainer`) keeps them in separate rows. `--plot` draws the
 //! validation skill per epoch of our runs, in either view.
 

@@ -104,6 +104,65 @@ impl<'a> Mat<'a> {
     }
 }
 
+/// A rank-2 or rank-3 `f32` tensor read in place, as a batch of strided matrices: element
+/// `(b, i, j)` is `data[b·bs + i·rs + j·cs]` (a rank-2 tensor is a batch of one, `bs = 0`).
+#[derive(Clone, Copy)]
+pub(super) struct Batch<'a> {
+    pub(super) data: &'a [f32],
+    /// The tensor's rank: 2 or 3.
+    pub(super) rank: usize,
+    pub(super) batch: usize,
+    pub(super) rows: usize,
+    pub(super) cols: usize,
+    pub(super) bs: usize,
+    pub(super) rs: usize,
+    pub(super) cs: usize,
+}
+
+impl<'a> Batch<'a> {
+    /// `t` as a batch of strided matrices when it is a rank-2 or rank-3 `f32` tensor with
+    /// non-negative strides.
+    pub(super) fn of(t: &'a FlexTensor) -> Option<Self> {
+        let layout = t.layout();
+        let (rank, batch, rows, cols, bs, rs, cs) =
+            match (layout.shape().as_slice(), layout.strides()) {
+                (&[batch, rows, cols], &[bs, rs, cs]) => (3, batch, rows, cols, bs, rs, cs),
+                (&[rows, cols], &[rs, cs]) => (2, 1, rows, cols, 0, rs, cs),
+                _ => return None,
+            };
+        if t.dtype() != DType::F32 || bs < 0 || rs < 0 || cs < 0 {
+            return None;
+        }
+        let data: &[f32] = t.storage();
+        Some(Self {
+            data: &data[layout.start_offset()..],
+            rank,
+            batch,
+            rows,
+            cols,
+            bs: bs as usize,
+            rs: rs as usize,
+            cs: cs as usize,
+        })
+    }
+
+    /// Element `(b, i, j)`.
+    pub(super) fn at(&self, b: usize, i: usize, j: usize) -> f32 {
+        self.data[b * self.bs + i * self.rs + j * self.cs]
+    }
+
+    /// Rows `first..first + rows` of item `b` as a matrix.
+    pub(super) fn rows_of(&self, b: usize, first: usize, rows: usize) -> Mat<'a> {
+        Mat::strided(
+            &self.data[b * self.bs + first * self.rs..],
+            rows,
+            self.cols,
+            self.rs,
+            self.cs,
+        )
+    }
+}
+
 /// `dst = lhs × rhs`, or `dst += lhs × rhs` when `accumulate`; row `i` of `dst` starts at
 /// `dst[i * dst_rs]`. The micro-kernels are `gemm`'s choice unless [`isa`](super::isa) says
 /// otherwise.

@@ -6,12 +6,11 @@
 //! is one GEMM on `gemm`'s own threads instead. Any operand layout with non-negative
 //! strides is read in place (a transposed weight is never copied).
 
-use burn_backend::DType;
 use burn_flex::FlexTensor;
 use gemm::Parallelism;
 
 use super::fast;
-use super::kernels::{Mat, f32_tensor, filled, matmul, written_in, zeroed};
+use super::kernels::{Batch, f32_tensor, filled, matmul, written_in, zeroed};
 
 /// Products smaller than this (m·n·k) run as one GEMM on the calling thread.
 const MIN_SPLIT: usize = 1 << 20;
@@ -22,46 +21,27 @@ fn block_rows(m: usize) -> usize {
     (m / 8).clamp(32, 256) / 16 * 16
 }
 
-/// `t` as a strided matrix view when it is a 2-D `f32` tensor with non-negative strides.
-fn view(t: &FlexTensor) -> Option<(&[f32], usize, usize, usize, usize)> {
-    let layout = t.layout();
-    let (&[rows, cols], &[rs, cs]) = (layout.shape().as_slice(), layout.strides()) else {
-        return None;
-    };
-    if t.dtype() != DType::F32 || rs < 0 || cs < 0 {
-        return None;
-    }
-    let data: &[f32] = t.storage();
-    Some((
-        &data[layout.start_offset()..],
-        rows,
-        cols,
-        rs as usize,
-        cs as usize,
-    ))
-}
-
 /// `lhs × rhs` for 2-D `f32` operands, or `flex(lhs, rhs)` for anything else.
 pub(super) fn matmul_2d(
     lhs: FlexTensor,
     rhs: FlexTensor,
     flex: impl FnOnce(FlexTensor, FlexTensor) -> FlexTensor,
 ) -> FlexTensor {
-    let (Some(a), Some(b)) = (view(&lhs), view(&rhs)) else {
+    let (Some(a), Some(b)) = (Batch::of(&lhs), Batch::of(&rhs)) else {
         return flex(lhs, rhs);
     };
-    let ((a, m, k, ars, acs), (b, kb, n, brs, bcs)) = (a, b);
-    if !fast() || k != kb {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if !fast() || a.rank != 2 || b.rank != 2 || k != b.rows {
         return flex(lhs, rhs);
     }
-    let rhs_m = Mat::strided(b, k, n, brs, bcs);
+    let rhs_m = b.rows_of(0, 0, k);
     // Few rows and a wide output (the fc1 input gradient, 64 × 128 · 128 × 9216): each block
     // of rows would pack the whole right operand again, and one GEMM on gemm's own threads was
     // faster (0.49–0.52 vs 0.61–0.68 ms with AVX-512, 0.80 vs 0.96 with FMA, 2 cores); with a
     // narrow output (the fc1 forward, 64 × 9216 · 9216 × 128) the blocks stay faster.
     let wide = n >= 16 * m;
     let out = if m * n * k < MIN_SPLIT || m < 2 * block_rows(m) || wide {
-        let lhs_m = Mat::strided(a, m, k, ars, acs);
+        let lhs_m = a.rows_of(0, 0, m);
         let par = if m * n * k < MIN_SPLIT {
             Parallelism::None
         } else {
@@ -78,8 +58,7 @@ pub(super) fn matmul_2d(
             written_in(m * n, rows * n, |start, dst| {
                 let dst = filled(dst, 0.0);
                 let (i, r) = (start / n, dst.len() / n);
-                let lhs_m = Mat::strided(&a[i * ars..], r, k, ars, acs);
-                matmul(dst, n, lhs_m, rhs_m, false, Parallelism::None);
+                matmul(dst, n, a.rows_of(0, i, r), rhs_m, false, Parallelism::None);
             })
         }
     };

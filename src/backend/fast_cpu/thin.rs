@@ -14,10 +14,9 @@
 
 use std::mem::MaybeUninit;
 
-use burn_backend::DType;
 use burn_flex::FlexTensor;
 
-use super::kernels::{assume_init, f32_tensor, written_in};
+use super::kernels::{Batch, assume_init, f32_tensor, written_in};
 use super::{FAST_CALLS, fast};
 
 /// The widest inner or output dimension taken as thin.
@@ -25,47 +24,7 @@ const THIN: usize = 4;
 /// Multiply-adds per rayon task, about.
 const TASK_WORK: usize = 1 << 16;
 
-/// A rank-3 `f32` tensor: element `(b, i, j)` is `data[b·bs + i·rs + j·cs]`.
-#[derive(Clone, Copy)]
-struct Batch<'a> {
-    data: &'a [f32],
-    batch: usize,
-    rows: usize,
-    cols: usize,
-    bs: usize,
-    rs: usize,
-    cs: usize,
-}
-
-impl<'a> Batch<'a> {
-    /// `t` as a batch of strided matrices when it is a rank-3 `f32` tensor with non-negative
-    /// strides (a rank-2 one: a batch of one).
-    fn of(t: &'a FlexTensor) -> Option<Self> {
-        let layout = t.layout();
-        let (batch, rows, cols, bs, rs, cs) = match (layout.shape().as_slice(), layout.strides()) {
-            (&[batch, rows, cols], &[bs, rs, cs]) => (batch, rows, cols, bs, rs, cs),
-            (&[rows, cols], &[rs, cs]) => (1, rows, cols, 0, rs, cs),
-            _ => return None,
-        };
-        if t.dtype() != DType::F32 || bs < 0 || rs < 0 || cs < 0 {
-            return None;
-        }
-        let data: &[f32] = t.storage();
-        Some(Self {
-            data: &data[layout.start_offset()..],
-            batch,
-            rows,
-            cols,
-            bs: bs as usize,
-            rs: rs as usize,
-            cs: cs as usize,
-        })
-    }
-
-    fn at(&self, b: usize, i: usize, j: usize) -> f32 {
-        self.data[b * self.bs + i * self.rs + j * self.cs]
-    }
-
+impl Batch<'_> {
     /// The values in `[batch, rows, cols]` order (each item's rows as contiguous vectors).
     fn by_rows(&self) -> Vec<f32> {
         let (rows, cols) = (self.rows, self.cols);
@@ -103,15 +62,9 @@ pub(super) fn matmul(
     let (Some(a), Some(c)) = (Batch::of(&lhs), Batch::of(&rhs)) else {
         return other(lhs, rhs);
     };
-    let (batch, m, k, n) = (a.batch, a.rows, a.cols, c.cols);
-    let rank = lhs.layout().shape().num_dims();
+    let (batch, m, k, n, rank) = (a.batch, a.rows, a.cols, c.cols, a.rank);
     let sized = batch > 0 && m > 0 && k > 0 && n > 0;
-    if !fast()
-        || !sized
-        || c.batch != batch
-        || c.rows != k
-        || rhs.layout().shape().num_dims() != rank
-    {
+    if !fast() || !sized || c.batch != batch || c.rows != k || c.rank != rank {
         return other(lhs, rhs);
     }
     // Whole rows per task, as many as make about TASK_WORK multiply-adds.

@@ -27,7 +27,7 @@ pub struct DecoderConfig {
     /// No Δt gate on the residual (g ≡ 1, also at Δt = 0).
     #[arg(long, alias = "residual_no_dt_gate")]
     pub residual_no_dt_gate: bool,
-    /// Predict only on the start visit's edges: A_pred = max(weight, 0)·1[A0 > 0], no
+    /// Predict only on the start visit's edges: A_pred = max(weight, 0)·1\[A0 > 0\], no
     /// edge-existence loss, a support-only weight loss.
     #[arg(long, alias = "fixed_support")]
     pub fixed_support: bool,
@@ -74,9 +74,9 @@ impl DecoderConfig {
 /// time since it (0 for a reconstruction), one per batch row.
 #[derive(Debug, Clone)]
 pub struct Start<B: Backend> {
-    /// log1p(A0), [B,N,N].
+    /// log1p(A0), `[B,N,N]`.
     pub a0_log: Tensor<B, 3>,
-    /// [B].
+    /// `[B]`.
     pub t: Tensor<B, 1>,
     /// The population drift per year `[1, N, N]` (`--drift-head`), or none.
     pub drift: Option<Tensor<B, 3>>,
@@ -123,7 +123,7 @@ pub struct ConnDecoder<B: Backend> {
 /// The decoded connectivity of a batch of states.
 #[derive(Debug, Clone)]
 pub struct ConnOutput<B: Backend> {
-    /// Existence logits ℓ = α(S − δ), [B,N,N] (diagonal left as is).
+    /// Existence logits ℓ = α(S − δ), `[B,N,N]` (diagonal left as is).
     pub logit: Tensor<B, 3>,
     /// The weight of the mode: softplus(γ'S + β'), or the residual weight; zero diagonal.
     pub weight: Tensor<B, 3>,
@@ -132,7 +132,7 @@ pub struct ConnOutput<B: Backend> {
     /// softplus(γ'S + β') with zero diagonal (the new-edge weight; equal to `weight` without
     /// the residual skip).
     pub w_new: Tensor<B, 3>,
-    /// The prediction: σ(ℓ)·max(weight, 0), or max(weight, 0)·1[A0 > 0] with fixed support.
+    /// The prediction: σ(ℓ)·max(weight, 0), or max(weight, 0)·1\[A0 > 0\] with fixed support.
     pub a_pred: Tensor<B, 3>,
 }
 
@@ -144,7 +144,7 @@ pub fn off_diagonal<B: Backend>(n: usize, device: &B::Device) -> Tensor<B, 2> {
         .reshape([1, n * n])
 }
 
-/// Zeroes the diagonal of every matrix of `x` [B,N,N].
+/// Zeroes the diagonal of every matrix of `x` `[B,N,N]`.
 pub fn zero_diagonal<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
     let [b, n, _] = x.dims();
     let off = off_diagonal::<B>(n, &x.device());
@@ -173,7 +173,7 @@ impl<B: Backend> ConnDecoder<B> {
         }
     }
 
-    /// `z_c` [B,N,L] → logits, weights and A_pred. `start` is needed by the residual and
+    /// `z_c` `[B,N,L]` → logits, weights and A_pred. `start` is needed by the residual and
     /// fixed-support modes (see [`DecoderConfig::needs_start`]).
     pub fn forward(
         &self,

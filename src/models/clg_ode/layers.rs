@@ -15,7 +15,7 @@ pub fn linear3<B: Backend>(layer: &Linear<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
 }
 
 /// `Â x` with Â = D^{-1/2}(A + I)D^{-1/2}, d_i = Σ_j (A + I)_ij (docs/clg-ode-model.md §2.1), without forming Â:
-/// `Â x = d^{-1/2} ⊙ (A (d^{-1/2} ⊙ x) + d^{-1/2} ⊙ x)`. `a` [B,N,N], `x` [B,N,F].
+/// `Â x = d^{-1/2} ⊙ (A (d^{-1/2} ⊙ x) + d^{-1/2} ⊙ x)`. `a` `[B,N,N]`, `x` `[B,N,F]`.
 pub fn propagate<B: Backend>(a: Tensor<B, 3>, x: Tensor<B, 3>) -> Tensor<B, 3> {
     let d_inv_sqrt = a
         .clone()
@@ -26,7 +26,7 @@ pub fn propagate<B: Backend>(a: Tensor<B, 3>, x: Tensor<B, 3>) -> Tensor<B, 3> {
     (a.matmul(y.clone()) + y) * d_inv_sqrt
 }
 
-/// Â itself, [B,N,N] (for tests and inspection; the model uses [`propagate`]).
+/// Â itself, `[B,N,N]` (for tests and inspection; the model uses [`propagate`]).
 pub fn normalized_adjacency<B: Backend>(a: Tensor<B, 3>) -> Tensor<B, 3> {
     let [b, n, _] = a.dims();
     let eye = Tensor::<B, 2>::eye(n, &a.device()).unsqueeze::<3>();
@@ -54,7 +54,7 @@ impl<B: Backend> GraphEncoder<B> {
         }
     }
 
-    /// `(μ, logvar)`, each [B,N,L], from the propagated features `Â x` [B,N,F].
+    /// `(μ, logvar)`, each `[B,N,L]`, from the propagated features `Â x` `[B,N,F]`.
     pub fn forward(&self, ax: Tensor<B, 3>) -> (Tensor<B, 3>, Tensor<B, 3>) {
         let h = relu(linear3(&self.fc1, ax));
         (linear3(&self.fc_mu, h.clone()), linear3(&self.fc_logvar, h))
@@ -187,8 +187,8 @@ pub fn trajectory_onehot<B: Backend>(b: usize, n: usize, device: &B::Device) -> 
 }
 
 impl<B: Backend> PreparedOde<'_, B> {
-    /// `f(t, z)` for z [B,N,2L] and per-trajectory times `t` [B,1] → [B,N,2L]; `onehot` from
-    /// [`trajectory_onehot`].
+    /// `f(t, z)` for z `[B,N,2L]` and per-trajectory times `t` `[B,1]` → `[B,N,2L]`; `onehot`
+    /// from [`trajectory_onehot`].
     pub fn eval(&self, t: Tensor<B, 2>, z: Tensor<B, 3>, onehot: &Tensor<B, 2>) -> Tensor<B, 3> {
         let [b, n, d] = z.dims();
         let zf = z.reshape([b * n, d]);
@@ -204,7 +204,7 @@ impl<B: Backend> PreparedOde<'_, B> {
 
     /// Fixed-step RK4 from s = 0 to s = 1 of `dz/ds = Δt · f(Δt·s, z)`, i.e. the reference's
     /// integration from t = 0 to t = Δt with `steps` steps of size Δt/steps, for every
-    /// trajectory of the batch at once although their Δt differ. `dt` [B] → z(Δt) [B,N,2L].
+    /// trajectory of the batch at once although their Δt differ. `dt` `[B]` → z(Δt) `[B,N,2L]`.
     pub fn integrate(&self, z0: Tensor<B, 3>, dt: Tensor<B, 1>, steps: usize) -> Tensor<B, 3> {
         let [b, n, _] = z0.dims();
         let onehot = trajectory_onehot::<B>(b, n, &z0.device());

@@ -29,7 +29,7 @@ pub fn huber<B: Backend, const D: usize>(d: Tensor<B, D>) -> Tensor<B, D> {
 }
 
 /// KL(N(μ, e^{logvar}) ‖ N(0, 1)) averaged over nodes and latent dimensions, one value per batch
-/// row: `0.5 · mean_{N×L}(e^{lv} + μ² − 1 − lv)`. `mu`, `logvar` [B,N,L] → [B].
+/// row: `0.5 · mean_{N×L}(e^{lv} + μ² − 1 − lv)`. `mu`, `logvar` `[B,N,L]` → `[B]`.
 pub fn kl_mean<B: Backend>(mu: Tensor<B, 3>, logvar: Tensor<B, 3>) -> Tensor<B, 1> {
     let [b, n, l] = mu.dims();
     let t = logvar.clone().exp() + mu.square() - logvar;

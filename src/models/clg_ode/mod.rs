@@ -132,7 +132,7 @@ pub struct ClgOde<B: Backend> {
     pub decoder: DecoderConfig,
 }
 
-/// Encoder outputs, each [B,N,L].
+/// Encoder outputs, each `[B,N,L]`.
 #[derive(Debug, Clone)]
 pub struct Encoded<B: Backend> {
     pub mu_m: Tensor<B, 3>,
@@ -142,7 +142,7 @@ pub struct Encoded<B: Backend> {
 }
 
 impl<B: Backend> Encoded<B> {
-    /// z0 = concat(μ_m, μ_c) [B,N,2L] (use_mu).
+    /// z0 = concat(μ_m, μ_c) `[B,N,2L]` (use_mu).
     pub fn z0(&self) -> Tensor<B, 3> {
         Tensor::cat(vec![self.mu_m.clone(), self.mu_c.clone()], 2)
     }
@@ -151,7 +151,7 @@ impl<B: Backend> Encoded<B> {
 /// Decoder outputs of a batch of latent states.
 #[derive(Debug, Clone)]
 pub struct Decoded<B: Backend> {
-    /// x̂ [B,N,F].
+    /// x̂ `[B,N,F]`.
     pub x_hat: Tensor<B, 3>,
     pub conn: ConnOutput<B>,
 }
@@ -160,14 +160,14 @@ pub struct Decoded<B: Backend> {
 #[derive(Debug, Clone)]
 pub struct ForwardOutput<B: Backend> {
     pub enc: Encoded<B>,
-    /// z at every grid time: `z[t]` is [B,N,2L].
+    /// z at every grid time: `z[t]` is `[B,N,2L]`.
     pub z: Vec<Tensor<B, 3>>,
     /// Decoded states at every grid time.
     pub dec: Vec<Decoded<B>>,
 }
 
 impl<B: Backend> ClgOde<B> {
-    /// Both encoders on log-domain SC `a_log` [B,N,N] and z-scored morphology `x` [B,N,F].
+    /// Both encoders on log-domain SC `a_log` `[B,N,N]` and z-scored morphology `x` `[B,N,F]`.
     pub fn encode(&self, a_log: Tensor<B, 3>, x: Tensor<B, 3>) -> Encoded<B> {
         let ax = propagate(a_log, x);
         let (mu_m, logvar_m) = self.morph_encoder.forward(ax.clone());
@@ -180,7 +180,7 @@ impl<B: Backend> ClgOde<B> {
         }
     }
 
-    /// cov_full [B, C] from sex/site ids [B] and numeric covariates [B, 35].
+    /// cov_full `[B, C]` from sex/site ids `[B]` and numeric covariates `[B, 35]`.
     pub fn covariates(
         &self,
         sex: Tensor<B, 1, Int>,
@@ -190,14 +190,14 @@ impl<B: Backend> ClgOde<B> {
         self.cov_encoder.forward(sex, site, numeric)
     }
 
-    /// z(Δt) for every trajectory: z0 [B,N,2L], cov [B,C], dt [B] (> 0).
+    /// z(Δt) for every trajectory: z0 `[B,N,2L]`, cov `[B,C]`, dt `[B]` (> 0).
     pub fn integrate(&self, z0: Tensor<B, 3>, cov: Tensor<B, 2>, dt: Tensor<B, 1>) -> Tensor<B, 3> {
         self.ode_func
             .prepare(cov)
             .integrate(z0, dt, self.solver_steps)
     }
 
-    /// Decodes states z [B,N,2L]; `start` (start visit and time of each row) is needed by the
+    /// Decodes states z `[B,N,2L]`; `start` (start visit and time of each row) is needed by the
     /// residual and fixed-support decoders.
     pub fn decode(&self, z: Tensor<B, 3>, start: Option<&Start<B>>) -> Decoded<B> {
         let l = self.latent_dim;
@@ -210,7 +210,7 @@ impl<B: Backend> ClgOde<B> {
     }
 
     /// The reference forward with `use_mu = true`: grid `[0]` when `dt` is `None`, else
-    /// `[0, Δt]` with a per-row Δt [B].
+    /// `[0, Δt]` with a per-row Δt `[B]`.
     #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,

@@ -1,7 +1,7 @@
 //! Test-set SC metrics (docs/clg-ode-model.md §5.1): one prediction per subject from visit 0 with clean inputs —
 //! a forecast of visit 1 over Δt_01 when the subject has ≥ 2 visits, else the reconstruction of
-//! visit 0 — scored with [`sc_metrics`] and averaged over subjects; next to it the identity
-//! baseline (visit 0 predicts visit 1).
+//! visit 0 — scored with [`sc_metrics`](crate::metrics::sc_metrics) and averaged over subjects;
+//! next to it the identity baseline (visit 0 predicts visit 1).
 
 use anyhow::Result;
 use burn::prelude::*;

@@ -8,11 +8,12 @@
 //! ECC with the fold's training subjects, train with Adam, validate every epoch, stop early on
 //! the validation loss; then score the best fold's best weights on the test subjects.
 //!
-//! Files: [`registry`] (the `--model`s: what a model is, `ModelKind` and the one match on it),
-//! [`settings`] (the flags), [`config`] (`args.json`, the resume fingerprint), [`clg_ode`] (the
-//! model `clg-ode`), [`job`] (its engine job), [`step`] (one training step, GradNorm), [`batch`] (visit sampling and
-//! augmentation), [`evaluate`] and [`test_set`] (validation and test scoring), [`sums`] (what a
-//! step adds up), [`columns`] (the settings and validation columns of a metrics row).
+//! Files: `registry` (the `--model`s: what a model is, `ModelKind` and the one match on it),
+//! `settings` (the flags), [`config`] (`args.json`, the resume fingerprint), `clg_ode` (the
+//! model `clg-ode`), `job` (its engine job), [`step`] (one training step, GradNorm), [`batch`]
+//! (visit sampling and augmentation), [`evaluate`] and [`test_set`] (validation and test
+//! scoring), `sums` (what a step adds up), `columns` (the settings and validation columns of a
+//! metrics row).
 //!
 //! Decisions on the reference's quirks (docs/clg-ode-model.md §7.3):
 //! * The best checkpoint is a **copy** of the best epoch's weights (the reference saves the last

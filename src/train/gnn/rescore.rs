@@ -1,6 +1,6 @@
 //! `trainer eval-gnn RUN_DIR`: a finished (or stopped) `train-gnn` run re-scored without
 //! retraining. The model is rebuilt from the run's `args.json`, its weights reloaded from a
-//! checkpoint, the cohort loaded and split as in the run (paths overridable) ([`SavedRun`]), and
+//! checkpoint, the cohort loaded and split as in the run (paths overridable) (`SavedRun`), and
 //! the split's subjects scored with the one test protocol: `metrics.json` (model, identity,
 //! skill, forecast-only block, exact topology), `per_subject.csv` and `strata.json`.
 //!

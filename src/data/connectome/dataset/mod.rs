@@ -1,8 +1,8 @@
 //! The assembled cohort (docs/clg-ode-model.md §1): per subject its ordered scans with SC, morphology, age and
 //! covariates, plus the per-fold normalisation statistics (§1.4).
 //!
-//! One concern per file: the types here, [`load`](mod@load) (reading the three inputs into a
-//! [`Cohort`]), [`report`] (the [`LoadReport`] of what was dropped or patched) and [`norm`]
+//! One concern per file: the types here, `load` (reading the three inputs into a
+//! [`Cohort`]), `report` (the [`LoadReport`] of what was dropped or patched) and `norm`
 //! (the per-fold [`NormStats`]).
 
 mod load;

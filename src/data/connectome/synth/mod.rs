@@ -2,7 +2,7 @@
 //! developmental dynamics, so that the whole pipeline can be run, and a forecast judged against
 //! the best one possible, without real data.
 //!
-//! Ground truth ([`truth`]; logs natural, ages in years):
+//! Ground truth (`truth`; logs natural, ages in years):
 //! * Each node has a maturity v (by network: Default 0.85, Cont 0.8, SalVentAttn 0.65,
 //!   DorsAttn 0.6, Vis 0.45, SomMot 0.35, Limbic 0.3, ± N(0, 0.05)); mature nodes are hubs,
 //!   with hub factor f = (0.5 + v)/1.07.
@@ -21,7 +21,7 @@
 //!   (probability 0.008, log weight N(0.5, 0.4)), per-edge offsets N(0, 0.25) and a global
 //!   offset N(0, 0.1).
 //! * Per scan: observed log weight = true log weight + N(0, σ) on the subject's present edges.
-//!   **Scan noise** σ follows from `snr` = E[Δ²]/(2σ²), Δ = the true change of an average
+//!   **Scan noise** σ follows from `snr` = E\[Δ²\]/(2σ²), Δ = the true change of an average
 //!   template edge over two years from age 10: σ = rms(Δ)/√(2·snr). A forecast that knew the
 //!   true change would err by the two scans' noise only, the identity by the change too, so the
 //!   best skill is about snr/(1 + snr). The summary records the exact figures on the written

@@ -1,6 +1,6 @@
 //! The model's part of a batch: every encoder call at once, every forecast in one RK4
 //! integration, every prediction decoded at once, and the innovation module's plans on
-//! forecasts. The terms are scored from it in [`super::forward`].
+//! forecasts. The terms are scored from it in `super::forward`.
 
 use burn::prelude::*;
 
