@@ -53,6 +53,7 @@ auto)
 esac
 echo "cargo features for the jobs tests: ${features[*]:-(default)}"
 source scripts/test-lists.sh
-mapfile -t tests < <(test_flags "${JOBS_TESTS[@]}")
-cargo test --release "${features[@]}" --no-fail-fast "${tests[@]}"
+CARGO_TEST_ARGS=(--release "${features[@]}")
+start_beside "${JOBS_TESTS[@]}"
+wait_beside
 done_stage

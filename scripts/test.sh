@@ -45,21 +45,12 @@ mapfile -t others < <(for file in tests/*.rs; do
   name=$(basename "$file" .rs)
   [[ " ${JOBS_TESTS[*]} ${SLURM_WAITING_TESTS[*]} " == *" $name "* ]] || test_flags "$name"
 done)
-waiting_pids=()
-for name in "${SLURM_WAITING_TESTS[@]}"; do
-  cargo test --release --features mpi --test "$name" >"target/$name.log" 2>&1 &
-  waiting_pids+=($!)
-done
-trap 'kill "${waiting_pids[@]}" 2>/dev/null || true; scripts/slurm-down.sh || true' EXIT
+CARGO_TEST_ARGS=(--release --features mpi)
+start_beside "${SLURM_WAITING_TESTS[@]}"
+trap 'kill "${BESIDE_PIDS[@]}" 2>/dev/null || true; scripts/slurm-down.sh || true' EXIT
 cargo test --release --features mpi --lib --bins "${others[@]}"
 cargo test --release --features mpi --doc
-for i in "${!SLURM_WAITING_TESTS[@]}"; do
-  name=${SLURM_WAITING_TESTS[$i]} rc=0
-  wait "${waiting_pids[$i]}" || rc=$?
-  echo "--- tests/$name.rs (run beside the others):"
-  cat "target/$name.log"
-  [ "$rc" = 0 ] || { echo "tests/$name.rs failed (exit $rc)"; exit "$rc"; }
-done
+wait_beside
 done_stage
 
 stage "thread counts (RAYON_NUM_THREADS=1 and 4: the cross-process, cross-thread comparisons)"
