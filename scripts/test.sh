@@ -48,8 +48,8 @@ done)
 CARGO_TEST_ARGS=(--release --features mpi)
 start_beside "${SLURM_WAITING_TESTS[@]}"
 trap 'kill "${BESIDE_PIDS[@]}" 2>/dev/null || true; scripts/slurm-down.sh || true' EXIT
-cargo test --release --features mpi --lib --bins "${others[@]}"
-cargo test --release --features mpi --doc
+cargo test "${CARGO_TEST_ARGS[@]}" --lib --bins "${others[@]}"
+cargo test "${CARGO_TEST_ARGS[@]}" --doc
 wait_beside
 done_stage
 
@@ -57,7 +57,7 @@ stage "thread counts (RAYON_NUM_THREADS=1 and 4: the cross-process, cross-thread
 # The comparisons across processes and ranks, and the fixtures, must not depend on the thread
 # count (the fast kernels cut work by shape): run them again with one thread and oversubscribed.
 for threads in 1 4; do
-  RAYON_NUM_THREADS=$threads cargo test --release --features mpi --test ddp --test ddp_gnn \
+  RAYON_NUM_THREADS=$threads cargo test "${CARGO_TEST_ARGS[@]}" --test ddp --test ddp_gnn \
     --test fast_cpu --test engine_regression
 done
 done_stage

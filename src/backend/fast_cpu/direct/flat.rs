@@ -128,10 +128,77 @@ impl Flat {
         }
     }
 
+    /// The forward tiles of `vectors` vectors of `lanes` positions that cover the output
+    /// plane, in one of two layouts, whichever computes fewer positions:
+    ///
+    /// * consecutive flat positions, the padded columns computed and thrown away (each vector
+    ///   written through one segment per output row it touches);
+    /// * whole vectors of one output row each, when a row is a whole number of vectors (the
+    ///   MNIST CNN's second layer with AVX2: 24 columns of a 26-wide input, 576 positions
+    ///   instead of 624), each written as it is. A last tile short of vectors repeats its last
+    ///   one and writes it once.
+    pub(super) fn tiles(&self, vectors: usize, lanes: usize) -> Vec<Tile> {
+        if let Some(rows) = self.row_tiles(vectors, lanes) {
+            rows.into_iter()
+                .map(|ks| {
+                    let last = *ks.last().expect("a tile has a vector");
+                    Tile {
+                        starts: (0..vectors)
+                            .map(|v| self.row_start(ks.get(v).copied().unwrap_or(last), lanes))
+                            .collect(),
+                        segments: ks
+                            .iter()
+                            .enumerate()
+                            .map(|(vector, &k)| Segment {
+                                vector,
+                                lo: 0,
+                                hi: lanes,
+                                base: (k * lanes) as isize,
+                            })
+                            .collect(),
+                    }
+                })
+                .collect()
+        } else {
+            let tile = vectors * lanes;
+            (0..self.positions / tile)
+                .map(|t| Tile {
+                    starts: (0..vectors).map(|v| t * tile + v * lanes).collect(),
+                    segments: self.segments(t * tile, vectors, lanes),
+                })
+                .collect()
+        }
+    }
+
+    /// The tiles by rows, as the indices of their vectors of `lanes` output positions (vector
+    /// `k` holds output positions `k · lanes ..`; the last tile's may be fewer), if that
+    /// layout computes fewer positions than consecutive flat ones (see [`Flat::tiles`]).
+    pub(super) fn row_tiles(&self, vectors: usize, lanes: usize) -> Option<Vec<Vec<usize>>> {
+        let row_vectors = self.oh * self.ow / lanes;
+        self.by_rows(vectors, lanes).then(|| {
+            (0..row_vectors.div_ceil(vectors))
+                .map(|t| (t * vectors..((t + 1) * vectors).min(row_vectors)).collect())
+                .collect()
+        })
+    }
+
+    /// Whether tiles of `vectors` vectors of `lanes` positions go by rows (see
+    /// [`Flat::tiles`]): rows are whole vectors, and fewer positions are computed.
+    pub(super) fn by_rows(&self, vectors: usize, lanes: usize) -> bool {
+        let row_vectors = self.oh * self.ow / lanes;
+        self.ow.is_multiple_of(lanes)
+            && row_vectors.div_ceil(vectors) * vectors * lanes < self.positions
+    }
+
+    /// The flat position of output vector `k` (of `lanes` positions; rows are whole vectors).
+    pub(super) fn row_start(&self, k: usize, lanes: usize) -> usize {
+        (k * lanes / self.ow) * self.wp + k * lanes % self.ow
+    }
+
     /// The segments that carry the vectors of the tile at flat position `q0` to the output
     /// plane (`oh × ow`, rows of `ow`).
-    pub(super) fn segments(&self, q0: usize, vectors: usize, lanes: usize, out: &mut Vec<Segment>) {
-        out.clear();
+    fn segments(&self, q0: usize, vectors: usize, lanes: usize) -> Vec<Segment> {
+        let mut out = Vec::new();
         for vector in 0..vectors {
             let qs = q0 + vector * lanes;
             let last = ((qs + lanes - 1) / self.wp).min(self.oh.saturating_sub(1));
@@ -149,5 +216,13 @@ impl Flat {
                 }
             }
         }
+        out
     }
+}
+
+/// One forward tile: where its vectors read the flat input (each vector's first position)
+/// and where they go in the output plane.
+pub(super) struct Tile {
+    pub(super) starts: Vec<usize>,
+    pub(super) segments: Vec<Segment>,
 }

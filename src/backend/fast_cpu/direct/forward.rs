@@ -62,19 +62,12 @@ pub(super) fn convolve(
     if let Some(b) = bias {
         bias_packed[..o].copy_from_slice(b);
     }
-    let tile = nv * lanes;
-    let tiles = flat.positions / tile;
+    // Where each tile's vectors come from and go: the same for every image and channel block.
+    let layout = flat.tiles(nv, lanes);
+    let tiles = layout.len();
     // Tasks: images, each cut into chunks of tiles when there are fewer images than threads.
     let chunks = threads().div_ceil(n.max(1)).clamp(1, tiles.max(1));
     let per = tiles.div_ceil(chunks);
-    // Where each tile's vectors go: the same for every image and channel block.
-    let segments: Vec<Vec<Segment>> = (0..tiles)
-        .map(|t| {
-            let mut segments = Vec::new();
-            flat.segments(t * tile, nv, lanes, &mut segments);
-            segments
-        })
-        .collect();
     let mut y: Vec<f32> = Vec::with_capacity(n * o * plane);
     let out = Shared(y.as_mut_ptr());
     let ntaps = flat.taps.len();
@@ -86,23 +79,22 @@ pub(super) fn convolve(
             let tiles = chunk * per..((chunk + 1) * per).min(tiles);
             let run = |b: usize, t: usize| {
                 let rows = (o - b * mr).min(mr);
-                let q0 = t * tile;
-                // SAFETY: `fill` wrote `len ≥ positions + max tap` values, so every load
-                // is inside `xp`; `packed` holds `ntaps · mr` values per block, the bias
+                let tile = &layout[t];
+                // SAFETY: `fill` wrote `len ≥ positions + max tap` values, and every tile's
+                // vectors start at or below `positions - lanes` (`Flat::tiles`), so every
+                // load is inside `xp`; `packed` holds `ntaps · mr` values per block, the bias
                 // `mr` per block; the segments name values of rows `oh < OH`, columns
                 // `ow < OW` of channels `b·mr + m < o` of image `i`, inside `y`'s
                 // capacity, and no other task writes this tile's positions.
                 unsafe {
                     forward_tile(
                         isa,
-                        packed.as_ptr().add(b * ntaps * mr),
-                        &flat.taps,
-                        xp.as_ptr().add(q0),
+                        (packed.as_ptr().add(b * ntaps * mr), &flat.taps),
+                        (xp.as_ptr(), &tile.starts),
                         bias_packed.as_ptr().add(b * mr),
                         yi.add(b * mr * plane),
-                        plane,
-                        rows,
-                        &segments[t],
+                        (plane, rows),
+                        &tile.segments,
                     )
                 }
             };
@@ -119,29 +111,44 @@ pub(super) fn convolve(
     y
 }
 
-/// [`simd`](super::simd)'s forward tile for `isa`.
-#[allow(clippy::too_many_arguments)]
+/// [`simd`](super::simd)'s forward tile for `isa`: a narrower one for a last block of
+/// `rows ≤ FORWARD_FEW` channels (weights still packed for the wide one).
 unsafe fn forward_tile(
     isa: Isa,
-    w: *const f32,
-    taps: &[usize],
-    x: *const f32,
+    (w, taps): (*const f32, &[usize]),
+    x: (*const f32, &[usize]),
     bias: *const f32,
     y: *mut f32,
-    plane: usize,
-    rows: usize,
+    (plane, rows): (usize, usize),
     segments: &[Segment],
 ) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: as the caller's; `isa` was checked to be available on this CPU.
     unsafe {
+        const A: (usize, usize) = avx512::FORWARD;
+        const B: (usize, usize) = avx2::FORWARD;
+        const FA: usize = avx512::FORWARD_FEW;
+        const FB: usize = avx2::FORWARD_FEW;
         match isa {
-            Isa::Avx512 => avx512::forward::<{ avx512::FORWARD.0 }, { avx512::FORWARD.1 }>(
-                w, taps, x, bias, y, plane, rows, segments,
+            Isa::Avx512 if rows <= FA => {
+                avx512::forward::<FA, { A.1 }>((w, A.0), taps, x, bias, y, plane, rows, segments)
+            }
+            Isa::Avx512 => avx512::forward::<{ A.0 }, { A.1 }>(
+                (w, A.0),
+                taps,
+                x,
+                bias,
+                y,
+                plane,
+                rows,
+                segments,
             ),
-            Isa::Avx2 => avx2::forward::<{ avx2::FORWARD.0 }, { avx2::FORWARD.1 }>(
-                w, taps, x, bias, y, plane, rows, segments,
-            ),
+            Isa::Avx2 if rows <= FB => {
+                avx2::forward::<FB, { B.1 }>((w, B.0), taps, x, bias, y, plane, rows, segments)
+            }
+            Isa::Avx2 => {
+                avx2::forward::<{ B.0 }, { B.1 }>((w, B.0), taps, x, bias, y, plane, rows, segments)
+            }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

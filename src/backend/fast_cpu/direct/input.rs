@@ -7,6 +7,8 @@
 //! `wp`, so that output position `(r, col)` is `q = r · wp + col` in the output gradient and
 //! tap `(i, j)` adds to `q + i·d·wp + j·d` in the padded input gradient, whose border is
 //! dropped at the end. The output gradient's columns `ow..wp` are zeros: they add nothing.
+//! Where the tiles go by rows ([`Flat::tiles`]), each vector is a whole vector of an output
+//! row instead: the output gradient is read where it is, and no zero column is multiplied.
 //! Each value is summed over the channels `o` in a tile, then over the taps in tap order,
 //! an order fixed by the shapes.
 
@@ -30,10 +32,42 @@ pub(crate) fn input_backward(isa: Isa, dy: &[f32], w: &[f32], g: &Geom) -> Vec<f
     // The forward geometry of one input channel gives the padded sizes and the tap offsets.
     let flat = Flat::new([1, g.h, g.w], g.pad, g.dil, [g.kh, g.kw], tile);
     let (wp, taps) = (flat.wp, &flat.taps);
-    // Output-gradient channels at a pitch of whole tiles, zeros past the last row; padded
-    // input-gradient channels wide enough for every tap of every tile.
-    let ld = flat.positions;
-    let plane = ld + taps.iter().max().copied().unwrap_or(0);
+    // Padded input-gradient channels wide enough for every tap of every tile.
+    let plane = flat.positions + taps.iter().max().copied().unwrap_or(0);
+    // Where each tile reads the output gradient and adds to the padded input gradient: by
+    // rows (`Flat::row_tiles`), the output gradient read where it is; else at consecutive
+    // flat positions, the output gradient spread onto them (channels `ld` apart, zeros past
+    // each row and past the last one).
+    let by_rows = flat.row_tiles(nv, lanes);
+    let ld = if by_rows.is_some() {
+        g.oh * g.ow
+    } else {
+        flat.positions
+    };
+    let tiles: Vec<Scatter> = match &by_rows {
+        Some(rows) => rows
+            .iter()
+            .map(|ks| {
+                let k = |v: usize| ks.get(v).or(ks.last()).copied().unwrap_or(0);
+                Scatter {
+                    dy_at: (0..nv).map(|v| k(v) * lanes).collect(),
+                    dx_at: (0..nv).map(|v| flat.row_start(k(v), lanes)).collect(),
+                    count: ks.len(),
+                }
+            })
+            .collect(),
+        None => (0..flat.positions)
+            .step_by(tile)
+            .map(|q0| {
+                let at: Vec<usize> = (0..nv).map(|v| q0 + v * lanes).collect();
+                Scatter {
+                    dy_at: at.clone(),
+                    dx_at: at,
+                    count: nv,
+                }
+            })
+            .collect(),
+    };
     let blocks = g.c.div_ceil(mr);
     let k = g.k();
     // Weights `[tap][block][o][mr]`: w[o][c][tap] for channel c = block · mr + m.
@@ -66,25 +100,32 @@ pub(crate) fn input_backward(isa: Isa, dy: &[f32], w: &[f32], g: &Geom) -> Vec<f
                 channels.len() * plane_dx,
             )
         };
-        with_scratch(g.o * ld + blocks.len() * mr * plane, |buf| {
-            let (dyf, dxp) = buf.split_at_mut(g.o * ld);
-            spread(dyi, g, wp, ld, dyf);
+        let spread_len = if by_rows.is_some() { 0 } else { g.o * ld };
+        with_scratch(spread_len + blocks.len() * mr * plane, |buf| {
+            let (dyf, dxp) = buf.split_at_mut(spread_len);
+            let source: &[f32] = if by_rows.is_some() {
+                dyi
+            } else {
+                spread(dyi, g, wp, ld, dyf);
+                dyf
+            };
             dxp.fill(0.0);
-            for q0 in (0..ld).step_by(tile) {
+            for tile in &tiles {
                 for (t, &offset) in taps.iter().enumerate() {
                     for (j, b) in blocks.clone().enumerate() {
-                        // SAFETY: `dyf` holds `o` channels of `ld ≥ q0 + tile` values;
-                        // `packed` `o · mr` per block and tap; `dxp` `mr` planes per block of
-                        // `plane ≥ q0 + offset + tile` values.
+                        let rows = (g.c - b * mr).min(mr);
+                        // SAFETY: `source` holds `o` channels `ld` apart, and every vector's
+                        // `dy_at + lanes ≤ ld` (by rows `oh · ow`, else `positions`);
+                        // `packed` holds `o · mr` values per block and tap; `dxp` `mr`
+                        // planes per block of `plane ≥ dx_at + lanes + offset` values.
                         unsafe {
                             scatter_tile(
                                 isa,
                                 packed.as_ptr().add(t * per_tap + b * g.o * mr),
-                                dyf.as_ptr().add(q0),
-                                ld,
-                                g.o,
-                                dxp.as_mut_ptr().add(j * mr * plane + q0 + offset),
-                                plane,
+                                (source.as_ptr(), &tile.dy_at),
+                                (ld, g.o),
+                                (dxp.as_mut_ptr().add(j * mr * plane + offset), &tile.dx_at),
+                                (tile.count, plane, rows),
                             )
                         }
                     }
@@ -126,28 +167,42 @@ fn gather(dxp: &[f32], g: &Geom, wp: usize, plane: usize, dx: &mut [MaybeUninit<
     }
 }
 
-/// [`simd`](super::simd)'s input-gradient tile for `isa`.
+/// One input-gradient tile's vectors: where each reads the output gradient (from a
+/// channel's start) and adds to the padded input gradient (from a channel's start, before the
+/// tap's offset), and how many are real (the last tile by rows may repeat its last vector).
+struct Scatter {
+    dy_at: Vec<usize>,
+    dx_at: Vec<usize>,
+    count: usize,
+}
+
+/// [`simd`](super::simd)'s input-gradient tile for `isa`: a narrower one for a last block of
+/// `rows ≤ SCATTER_FEW` channels (weights still packed for the wide one).
 unsafe fn scatter_tile(
     isa: Isa,
     w: *const f32,
-    dy: *const f32,
-    ld: usize,
-    k: usize,
-    dx: *mut f32,
-    plane: usize,
+    dy: (*const f32, &[usize]),
+    (ld, k): (usize, usize),
+    (dx, dx_at): (*mut f32, &[usize]),
+    (count, plane, rows): (usize, usize, usize),
 ) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: as the caller's; `isa` was checked to be available on this CPU.
     unsafe {
+        const A: (usize, usize) = avx512::SCATTER;
+        const B: (usize, usize) = avx2::SCATTER;
+        const FA: usize = avx512::SCATTER_FEW;
+        const FB: usize = avx2::SCATTER_FEW;
+        let dx = (dx, dx_at, count);
         match isa {
-            Isa::Avx512 => avx512::scatter::<{ avx512::SCATTER.0 }, { avx512::SCATTER.1 }>(
-                w, dy, ld, k, dx, plane,
-            ),
-            Isa::Avx2 => {
-                avx2::scatter::<{ avx2::SCATTER.0 }, { avx2::SCATTER.1 }>(w, dy, ld, k, dx, plane)
+            Isa::Avx512 if rows <= FA => {
+                avx512::scatter::<FA, { A.1 }>((w, A.0), dy, ld, k, dx, plane)
             }
+            Isa::Avx512 => avx512::scatter::<{ A.0 }, { A.1 }>((w, A.0), dy, ld, k, dx, plane),
+            Isa::Avx2 if rows <= FB => avx2::scatter::<FB, { B.1 }>((w, B.0), dy, ld, k, dx, plane),
+            Isa::Avx2 => avx2::scatter::<{ B.0 }, { B.1 }>((w, B.0), dy, ld, k, dx, plane),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (isa, w, dy, ld, k, dx, plane);
+    let _ = (isa, w, dy, ld, k, dx, dx_at, count, plane, rows);
 }

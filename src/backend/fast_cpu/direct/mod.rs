@@ -15,9 +15,13 @@
 //!   onto the input's flat positions, one image at a time (so that its two copies stay in L2
 //!   while its tiles read them), over a fixed partition of the batch as in
 //!   [`conv`](super::conv);
-//! * input gradient (AVX-512 only, see [`Pass`]): `dxp[c][q + tap] += Σ_o w[o][c][tap] ·
-//!   dy[o][q]`, im2col's GEMM and col2im in one tile, into a padded input gradient whose
-//!   border is dropped.
+//! * input gradient (AVX-512, and AVX2 where its tiles go by rows, see [`Pass`]):
+//!   `dxp[c][q + tap] += Σ_o w[o][c][tap] · dy[o][q]`, im2col's GEMM and col2im in one tile,
+//!   into a padded input gradient whose border is dropped.
+//!
+//! Where every output row is a whole number of vectors (the MNIST CNN's second layer with
+//! AVX2: 24 columns), the forward and input-gradient tiles take their vectors row by row
+//! instead, and compute no padded column ([`flat::Flat::tiles`]).
 //!
 //! Every value is summed in an order fixed by the shapes and the instruction set, never by
 //! the number of threads.
@@ -125,9 +129,11 @@ static TURNED_OFF: LazyLock<bool> =
     LazyLock::new(|| std::env::var(DIRECT_VAR).is_ok_and(|v| v.trim() == "0"));
 
 /// The passes of a convolution the direct kernels run. The input gradient runs direct with
-/// AVX-512 only: for the MNIST CNN's second layer it took 3.3–3.5 ms per batch against 3.6–3.9
-/// for `gemm` and col2im, but with AVX2 + FMA 6.6–6.7 against 6.4–6.6 (best of 15 calls, 2
-/// threads). As the forward of the output gradient padded by the kernel's reach, it lost on
+/// AVX-512, and with AVX2 + FMA where its tiles go by rows ([`flat::Flat::tiles`]): for the
+/// MNIST CNN's second layer, AVX-512 took 3.3–3.5 ms per batch against 3.6–3.9 for `gemm` and
+/// col2im; AVX2 on consecutive flat positions 6.6–6.7 against 6.4–6.6 (best of 15 calls, 2
+/// threads), by rows 7–9 % less than `gemm` and col2im (Zen 3, medians of 40 alternated
+/// pairs). As the forward of the output gradient padded by the kernel's reach, it lost on
 /// both (4.1–4.4 vs 3.9–4.0 ms with AVX-512): it multiplies the padding's zeros too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Pass {
@@ -155,6 +161,14 @@ pub(crate) fn usable(g: &Geom, pass: Pass) -> Option<Isa> {
     match pass {
         Pass::Forward => Some(isa),
         Pass::Weight => (g.o >= WIDE || (isa == Isa::Avx512 && narrow(g.o))).then_some(isa),
-        Pass::Input => (isa == Isa::Avx512).then_some(isa),
+        Pass::Input => (isa == Isa::Avx512 || input_by_rows(isa, g)).then_some(isa),
     }
+}
+
+/// Whether the input gradient's tiles of `isa` go by rows for `g` ([`flat::Flat::tiles`]):
+/// with AVX2 + FMA, the direct input gradient runs only then.
+fn input_by_rows(isa: Isa, g: &Geom) -> bool {
+    let (lanes, (_, nv)) = isa.scatter_sizes();
+    let flat = flat::Flat::new([1, g.h, g.w], g.pad, g.dil, [g.kh, g.kw], nv * lanes);
+    flat.by_rows(nv, lanes)
 }

@@ -4,8 +4,8 @@
 //! differ only in their vector type, their lane count, a few one-line helpers and the tile
 //! sizes that fit their registers.
 //!
-//! * [`forward`](avx512::forward): `MR` output channels × `NV` vectors of consecutive flat
-//!   positions; per tap, `NV` loads of the input, `MR` broadcasts of packed weights and
+//! * [`forward`](avx512::forward): `MR` output channels × `NV` vectors of flat positions
+//!   (consecutive within a vector, see [`Tile`](super::flat::Tile)); per tap, `NV` loads of the input, `MR` broadcasts of packed weights and
 //!   `MR · NV` fused multiply-adds, summed in tap order.
 //! * [`weight`](avx512::weight): `MR` taps × `NV` vectors of output channels; per flat
 //!   position, `NV` loads of the transposed output gradient, `MR` broadcasts of the input and
@@ -25,16 +25,16 @@ pub(super) struct Segment {
     pub base: isize,
 }
 
-/// The rank-1 update of the forward and input-gradient tiles: `acc[m][v] += w[m] · x[v·L ..]`
-/// for the `MR` weights at `w` and the `NV` vectors at `x` (the module's `zero`, `load`,
-/// `splat`, `fma`, `L`, and the tile's `MR`, `NV`, in scope where it is used).
+/// The rank-1 update of the forward and input-gradient tiles: `acc[m][v] += w[m] · p[v][at ..]`
+/// for the `MR` weights at `w` and the `NV` vectors at `p[v] + at` (the module's `zero`,
+/// `load`, `splat`, `fma`, and the tile's `MR`, `NV`, in scope where it is used).
 #[cfg(target_arch = "x86_64")]
 macro_rules! rank1 {
-    ($acc:ident, $w:expr, $x:expr) => {{
-        let (w, x) = ($w, $x);
+    ($acc:ident, $w:expr, $p:expr, $at:expr) => {{
+        let (w, at) = ($w, $at);
         let mut xv = [zero(); NV];
-        for (v, xv) in xv.iter_mut().enumerate() {
-            *xv = load(x.add(v * L));
+        for (xv, p) in xv.iter_mut().zip($p) {
+            *xv = load(p.add(at));
         }
         for (m, row) in $acc.iter_mut().enumerate() {
             let s = splat(*w.add(m));
@@ -50,20 +50,21 @@ macro_rules! rank1 {
 #[cfg(target_arch = "x86_64")]
 macro_rules! tiles {
     ($feature:literal) => {
-        /// One forward tile: `MR` channels (weights packed `[tap][MR]` from `w`, biases from
-        /// `bias`) over `NV · L` flat positions from `x` (the padded input at the tile's first
-        /// position), each tap at `x + taps[t]`; written to the planes `y + m · plane` of the
-        /// first `rows` channels through `segments`.
+        /// One forward tile: `MR` channels (weights packed `[tap][step]` from `w`, `step ≥ MR`,
+        /// biases from `bias`) over `NV` vectors of `L` flat positions, vector `v` from `x + starts[v]`
+        /// (the padded input at its first position), each tap at `+ taps[t]`; written to the
+        /// planes `y + m · plane` of the first `rows` channels through `segments`.
         ///
         /// # Safety
-        /// Every `x + taps[t] + v` for `v < NV · L` is readable, `w` holds `taps.len() · MR`
-        /// values, `bias` `MR`, and every lane a segment names is writable for `m < rows`.
+        /// `starts` has `NV` values; every `x + starts[v] + taps[t] + l` for `l < L` is
+        /// readable, `w` holds `taps.len() · step` values, `bias` `MR`, and every lane a segment
+        /// names is writable for `m < rows`.
         #[target_feature(enable = $feature)]
         #[allow(clippy::too_many_arguments)]
         pub(in super::super) unsafe fn forward<const MR: usize, const NV: usize>(
-            w: *const f32,
+            (w, step): (*const f32, usize),
             taps: &[usize],
-            x: *const f32,
+            (x, starts): (*const f32, &[usize]),
             bias: *const f32,
             y: *mut f32,
             plane: usize,
@@ -78,10 +79,14 @@ macro_rules! tiles {
                         *a = b;
                     }
                 }
+                let mut xs = [x; NV];
+                for (p, &start) in xs.iter_mut().zip(starts) {
+                    *p = x.add(start);
+                }
                 let mut wt = w;
                 for &tap in taps {
-                    rank1!(acc, wt, x.add(tap));
-                    wt = wt.add(MR);
+                    rank1!(acc, wt, &xs, tap);
+                    wt = wt.add(step);
                 }
                 for (m, row) in acc.iter().enumerate().take(rows) {
                     let ym = y.add(m * plane);
@@ -92,34 +97,40 @@ macro_rules! tiles {
             }
         }
 
-        /// One input-gradient tile: for `MR` channels (weights packed `[o][MR]` from `w`) and
-        /// `NV · L` flat positions of the output gradient (`dy`, channel `o` at `dy + o · ld`),
-        /// adds `Σ_{o < k} w[o · MR + m] · dy[o · ld + p]` to `dx[m · plane + p]`.
+        /// One input-gradient tile: for `MR` channels (weights packed `[o][step]` from `w`,
+        /// `step ≥ MR`) and `NV` vectors of `L` positions of the output gradient, vector `v`
+        /// at `dy + dy_at[v]` (channel `o` at `+ o · ld`), adds `Σ_{o < k} w[o · step + m] ·
+        /// dy[o · ld + dy_at[v] + l]` to `dx[m · plane + dx_at[v] + l]` for the first `count`
+        /// vectors.
         ///
         /// # Safety
-        /// Every `dy + o · ld + p` (`o < k`, `p < NV · L`) is readable, `w` holds `k · MR`
-        /// values, and every `dx + m · plane + p` (`m < MR`) is readable and writable.
+        /// `dy_at` and `dx_at` have `NV` values; every `dy + o · ld + dy_at[v] + l` (`o < k`,
+        /// `l < L`) is readable, `w` holds `k · step` values, and every `dx + m · plane +
+        /// dx_at[v] + l` (`m < MR`, `v < count`) is readable and writable.
         #[target_feature(enable = $feature)]
         pub(in super::super) unsafe fn scatter<const MR: usize, const NV: usize>(
-            w: *const f32,
-            dy: *const f32,
+            (w, step): (*const f32, usize),
+            (dy, dy_at): (*const f32, &[usize]),
             ld: usize,
             k: usize,
-            dx: *mut f32,
+            (dx, dx_at, count): (*mut f32, &[usize], usize),
             plane: usize,
         ) {
             unsafe {
                 let mut acc = [[zero(); NV]; MR];
-                let (mut wt, mut d) = (w, dy);
-                for _ in 0..k {
-                    rank1!(acc, wt, d);
-                    wt = wt.add(MR);
-                    d = d.add(ld);
+                let mut ds = [dy; NV];
+                for (p, &at) in ds.iter_mut().zip(dy_at) {
+                    *p = dy.add(at);
+                }
+                let mut wt = w;
+                for o in 0..k {
+                    rank1!(acc, wt, &ds, o * ld);
+                    wt = wt.add(step);
                 }
                 for (m, row) in acc.iter().enumerate() {
                     let p = dx.add(m * plane);
-                    for (v, a) in row.iter().enumerate() {
-                        store(p.add(v * L), add(load(p.add(v * L)), *a));
+                    for (a, &at) in row.iter().zip(dx_at).take(count) {
+                        store(p.add(at), add(load(p.add(at)), *a));
                     }
                 }
             }
@@ -191,6 +202,8 @@ pub(super) mod avx512 {
     pub const L: usize = 16;
     /// Forward tile: channels × vectors of positions (24 accumulators of 32 registers).
     pub const FORWARD: (usize, usize) = (8, 3);
+    /// The forward tile's channels for a last block of at most 4.
+    pub const FORWARD_FEW: usize = 4;
     /// Weight-gradient tile: taps × vectors of channels (24 accumulators).
     pub const WEIGHT: (usize, usize) = (6, 4);
     /// Weight-gradient tile for 17 to 32 output channels (18 accumulators): the CNN's first
@@ -199,6 +212,8 @@ pub(super) mod avx512 {
     pub const WEIGHT_NARROW: (usize, usize) = (9, 2);
     /// Input-gradient tile: channels × vectors of positions (the forward tile's).
     pub const SCATTER: (usize, usize) = FORWARD;
+    /// The input-gradient tile's channels for a last block of at most 4.
+    pub const SCATTER_FEW: usize = FORWARD_FEW;
 
     #[inline]
     #[target_feature(enable = "avx512f")]
@@ -248,11 +263,15 @@ pub(super) mod avx2 {
     pub const L: usize = 8;
     /// Forward tile: channels × vectors of positions (12 accumulators of 16 registers).
     pub const FORWARD: (usize, usize) = (6, 2);
+    /// The forward tile's channels for a last block of at most 4 (the second layer's 64
+    /// channels are ten blocks of 6 and one of 4).
+    pub const FORWARD_FEW: usize = 4;
     /// Weight-gradient tile: taps × vectors of channels (12 accumulators).
     pub const WEIGHT: (usize, usize) = (6, 2);
-    /// Input-gradient tile: channels × vectors of positions (the forward tile's; tested, but
-    /// [`usable`](super::super::usable) leaves AVX2's input gradient to im2col and GEMM).
+    /// Input-gradient tile: channels × vectors of positions (the forward tile's).
     pub const SCATTER: (usize, usize) = FORWARD;
+    /// The input-gradient tile's channels for a last block of at most 4.
+    pub const SCATTER_FEW: usize = FORWARD_FEW;
 
     #[inline]
     #[target_feature(enable = "avx2,fma")]

@@ -9,6 +9,7 @@ use burn_backend::ops::ConvOptions;
 use super::super::conv::{
     Geom, bias_backward, im2col_forward, im2col_weight_backward, im2col_x_backward,
 };
+use super::flat::Flat;
 use super::{Isa, forward, input_backward, weight_backward};
 
 fn geom(x: [usize; 4], w: [usize; 4], pad: [usize; 2], dil: [usize; 2]) -> Geom {
@@ -27,6 +28,11 @@ fn cases() -> Vec<Geom> {
         geom([2, 3, 12, 19], [67, 3, 3, 2], [1, 0], [1, 1]),
         // AVX-512's narrow weight tile on taps off its 9 (12 taps, 20 channels).
         geom([2, 3, 9, 8], [20, 3, 2, 2], [1, 0], [1, 1]),
+        // Output rows of whole vectors (`Flat::tiles` by rows): 7 rows of 8 columns (an odd
+        // count of AVX2 vectors, a last tile short of one), 32 × 32 padded (both instruction
+        // sets).
+        geom([2, 3, 9, 10], [7, 3, 3, 3], [0, 0], [1, 1]),
+        geom([1, 3, 32, 32], [5, 3, 3, 3], [1, 1], [1, 1]),
         // One output row and one output column; a 1×1 kernel.
         geom([2, 4, 3, 17], [9, 4, 3, 17], [0, 0], [1, 1]),
         geom([1, 6, 5, 5], [65, 6, 1, 1], [0, 0], [1, 1]),
@@ -134,4 +140,25 @@ fn direct_convolution_gives_the_same_bits_on_any_thread_count() {
             assert!(run(1) == run(3), "{isa:?} {g:?}");
         }
     }
+}
+
+#[test]
+fn forward_tiles_go_by_rows_where_that_computes_fewer_positions() {
+    // The CNN's second layer: 24 output columns of a 26-wide input, 24 rows.
+    let flat = |tile| Flat::new([32, 26, 26], [0, 0], [1, 1], [3, 3], tile);
+    // AVX2 (2 vectors of 8): 72 whole vectors of a row, 36 tiles, against 39 tiles of
+    // consecutive flat positions; each vector written whole.
+    let by_row = flat(16).tiles(2, 8);
+    assert_eq!(by_row.len(), 36);
+    for tile in &by_row {
+        let whole = tile.segments.iter().map(|s| (s.vector, s.lo, s.hi));
+        assert!(whole.eq([(0, 0, 8), (1, 0, 8)]));
+    }
+    // Vectors 2 and 3: row 0 from column 16, row 1 from column 0 (flat position 26); they
+    // go to output positions 16 and 24.
+    assert_eq!(by_row[1].starts, [16, 26]);
+    let bases: Vec<isize> = by_row[1].segments.iter().map(|s| s.base).collect();
+    assert_eq!(bases, [16, 24]);
+    // AVX-512 (3 vectors of 16): a row is a vector and a half, so flat positions, 13 tiles.
+    assert_eq!(flat(48).tiles(3, 16).len(), 13);
 }
