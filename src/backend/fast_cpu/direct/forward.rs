@@ -32,7 +32,8 @@ pub(super) fn pack(o: usize, taps: usize, mr: usize, at: impl Fn(usize, usize) -
 /// A pointer that tasks writing disjoint parts of one buffer share.
 #[derive(Clone, Copy)]
 pub(super) struct Shared(pub(super) *mut f32);
-// SAFETY: the tasks that share it write disjoint values (see `convolve`: every tile writes its own positions).
+// SAFETY: the tasks that share it write disjoint values (see `convolve`: every tile writes its
+// own positions).
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 

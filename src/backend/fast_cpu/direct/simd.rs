@@ -5,8 +5,9 @@
 //! sizes that fit their registers.
 //!
 //! * [`forward`](avx512::forward): `MR` output channels × `NV` vectors of flat positions
-//!   (consecutive within a vector, see [`Tile`](super::flat::Tile)); per tap, `NV` loads of the input, `MR` broadcasts of packed weights and
-//!   `MR · NV` fused multiply-adds, summed in tap order.
+//!   (consecutive within a vector, see [`Tile`](super::flat::Tile)); per tap, `NV` loads of
+//!   the input, `MR` broadcasts of packed weights and `MR · NV` fused multiply-adds, summed in
+//!   tap order.
 //! * [`weight`](avx512::weight): `MR` taps × `NV` vectors of output channels; per flat
 //!   position, `NV` loads of the transposed output gradient, `MR` broadcasts of the input and
 //!   `MR · NV` fused multiply-adds, summed in position order over the runs given.
@@ -51,9 +52,10 @@ macro_rules! rank1 {
 macro_rules! tiles {
     ($feature:literal) => {
         /// One forward tile: `MR` channels (weights packed `[tap][step]` from `w`, `step ≥ MR`,
-        /// biases from `bias`) over `NV` vectors of `L` flat positions, vector `v` from `x + starts[v]`
-        /// (the padded input at its first position), each tap at `+ taps[t]`; written to the
-        /// planes `y + m · plane` of the first `rows` channels through `segments`.
+        /// biases from `bias`) over `NV` vectors of `L` flat positions, vector `v` from
+        /// `x + starts[v]` (the padded input at its first position), each tap at `+ taps[t]`;
+        /// written to the planes `y + m · plane` of the first `rows` channels through
+        /// `segments`.
         ///
         /// # Safety
         /// `starts` has `NV` values; every `x + starts[v] + taps[t] + l` for `l < L` is

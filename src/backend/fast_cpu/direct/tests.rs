@@ -1,8 +1,9 @@
 //! The direct convolution ([`direct`](super)) against im2col and GEMM
-//! ([`conv`](super::super::conv)), with every instruction set this CPU has: the forward output and the
-//! weight gradient agree to a relative 1e-4 (the two sum each value in another order, in
-//! `f32`), for stride-1 shapes with padding, dilation, channel counts that are not multiples of
-//! a tile, and single images; and the direct kernels give the same bits on 1 and 3 threads.
+//! ([`conv`](super::super::conv)), with every instruction set this CPU has: the forward output,
+//! the input gradient and the weight gradient agree to a relative 1e-4 (the two sum each value
+//! in another order, in `f32`), for stride-1 shapes with padding, dilation, channel counts that
+//! are not multiples of a tile, rows of whole vectors (the tiles' row layout) and single
+//! images; and the direct kernels give the same bits on 1 and 3 threads.
 
 use burn_backend::ops::ConvOptions;
 
