@@ -81,6 +81,8 @@ macro_rules! tiles {
                         *a = b;
                     }
                 }
+                // As an array: the compiler then unrolls over the vectors.
+                let starts = &*starts.as_ptr().cast::<[usize; NV]>();
                 let mut xs = [x; NV];
                 for (p, &start) in xs.iter_mut().zip(starts) {
                     *p = x.add(start);
@@ -90,10 +92,19 @@ macro_rules! tiles {
                     rank1!(acc, wt, &xs, tap);
                     wt = wt.add(step);
                 }
+                // The vector chosen by comparisons, not by `row[s.vector]`: an index into the
+                // accumulators made the compiler keep them in memory and store them at every
+                // tap (AVX-512's forward 2.6× slower).
                 for (m, row) in acc.iter().enumerate().take(rows) {
                     let ym = y.add(m * plane);
                     for s in segments {
-                        store_lanes(ym.wrapping_offset(s.base), row[s.vector], s.lo, s.hi);
+                        let mut a = row[0];
+                        for (v, &r) in row.iter().enumerate().skip(1) {
+                            if v == s.vector {
+                                a = r;
+                            }
+                        }
+                        store_lanes(ym.wrapping_offset(s.base), a, s.lo, s.hi);
                     }
                 }
             }
@@ -120,6 +131,9 @@ macro_rules! tiles {
         ) {
             unsafe {
                 let mut acc = [[zero(); NV]; MR];
+                // As arrays: the compiler then unrolls over the vectors.
+                let dy_at = &*dy_at.as_ptr().cast::<[usize; NV]>();
+                let dx_at = &*dx_at.as_ptr().cast::<[usize; NV]>();
                 let mut ds = [dy; NV];
                 for (p, &at) in ds.iter_mut().zip(dy_at) {
                     *p = dy.add(at);
@@ -131,8 +145,10 @@ macro_rules! tiles {
                 }
                 for (m, row) in acc.iter().enumerate() {
                     let p = dx.add(m * plane);
-                    for (a, &at) in row.iter().zip(dx_at).take(count) {
-                        store(p.add(at), add(load(p.add(at)), *a));
+                    for (v, (a, &at)) in row.iter().zip(dx_at).enumerate() {
+                        if v < count {
+                            store(p.add(at), add(load(p.add(at)), *a));
+                        }
                     }
                 }
             }
