@@ -140,23 +140,22 @@ impl Flat {
     pub(super) fn tiles(&self, vectors: usize, lanes: usize) -> Vec<Tile> {
         if let Some(rows) = self.row_tiles(vectors, lanes) {
             rows.into_iter()
-                .map(|ks| {
-                    let last = *ks.last().expect("a tile has a vector");
-                    Tile {
-                        starts: (0..vectors)
-                            .map(|v| self.row_start(ks.get(v).copied().unwrap_or(last), lanes))
-                            .collect(),
-                        segments: ks
-                            .iter()
-                            .enumerate()
-                            .map(|(vector, &k)| Segment {
-                                vector,
-                                lo: 0,
-                                hi: lanes,
-                                base: (k * lanes) as isize,
-                            })
-                            .collect(),
-                    }
+                .map(|tile| Tile {
+                    starts: tile
+                        .vectors
+                        .iter()
+                        .map(|&k| self.row_start(k, lanes))
+                        .collect(),
+                    segments: tile.vectors[..tile.count]
+                        .iter()
+                        .enumerate()
+                        .map(|(vector, &k)| Segment {
+                            vector,
+                            lo: 0,
+                            hi: lanes,
+                            base: (k * lanes) as isize,
+                        })
+                        .collect(),
                 })
                 .collect()
         } else {
@@ -170,14 +169,21 @@ impl Flat {
         }
     }
 
-    /// The tiles by rows, as the indices of their vectors of `lanes` output positions (vector
-    /// `k` holds output positions `k · lanes ..`; the last tile's may be fewer), if that
-    /// layout computes fewer positions than consecutive flat ones (see [`Flat::tiles`]).
-    pub(super) fn row_tiles(&self, vectors: usize, lanes: usize) -> Option<Vec<Vec<usize>>> {
+    /// The tiles by rows (see [`Flat::tiles`]), if that layout computes fewer positions than
+    /// consecutive flat ones.
+    pub(super) fn row_tiles(&self, vectors: usize, lanes: usize) -> Option<Vec<RowTile>> {
         let row_vectors = self.oh * self.ow / lanes;
         self.by_rows(vectors, lanes).then(|| {
             (0..row_vectors.div_ceil(vectors))
-                .map(|t| (t * vectors..((t + 1) * vectors).min(row_vectors)).collect())
+                .map(|t| {
+                    let count = (row_vectors - t * vectors).min(vectors);
+                    RowTile {
+                        vectors: (0..vectors)
+                            .map(|v| t * vectors + v.min(count - 1))
+                            .collect(),
+                        count,
+                    }
+                })
                 .collect()
         })
     }
@@ -218,6 +224,14 @@ impl Flat {
         }
         out
     }
+}
+
+/// A tile by rows ([`Flat::row_tiles`]): the indices `k` of its `vectors` (vector `k` holds
+/// output positions `k · lanes ..`), of which the first `count` are its own; a last tile short
+/// of vectors repeats its last one in the others, computes it again and writes it once.
+pub(super) struct RowTile {
+    pub(super) vectors: Vec<usize>,
+    pub(super) count: usize,
 }
 
 /// One forward tile: where its vectors read the flat input (each vector's first position)

@@ -126,31 +126,15 @@ unsafe fn forward_tile(
     #[cfg(target_arch = "x86_64")]
     // SAFETY: as the caller's; `isa` was checked to be available on this CPU.
     unsafe {
-        const A: (usize, usize) = avx512::FORWARD;
-        const B: (usize, usize) = avx2::FORWARD;
-        const FA: usize = avx512::FORWARD_FEW;
-        const FB: usize = avx2::FORWARD_FEW;
-        match isa {
-            Isa::Avx512 if rows <= FA => {
-                avx512::forward::<FA, { A.1 }>((w, A.0), taps, x, bias, y, plane, rows, segments)
-            }
-            Isa::Avx512 => avx512::forward::<{ A.0 }, { A.1 }>(
-                (w, A.0),
-                taps,
-                x,
-                bias,
-                y,
-                plane,
-                rows,
-                segments,
-            ),
-            Isa::Avx2 if rows <= FB => {
-                avx2::forward::<FB, { B.1 }>((w, B.0), taps, x, bias, y, plane, rows, segments)
-            }
-            Isa::Avx2 => {
-                avx2::forward::<{ B.0 }, { B.1 }>((w, B.0), taps, x, bias, y, plane, rows, segments)
-            }
-        }
+        super::simd::call_tile!(
+            isa,
+            rows,
+            forward,
+            FORWARD,
+            FORWARD_FEW,
+            w,
+            (taps, x, bias, y, plane, rows, segments)
+        )
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (isa, w, taps, x, bias, y, plane, rows, segments);

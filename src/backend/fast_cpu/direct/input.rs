@@ -47,13 +47,14 @@ pub(crate) fn input_backward(isa: Isa, dy: &[f32], w: &[f32], g: &Geom) -> Vec<f
     let tiles: Vec<Scatter> = match &by_rows {
         Some(rows) => rows
             .iter()
-            .map(|ks| {
-                let k = |v: usize| ks.get(v).or(ks.last()).copied().unwrap_or(0);
-                Scatter {
-                    dy_at: (0..nv).map(|v| k(v) * lanes).collect(),
-                    dx_at: (0..nv).map(|v| flat.row_start(k(v), lanes)).collect(),
-                    count: ks.len(),
-                }
+            .map(|tile| Scatter {
+                dy_at: tile.vectors.iter().map(|&k| k * lanes).collect(),
+                dx_at: tile
+                    .vectors
+                    .iter()
+                    .map(|&k| flat.row_start(k, lanes))
+                    .collect(),
+                count: tile.count,
             })
             .collect(),
         None => (0..flat.positions)
@@ -189,19 +190,16 @@ unsafe fn scatter_tile(
     #[cfg(target_arch = "x86_64")]
     // SAFETY: as the caller's; `isa` was checked to be available on this CPU.
     unsafe {
-        const A: (usize, usize) = avx512::SCATTER;
-        const B: (usize, usize) = avx2::SCATTER;
-        const FA: usize = avx512::SCATTER_FEW;
-        const FB: usize = avx2::SCATTER_FEW;
         let dx = (dx, dx_at, count);
-        match isa {
-            Isa::Avx512 if rows <= FA => {
-                avx512::scatter::<FA, { A.1 }>((w, A.0), dy, ld, k, dx, plane)
-            }
-            Isa::Avx512 => avx512::scatter::<{ A.0 }, { A.1 }>((w, A.0), dy, ld, k, dx, plane),
-            Isa::Avx2 if rows <= FB => avx2::scatter::<FB, { B.1 }>((w, B.0), dy, ld, k, dx, plane),
-            Isa::Avx2 => avx2::scatter::<{ B.0 }, { B.1 }>((w, B.0), dy, ld, k, dx, plane),
-        }
+        super::simd::call_tile!(
+            isa,
+            rows,
+            scatter,
+            SCATTER,
+            SCATTER_FEW,
+            w,
+            (dy, ld, k, dx, plane)
+        )
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (isa, w, dy, ld, k, dx, dx_at, count, plane, rows);

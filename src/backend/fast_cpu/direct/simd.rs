@@ -212,6 +212,36 @@ macro_rules! tiles {
     };
 }
 
+/// Calls the tile `$f` of `$isa`'s module (`avx512` or `avx2`, in scope where it is used) with
+/// `MR` = the tile size `$wide.0`, or `$few` for a last block of `$rows ≤ $few` channels, and
+/// `NV` = `$wide.1`; the weights `($w, $wide.0)` (packed for the wide tile) come first, then
+/// `$args`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! call_tile {
+    ($isa:expr, $rows:expr, $f:ident, $wide:ident, $few:ident, $w:expr, ($($arg:expr),*)) => {
+        match $isa {
+            Isa::Avx512 if $rows <= avx512::$few => avx512::$f::<
+                { avx512::$few },
+                { avx512::$wide.1 },
+            >(($w, avx512::$wide.0), $($arg),*),
+            Isa::Avx512 => avx512::$f::<{ avx512::$wide.0 }, { avx512::$wide.1 }>(
+                ($w, avx512::$wide.0),
+                $($arg),*
+            ),
+            Isa::Avx2 if $rows <= avx2::$few => avx2::$f::<{ avx2::$few }, { avx2::$wide.1 }>(
+                ($w, avx2::$wide.0),
+                $($arg),*
+            ),
+            Isa::Avx2 => avx2::$f::<{ avx2::$wide.0 }, { avx2::$wide.1 }>(
+                ($w, avx2::$wide.0),
+                $($arg),*
+            ),
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+pub(super) use call_tile;
+
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx512 {
     use std::arch::x86_64::*;
