@@ -13,7 +13,9 @@
 //!
 //! Where [`direct`](super::direct) applies (stride 1, on x86-64 with AVX-512 or AVX2 + FMA),
 //! the forward pass and the weight gradient run there instead, and with AVX-512 the input
-//! gradient too; the bias gradient and every other shape stay here.
+//! gradient too; where [`winograd`](super::winograd) applies (3×3, stride 1, many channels),
+//! before both: its forward pass everywhere, its gradients where the GEMMs do not run
+//! AVX-512. The bias gradient and every other shape stay here.
 
 use std::ops::Range;
 
@@ -25,6 +27,7 @@ use super::direct::{self, Pass};
 use super::kernels::{
     Mat, add_into, filled, inner_par, matmul, sum, sums, with_scratch, written_in,
 };
+use super::winograd;
 
 /// Shapes of one convolution: input `[n, c, h, w]`, weight `[o, c, kh, kw]`, output
 /// `[n, o, oh, ow]`.
@@ -245,6 +248,9 @@ fn columns<'a>(
 /// `conv2d(x, w) + b` as `[n, o, oh, ow]`: [`direct`](super::direct) where it applies, else
 /// im2col and GEMM.
 pub(super) fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &Geom) -> Vec<f32> {
+    if winograd::usable(g, Pass::Forward) {
+        return winograd::forward(x, w, b, g);
+    }
     match direct::usable(g, Pass::Forward) {
         Some(isa) => direct::forward(isa, x, w, b, g),
         None => im2col_forward(x, w, b, g),
@@ -296,6 +302,9 @@ fn forward_image(xi: &[f32], wm: Mat, bias: bool, g: &Geom, par: Parallelism, yi
 
 /// The gradient with respect to the input `[n, c, h, w]`, given `dy` `[n, o, oh, ow]`.
 pub(super) fn x_backward(dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
+    if winograd::usable(g, Pass::Input) {
+        return winograd::input_backward(dy, w, g);
+    }
     match direct::usable(g, Pass::Input) {
         Some(isa) => direct::input_backward(isa, dy, w, g),
         None => im2col_x_backward(dy, w, g),
@@ -340,6 +349,9 @@ const MAX_PARTS: usize = 16;
 /// gradient is summed from each image's output gradient while the weight gradient has it in
 /// cache, and is [`bias_backward`]'s, bit for bit.
 pub(crate) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> (Vec<f32>, Vec<f32>) {
+    if winograd::usable(g, Pass::Weight) {
+        return winograd::weight_backward(x, dy, g);
+    }
     match direct::usable(g, Pass::Weight) {
         Some(isa) => direct::weight_backward(isa, x, dy, g),
         None => im2col_weight_backward(x, dy, g),

@@ -318,6 +318,22 @@ pub(super) unsafe fn assume_init<T>(values: &mut [MaybeUninit<T>]) -> &mut [T] {
     unsafe { &mut *(values as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
+/// A pointer that tasks writing disjoint parts of one buffer share.
+#[derive(Clone, Copy)]
+pub(super) struct Shared(pub(super) *mut f32);
+// SAFETY: the tasks that share it write disjoint values (each user says which: the direct
+// tiles' positions, the Winograd tasks' rows).
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// The pointer `offset` values on (a method, so that closures capture `Shared`, not the
+    /// raw pointer inside).
+    pub(super) fn at(self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
+}
+
 /// Threads of the rayon pool the kernels run on.
 pub(super) fn threads() -> usize {
     rayon::current_num_threads()

@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use super::super::conv::Geom;
-use super::super::kernels::{threads, with_scratch};
+use super::super::kernels::{Shared, threads, with_scratch};
 use super::Isa;
 use super::flat::Flat;
 use super::simd::Segment;
@@ -27,22 +27,6 @@ pub(super) fn pack(o: usize, taps: usize, mr: usize, at: impl Fn(usize, usize) -
         }
     }
     packed
-}
-
-/// A pointer that tasks writing disjoint parts of one buffer share.
-#[derive(Clone, Copy)]
-pub(super) struct Shared(pub(super) *mut f32);
-// SAFETY: the tasks that share it write disjoint values (see `convolve`: every tile writes its
-// own positions).
-unsafe impl Send for Shared {}
-unsafe impl Sync for Shared {}
-
-impl Shared {
-    /// The pointer `offset` values on (a method, so that closures capture `Shared`, not the
-    /// raw pointer inside).
-    pub(super) fn at(self, offset: usize) -> *mut f32 {
-        self.0.wrapping_add(offset)
-    }
 }
 
 /// `[n, o, oh, ow]`: every image of `input` (`[n, c, h, w]` in `flat`'s geometry) convolved

@@ -17,10 +17,10 @@ use std::mem::MaybeUninit;
 use rayon::prelude::*;
 
 use super::super::conv::Geom;
-use super::super::kernels::{threads, with_scratch};
+use super::super::kernels::{Shared, threads, with_scratch};
 use super::Isa;
 use super::flat::Flat;
-use super::forward::{Shared, pack};
+use super::forward::pack;
 #[cfg(target_arch = "x86_64")]
 use super::simd::{avx2, avx512};
 

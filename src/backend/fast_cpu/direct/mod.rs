@@ -39,7 +39,7 @@ mod forward;
 mod input;
 mod simd;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 mod weight;
 
 pub(crate) use forward::forward;

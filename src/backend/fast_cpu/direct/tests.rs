@@ -43,7 +43,7 @@ fn cases() -> Vec<Geom> {
 }
 
 /// Deterministic values in [-1, 1).
-fn values(n: usize, seed: u64) -> Vec<f32> {
+pub(in super::super) fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
@@ -57,7 +57,7 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-fn assert_close(what: &str, got: &[f32], want: &[f32]) {
+pub(in super::super) fn assert_close(what: &str, got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
@@ -66,6 +66,24 @@ fn assert_close(what: &str, got: &[f32], want: &[f32]) {
             "{what}: value {i} is {g}, im2col gives {w}"
         );
     }
+}
+
+/// An input, a weight and an output gradient for `g`.
+pub(in super::super) fn operands(g: &Geom) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    (
+        values(g.n * g.image(), 5),
+        values(g.o * g.k(), 6),
+        values(g.n * g.o * g.l(), 7),
+    )
+}
+
+/// `f` on a rayon pool of `threads` threads.
+pub(in super::super) fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(f)
 }
 
 fn isas() -> Vec<Isa> {
@@ -120,17 +138,9 @@ fn direct_convolution_matches_im2col() {
 fn direct_convolution_gives_the_same_bits_on_any_thread_count() {
     for isa in isas() {
         for g in cases() {
-            let (x, w, dy) = (
-                values(g.n * g.image(), 5),
-                values(g.o * g.k(), 6),
-                values(g.n * g.o * g.l(), 7),
-            );
+            let (x, w, dy) = operands(&g);
             let run = |threads: usize| {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
-                pool.install(|| {
+                on_threads(threads, || {
                     (
                         forward(isa, &x, &w, None, &g),
                         weight_backward(isa, &x, &dy, &g).0,

@@ -1,0 +1,87 @@
+//! The weight gradient through F(2×2, 3×3): the adjoint of the forward pass ([`super`]).
+//! With `U_ξ = (G g Gᵀ)[ξ]`, `V_ξ` the input tiles' transforms and `M_ξ = U_ξ · V_ξ`,
+//! `dU_ξ = Σ_images D_ξ · V_ξᵀ` with `D = A dY Aᵀ` of the output-gradient tiles, and
+//! `dg = Gᵀ dU G`: 16 products `[o × tiles] · [tiles × c]` per image, summed over a fixed
+//! partition of the batch ([`batch_parts`]) as the other weight gradients, so that the result
+//! does not depend on the number of threads. The bias gradient is summed from each image's
+//! output gradient on the way, as the direct weight pass does.
+
+use std::ops::Range;
+
+use gemm::Parallelism;
+use rayon::prelude::*;
+
+use super::super::conv::{Geom, add_parts, batch_parts, bias_of_plane_sums, plane_sums};
+use super::super::kernels::{Mat, matmul, with_scratch};
+use super::{G, Plan, transform};
+
+/// The gradients with respect to the weight `[o, c, 3, 3]` and the bias `[o]` of
+/// `conv2d(x, w)` for the output gradient `dy` (`usable(g, Pass::Weight)`); the bias
+/// gradient is [`bias_backward`](super::super::conv::bias_backward)'s, bit for bit.
+pub(in super::super) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> (Vec<f32>, Vec<f32>) {
+    let plan = Plan::new([g.c, g.h, g.w], g.pad, g.o);
+    debug_assert_eq!((plan.oh, plan.ow), (g.oh, g.ow));
+    let size = 16 * g.o * g.c;
+    let (partials, sums): (Vec<Vec<f32>>, Vec<Vec<f32>>) = batch_parts(g.n, size)
+        .into_par_iter()
+        .map(|images| part_gradient(&plan, (x, dy), images))
+        .unzip();
+    let du = add_parts(partials, size);
+    (
+        weights_of(&du, g.o, g.c),
+        bias_of_plane_sums(&sums.concat(), g.n, g.o),
+    )
+}
+
+/// `dU` `[ξ][o][c]` of the images `images`, and the sums of their output-gradient planes
+/// (`[images][o]`).
+fn part_gradient(
+    plan: &Plan,
+    (x, dy): (&[f32], &[f32]),
+    images: Range<usize>,
+) -> (Vec<f32>, Vec<f32>) {
+    let (c, o) = (plan.c, plan.o);
+    let (image, plane) = (c * plan.h * plan.w, plan.oh * plan.ow);
+    let mut du = vec![0.0; 16 * o * c];
+    let mut sums = Vec::with_capacity(images.len() * o);
+    for i in images {
+        let (xi, dyi) = (&x[i * image..][..image], &dy[i * o * plane..][..o * plane]);
+        for rows in plan.blocks() {
+            let tiles = rows.len() * plan.tw;
+            let work = transform::work(plan.tw, rows.len());
+            with_scratch(16 * (c + o) * tiles + work, |buf| {
+                let (v, rest) = buf.split_at_mut(16 * c * tiles);
+                let (d, work) = rest.split_at_mut(16 * o * tiles);
+                transform::input(plan, xi, rows.clone(), v, work);
+                transform::gradient(plan, dyi, rows, d);
+                for (xi, du) in du.chunks_exact_mut(o * c).enumerate() {
+                    matmul(
+                        du,
+                        c,
+                        Mat::strided(&d[xi * tiles..], o, tiles, 16 * tiles, 1),
+                        Mat::strided(&v[xi * tiles..], c, tiles, 16 * tiles, 1).t(),
+                        true,
+                        Parallelism::None,
+                    );
+                }
+            });
+        }
+        plane_sums(dyi, o, plane, &mut sums);
+    }
+    (du, sums)
+}
+
+/// `dg = Gᵀ dU G` of every kernel: `[o, c, 3, 3]` from `dU` `[ξ][o][c]`.
+fn weights_of(du: &[f32], o: usize, c: usize) -> Vec<f32> {
+    let mut dw = vec![0.0; o * c * 9];
+    for (k, taps) in dw.chunks_exact_mut(9).enumerate() {
+        let at = |i: usize, j: usize| du[(4 * i + j) * o * c + k];
+        for (tap, out) in taps.iter_mut().enumerate() {
+            let (a, b) = (tap / 3, tap % 3);
+            *out = (0..4)
+                .map(|i| G[i][a] * (0..4).map(|j| at(i, j) * G[j][b]).sum::<f32>())
+                .sum();
+        }
+    }
+    dw
+}
