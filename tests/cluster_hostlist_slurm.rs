@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use hostlist_gen::hostlist_strategy;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use scontrol::{BROKE, hostnames_conf, scontrol_hostnames};
 use trainer::cluster::hostlist;
 
@@ -37,6 +37,9 @@ fn conf_or_skip() -> Option<PathBuf> {
 }
 
 /// Lists both sides must expand identically.
+/// The generator's seed (see `generated_and_corpus_hostlists_match_scontrol`).
+const HOSTLIST_SEED: u64 = 1;
+
 const VALID: &[&str] = &[
     "vm",
     "ai[01-02]",
@@ -279,9 +282,17 @@ fn generated_and_corpus_hostlists_match_scontrol() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2500);
+    // A fixed seed: the same lists on every machine and in every run, so that the count of
+    // each kind below is too (with a random one, the Slurm-garbage share swung around its
+    // 5 % bound: 4.7 % in one CI run). `TRAINER_HOSTLIST_SEED` draws other lists.
+    let seed = std::env::var("TRAINER_HOSTLIST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(HOSTLIST_SEED);
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
+        rng_seed: RngSeed::Fixed(seed),
         ..Config::default()
     });
     let t0 = Instant::now();

@@ -66,22 +66,24 @@ const BLOCK_TILES: usize = 192;
 ///
 /// | pass | AVX-512 | FMA |
 /// |---|---|---|
-/// | forward | 3.1–3.5 against 2.6–3.2 | 5.5–5.6 against 3.6–4.0 |
-/// | input gradient | 3.5–3.9 against 3.8–4.4 | 6.1 against 5.2–5.6 |
-/// | weight gradient | 3.7–3.9 against 4.1–4.2 | 6.1 against 5.0 |
+/// | forward | 3.1–3.5 against 2.6–3.2 | 5.5–5.7 against 3.6–4.0 |
+/// | input gradient | 3.5–3.9 against 3.8–4.4 | 6.1–6.2 against 5.2–5.6 |
+/// | weight gradient | 3.5–3.9 against 3.3–4.2 | 6.1 against 4.5–5.0 |
+///
+/// In a training step with AVX-512 both gradients lost (weight + bias 4.03–4.05 against
+/// 3.76–3.86 ms, input 4.10–4.39 against 3.78–3.90).
 pub(super) fn usable(g: &Geom, pass: Pass) -> bool {
     !*TURNED_OFF && fits(g, pass) && (pass == Pass::Forward || !avx512_in_use())
 }
 
 /// Whether these kernels handle `pass` of `g` (and pay on it): a 3×3 kernel, stride 1, no
 /// dilation, padding up to 2, [`MIN_CHANNELS`] on each side, and rows of at most
-/// [`MAX_ROW_TILES`](transform::MAX_ROW_TILES) tiles (the output's for the forward pass, the
-/// input's for its gradient).
+/// [`MAX_ROW_TILES`](transform::MAX_ROW_TILES) tiles (the output's for the forward pass and
+/// the weight gradient, the input's for the input gradient).
 fn fits(g: &Geom, pass: Pass) -> bool {
     let columns = match pass {
-        Pass::Forward => g.ow,
+        Pass::Forward | Pass::Weight => g.ow,
         Pass::Input => g.w,
-        Pass::Weight => g.ow,
     };
     [g.kh, g.kw] == [3, 3]
         && g.stride == [1, 1]
