@@ -19,6 +19,29 @@ use super::Plan;
 /// The widest row of tiles the transforms are compiled for (outputs of up to 32 columns).
 pub(super) const MAX_ROW_TILES: usize = 16;
 
+/// `f::<TW>(args)`, or with `padded` `f::<TW, { 2·TW + 2 }>(args)`, for the row width `tw`:
+/// the call of the copy of `f` compiled for it.
+macro_rules! by_row_width {
+    ($tw:expr, $f:ident, padded $args:tt) => {
+        by_row_width!(@padded $tw, $f $args; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+    };
+    ($tw:expr, $f:ident $args:tt) => {
+        by_row_width!(@ $tw, $f $args; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+    };
+    (@ $tw:expr, $f:ident $args:tt; $($n:literal)*) => {
+        match $tw {
+            $($n => $f::<$n> $args,)*
+            tw => unreachable!("rows of {tw} tiles (`fits` allows {MAX_ROW_TILES})"),
+        }
+    };
+    (@padded $tw:expr, $f:ident $args:tt; $($n:literal)*) => {
+        match $tw {
+            $($n => $f::<$n, { 2 * $n + 2 }> $args,)*
+            tw => unreachable!("rows of {tw} tiles (`fits` allows {MAX_ROW_TILES})"),
+        }
+    };
+}
+
 /// Scratch values [`input`] needs besides `V`, for `rows` tile rows of `tw` tiles: the
 /// block's padded rows and their horizontal transforms.
 pub(super) fn work(tw: usize, rows: usize) -> usize {
@@ -28,15 +51,7 @@ pub(super) fn work(tw: usize, rows: usize) -> usize {
 /// `V[c][ξ][t] = (Bᵀ d B)[ξ]` of the input tiles `d` of the tile rows `rows` of one image `x`
 /// (`[c, h, w]`), `t` counting tiles from the first of them; `work` holds [`work`] values.
 pub(super) fn input(plan: &Plan, x: &[f32], rows: Range<usize>, v: &mut [f32], work: &mut [f32]) {
-    macro_rules! widths {
-        ($($tw:literal)*) => {
-            match plan.tw {
-                $($tw => input_rows::<$tw, { 2 * $tw + 2 }>(plan, x, rows, v, work),)*
-                tw => unreachable!("rows of {tw} tiles (`fits` allows {MAX_ROW_TILES})"),
-            }
-        };
-    }
-    widths!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+    by_row_width!(plan.tw, input_rows, padded(plan, x, rows, v, work))
 }
 
 /// [`input`] for rows of `TW` tiles, which read padded rows of `PW = 2·TW + 2` columns.
@@ -122,16 +137,8 @@ pub(super) unsafe fn output(
     bias: Option<&[f32]>,
     y: *mut f32,
 ) {
-    macro_rules! widths {
-        ($($tw:literal)*) => {
-            match plan.tw {
-                // SAFETY: the caller's contract.
-                $($tw => unsafe { output_rows::<$tw>(plan, m, rows, bias, y) },)*
-                tw => unreachable!("rows of {tw} tiles (`fits` allows {MAX_ROW_TILES})"),
-            }
-        };
-    }
-    widths!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+    // SAFETY: the caller's contract.
+    unsafe { by_row_width!(plan.tw, output_rows(plan, m, rows, bias, y)) }
 }
 
 /// [`output`] for rows of `TW` tiles.
@@ -202,15 +209,7 @@ unsafe fn output_rows<const TW: usize>(
 /// output's last row or column) of the tile rows `rows` of one image `dy` (`[o, oh, ow]`):
 /// the gradient of `M` in [`output`], for the weight gradient.
 pub(super) fn gradient(plan: &Plan, dy: &[f32], rows: Range<usize>, d: &mut [f32]) {
-    macro_rules! widths {
-        ($($tw:literal)*) => {
-            match plan.tw {
-                $($tw => gradient_rows::<$tw>(plan, dy, rows, d),)*
-                tw => unreachable!("rows of {tw} tiles (`fits` allows {MAX_ROW_TILES})"),
-            }
-        };
-    }
-    widths!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+    by_row_width!(plan.tw, gradient_rows(plan, dy, rows, d))
 }
 
 /// [`gradient`] for rows of `TW` tiles.
