@@ -44,9 +44,10 @@ fn part_gradient(
     let (image, plane) = (c * plan.h * plan.w, plan.oh * plan.ow);
     let mut du = vec![0.0; 16 * o * c];
     let mut sums = Vec::with_capacity(images.len() * o);
+    let blocks = plan.blocks();
     for i in images {
         let (xi, dyi) = (&x[i * image..][..image], &dy[i * o * plane..][..o * plane]);
-        for rows in plan.blocks() {
+        for rows in blocks.iter().cloned() {
             let tiles = rows.len() * plan.tw;
             let work = transform::work(plan.tw, rows.len());
             with_scratch(16 * (c + o) * tiles + work, |buf| {
