@@ -23,7 +23,7 @@ use burn_backend::ops::ConvOptions;
 use gemm::Parallelism;
 use rayon::prelude::*;
 
-use super::direct::{self, Pass};
+use super::direct::{self, Isa, Pass};
 use super::kernels::{
     Mat, add_into, filled, inner_par, matmul, sum, sums, with_scratch, written_in,
 };
@@ -249,7 +249,7 @@ fn columns<'a>(
 /// im2col and GEMM.
 pub(super) fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &Geom) -> Vec<f32> {
     if winograd::usable(g, Pass::Forward) {
-        return winograd::forward(x, w, b, g);
+        return winograd::forward(Isa::detect(), x, w, b, g);
     }
     match direct::usable(g, Pass::Forward) {
         Some(isa) => direct::forward(isa, x, w, b, g),
@@ -303,7 +303,7 @@ fn forward_image(xi: &[f32], wm: Mat, bias: bool, g: &Geom, par: Parallelism, yi
 /// The gradient with respect to the input `[n, c, h, w]`, given `dy` `[n, o, oh, ow]`.
 pub(super) fn x_backward(dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
     if winograd::usable(g, Pass::Input) {
-        return winograd::input_backward(dy, w, g);
+        return winograd::input_backward(Isa::detect(), dy, w, g);
     }
     match direct::usable(g, Pass::Input) {
         Some(isa) => direct::input_backward(isa, dy, w, g),
@@ -350,7 +350,7 @@ const MAX_PARTS: usize = 16;
 /// cache, and is [`bias_backward`]'s, bit for bit.
 pub(crate) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> (Vec<f32>, Vec<f32>) {
     if winograd::usable(g, Pass::Weight) {
-        return winograd::weight_backward(x, dy, g);
+        return winograd::weight_backward(Isa::detect(), x, dy, g);
     }
     match direct::usable(g, Pass::Weight) {
         Some(isa) => direct::weight_backward(isa, x, dy, g),

@@ -64,6 +64,7 @@ mod float_ops;
 mod int_ops;
 pub mod isa;
 mod kernels;
+mod lanes;
 mod matmul;
 mod module_ops;
 mod other_ops;

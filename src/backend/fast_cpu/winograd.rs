@@ -13,12 +13,14 @@
 //!
 //! 1. `V[c][ξ][t] = Bᵀ d B` for every tile `t` (each channel's 16 rows of tiles next to each
 //!    other, so that the transform writes to one small region at a time);
-//! 2. `M[o][ξ][t] = U_ξ · V_ξ`, through [`matmul`] (the same micro-kernels as every other GEMM
-//!    here, AVX-512 or FMA as [`isa`](super::isa) says), which reads `V_ξ` with a row stride;
+//! 2. `M[o][ξ][t] = U_ξ · V_ξ`, through our register tiles ([`products`]; AVX-512 or AVX2 +
+//!    FMA as [`Isa::detect`] says, which `TRAINER_CPU_AVX512=0` turns to AVX2), or
+//!    [`matmul`](super::kernels::matmul) on other CPUs;
 //! 3. `y = Aᵀ M A + b`, the last row or column dropped where `OH` or `OW` is odd.
 //!
-//! [`usable`] says which passes run here on this CPU: fewer multiplications do not always win
-//! against the direct tiles, which read the image in place.
+//! With AVX-512 the transforms are written with its instructions ([`avx512`]), a row of tiles
+//! in one register; elsewhere they are portable code ([`transform`]), which gives the same
+//! bits. Both ask for the rows they read next ahead of time.
 //!
 //! Every value is summed in an order fixed by the shapes, never by the number of threads; it
 //! is another order than the direct tiles' and im2col's, within the tests' 1e-4 of them.
@@ -28,14 +30,15 @@ use std::array::from_fn;
 use std::ops::Range;
 use std::sync::LazyLock;
 
-use gemm::Parallelism;
 use rayon::prelude::*;
 
 use super::conv::Geom;
-use super::direct::Pass;
-use super::isa::avx512_in_use;
-use super::kernels::{Mat, Shared, matmul, with_scratch};
+use super::direct::{Isa, Pass};
+use super::kernels::{Shared, with_scratch};
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod products;
 #[cfg(test)]
 mod tests;
 mod transform;
@@ -60,20 +63,30 @@ const MIN_CHANNELS: usize = 16;
 /// products and its transforms slower (2.2 against 2.1 ms, 1.2 against 1.0 ms, with AVX-512).
 const BLOCK_TILES: usize = 192;
 
-/// Whether the Winograd kernels run `pass` of `g`: the forward pass wherever `g` [`fits`];
-/// the gradients only where the GEMMs do not run AVX-512. For the MNIST CNN's second layer
-/// (64 images, 2 threads, milliseconds, the direct tiles against these):
+/// A task's tiles are laid out in rows of a multiple of this many values ([`stride`]), so
+/// that the products' tiles ([`products`]) take whole vectors of them.
+const STRIDE_STEP: usize = 16;
+
+/// The values per row of `tiles` tiles in `V`, `M` and `D`: `tiles` rounded up to
+/// [`STRIDE_STEP`].
+fn stride(tiles: usize) -> usize {
+    tiles.next_multiple_of(STRIDE_STEP)
+}
+
+/// Whether the Winograd kernels run `pass` of `g`: wherever `g` [`fits`]. For the MNIST CNN's
+/// second layer (64 images, 2 threads, milliseconds, the direct tiles against these):
 ///
-/// | pass | AVX-512 | FMA |
+/// | pass | AVX-512 | AVX2 + FMA |
 /// |---|---|---|
-/// | forward | 3.1–3.5 against 2.6–3.2 | 5.5–5.7 against 3.6–4.0 |
-/// | input gradient | 3.5–3.9 against 3.8–4.4 | 6.1–6.2 against 5.2–5.6 |
-/// | weight gradient | 3.5–3.9 against 3.3–4.2 | 6.1 against 4.5–5.0 |
+/// | forward | 3.2 against 1.9 | 5.7 against 3.7 |
+/// | input gradient | 3.5 against 2.6 | 6.3 against 5.4 |
+/// | weight gradient | 3.4 against 2.4 | 6.3 against 4.2 |
 ///
-/// In a training step with AVX-512 both gradients lost (weight + bias 4.03–4.05 against
-/// 3.76–3.86 ms, input 4.10–4.39 against 3.78–3.90).
+/// With `gemm`'s micro-kernels for the products and the portable transforms, the two
+/// gradients lost to the direct tiles in a training step with AVX-512 (4.0 against 3.8 ms,
+/// 4.1–4.4 against 3.8–3.9).
 pub(super) fn usable(g: &Geom, pass: Pass) -> bool {
-    !*TURNED_OFF && fits(g, pass) && (pass == Pass::Forward || !avx512_in_use())
+    !*TURNED_OFF && fits(g, pass)
 }
 
 /// Whether these kernels handle `pass` of `g` (and pay on it): a 3×3 kernel, stride 1, no
@@ -94,22 +107,30 @@ fn fits(g: &Geom, pass: Pass) -> bool {
         && columns.div_ceil(2) <= transform::MAX_ROW_TILES
 }
 
-/// `conv2d(x, w) + b` as `[n, o, oh, ow]` (`usable(g, Pass::Forward)`).
-pub(super) fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &Geom) -> Vec<f32> {
+/// `conv2d(x, w) + b` as `[n, o, oh, ow]` (`usable(g, Pass::Forward)`), with the register
+/// tiles and transforms of `isa` (one this CPU has), or portable code and [`matmul`](
+/// super::kernels::matmul) when `None`.
+pub(super) fn forward(
+    isa: Option<Isa>,
+    x: &[f32],
+    w: &[f32],
+    b: Option<&[f32]>,
+    g: &Geom,
+) -> Vec<f32> {
     let plan = Plan::new([g.c, g.h, g.w], g.pad, g.o);
     debug_assert_eq!((plan.oh, plan.ow), (g.oh, g.ow));
     let u = transform_weights(g.o, g.c, |o, c, tap| w[(o * g.c + c) * 9 + tap]);
-    convolve(x, g.n, &plan, &u, b)
+    convolve(isa, (x, g.n), &plan, &u, b)
 }
 
 /// The input gradient `[n, c, h, w]` of `conv2d(x, w)` for the output gradient `dy`
 /// (`usable(g, Pass::Input)`): `dy` padded by `2 − pad` convolved with the kernel turned by
-/// 180°, output and input channels swapped.
-pub(super) fn input_backward(dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
+/// 180°, output and input channels swapped; `isa` as for [`forward`].
+pub(super) fn input_backward(isa: Option<Isa>, dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
     let plan = Plan::new([g.o, g.oh, g.ow], g.pad.map(|p| 2 - p), g.c);
     debug_assert_eq!((plan.oh, plan.ow), (g.h, g.w));
     let u = transform_weights(g.c, g.o, |c, o, tap| w[(o * g.c + c) * 9 + 8 - tap]);
-    convolve(dy, g.n, &plan, &u, None)
+    convolve(isa, (dy, g.n), &plan, &u, None)
 }
 
 /// One convolution's tiles: inputs `[c, h, w]` padded by `pad`, `o` output channels.
@@ -208,7 +229,13 @@ fn transform_weights(o: usize, c: usize, at: impl Fn(usize, usize, usize) -> f32
 
 /// `[n, o, oh, ow]`: every image of `input` (`[n, c, h, w]`) convolved through `u`
 /// ([`transform_weights`]) plus `bias`.
-fn convolve(input: &[f32], n: usize, plan: &Plan, u: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
+fn convolve(
+    isa: Option<Isa>,
+    (input, n): (&[f32], usize),
+    plan: &Plan,
+    u: &[f32],
+    bias: Option<&[f32]>,
+) -> Vec<f32> {
     let Plan { c, h, w, o, .. } = *plan;
     let (image, plane) = (c * h * w, plan.oh * plan.ow);
     let blocks = plan.blocks();
@@ -217,24 +244,26 @@ fn convolve(input: &[f32], n: usize, plan: &Plan, u: &[f32], bias: Option<&[f32]
     (0..n * blocks.len()).into_par_iter().for_each(|task| {
         let (i, rows) = (task / blocks.len(), blocks[task % blocks.len()].clone());
         let tiles = rows.len() * plan.tw;
+        let stride = stride(tiles);
         let work = transform::work(plan.tw, rows.len());
-        with_scratch(16 * (c + o) * tiles + work, |buf| {
-            let (v, rest) = buf.split_at_mut(16 * c * tiles);
-            let (m, work) = rest.split_at_mut(16 * o * tiles);
-            transform::input(plan, &input[i * image..][..image], rows.clone(), v, work);
-            for xi in 0..16 {
-                matmul(
-                    &mut m[xi * tiles..],
-                    16 * tiles,
-                    Mat::rows(&u[xi * o * c..][..o * c], o, c),
-                    Mat::strided(&v[xi * tiles..], c, tiles, 16 * tiles, 1),
-                    false,
-                    Parallelism::None,
-                );
-            }
+        with_scratch(16 * (c + o) * stride + work, |buf| {
+            let (v, rest) = buf.split_at_mut(16 * c * stride);
+            let (m, work) = rest.split_at_mut(16 * o * stride);
+            transform::input(
+                isa,
+                plan,
+                &input[i * image..][..image],
+                rows.clone(),
+                v,
+                work,
+            );
+            // Zeros after the tiles: the products compute those columns too.
+            v.chunks_exact_mut(stride)
+                .for_each(|row| row[tiles..].fill(0.0));
+            products::forward(isa, u, [o, c], v, stride, m);
             // SAFETY: image `i`'s output starts at `i · o · plane`, inside `y`'s capacity, and
             // this task writes only the rows of its own tile rows there.
-            unsafe { transform::output(plan, m, rows, bias, out.at(i * o * plane)) }
+            unsafe { transform::output(isa, plan, m, rows, bias, out.at(i * o * plane)) }
         })
     });
     // SAFETY: every image's tile rows cover all its output rows, of every channel.

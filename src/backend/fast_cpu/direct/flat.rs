@@ -116,7 +116,7 @@ impl Flat {
                     // SAFETY: the assertion keeps the 8 rows of 8 values read and written
                     // inside `dy` and `out`; the CPU has AVX (see above).
                     unsafe {
-                        super::simd::transpose8(
+                        super::super::lanes::transpose8(
                             dy.as_ptr().add(from),
                             plane,
                             out.as_mut_ptr().add(to),

@@ -10,9 +10,9 @@ use burn_backend::ops::ConvOptions;
 use super::super::conv::{
     Geom, bias_backward, im2col_forward, im2col_weight_backward, im2col_x_backward,
 };
-use super::super::direct::Pass;
 use super::super::direct::tests::{assert_close, on_threads, operands, values};
-use super::{BLOCK_TILES, Plan, fits, forward, input_backward, weight_backward};
+use super::super::direct::{Isa, Pass};
+use super::{BLOCK_TILES, Plan, fits, forward, input_backward, stride, transform, weight_backward};
 
 fn geom(x: [usize; 4], o: usize, pad: [usize; 2]) -> Geom {
     let w = [o, x[1], 3, 3];
@@ -37,32 +37,44 @@ fn cases() -> Vec<Geom> {
     ]
 }
 
+/// The kernels to check on this CPU: the portable code, and the register tiles of each
+/// instruction set it has.
+fn kernels() -> Vec<Option<Isa>> {
+    let tiles = [Isa::Avx512, Isa::Avx2]
+        .into_iter()
+        .filter(|isa| isa.available());
+    std::iter::once(None).chain(tiles.map(Some)).collect()
+}
+
 #[test]
 fn winograd_convolution_matches_im2col() {
-    for g in cases() {
+    for (g, isa) in cases()
+        .into_iter()
+        .flat_map(|g| kernels().into_iter().map(move |k| (g, k)))
+    {
         let passes = [Pass::Forward, Pass::Input, Pass::Weight];
         assert!(passes.into_iter().all(|pass| fits(&g, pass)), "{g:?}");
         let x = values(g.n * g.image(), 1);
         let w = values(g.o * g.k(), 2);
         let b = values(g.o, 3);
         let dy = values(g.n * g.o * g.l(), 4);
-        let what = format!("{g:?}");
+        let what = format!("{g:?} with {isa:?}");
         assert_close(
             &format!("forward {what}"),
-            &forward(&x, &w, Some(&b), &g),
+            &forward(isa, &x, &w, Some(&b), &g),
             &im2col_forward(&x, &w, Some(&b), &g),
         );
         assert_close(
             &format!("forward, no bias, {what}"),
-            &forward(&x, &w, None, &g),
+            &forward(isa, &x, &w, None, &g),
             &im2col_forward(&x, &w, None, &g),
         );
         assert_close(
             &format!("input gradient {what}"),
-            &input_backward(&dy, &w, &g),
+            &input_backward(isa, &dy, &w, &g),
             &im2col_x_backward(&dy, &w, &g),
         );
-        let (dw, bias) = weight_backward(&x, &dy, &g);
+        let (dw, bias) = weight_backward(isa, &x, &dy, &g);
         assert_close(
             &format!("weight gradient {what}"),
             &dw,
@@ -91,14 +103,17 @@ fn a_large_image_is_cut_into_blocks_of_tile_rows() {
 
 #[test]
 fn winograd_convolution_gives_the_same_bits_on_any_thread_count() {
-    for g in cases() {
+    for (g, isa) in cases()
+        .into_iter()
+        .flat_map(|g| kernels().into_iter().map(move |k| (g, k)))
+    {
         let (x, w, dy) = operands(&g);
         let run = |threads: usize| {
             on_threads(threads, || {
-                let (dw, bias) = weight_backward(&x, &dy, &g);
+                let (dw, bias) = weight_backward(isa, &x, &dy, &g);
                 let passes = [
-                    forward(&x, &w, None, &g),
-                    input_backward(&dy, &w, &g),
+                    forward(isa, &x, &w, None, &g),
+                    input_backward(isa, &dy, &w, &g),
                     dw,
                     bias,
                 ];
@@ -106,7 +121,74 @@ fn winograd_convolution_gives_the_same_bits_on_any_thread_count() {
             })
         };
         let bits = |v: Vec<f32>| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        assert!(bits(run(1)) == bits(run(3)), "{g:?}");
+        assert!(bits(run(1)) == bits(run(3)), "{g:?} with {isa:?}");
+    }
+}
+
+/// The transforms written for AVX-512 ([`avx512`](super::avx512)) compute every value with
+/// the portable code's operations in its order: the same bits, for every block of every case,
+/// the forward pass's and the input gradient's (padded by `2 − pad`) alike.
+#[test]
+fn avx512_transforms_give_the_portable_bits() {
+    if !Isa::Avx512.available() {
+        eprintln!("this CPU has no AVX-512: nothing to compare");
+        return;
+    }
+    let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for g in cases().into_iter().filter(|g| g.n > 0) {
+        let plans = [
+            Plan::new([g.c, g.h, g.w], g.pad, g.o),
+            Plan::new([g.o, g.oh, g.ow], g.pad.map(|p| 2 - p), g.c),
+        ];
+        for plan in plans {
+            let x = values(plan.c * plan.h * plan.w, 5);
+            let dy = values(plan.o * plan.oh * plan.ow, 6);
+            let bias = values(plan.o, 7);
+            for rows in plan.blocks() {
+                let (tiles, stride) = (rows.len() * plan.tw, stride(rows.len() * plan.tw));
+                let what = format!("{plan:?}, tile rows {rows:?}");
+                // Only the tiles' columns: the rest of each row is left as it was.
+                let columns = |v: &[f32]| -> Vec<u32> {
+                    v.chunks_exact(stride)
+                        .flat_map(|row| bits(&row[..tiles]))
+                        .collect()
+                };
+                let transformed = |isa: Option<Isa>| {
+                    let mut v = vec![f32::NAN; 16 * plan.c * stride];
+                    let mut work = vec![0.0; transform::work(plan.tw, rows.len())];
+                    transform::input(isa, &plan, &x, rows.clone(), &mut v, &mut work);
+                    columns(&v)
+                };
+                assert!(
+                    transformed(Some(Isa::Avx512)) == transformed(None),
+                    "input, {what}"
+                );
+                let gradient = |isa: Option<Isa>| {
+                    let mut d = vec![f32::NAN; 16 * plan.o * stride];
+                    transform::gradient(isa, &plan, &dy, rows.clone(), &mut d);
+                    columns(&d)
+                };
+                assert!(
+                    gradient(Some(Isa::Avx512)) == gradient(None),
+                    "gradient, {what}"
+                );
+                let m = values(16 * plan.o * stride, 8);
+                let output = |isa: Option<Isa>, bias: Option<&[f32]>| {
+                    let mut y = vec![0.0f32; plan.o * plan.oh * plan.ow];
+                    // SAFETY: `y` holds the whole output; nothing else writes it.
+                    unsafe {
+                        transform::output(isa, &plan, &m, rows.clone(), bias, y.as_mut_ptr())
+                    };
+                    bits(&y)
+                };
+                for b in [Some(&bias[..]), None] {
+                    assert!(
+                        output(Some(Isa::Avx512), b) == output(None, b),
+                        "output, {what}"
+                    );
+                }
+            }
+        }
     }
 }
 

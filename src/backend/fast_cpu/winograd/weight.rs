@@ -8,23 +8,29 @@
 
 use std::ops::Range;
 
-use gemm::Parallelism;
 use rayon::prelude::*;
 
 use super::super::conv::{Geom, add_parts, batch_parts, bias_of_plane_sums, plane_sums};
-use super::super::kernels::{Mat, matmul, with_scratch};
-use super::{G, Plan, transform};
+use super::super::direct::Isa;
+use super::super::kernels::with_scratch;
+use super::{G, Plan, products, stride, transform};
 
 /// The gradients with respect to the weight `[o, c, 3, 3]` and the bias `[o]` of
 /// `conv2d(x, w)` for the output gradient `dy` (`usable(g, Pass::Weight)`); the bias
-/// gradient is [`bias_backward`](super::super::conv::bias_backward)'s, bit for bit.
-pub(in super::super) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> (Vec<f32>, Vec<f32>) {
+/// gradient is [`bias_backward`](super::super::conv::bias_backward)'s, bit for bit; `isa` as
+/// for [`forward`](super::forward).
+pub(in super::super) fn weight_backward(
+    isa: Option<Isa>,
+    x: &[f32],
+    dy: &[f32],
+    g: &Geom,
+) -> (Vec<f32>, Vec<f32>) {
     let plan = Plan::new([g.c, g.h, g.w], g.pad, g.o);
     debug_assert_eq!((plan.oh, plan.ow), (g.oh, g.ow));
-    let size = 16 * g.o * g.c;
+    let size = 16 * g.o * g.c.next_multiple_of(16);
     let (partials, sums): (Vec<Vec<f32>>, Vec<Vec<f32>>) = batch_parts(g.n, size)
         .into_par_iter()
-        .map(|images| part_gradient(&plan, (x, dy), images))
+        .map(|images| part_gradient(isa, &plan, (x, dy), images))
         .unzip();
     let du = add_parts(partials, size);
     (
@@ -33,38 +39,32 @@ pub(in super::super) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> (Vec
     )
 }
 
-/// `dU` `[ξ][o][c]` of the images `images`, and the sums of their output-gradient planes
+/// `dU` `[ξ][o][cs]` (`cs = c` rounded up to 16) of the images `images`, and the sums of their output-gradient planes
 /// (`[images][o]`).
 fn part_gradient(
+    isa: Option<Isa>,
     plan: &Plan,
     (x, dy): (&[f32], &[f32]),
     images: Range<usize>,
 ) -> (Vec<f32>, Vec<f32>) {
     let (c, o) = (plan.c, plan.o);
     let (image, plane) = (c * plan.h * plan.w, plan.oh * plan.ow);
-    let mut du = vec![0.0; 16 * o * c];
+    let cs = c.next_multiple_of(16);
+    let mut du = vec![0.0; 16 * o * cs];
     let mut sums = Vec::with_capacity(images.len() * o);
     let blocks = plan.blocks();
     for i in images {
         let (xi, dyi) = (&x[i * image..][..image], &dy[i * o * plane..][..o * plane]);
         for rows in blocks.iter().cloned() {
             let tiles = rows.len() * plan.tw;
-            let work = transform::work(plan.tw, rows.len());
-            with_scratch(16 * (c + o) * tiles + work, |buf| {
-                let (v, rest) = buf.split_at_mut(16 * c * tiles);
-                let (d, work) = rest.split_at_mut(16 * o * tiles);
-                transform::input(plan, xi, rows.clone(), v, work);
-                transform::gradient(plan, dyi, rows, d);
-                for (xi, du) in du.chunks_exact_mut(o * c).enumerate() {
-                    matmul(
-                        du,
-                        c,
-                        Mat::strided(&d[xi * tiles..], o, tiles, 16 * tiles, 1),
-                        Mat::strided(&v[xi * tiles..], c, tiles, 16 * tiles, 1).t(),
-                        true,
-                        Parallelism::None,
-                    );
-                }
+            let stride = stride(tiles);
+            let work = transform::work(plan.tw, rows.len()).max(tiles * cs);
+            with_scratch(16 * (c + o) * stride + work, |buf| {
+                let (v, rest) = buf.split_at_mut(16 * c * stride);
+                let (d, work) = rest.split_at_mut(16 * o * stride);
+                transform::input(isa, plan, xi, rows.clone(), v, work);
+                transform::gradient(isa, plan, dyi, rows, d);
+                products::weight(isa, (d, v), [o, c], [tiles, stride], &mut du, work);
             });
         }
         plane_sums(dyi, o, plane, &mut sums);
@@ -72,11 +72,13 @@ fn part_gradient(
     (du, sums)
 }
 
-/// `dg = Gᵀ dU G` of every kernel: `[o, c, 3, 3]` from `dU` `[ξ][o][c]`.
+/// `dg = Gᵀ dU G` of every kernel: `[o, c, 3, 3]` from `dU` `[ξ][o][cs]` (`cs = c` rounded
+/// up to 16).
 fn weights_of(du: &[f32], o: usize, c: usize) -> Vec<f32> {
+    let cs = c.next_multiple_of(16);
     let mut dw = vec![0.0; o * c * 9];
     for (k, taps) in dw.chunks_exact_mut(9).enumerate() {
-        let at = |i: usize, j: usize| du[(4 * i + j) * o * c + k];
+        let at = |i: usize, j: usize| du[(4 * i + j) * o * cs + (k / c) * cs + k % c];
         for (tap, out) in taps.iter_mut().enumerate() {
             let (a, b) = (tap / 3, tap % 3);
             *out = (0..4)
