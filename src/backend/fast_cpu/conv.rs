@@ -14,8 +14,7 @@
 //! Where [`direct`](super::direct) applies (stride 1, on x86-64 with AVX-512 or AVX2 + FMA),
 //! the forward pass and the weight gradient run there instead, and with AVX-512 the input
 //! gradient too; where [`winograd`](super::winograd) applies (3×3, stride 1, many channels),
-//! before both: its forward pass everywhere, its gradients where the GEMMs do not run
-//! AVX-512. The bias gradient and every other shape stay here.
+//! before both, all three passes. The bias gradient and every other shape stay here.
 
 use std::ops::Range;
 

@@ -12,10 +12,11 @@
 //!   convolution (with AVX-512, its input gradient too) run direct instead, with register
 //!   tiles of our own that read the padded image in place (`direct/`; `TRAINER_CONV_DIRECT=0`
 //!   turns them off); 3×3 convolutions with many channels run as Winograd's F(2×2, 3×3)
-//!   instead, 16 products per channel pair where the direct ones make 36 (`winograd/`: the
-//!   forward pass everywhere, the gradients where the GEMMs do not run AVX-512;
-//!   `TRAINER_CONV_WINOGRAD=0` turns it off); the weight pass also sums the bias gradient and
-//!   hands it to the bias pass (`bias_grad.rs`);
+//!   instead, 16 products per channel pair where the direct ones make 36 (`winograd/`: all
+//!   three passes, on register tiles of our own, the transforms written for AVX-512 where it
+//!   runs; `TRAINER_CONV_WINOGRAD=0` turns it off); the weight pass also sums the bias
+//!   gradient and hands it to the bias pass (`bias_grad.rs`); both tile modules take their
+//!   vector helpers from `lanes.rs`;
 //! * `max_pool2d`, `max_pool2d_with_indices` and its backward: one pass per plane with the
 //!   argmax indices Flex would return (`pool.rs`);
 //! * element-wise arithmetic, relu, exp, ln_1p and sigmoid on large tensors, split over threads

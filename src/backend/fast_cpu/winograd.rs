@@ -108,8 +108,7 @@ fn fits(g: &Geom, pass: Pass) -> bool {
 }
 
 /// `conv2d(x, w) + b` as `[n, o, oh, ow]` (`usable(g, Pass::Forward)`), with the register
-/// tiles and transforms of `isa` (one this CPU has), or portable code and [`matmul`](
-/// super::kernels::matmul) when `None`.
+/// tiles and transforms of `isa` (one this CPU has), or portable code and `gemm` when `None`.
 pub(super) fn forward(
     isa: Option<Isa>,
     x: &[f32],
