@@ -134,12 +134,15 @@ fn corpus() -> Vec<String> {
 }
 
 /// Lists on which Slurm may print garbage, which we refuse: malformed by the plain grammar
-/// (see [`strictly_malformed`]), or a bracket over 65 536 hosts that two more follow (Slurm
-/// silently keeps 65 536 of them: `a[0-65535,0-5][0][0]`).
+/// (see [`strictly_malformed`]); a bracket over 65 536 hosts that two more follow (Slurm
+/// silently keeps 65 536 of them: `a[0-65535,0-5][0][0]`); or a range that runs backwards in a
+/// bracket that two more follow (Slurm 22.05 prints its error and no host for `a[10-1][0][0]`
+/// or `a[10-1]b[0]c[0]`, but refuses `a[10-1][0]` and `a[0][10-1][0]`).
 fn slurm_garbage(list: &str) -> bool {
     strictly_malformed(list)
         || items(list).iter().any(|item| {
-            let groups: Vec<u64> = item
+            // Per bracket: its hosts, and whether a range in it runs backwards.
+            let groups: Vec<(u64, bool)> = item
                 .split('[')
                 .skip(1)
                 .filter_map(|g| g.split(']').next())
@@ -148,15 +151,18 @@ fn slurm_garbage(list: &str) -> bool {
                         .split(',')
                         .map(|p| match p.split_once('-') {
                             Some((lo, hi)) => match (lo.parse::<u64>(), hi.parse::<u64>()) {
-                                (Ok(lo), Ok(hi)) if hi >= lo => hi - lo + 1,
-                                _ => 1,
+                                (Ok(lo), Ok(hi)) if hi >= lo => (hi - lo + 1, false),
+                                (Ok(_), Ok(_)) => (1, true),
+                                _ => (1, false),
                             },
-                            None => 1,
+                            None => (1, false),
                         })
-                        .sum()
+                        .fold((0, false), |(n, back), (m, b)| (n + m, back || b))
                 })
                 .collect();
-            groups.len() > 1 && groups[..groups.len() - 1].iter().any(|&n| n > 65_536)
+            let followed = |by: usize| &groups[..groups.len().saturating_sub(by)];
+            followed(1).iter().any(|&(n, _)| n > 65_536)
+                || followed(2).iter().any(|&(_, backwards)| backwards)
         })
 }
 
