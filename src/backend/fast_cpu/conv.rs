@@ -4,8 +4,9 @@
 //! * forward: `y_i[O, L] = W[O, K] · col(x_i)[K, L] (+ b)`;
 //! * input gradient: `dcol = Wᵀ[K, O] · dy_i[O, L]`, scattered back by col2im;
 //! * weight gradient: `dW[O, K] = Σ_i dy_i[O, L] · col(x_i)ᵀ[L, K]`, summed over a fixed
-//!   partition of the batch so that the result does not depend on the number of threads;
-//! * bias gradient: `db[o] = Σ_i Σ_l dy_i[o, l]`.
+//!   partition of the batch so that the result does not depend on the number of threads
+//!   ([`batch_sums`](super::batch_sums), which also holds the bias gradient `db[o] = Σ_i Σ_l
+//!   dy_i[o, l]`).
 //!
 //! with `K = C·KH·KW` and `L = OH·OW`. A large image is done in tiles of output rows, so that
 //! the scratch buffer stays small (2 MB). Images run in parallel on the rayon pool; a batch
@@ -14,7 +15,7 @@
 //! Where [`direct`](super::direct) applies (stride 1, on x86-64 with AVX-512 or AVX2 + FMA),
 //! the forward pass and the weight gradient run there instead, and with AVX-512 the input
 //! gradient too; where [`winograd`](super::winograd) applies (3×3, stride 1, many channels),
-//! before both, all three passes. The bias gradient and every other shape stay here.
+//! before both, all three passes. Every other shape stays here.
 
 use std::ops::Range;
 
@@ -22,10 +23,9 @@ use burn_backend::ops::ConvOptions;
 use gemm::Parallelism;
 use rayon::prelude::*;
 
+use super::batch_sums::{add_parts, batch_parts, bias_backward, bias_of_plane_sums, plane_sums};
 use super::direct::{self, Isa, Pass};
-use super::kernels::{
-    Mat, add_into, filled, inner_par, matmul, sum, sums, with_scratch, written_in,
-};
+use super::kernels::{Mat, add_into, filled, inner_par, matmul, with_scratch, written_in};
 use super::winograd;
 
 /// Shapes of one convolution: input `[n, c, h, w]`, weight `[o, c, kh, kw]`, output
@@ -339,11 +339,6 @@ pub(crate) fn im2col_x_backward(dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
     }
 }
 
-/// Upper bound on the memory of the per-part weight gradients (bytes).
-const PARTIALS_BYTES: usize = 64 << 20;
-/// Upper bound on the number of parts the batch is cut into for the weight gradient.
-const MAX_PARTS: usize = 16;
-
 /// The gradients with respect to the weight `[o, c, kh, kw]` and the bias `[o]`: the bias
 /// gradient is summed from each image's output gradient while the weight gradient has it in
 /// cache, and is [`bias_backward`]'s, bit for bit.
@@ -397,54 +392,4 @@ pub(crate) fn im2col_weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> (Vec<f3
         add_parts(partials, size),
         bias_of_plane_sums(&sums.concat(), g.n, g.o),
     )
-}
-
-/// Appends the sums of one image's `o` output-gradient planes of `l` values to `out`, each as
-/// [`bias_backward`] sums it (four planes side by side, [`sums`]).
-pub(super) fn plane_sums(dyi: &[f32], o: usize, l: usize, out: &mut Vec<f32>) {
-    let plane = |c: usize| &dyi[c * l..][..l];
-    for c in (0..o / 4 * 4).step_by(4) {
-        out.extend(sums([plane(c), plane(c + 1), plane(c + 2), plane(c + 3)]));
-    }
-    out.extend((o / 4 * 4..o).map(|c| sum(plane(c))));
-}
-
-/// The bias gradient from the plane sums of every image (`[n][o]`), added in image order as
-/// [`bias_backward`] adds them.
-pub(super) fn bias_of_plane_sums(plane_sums: &[f32], n: usize, o: usize) -> Vec<f32> {
-    (0..o)
-        .map(|c| (0..n).map(|i| plane_sums[i * o + c]).sum())
-        .collect()
-}
-
-/// The batch of `n` images cut into parts for a weight gradient of `size` values per part:
-/// each part is summed into its own buffer, and the parts are added in order
-/// ([`add_parts`]). The cut depends on the shapes only, never on the thread count, so the
-/// result is the same at every thread count and in every run on one machine (the
-/// micro-kernels, chosen per CPU, may round differently on another). At most [`MAX_PARTS`]
-/// parts, whose buffers take at most [`PARTIALS_BYTES`] together.
-pub(super) fn batch_parts(n: usize, size: usize) -> Vec<Range<usize>> {
-    let parts = n
-        .min(MAX_PARTS)
-        .min((PARTIALS_BYTES / (4 * size).max(1)).max(1));
-    let per = n.div_ceil(parts.max(1)).max(1);
-    (0..n).step_by(per).map(|s| s..(s + per).min(n)).collect()
-}
-
-/// The parts' weight gradients (`size` values each) added in order.
-pub(super) fn add_parts(partials: Vec<Vec<f32>>, size: usize) -> Vec<f32> {
-    let mut parts = partials.into_iter();
-    let mut total = parts.next().unwrap_or_else(|| vec![0.0; size]);
-    for part in parts {
-        add_into(&mut total, &part);
-    }
-    total
-}
-
-/// The gradient with respect to the bias `[o]`: the sum of `dy` `[n, o, l]` over `n` and `l`.
-pub(crate) fn bias_backward(dy: &[f32], n: usize, o: usize, l: usize) -> Vec<f32> {
-    (0..o)
-        .into_par_iter()
-        .map(|c| (0..n).map(|i| sum(&dy[(i * o + c) * l..][..l])).sum())
-        .collect()
 }

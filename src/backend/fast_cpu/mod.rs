@@ -56,6 +56,7 @@ use burn_flex::{Flex, FlexDevice, FlexQTensor, FlexTensor};
 use super::profile::CallCounter;
 
 pub mod adam;
+mod batch_sums;
 mod bias_grad;
 mod chacha;
 mod conv;
@@ -77,9 +78,9 @@ mod winograd;
 
 /// The weight and bias gradients of a convolution, also used by the `tch` backend on the CPU.
 #[cfg(feature = "tch")]
-pub(crate) use conv::{
-    Geom as ConvGeom, bias_backward as conv_bias_backward, weight_backward as conv_weight_backward,
-};
+pub(crate) use batch_sums::bias_backward as conv_bias_backward;
+#[cfg(feature = "tch")]
+pub(crate) use conv::{Geom as ConvGeom, weight_backward as conv_weight_backward};
 pub use kernels::{gemm_kernels, sgemm_gflops_one_core};
 
 /// Flex with faster convolution and max-pool kernels (see the module documentation).

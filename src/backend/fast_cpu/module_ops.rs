@@ -12,7 +12,7 @@ use burn_backend::{DType, IntDType};
 use burn_flex::{Flex, FlexTensor};
 
 use super::kernels::{dims, f32_tensor, i32_tensor, is_f32};
-use super::{FAST_CALLS, FastCpu, bias_grad, conv, delegate, fast, pool};
+use super::{FAST_CALLS, FastCpu, batch_sums, bias_grad, conv, delegate, fast, pool};
 use crate::backend::profile::timed;
 
 /// The convolution geometry when the fast kernels handle it.
@@ -125,7 +125,7 @@ impl ModuleOps<Self> for FastCpu {
                 FAST_CALLS.count();
                 let bias = bias_grad::take(&output_grad).unwrap_or_else(|| {
                     let dy = output_grad.to_contiguous();
-                    conv::bias_backward(dy.storage(), n, o, oh * ow)
+                    batch_sums::bias_backward(dy.storage(), n, o, oh * ow)
                 });
                 f32_tensor(bias, &[o])
             }

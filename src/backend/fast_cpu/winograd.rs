@@ -63,14 +63,14 @@ const MIN_CHANNELS: usize = 16;
 /// products and its transforms slower (2.2 against 2.1 ms, 1.2 against 1.0 ms, with AVX-512).
 const BLOCK_TILES: usize = 192;
 
-/// A task's tiles are laid out in rows of a multiple of this many values ([`stride`]), so
-/// that the products' tiles ([`products`]) take whole vectors of them.
+/// The products' operands are laid out in rows of a multiple of this many values
+/// ([`stride`]), so that their tiles ([`products`]) take whole vectors of them.
 const STRIDE_STEP: usize = 16;
 
-/// The values per row of `tiles` tiles in `V`, `M` and `D`: `tiles` rounded up to
-/// [`STRIDE_STEP`].
-fn stride(tiles: usize) -> usize {
-    tiles.next_multiple_of(STRIDE_STEP)
+/// The values per row of `n` tiles (`V`, `M` and `D`) or channels (the weight gradient's `dU`
+/// and `V_ξᵀ`): `n` rounded up to [`STRIDE_STEP`].
+fn stride(n: usize) -> usize {
+    n.next_multiple_of(STRIDE_STEP)
 }
 
 /// Whether the Winograd kernels run `pass` of `g`: wherever `g` [`fits`]. For the MNIST CNN's

@@ -68,7 +68,7 @@ pub(super) fn forward(
     }
 }
 
-/// `dU_ξ += D_ξ · V_ξᵀ` for every `ξ`: `du` (`[ξ][o][cs]`, `cs = c` rounded up to 16) from
+/// `dU_ξ += D_ξ · V_ξᵀ` for every `ξ`: `du` (`[ξ][o][cs]`, `cs = stride(c)`) from
 /// `d` (`[o][ξ][t]`) and `v` (`[c][ξ][t]`), rows of `stride` tiles of which the first `tiles`
 /// count; `work` holds `tiles · cs` values. With `isa`'s register tiles, or [`matmul`] when
 /// `None`.
@@ -80,7 +80,7 @@ pub(super) fn weight(
     du: &mut [f32],
     work: &mut [f32],
 ) {
-    let cs = c.next_multiple_of(16);
+    let cs = super::stride(c);
     assert!(d.len() >= 16 * o * stride && v.len() >= 16 * c * stride && du.len() >= 16 * o * cs);
     assert!(tiles <= stride && work.len() >= tiles * cs);
     #[cfg(target_arch = "x86_64")]

@@ -7,9 +7,8 @@
 
 use burn_backend::ops::ConvOptions;
 
-use super::super::conv::{
-    Geom, bias_backward, im2col_forward, im2col_weight_backward, im2col_x_backward,
-};
+use super::super::batch_sums::bias_backward;
+use super::super::conv::{Geom, im2col_forward, im2col_weight_backward, im2col_x_backward};
 use super::super::direct::tests::{assert_close, on_threads, operands, values};
 use super::super::direct::{Isa, Pass};
 use super::{BLOCK_TILES, Plan, fits, forward, input_backward, stride, transform, weight_backward};

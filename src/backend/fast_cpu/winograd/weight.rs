@@ -10,14 +10,15 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::super::conv::{Geom, add_parts, batch_parts, bias_of_plane_sums, plane_sums};
+use super::super::batch_sums::{add_parts, batch_parts, bias_of_plane_sums, plane_sums};
+use super::super::conv::Geom;
 use super::super::direct::Isa;
 use super::super::kernels::with_scratch;
 use super::{G, Plan, products, stride, transform};
 
 /// The gradients with respect to the weight `[o, c, 3, 3]` and the bias `[o]` of
 /// `conv2d(x, w)` for the output gradient `dy` (`usable(g, Pass::Weight)`); the bias
-/// gradient is [`bias_backward`](super::super::conv::bias_backward)'s, bit for bit; `isa` as
+/// gradient is [`bias_backward`](super::super::batch_sums::bias_backward)'s, bit for bit; `isa` as
 /// for [`forward`](super::forward).
 pub(in super::super) fn weight_backward(
     isa: Option<Isa>,
@@ -27,7 +28,7 @@ pub(in super::super) fn weight_backward(
 ) -> (Vec<f32>, Vec<f32>) {
     let plan = Plan::new([g.c, g.h, g.w], g.pad, g.o);
     debug_assert_eq!((plan.oh, plan.ow), (g.oh, g.ow));
-    let size = 16 * g.o * g.c.next_multiple_of(16);
+    let size = 16 * g.o * stride(g.c);
     let (partials, sums): (Vec<Vec<f32>>, Vec<Vec<f32>>) = batch_parts(g.n, size)
         .into_par_iter()
         .map(|images| part_gradient(isa, &plan, (x, dy), images))
@@ -39,8 +40,8 @@ pub(in super::super) fn weight_backward(
     )
 }
 
-/// `dU` `[ξ][o][cs]` (`cs = c` rounded up to 16) of the images `images`, and the sums of their output-gradient planes
-/// (`[images][o]`).
+/// `dU` `[ξ][o][stride(c)]` of the images `images`, and the sums of their output-gradient
+/// planes (`[images][o]`).
 fn part_gradient(
     isa: Option<Isa>,
     plan: &Plan,
@@ -49,7 +50,7 @@ fn part_gradient(
 ) -> (Vec<f32>, Vec<f32>) {
     let (c, o) = (plan.c, plan.o);
     let (image, plane) = (c * plan.h * plan.w, plan.oh * plan.ow);
-    let cs = c.next_multiple_of(16);
+    let cs = stride(c);
     let mut du = vec![0.0; 16 * o * cs];
     let mut sums = Vec::with_capacity(images.len() * o);
     let blocks = plan.blocks();
@@ -72,10 +73,9 @@ fn part_gradient(
     (du, sums)
 }
 
-/// `dg = Gᵀ dU G` of every kernel: `[o, c, 3, 3]` from `dU` `[ξ][o][cs]` (`cs = c` rounded
-/// up to 16).
+/// `dg = Gᵀ dU G` of every kernel: `[o, c, 3, 3]` from `dU` `[ξ][o][stride(c)]`.
 fn weights_of(du: &[f32], o: usize, c: usize) -> Vec<f32> {
-    let cs = c.next_multiple_of(16);
+    let cs = stride(c);
     let mut dw = vec![0.0; o * c * 9];
     for (k, taps) in dw.chunks_exact_mut(9).enumerate() {
         let at = |i: usize, j: usize| du[(4 * i + j) * o * cs + (k / c) * cs + k % c];
