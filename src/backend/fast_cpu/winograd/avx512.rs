@@ -92,6 +92,7 @@ pub(super) unsafe fn gradient(plan: &Plan, dy: &[f32], rows: Range<usize>, d: &m
     let tw = plan.tw;
     assert!(tw <= 16);
     let (stride, ow) = (stride(rows.len() * tw), plan.ow);
+    assert!(d.len() >= 16 * plan.o * stride, "D holds the block's tiles");
     let row = lanes(tw);
     let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -136,7 +137,7 @@ pub(super) unsafe fn gradient(plan: &Plan, dy: &[f32], rows: Range<usize>, d: &m
                 ];
                 for (s, values) in columns.into_iter().enumerate() {
                     let at = (16 * o + 4 * r + s) * stride + ti * tw;
-                    // SAFETY: `tw` values of row `(o, ξ)` of this tile row, inside `D`.
+                    // SAFETY: `tw` values of row `(o, ξ)` of this tile row, inside `D` (asserted).
                     unsafe { _mm512_mask_storeu_ps(d.add(at), row, values) };
                 }
             }
@@ -154,6 +155,10 @@ pub(super) unsafe fn input(plan: &Plan, x: &[f32], rows: Range<usize>, v: &mut [
     let tw = plan.tw;
     assert!(tw <= 16);
     let (stride, w, pad) = (stride(rows.len() * tw), plan.w, plan.pad[1]);
+    assert!(
+        x.len() == plan.c * plan.h * w && v.len() >= 16 * plan.c * stride,
+        "one image, and V holds the block's tiles"
+    );
     let row = lanes(tw);
     let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -211,7 +216,7 @@ pub(super) unsafe fn input(plan: &Plan, x: &[f32], rows: Range<usize>, v: &mut [
                 ];
                 for (r, values) in values.into_iter().enumerate() {
                     let at = (16 * ch + 4 * r + s) * stride + ti * tw;
-                    // SAFETY: `tw` values of row `(c, ξ)` of this tile row, inside `V`.
+                    // SAFETY: `tw` values of row `(c, ξ)` of this tile row, inside `V` (asserted).
                     unsafe { _mm512_mask_storeu_ps(v.add(at), row, values) };
                 }
             }
