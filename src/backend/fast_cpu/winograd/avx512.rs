@@ -17,6 +17,19 @@ fn lanes(n: usize) -> __mmask16 {
     ((1u32 << n) - 1) as u16
 }
 
+/// The even and odd values of the 32 in `low` (0–15) and `high` (16–31): the two columns of
+/// every tile of a row, or its padded row's even and odd columns.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn split_even_odd(low: __m512, high: __m512) -> (__m512, __m512) {
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    (
+        _mm512_permutex2var_ps(low, even, high),
+        _mm512_permutex2var_ps(low, odd, high),
+    )
+}
+
 /// `-v`, bit for bit as the scalar negation (the sign flipped, also of a zero).
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -94,8 +107,6 @@ pub(super) unsafe fn gradient(plan: &Plan, dy: &[f32], rows: Range<usize>, d: &m
     let (stride, ow) = (stride(rows.len() * tw), plan.ow);
     assert!(d.len() >= 16 * plan.o * stride, "D holds the block's tiles");
     let row = lanes(tw);
-    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     let (low_lanes, high_lanes) = (lanes(ow.min(16)), lanes(ow.saturating_sub(16)));
     // The even and odd columns of output-gradient row `oy`, zero past the output.
     let split = |plane: &[f32], oy: usize| -> (__m512, __m512) {
@@ -111,10 +122,7 @@ pub(super) unsafe fn gradient(plan: &Plan, dy: &[f32], rows: Range<usize>, d: &m
                 _mm512_maskz_loadu_ps(high_lanes, line.wrapping_add(16)),
             )
         };
-        (
-            _mm512_permutex2var_ps(low, even, high),
-            _mm512_permutex2var_ps(low, odd, high),
-        )
+        split_even_odd(low, high)
     };
     let d = d.as_mut_ptr();
     for (o, plane) in dy.chunks_exact(plan.oh * ow).enumerate().take(plan.o) {
@@ -160,8 +168,6 @@ pub(super) unsafe fn input(plan: &Plan, x: &[f32], rows: Range<usize>, v: &mut [
         "one image, and V holds the block's tiles"
     );
     let row = lanes(tw);
-    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     // The lanes of the 16 padded columns from `first` that lie inside the image row, and the
     // offset of lane 0 in it.
     let window = |first: usize| -> (__mmask16, isize) {
@@ -186,14 +192,7 @@ pub(super) unsafe fn input(plan: &Plan, x: &[f32], rows: Range<usize>, v: &mut [
         let [a0, a1, a2, a3] = windows.map(|(mask, offset)| unsafe {
             _mm512_maskz_loadu_ps(mask, start.wrapping_offset(offset))
         });
-        let (e0, o0) = (
-            _mm512_permutex2var_ps(a0, even, a1),
-            _mm512_permutex2var_ps(a0, odd, a1),
-        );
-        let (e1, o1) = (
-            _mm512_permutex2var_ps(a2, even, a3),
-            _mm512_permutex2var_ps(a2, odd, a3),
-        );
+        let ((e0, o0), (e1, o1)) = (split_even_odd(a0, a1), split_even_odd(a2, a3));
         [
             _mm512_sub_ps(e0, e1),
             _mm512_add_ps(o0, e1),

@@ -85,6 +85,10 @@ pub(super) fn weight(
     assert!(tiles <= stride && work.len() >= tiles * cs);
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = isa {
+        // The transposes fill the first `c` columns of each row; the rest stay zero.
+        work[..tiles * cs]
+            .chunks_exact_mut(cs)
+            .for_each(|row| row[c..].fill(0.0));
         for xi in 0..16 {
             // SAFETY: AVX comes with the caller's `isa`; `V_ξ` is `c × tiles` at row stride `16 · stride`
             // inside `v`, its transpose `tiles × c` at row stride `cs` inside `work`.
@@ -95,9 +99,6 @@ pub(super) fn weight(
                     (work.as_mut_ptr(), cs),
                 )
             };
-            work[..tiles * cs]
-                .chunks_exact_mut(cs)
-                .for_each(|row| row[c..].fill(0.0));
             let p = Product {
                 a: Rows {
                     ptr: d[xi * stride..].as_ptr(),
