@@ -36,7 +36,8 @@ pub enum SweepCommand {
         #[arg(long)]
         json: bool,
         /// Print one progress line (counts, ETA) every SECS seconds until nothing runs or waits.
-        #[arg(long, value_name = "SECS", conflicts_with = "json")]
+        #[arg(long, value_name = "SECS", conflicts_with = "json",
+              value_parser = crate::settings::interval_secs)]
         watch: Option<f64>,
     },
 }

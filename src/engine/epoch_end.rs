@@ -145,7 +145,10 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         if ctx.main() {
             ctx.metrics.append(&row)?;
             let rows = ctx.metrics.rows()?;
-            curves::write(&ctx.run_dir, &rows, &spec.plot)?;
+            // A figure that cannot be drawn (a column beyond plotting range) is said, not fatal.
+            if let Err(e) = curves::write(&ctx.run_dir, &rows, &spec.plot) {
+                eprintln!("{} warning: curves.svg not drawn: {e:#}", ctx.tag);
+            }
             tensorboard::write(&ctx.run_dir, &rows)?;
             eprintln!(
                 "{} {}epoch {}/{}: train loss {train_loss:.4}, {}{}, {per_s:.0} {}/s, {} host \

@@ -59,7 +59,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
     if let Some(path) = &rc.resume {
         let ck = Checkpoint::load(path)?;
         let order = params::names(&job.init_model(0, device)?);
-        let s = Saved::read(&ck, path, spec.model_name, &spec.fingerprint, &order)?;
+        let s = Saved::read(&ck, path, &spec, &order)?;
         let state = serde_json::from_value(s.job_state.clone())
             .map_err(|e| anyhow::anyhow!("{}: unreadable job state: {e}", path.display()))?;
         job.restore(state);
@@ -105,11 +105,12 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
     let metrics = MetricsFiles::new(&run_dir);
     if main {
         let run_files = RunDir::new(&run_dir);
+        // run_meta.json first: it marks the directory as a run (`rundir::claim`).
+        write_meta(rc, &spec)?;
         run_files.write_args(&spec.config)?;
         if let Some(toml) = &rc.run.resolved_config {
             run_files.write_config_toml(toml)?;
         }
-        write_meta(rc, &spec)?;
         if let Some(row) = saved.as_ref().and_then(|(_, s)| s.row.as_ref()) {
             // The process may have died between the epoch's checkpoint and its metrics row.
             metrics.append_unless_present(row, &stage_key_columns(row))?;

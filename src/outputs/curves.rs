@@ -152,30 +152,43 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, charts: &[Chart]) -> 
     Ok(())
 }
 
-/// The x and y ranges covering every finite point, padded.
-fn ranges(chart: &Chart) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
+/// The x and y ranges covering every finite point, padded; an error naming the chart when they
+/// cannot be drawn (values whose spread overflows f64, or beyond ±1e150, where the axis' tick
+/// steps would no longer move a float and the drawing would spin).
+fn ranges(chart: &Chart) -> Result<(std::ops::Range<f64>, std::ops::Range<f64>)> {
     let pts = chart.lines.iter().flat_map(|l| l.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for &(x, y) in pts {
+    for &(x, y) in pts.filter(|(x, y)| x.is_finite() && y.is_finite()) {
         x0 = x0.min(x);
         x1 = x1.max(x);
         y0 = y0.min(y);
         y1 = y1.max(y);
     }
     if x0 > x1 {
-        return (0.0..1.0, 0.0..1.0);
+        return Ok((0.0..1.0, 0.0..1.0));
     }
-    let pad_y = if y1 > y0 {
-        0.05 * (y1 - y0)
-    } else {
+    const LIMIT: f64 = 1e150;
+    if [x0, x1, y0, y1].iter().any(|v| v.abs() > LIMIT) {
+        anyhow::bail!(
+            "chart `{}`: values from {y0:e} to {y1:e} (epochs {x0:e} to {x1:e}) are beyond \
+             ±1e150, too large to plot; check that column of metrics.jsonl",
+            chart.title
+        );
+    }
+    // A spread below a billionth of the values' size draws as flat (tick steps that small
+    // would not move the float they are added to).
+    let flat = |lo: f64, hi: f64| hi - lo <= 1e-9 * lo.abs().max(hi.abs());
+    let pad_y = if flat(y0, y1) {
         0.1 * y0.abs().max(1e-3)
+    } else {
+        0.05 * (y1 - y0)
     };
-    let pad_x = if x1 > x0 { 0.02 * (x1 - x0) } else { 0.5 };
-    (x0 - pad_x..x1 + pad_x, y0 - pad_y..y1 + pad_y)
+    let pad_x = if flat(x0, x1) { 0.5 } else { 0.02 * (x1 - x0) };
+    Ok((x0 - pad_x..x1 + pad_x, y0 - pad_y..y1 + pad_y))
 }
 
 fn draw_chart<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, chart: &Chart) -> Result<()> {
-    let (xr, yr) = ranges(chart);
+    let (xr, yr) = ranges(chart)?;
     // About one x label per epoch (at most 12), printed as whole epochs.
     let epochs = (xr.end - xr.start).round().clamp(1.0, 11.0) as usize + 1;
     let mut c = ChartBuilder::on(area)

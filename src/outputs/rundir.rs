@@ -73,6 +73,20 @@ fn newest_with_suffix(root: &Path, suffix: &str) -> Option<PathBuf> {
 #[derive(Debug)]
 pub struct RunLock {
     _file: File,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for RunLock {
+    /// A start that failed before it wrote metrics or a checkpoint (a full disk, a bad flag)
+    /// leaves no `.lock`, and no directory if nothing else is in it.
+    fn drop(&mut self) {
+        if !holds_a_run(&self.dir) {
+            let run = RunDir::new(&self.dir);
+            let _ = std::fs::remove_file(run.lock_file());
+            let _ = std::fs::remove_dir(run.checkpoints());
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
 }
 
 /// Whether `dir` holds (part of) a run: metrics rows or checkpoints. A directory with only the
@@ -86,6 +100,13 @@ pub fn holds_a_run(dir: &Path) -> bool {
 /// directory another live run holds, and one that already holds a run unless `resuming`;
 /// removes temporary files that dead processes left behind.
 pub fn claim(dir: &Path, resuming: bool) -> Result<RunLock> {
+    if let Some(other) = foreign_entry(dir) {
+        bail!(
+            "{}: exists, holds {other:?} and is not a trainer run (no run_meta.json): give this \
+             run a new --out (or an empty directory); nothing was written",
+            dir.display()
+        );
+    }
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create run directory {}", dir.display()))?;
     let run = RunDir::new(dir);
@@ -127,7 +148,28 @@ pub fn claim(dir: &Path, resuming: bool) -> Result<RunLock> {
     for d in [dir.to_path_buf(), checkpoints] {
         remove_dead_temporaries(&d);
     }
-    Ok(RunLock { _file: file })
+    Ok(RunLock {
+        _file: file,
+        dir: dir.to_path_buf(),
+    })
+}
+
+/// An entry of an existing, non-empty `dir` that shows it is not ours: `dir` has no
+/// `run_meta.json` (every run writes it first) and holds more than a claim leaves (`.lock`, an
+/// empty `checkpoints/`). `None` for a new or empty directory, or one of our runs.
+fn foreign_entry(dir: &Path) -> Option<String> {
+    let run = RunDir::new(dir);
+    if run.run_meta_json().exists() {
+        return None;
+    }
+    let entries = std::fs::read_dir(dir).ok()?;
+    entries.flatten().find_map(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let claim_left = name == ".lock"
+            || (e.path() == run.checkpoints()
+                && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none()));
+        (!claim_left).then_some(name)
+    })
 }
 
 /// A non-blocking exclusive `flock` on `file`.

@@ -57,6 +57,17 @@ pub fn positive(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Seconds between two progress lines: a finite number from 0.1 to one day (`inf` or `1e300`
+/// would make `Duration` panic; `nan` would spin).
+pub fn interval_secs(s: &str) -> Result<f64, String> {
+    let v = finite(s)?;
+    if (0.1..=86_400.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("expected seconds from 0.1 to 86400, got {s}"))
+    }
+}
+
 /// A finite number ≥ 0.
 pub fn non_negative(s: &str) -> Result<f64, String> {
     let v = finite(s)?;

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use super::Manifest;
+use super::quote::{comment, sh, sh_path};
 use super::scripts::{Array, choose_trainer, job_name, ranges_list, run_task};
 
 /// How often gflow starts a failed or timed-out task again (each start resumes its checkpoint).
@@ -32,9 +33,9 @@ exit "$rc"
 "#,
         resources = m.resources.gflow_lines().join("\n"),
         command = m.command,
-        spec = m.spec.display(),
+        spec = comment(&m.spec.display().to_string()),
         choose = choose_trainer(m),
-        run = run_task(&dir.display().to_string(), "USR1", m),
+        run = run_task(dir, "USR1", m),
     )
 }
 
@@ -46,7 +47,7 @@ pub fn submit_script(dir: &Path, m: &Manifest, arrays: &[Array], task: &Path) ->
     } else {
         String::new()
     };
-    let task = task.display();
+    let task = sh_path(task);
     let mut out = format!(
         r#"#!/bin/bash
 # trainer sweep on gflow: submits the tasks of {dir} (gflowd must be up: `gflowd up`).
@@ -63,23 +64,25 @@ submit() {{
   done < <(gbatch "$@")
 }}
 "#,
-        dir = dir.display()
+        dir = comment(&dir.display().to_string())
     );
     for a in arrays {
         if a.chained {
             out.push_str(&format!(
                 "# Phase 2: task i + {off} after phase-1 task i's job.\nfor i in {list}; do\n  \
                  submit --depends-on \"${{job[$i]:?no job for phase-1 task $i}}\" --max-retries \
-                 {RETRIES} --name {name}-phase2-t$i \"$@\" {task} $(( i + {off} ))\ndone\n",
+                 {RETRIES} --name {name}-phase2-t\"$i\" \"$@\" {task} $(( i + {off} ))\ndone\n",
+                name = sh(&name),
                 off = a.offset,
                 list = ranges_list(&a.tasks, a.offset),
             ));
         } else {
             let list: Vec<String> = a.tasks.iter().map(|i| i.to_string()).collect();
             out.push_str(&format!(
-                "submit --param task={list} --name-template '{name}-t{{task}}'{limit} \
+                "submit --param task={list} --name-template {template}{limit} \
                  --max-retries {RETRIES} \"$@\" {task} '{{task}}'\n",
                 list = list.join(","),
+                template = sh(&format!("{name}-t{{task}}")),
             ));
         }
     }

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use super::Manifest;
+use super::quote::{comment, directive};
 use super::scripts::{Array, choose_trainer, lines, ranges, run_task, task_line, throttle};
 
 /// The LSF array script of `a`, job name `name`; `after`: the phase-1 array it waits for.
@@ -18,11 +19,12 @@ pub fn script(dir: &Path, m: &Manifest, a: &Array, name: &str, after: Option<&st
              # phase-1 task is done.\n#BSUB -w \"ended({first})\"\n"
         )
     });
-    let dir = dir.display();
+    let logs = directive(&dir.join("logs").join("lsf_%J_%I.out").display().to_string());
+    let shown = comment(&dir.display().to_string());
     format!(
         r#"#!/bin/bash
 # trainer sweep: {n} task(s) of `trainer {command}` from {spec}, one LSF array element each
-# (element e = task e - 1 + {offset}). Submit with `bsub < {dir}/submit.lsf`; the queue resources are
+# (element e = task e - 1 + {offset}). Submit with `bsub < {shown}/submit.lsf`; the queue resources are
 # the spec's [resources] and `sweep plan`'s flags (options on the bsub command line win).
 #BSUB -J "{name}[{array}]{throttle}"
 {resources}{wait}# SIGUSR2 {margin} min before the run limit: forwarded, the trainer checkpoints and exits 75.
@@ -30,8 +32,8 @@ pub fn script(dir: &Path, m: &Manifest, a: &Array, name: &str, after: Option<&st
 #BSUB -wt {margin}
 # Exit 75 = checkpoint written: LSF requeues the element, which resumes its checkpoint.
 #BSUB -Q "75"
-#BSUB -o {dir}/logs/lsf_%J_%I.out
-#BSUB -e {dir}/logs/lsf_%J_%I.out
+#BSUB -o {logs}
+#BSUB -e {logs}
 
 set -uo pipefail
 {choose}{task_line}
@@ -43,11 +45,11 @@ exit "$rc"
         margin = m.resources.margin_secs().map_or(5, |s| s.div_ceil(60)),
         n = indices.len(),
         command = m.command,
-        spec = m.spec.display(),
+        spec = comment(&m.spec.display().to_string()),
         array = ranges(&one_based),
         offset = a.offset,
         choose = choose_trainer(m),
         task_line = task_line("LSB_JOBINDEX", a.offset as isize - 1),
-        run = run_task(&dir.to_string(), "USR2", m),
+        run = run_task(dir, "USR2", m),
     )
 }

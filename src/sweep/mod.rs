@@ -15,6 +15,7 @@ mod lsf;
 mod plan;
 pub mod plot;
 pub mod progress;
+pub mod quote;
 mod reference_run;
 pub mod resources;
 pub mod scripts;
@@ -66,12 +67,72 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// Reads `DIR/sweep.json` and checks it as `sweep plan` checked what it wrote
+    /// ([`Manifest::check`]): a manifest edited into something the plan would have refused is
+    /// refused, with the key named, before anything is rendered, run or submitted.
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = state::manifest_path(dir);
-        let text = std::fs::read_to_string(&path).map_err(|_| {
-            anyhow::anyhow!("{}: not a sweep directory (no sweep.json)", dir.display())
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                anyhow::bail!("{}: not a sweep directory (no sweep.json)", dir.display())
+            }
+            Err(e) => anyhow::bail!("{}: cannot read: {e}", path.display()),
+        };
+        let m: Manifest = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a sweep manifest", path.display()))?;
+        m.check().with_context(|| {
+            format!(
+                "{}: refused: it holds what `sweep plan` would not have written (edited by \
+                 hand?); plan the sweep again",
+                path.display()
+            )
         })?;
-        serde_json::from_str(&text).with_context(|| format!("{}: unreadable", path.display()))
+        Ok(m)
+    }
+
+    /// The plan's checks on a manifest: the command, the spec path, the throttle, every
+    /// resource through its allow-list, task indices in order, names that stay inside
+    /// `runs/` and are unique, phase-2 tasks after phase-1 ones.
+    pub fn check(&self) -> Result<()> {
+        if !["train-gnn", "train-mnist"].contains(&self.command.as_str()) {
+            anyhow::bail!(
+                "`command` = {:?}: expected train-gnn or train-mnist",
+                self.command
+            );
+        }
+        quote::check_path("`spec`", &self.spec)?;
+        if self.throttle > MAX_TASKS {
+            anyhow::bail!(
+                "`throttle` = {}: expected at most {MAX_TASKS}",
+                self.throttle
+            );
+        }
+        self.resources
+            .check()
+            .map_err(|e| anyhow::anyhow!("`resources`: {e}"))?;
+        if self.tasks.len() > MAX_TASKS {
+            anyhow::bail!("{} tasks: expected at most {MAX_TASKS}", self.tasks.len());
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, t) in self.tasks.iter().enumerate() {
+            let at = |e: String| anyhow::anyhow!("`tasks[{i}]`: {e}");
+            if t.index != i {
+                return Err(at(format!("`index` = {}: expected {i}", t.index)));
+            }
+            quote::check_task_name(&t.name).map_err(|e| at(e.to_string()))?;
+            if !names.insert(t.name.as_str()) {
+                return Err(at(format!("`name` {:?} is also an earlier task's", t.name)));
+            }
+            if let Some(p) = t.after
+                && (p >= i || self.tasks[p].after.is_some())
+            {
+                return Err(at(format!(
+                    "`after` = {p}: expected the index of an earlier phase-1 task"
+                )));
+            }
+        }
+        Ok(())
     }
 
     pub fn task(&self, index: usize) -> Result<&Task> {

@@ -4,7 +4,6 @@
 //! resources through theirs, and the directory appears whole (written under a staging name,
 //! then renamed) or not at all.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -13,7 +12,7 @@ use super::resources::Resources;
 use super::spec::{Spec, Task};
 use super::state::{self, read_state};
 use super::{Manifest, Scheduler, scripts, task_config};
-use crate::files::{write_atomic, write_json};
+use crate::files::write_json;
 
 /// The default of `--max-tasks`: a grid larger than this is a typo more often than a plan.
 pub const MAX_TASKS: usize = 100_000;
@@ -73,6 +72,10 @@ pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
         bail!("sweep plan needs SPEC.toml and --out DIR (or --missing DIR)");
     };
     let scheduler = s.scheduler.unwrap_or(Scheduler::Slurm);
+    // The paths the scripts will name, checked before anything is written.
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or(p.to_path_buf());
+    super::quote::check_path("--out", &absolute(out))?;
+    super::quote::check_path("the spec", &absolute(spec_path))?;
     let text = std::fs::read_to_string(spec_path)
         .with_context(|| format!("{}: cannot read", spec_path.display()))?;
     let mut spec = Spec::parse(spec_path, &text, flags.known, s.max_tasks, &s.overrides)?;
@@ -101,6 +104,9 @@ pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
         resources,
         tasks: spec.tasks,
     };
+    // A signal while planning removes the staging directory (checked between tasks) instead of
+    // leaving it half-written.
+    crate::toolbox::stop::install()?;
     let staging = staging_dir(out)?;
     let written = write_tasks(&staging, out, &manifest, flags)
         .and_then(|()| write_json(&state::manifest_path(&staging), &manifest))
@@ -166,9 +172,19 @@ fn staging_dir(out: &Path) -> Result<PathBuf> {
 fn write_tasks(staging: &Path, out: &Path, m: &Manifest, flags: &CommandFlags) -> Result<()> {
     let mut checked = std::collections::HashSet::new();
     for t in &m.tasks {
+        if let Some(sig) = crate::toolbox::stop::requested() {
+            bail!(
+                "stopped by {} while planning: nothing of {} was written",
+                crate::toolbox::stop::signal_name(sig),
+                out.display()
+            );
+        }
         let text = toml::to_string(&t.flags).context("a task's flags as TOML")?;
         let file = task_config(staging, t.index);
-        write_atomic(&file, |w| Ok(w.write_all(text.as_bytes())?))?;
+        // A plain write: the staging directory appears under its name whole (one rename) or
+        // not at all, so its files need no sync of their own (20,000 tasks: 40,000 fewer syncs).
+        std::fs::write(&file, text.as_bytes())
+            .with_context(|| format!("cannot write {}", file.display()))?;
         let mut shape = t.flags.clone();
         shape.remove("cv_fold");
         shape.remove("seed");

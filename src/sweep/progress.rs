@@ -108,6 +108,7 @@ mod tests {
             host: "h".into(),
             trainer_pid: None,
             since: Some(since),
+            ticks: None,
         }
     }
 

@@ -27,6 +27,11 @@ use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::Scheduler;
+use super::quote::sh;
+
+mod values;
+use values::{Kind, checked, count, string, strings};
+pub use values::{format_time, parse_mem, parse_time};
 
 /// The keys of `[resources]` (and the `sweep plan` flags of the same names).
 pub const KEYS: [&str; 14] = [
@@ -66,121 +71,18 @@ pub struct Resources {
     pub extra: Vec<String>,
 }
 
-/// A word that goes into a script line: not empty, no whitespace, quote or `$`.
-fn word(key: &str, v: &str) -> Result<String> {
-    if v.is_empty()
-        || v.chars()
-            .any(|c| c.is_whitespace() || "\"'`$\\;".contains(c))
-    {
-        bail!("`{key}` = {v:?}: expected one word without spaces, quotes, `$` or `;`");
-    }
-    Ok(v.to_string())
-}
-
-/// A whole directive line (`extra`): one line, no quote characters that end the script's own.
-fn line(key: &str, v: &str) -> Result<String> {
-    if v.trim().is_empty() || v.contains('\n') || v.contains('\r') {
-        bail!("`{key}` = {v:?}: expected one non-empty line");
-    }
-    Ok(v.trim().to_string())
-}
-
-/// Seconds of a Slurm-style time limit: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`,
-/// `D-HH:MM:SS`.
-pub fn parse_time(v: &str) -> Result<u64> {
-    let bad = || {
-        anyhow::anyhow!(
-            "`time` = {v:?}: expected minutes, MM:SS, HH:MM:SS or D-HH[:MM[:SS]] (Slurm's forms)"
-        )
-    };
-    let num = |s: &str| s.parse::<u64>().map_err(|_| bad());
-    let (days, rest) = match v.split_once('-') {
-        Some((d, r)) => (Some(num(d)?), r),
-        None => (None, v),
-    };
-    let parts: Vec<u64> = rest.split(':').map(num).collect::<Result<_>>()?;
-    let secs = match (days, parts.as_slice()) {
-        (None, [m]) => m * 60,
-        (None, [m, s]) => m * 60 + s,
-        (None, [h, m, s]) => h * 3600 + m * 60 + s,
-        (Some(d), [h]) => d * 86400 + h * 3600,
-        (Some(d), [h, m]) => d * 86400 + h * 3600 + m * 60,
-        (Some(d), [h, m, s]) => d * 86400 + h * 3600 + m * 60 + s,
-        _ => return Err(bad()),
-    };
-    if secs == 0 || secs > 365 * 86400 {
-        bail!("`time` = {v:?}: expected a limit between one second and a year");
-    }
-    Ok(secs)
-}
-
-/// Megabytes of a memory size: a number (MB) or with a unit K, M, G, T (optionally `B`).
-pub fn parse_mem(v: &str) -> Result<u64> {
-    let bad = || anyhow::anyhow!("`mem` = {v:?}: expected megabytes or a size like 500M, 32G, 1T");
-    let u = v.trim().to_ascii_uppercase();
-    let u = u.strip_suffix('B').unwrap_or(&u);
-    let (digits, scale) = match u.char_indices().last() {
-        Some((i, 'K')) => (&u[..i], 1.0 / 1024.0),
-        Some((i, 'M')) => (&u[..i], 1.0),
-        Some((i, 'G')) => (&u[..i], 1024.0),
-        Some((i, 'T')) => (&u[..i], 1024.0 * 1024.0),
-        _ => (u, 1.0),
-    };
-    let n: f64 = digits.parse().map_err(|_| bad())?;
-    let mb = (n * scale).ceil();
-    if !(1.0..=1e9).contains(&mb) {
-        return Err(bad());
-    }
-    Ok(mb as u64)
-}
-
-/// `D-HH:MM:SS` (days only when there are any).
-pub fn format_time(secs: u64) -> String {
-    let (d, h, m, s) = (
-        secs / 86400,
-        secs % 86400 / 3600,
-        secs % 3600 / 60,
-        secs % 60,
-    );
-    if d > 0 {
-        format!("{d}-{h:02}:{m:02}:{s:02}")
-    } else {
-        format!("{h:02}:{m:02}:{s:02}")
-    }
-}
-
-fn string(key: &str, v: &toml::Value) -> Result<String> {
-    match v {
-        toml::Value::String(s) => Ok(s.clone()),
-        toml::Value::Integer(i) => Ok(i.to_string()),
-        other => bail!("`{key}` = {other}: expected a string"),
-    }
-}
-
-fn strings(key: &str, v: &toml::Value) -> Result<Vec<String>> {
-    match v {
-        toml::Value::Array(items) => items.iter().map(|x| string(key, x)).collect(),
-        other => Ok(vec![string(key, other)?]),
-    }
-}
-
-fn count(key: &str, v: &toml::Value, max: u32) -> Result<u32> {
-    let n = match v {
-        toml::Value::Integer(i) => *i,
-        toml::Value::String(s) => s.trim().parse().unwrap_or(-1),
-        _ => -1,
-    };
-    u32::try_from(n)
-        .ok()
-        .filter(|&n| n <= max)
-        .ok_or_else(|| anyhow::anyhow!("`{key}` = {v}: expected a whole number from 0 to {max}"))
-}
-
 impl Resources {
     /// Sets `key` from a TOML value (a flag's text arrives as a string): errors name the key and
     /// what was expected.
     pub fn set(&mut self, key: &str, v: &toml::Value) -> Result<()> {
-        let w = |v: &toml::Value| word(key, &string(key, v)?);
+        let w = |v: &toml::Value| checked(key, &string(key, v)?, Kind::Name);
+        let each = |kind: Kind| -> Result<Vec<String>> {
+            let list = strings(key, v)?;
+            if list.len() > 64 {
+                bail!("`{key}`: {} entries; expected at most 64", list.len());
+            }
+            list.iter().map(|x| checked(key, x, kind)).collect()
+        };
         match key {
             "partition" => self.partition = Some(w(v)?),
             "gpus" => self.gpus = Some(count(key, v, 64)?),
@@ -190,32 +92,25 @@ impl Resources {
             "mem" => self.mem_mb = Some(parse_mem(&string(key, v)?)?),
             "time" => {
                 self.time_secs = Some(match v {
-                    toml::Value::Integer(_) => u64::from(count(key, v, 525_600)?) * 60,
+                    // Minutes; 0 would render `--time=00:00:00`, which Slurm reads as no limit.
+                    toml::Value::Integer(_) => match count(key, v, 525_600)? {
+                        0 => bail!("`time` = 0: expected a limit between one minute and a year"),
+                        m => u64::from(m) * 60,
+                    },
                     other => parse_time(&string(key, other)?)?,
                 })
             }
             "account" => self.account = Some(w(v)?),
             "qos" => self.qos = Some(w(v)?),
-            "constraint" => self.constraint = Some(w(v)?),
-            "image" => self.image = Some(w(v)?),
-            "binds" => {
-                self.binds = strings(key, v)?
-                    .iter()
-                    .map(|b| word(key, b))
-                    .collect::<Result<_>>()?
+            "constraint" => {
+                self.constraint = Some(checked(key, &string(key, v)?, Kind::Constraint)?)
             }
-            "modules" => {
-                self.modules = strings(key, v)?
-                    .iter()
-                    .map(|m| word(key, m))
-                    .collect::<Result<_>>()?
+            "image" => {
+                self.image = Some(checked(key, &string(key, v)?, Kind::Path { comma: true })?)
             }
-            "extra" => {
-                self.extra = strings(key, v)?
-                    .iter()
-                    .map(|l| line(key, l))
-                    .collect::<Result<_>>()?
-            }
+            "binds" => self.binds = each(Kind::Path { comma: false })?,
+            "modules" => self.modules = each(Kind::Module)?,
+            "extra" => self.extra = each(Kind::Line)?,
             _ => bail!(
                 "`{key}` is not a resource; expected one of {}",
                 KEYS.join(", ")
@@ -231,6 +126,57 @@ impl Resources {
             r.set(k, v)?;
         }
         Ok(r)
+    }
+
+    /// Checks values that did not come through [`Resources::set`] (a manifest read back from
+    /// disk): each is set again from its rendered form, and must come back the same. The error
+    /// names the key.
+    pub fn check(&self) -> Result<()> {
+        let s = |v: &String| toml::Value::String(v.clone());
+        let list = |v: &[String]| toml::Value::Array(v.iter().map(s).collect());
+        let mut fields: Vec<(&str, toml::Value)> = Vec::new();
+        for (key, v) in [
+            ("partition", &self.partition),
+            ("gpu_type", &self.gpu_type),
+            ("mig", &self.mig),
+            ("account", &self.account),
+            ("qos", &self.qos),
+            ("constraint", &self.constraint),
+            ("image", &self.image),
+        ] {
+            if let Some(v) = v {
+                fields.push((key, s(v)));
+            }
+        }
+        if let Some(g) = self.gpus {
+            fields.push(("gpus", toml::Value::Integer(g.into())));
+        }
+        if let Some(c) = self.cpus {
+            fields.push(("cpus", toml::Value::Integer(c.into())));
+        }
+        if let Some(m) = self.mem_mb {
+            fields.push(("mem", toml::Value::String(format!("{m}M"))));
+        }
+        if let Some(t) = self.time_secs {
+            fields.push(("time", toml::Value::String(format_time(t))));
+        }
+        for (key, v) in [
+            ("binds", &self.binds),
+            ("modules", &self.modules),
+            ("extra", &self.extra),
+        ] {
+            if !v.is_empty() {
+                fields.push((key, list(v)));
+            }
+        }
+        let mut again = Resources::default();
+        for (key, v) in &fields {
+            again.set(key, v)?;
+        }
+        if again != *self {
+            bail!("the resources do not read back as written (a value out of its range)");
+        }
+        Ok(())
     }
 
     /// GPUs per task (0 without a request).
@@ -371,17 +317,18 @@ impl Resources {
     pub fn setup_shell(&self) -> String {
         let mut out = String::new();
         for m in &self.modules {
+            let m = sh(m);
             out.push_str(&format!(
-                "module load {m} || {{ echo \"error: module load {m} failed\"; exit 1; }}\n"
+                "module load {m} || {{ echo \"error: module load failed:\" {m}; exit 1; }}\n"
             ));
         }
         if let Some(i) = &self.image {
-            out.push_str(&format!("IMAGE=\"${{IMAGE:-{i}}}\"\n"));
+            out.push_str(&format!("[[ -n \"${{IMAGE:-}}\" ]] || IMAGE={}\n", sh(i)));
         }
         if !self.binds.is_empty() {
             out.push_str(&format!(
-                "BIND_MOUNTS=\"${{BIND_MOUNTS:-{}}}\"\n",
-                self.binds.join(",")
+                "[[ -n \"${{BIND_MOUNTS:-}}\" ]] || BIND_MOUNTS={}\n",
+                sh(&self.binds.join(","))
             ));
         }
         out

@@ -9,8 +9,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
+use super::quote::{check_path, comment, sh_path};
 use super::{Manifest, Scheduler};
 use crate::files::write_atomic;
 
@@ -78,7 +79,8 @@ fi
 /// `sweep task DIR $TASK` in the background, the scheduler's warning `signal` and TERM
 /// forwarded to it, its exit code in `rc`; with GPUs requested, `--preflight` (the doctor's GPU
 /// checks before the trainer starts).
-pub(super) fn run_task(dir: &str, signal: &str, m: &Manifest) -> String {
+pub(super) fn run_task(dir: &Path, signal: &str, m: &Manifest) -> String {
+    let dir = sh_path(dir);
     let preflight = if m.resources.gpus() > 0 {
         "# GPU preflight first (trainer doctor's checks): a node without a usable GPU fails the\n\
          # task fast with the doctor's exit code and reason (`trainer sweep status`).\n"
@@ -184,7 +186,10 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
     // Absolute paths: the script runs from wherever it is submitted; Slurm does not create the
     // log directory.
     let dir = &std::path::absolute(dir).unwrap_or(dir.to_path_buf());
-    std::fs::create_dir_all(super::state::logs_dir(dir))?;
+    check_path("the sweep directory", dir)?;
+    check_path("the spec", &m.spec)?;
+    let logs = super::state::logs_dir(dir);
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let arrays = arrays(m, indices);
     let name = job_name(dir);
     let mut files: Vec<(PathBuf, String)> = Vec::new();
@@ -209,7 +214,7 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
             for a in &arrays {
                 let after = a.chained.then_some(name.as_str());
                 let file = dir.join(format!("{}.lsf", stem(which, a)));
-                cmds.push(format!("bsub < {}", file.display()));
+                cmds.push(format!("bsub < {}", sh_path(&file)));
                 let text = super::lsf::script(dir, m, a, &array_job(&name, a), after);
                 files.push((file, text));
             }
@@ -231,8 +236,8 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
             let text = format!(
                 "#!/bin/bash\n# trainer sweep: the pending tasks of {} on this machine, {jobs} at \
                  a time.\nexec \"${{TRAINER:-trainer}}\" sweep run {} --jobs {jobs}\n",
-                dir.display(),
-                dir.display()
+                comment(&dir.display().to_string()),
+                sh_path(dir)
             );
             let submit = vec!["bash".into(), path.display().to_string()];
             files.push((path, text));
@@ -243,7 +248,8 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
         write_atomic(file, |w| Ok(w.write_all(text.as_bytes())?))?;
         // Executable: gflow runs a script by its path.
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o755))?;
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("cannot make {} executable", file.display()))?;
     }
     Ok(submit)
 }

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Manifest;
+use super::quote::{comment, directive, sh_path};
 use super::scripts::{Array, choose_trainer, lines, ranges, run_task, task_line, throttle};
 
 /// The array script of `a`, job name `name`: each array task runs `trainer sweep task DIR
@@ -14,7 +15,7 @@ pub fn script(dir: &Path, m: &Manifest, a: &Array, name: &str) -> String {
     let throttle = throttle(m);
     let indices = &a.tasks;
     let array: Vec<usize> = indices.iter().map(|i| i - a.offset).collect();
-    let dir = dir.display();
+    let logs = dir.join("logs").join("slurm_%A_%a.out");
     format!(
         r#"#!/bin/bash
 # trainer sweep: {n} task(s) of `trainer {command}` from {spec}, one array task each.
@@ -28,7 +29,7 @@ pub fn script(dir: &Path, m: &Manifest, a: &Array, name: &str) -> String {
 #SBATCH --signal=B:USR1@{margin}
 #SBATCH --requeue
 #SBATCH --open-mode=append
-#SBATCH --output={dir}/logs/slurm_%A_%a.out
+#SBATCH --output={logs}
 
 set -uo pipefail
 # The trainer: $TRAINER, else `singularity exec --nv $IMAGE trainer` when IMAGE is set, else
@@ -51,13 +52,15 @@ exit "$rc"
             ""
         },
         n = indices.len(),
+        name = directive(name),
+        logs = directive(&logs.display().to_string()),
         command = m.command,
-        spec = m.spec.display(),
+        spec = comment(&m.spec.display().to_string()),
         array = ranges(&array),
         offset = a.offset,
         choose = choose_trainer(m),
         task_line = task_line("SLURM_ARRAY_TASK_ID", a.offset as isize),
-        run = run_task(&dir.to_string(), "USR1", m),
+        run = run_task(dir, "USR1", m),
     )
 }
 
@@ -70,7 +73,7 @@ pub fn chain(arrays: &[Array], files: &[(PathBuf, String)]) -> String {
     );
     let mut first = false;
     for (a, (file, _)) in arrays.iter().zip(files) {
-        let f = file.display();
+        let f = sh_path(file);
         if a.offset == 0 {
             first = true;
             out.push_str(&format!(

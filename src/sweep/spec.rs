@@ -59,7 +59,7 @@ pub struct Spec {
 }
 
 /// The line of `key` in the spec text (1-based; 0 when not found), for errors.
-fn line_of(text: &str, key: &str) -> usize {
+pub(super) fn line_of(text: &str, key: &str) -> usize {
     text.lines()
         .position(|l| {
             let l = l.trim_start();
@@ -81,7 +81,17 @@ impl Spec {
         max_tasks: usize,
         overrides: &[(String, toml::Value)],
     ) -> Result<Spec> {
-        let at = |key: &str| format!("{}:{}", path.display(), line_of(text, key));
+        // `spec.toml:12`, or `spec.toml` (or the override) when the key is not in the file.
+        let at = |key: &str| match line_of(text, key) {
+            0 => match overrides
+                .iter()
+                .find(|(k, _)| k == key || k.ends_with(&format!(".{key}")))
+            {
+                Some((k, _)) => format!("{} (override {k}=…)", path.display()),
+                None => path.display().to_string(),
+            },
+            n => format!("{}:{n}", path.display()),
+        };
         let mut table: toml::Table = text
             .parse()
             .map_err(|e| anyhow::anyhow!("{}: not valid TOML: {e}", path.display()))?;
@@ -274,6 +284,8 @@ impl Spec {
         }
         let mut seen = BTreeMap::new();
         for t in &tasks {
+            super::quote::check_task_name(&t.name)
+                .map_err(|e| anyhow::anyhow!("{}: task {}: {e}", path.display(), t.index))?;
             if let Some(first) = seen.insert(t.name.clone(), t.index) {
                 bail!(
                     "{}: tasks {first} and {} are both named `{}` (two variants or grid values \

@@ -30,6 +30,10 @@ pub enum TaskState {
         /// When it started (Unix seconds).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         since: Option<u64>,
+        /// The start times (clock ticks after boot, `/proc/PID/stat`) of `pid` and
+        /// `trainer_pid`: a pid the kernel gave to another process since is not this task's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ticks: Option<(u64, Option<u64>)>,
     },
     Done {
         /// How long its last start ran, in seconds (for `status`'s ETA).
@@ -184,6 +188,24 @@ pub fn read_state(dir: &Path, m: &Manifest, t: &Task) -> TaskState {
     }
 }
 
+/// When process `pid` started, in clock ticks after boot (field 22 of `/proc/PID/stat`).
+pub(super) fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name's closing parenthesis: state is field 3, start time field 22.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// Whether process `pid`, started at `ticks` when that is known, runs: a pid reused by a newer
+/// process (another start time) does not.
+fn alive_since(pid: u32, ticks: Option<u64>) -> bool {
+    alive(pid) && ticks.is_none_or(|t| start_ticks(pid).is_none_or(|now| now == t))
+}
+
 /// Whether process `pid` runs (a zombie, ended and waiting for its reaper, does not).
 fn alive(pid: u32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
@@ -207,15 +229,18 @@ fn recorded_state(dir: &Path, t: &Task) -> TaskState {
             host: h,
             trainer_pid,
             since,
+            ticks,
         }) if h == host() => {
             // The sweep process, or its trainer still finishing (it checkpoints on the
             // SIGTERM it gets when the sweep process dies).
-            if alive(pid) || trainer_pid.is_some_and(alive) {
+            let (own, trainer) = ticks.map_or((None, None), |(a, b)| (Some(a), b));
+            if alive_since(pid, own) || trainer_pid.is_some_and(|p| alive_since(p, trainer)) {
                 TaskState::Running {
                     pid,
                     host: h,
                     trainer_pid,
                     since,
+                    ticks,
                 }
             } else {
                 TaskState::Failed {

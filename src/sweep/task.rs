@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use super::spec::Task;
 use super::state::{
     LOGS, STATUS, TaskState, host, last_error, log_path, now, read_state, set_aside_torn_run,
-    status_path,
+    start_ticks, status_path,
 };
 use super::supervise;
 use super::{Manifest, run_dir, task_config};
@@ -106,11 +106,19 @@ pub fn run_task(
             .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
     }
     let log = log_path(dir, t.index);
+    // Not through a symlink: another user's link at the log's path must not get our output.
+    use std::os::unix::fs::OpenOptionsExt;
     let out = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&log)
-        .with_context(|| format!("cannot open {}", log.display()))?;
+        .with_context(|| {
+            format!(
+                "cannot open the task's log {} (a symlink is refused)",
+                log.display()
+            )
+        })?;
     if gpu_preflight && let Some(code) = preflight(dir, t, &out)? {
         return Ok(code);
     }
@@ -156,6 +164,7 @@ pub fn run_task(
             host: host(),
             trainer_pid: Some(child.id()),
             since: Some(started),
+            ticks: start_ticks(std::process::id()).map(|own| (own, start_ticks(child.id()))),
         },
     )?;
     eprintln!(

@@ -109,9 +109,12 @@ extra = ["--exclusive"]
     );
     let shell = r.setup_shell();
     assert!(shell.contains("module load singularity/3.8 ||"), "{shell}");
-    assert!(shell.contains("IMAGE=\"${IMAGE:-/gpfs/t.sif}\""), "{shell}");
     assert!(
-        shell.contains("BIND_MOUNTS=\"${BIND_MOUNTS:-/gpfs,/scratch}\""),
+        shell.contains("[[ -n \"${IMAGE:-}\" ]] || IMAGE=/gpfs/t.sif\n"),
+        "{shell}"
+    );
+    assert!(
+        shell.contains("[[ -n \"${BIND_MOUNTS:-}\" ]] || BIND_MOUNTS=/gpfs,/scratch\n"),
         "{shell}"
     );
 }
@@ -140,4 +143,94 @@ fn bad_values_name_the_key_and_what_was_expected() {
         let e = Resources::from_table(&table(text)).unwrap_err().to_string();
         assert!(e.contains(needle), "{text}: {e}");
     }
+}
+
+#[test]
+fn hostile_values_are_refused_by_each_fields_allow_list() {
+    // The six injections the hostile-input campaign found, and their kin: shell operators in a
+    // module name, a section break in an LSF select string, NUL, a newline, 200 KB.
+    let huge = "a".repeat(200_000);
+    for (key, value) in [
+        ("modules", "x|{touch,FILE}"),
+        ("modules", "x&touch FILE"),
+        ("modules", "x>FILE"),
+        ("modules", "x(y)"),
+        ("modules", "-x"),
+        ("partition", "q<FILE"),
+        ("partition", "q\u{0}"),
+        ("account", "a\nb"),
+        ("constraint", "ib]rusage[mem=1"),
+        ("constraint", "a\"b"),
+        ("constraint", "a#b"),
+        ("image", "/x\n/y"),
+        ("binds", "/a,/b"),
+        ("extra", "not-an-option"),
+        ("extra", "--x\u{1b}[2J"),
+        ("partition", huge.as_str()),
+        ("image", huge.as_str()),
+    ] {
+        let mut r = Resources::default();
+        let e = r
+            .set(key, &toml::Value::String(value.into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("`{key}`")) && e.contains("expected"),
+            "{value:?}: {e}"
+        );
+        assert!(
+            e.len() < 400,
+            "the error repeats the whole value: {} bytes",
+            e.len()
+        );
+    }
+    // Paths may hold spaces and quotes: they are quoted where a shell reads them.
+    let mut r = Resources::default();
+    r.set("image", &toml::Value::String("/my images/it's.sif".into()))
+        .unwrap();
+    assert!(
+        r.setup_shell().contains("IMAGE='/my images/it'\\''s.sif'"),
+        "{}",
+        r.setup_shell()
+    );
+}
+
+#[test]
+fn time_limits_that_would_wrap_or_mean_no_limit_are_refused() {
+    for (value, needle) in [
+        (
+            toml::Value::String("5124095576030432:00:00".into()),
+            "between one second and a year",
+        ),
+        (toml::Value::Integer(0), "between one minute and a year"),
+        (
+            toml::Value::String("0".into()),
+            "between one second and a year",
+        ),
+    ] {
+        let e = Resources::default()
+            .set("time", &value)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(needle), "{value}: {e}");
+    }
+}
+
+#[test]
+fn a_manifests_resources_are_checked_again_when_read() {
+    let good =
+        Resources::from_table(&table("partition = \"q\"\nmodules = [\"m/1\"]\ntime = 90")).unwrap();
+    good.check().unwrap();
+    let mut edited = good.clone();
+    edited.modules = vec!["x;touch FILE".into()];
+    assert!(
+        edited
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("`modules`")
+    );
+    let mut edited = good;
+    edited.time_secs = Some(0);
+    assert!(edited.check().unwrap_err().to_string().contains("`time`"));
 }
