@@ -12,7 +12,7 @@ use anyhow::{Result, bail};
 pub const MAX_PATH: usize = 4096;
 
 /// `s` as one shell word: unchanged when it has no special character, else single-quoted
-/// (`'it'\''s'`). Control characters cannot reach here (the checks refuse them); a NUL would make
+/// (`'a b'`; a `'` goes in double quotes: `"it's "'$HOME'`, as `shlex` quotes). Control characters cannot reach here (the checks refuse them); a NUL would make
 /// the word empty-quoted rather than cut.
 pub fn sh(s: &str) -> String {
     match shlex::try_quote(s) {
@@ -131,7 +131,8 @@ mod tests {
         assert_eq!(sh("q_ai4"), "q_ai4");
         assert_eq!(sh("/a b/c"), "'/a b/c'");
         assert_eq!(sh("$(touch x)"), "'$(touch x)'");
-        assert_eq!(sh("it's"), "'it'\\''s'");
+        assert_eq!(sh("it's"), "\"it's\"");
+        assert_eq!(sh("it's $HOME"), "\"it's \"'$HOME'");
         assert_eq!(directive("/a b/#x"), "\"/a b/#x\"");
         assert_eq!(comment("a\nb"), "a\\nb");
     }

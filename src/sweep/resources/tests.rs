@@ -114,7 +114,7 @@ extra = ["--exclusive"]
         "{shell}"
     );
     assert!(
-        shell.contains("[[ -n \"${BIND_MOUNTS:-}\" ]] || BIND_MOUNTS=/gpfs,/scratch\n"),
+        shell.contains("[[ -n \"${BIND_MOUNTS:-}\" ]] || BIND_MOUNTS='/gpfs,/scratch'\n"),
         "{shell}"
     );
 }
@@ -189,7 +189,7 @@ fn hostile_values_are_refused_by_each_fields_allow_list() {
     r.set("image", &toml::Value::String("/my images/it's.sif".into()))
         .unwrap();
     assert!(
-        r.setup_shell().contains("IMAGE='/my images/it'\\''s.sif'"),
+        r.setup_shell().contains("IMAGE=\"/my images/it's.sif\""),
         "{}",
         r.setup_shell()
     );
