@@ -243,6 +243,9 @@ fn render_and_run(case: &Path, dir_name: &str, spec: &str, r: &Resources, counts
     }
 }
 
+/// A directory name, a spec path, and `[resources]` values by key.
+type Case = (String, String, Vec<(&'static str, String)>);
+
 #[test]
 fn hostile_values_never_run_in_any_schedulers_scripts() {
     let cases: usize = std::env::var("TRAINER_INJECTION_CASES")
@@ -256,7 +259,7 @@ fn hostile_values_never_run_in_any_schedulers_scripts() {
     let t = tempfile::tempdir().unwrap();
     let mut counts = Counts::default();
     // The corpus: each payload alone in every string field, the directory name and the spec.
-    let mut fixed: Vec<(String, String, Vec<(&str, String)>)> = Vec::new();
+    let mut fixed: Vec<Case> = Vec::new();
     for p in PAYLOADS {
         let p = p.replace('@', MARK);
         let fields = [
@@ -280,7 +283,7 @@ fn hostile_values_never_run_in_any_schedulers_scripts() {
         let (dir_name, spec, fields) = match fixed.get(i) {
             Some(f) => f.clone(),
             None => {
-                let mut fields: Vec<(&str, String)> = Vec::new();
+                let mut fields: Vec<(&'static str, String)> = Vec::new();
                 for k in KEYS {
                     if rng.random_bool(0.5) {
                         fields.push((k, hostile(&mut rng)));

@@ -75,8 +75,8 @@ fn resources_become_each_schedulers_directives_and_flags_override_the_spec() {
         // A tenth of 30 minutes.
         "#SBATCH --signal=B:USR1@180\n",
         "module load singularity/3.8 ||",
-        "IMAGE=\"${IMAGE:-/ibmgpfs/test/trainer.sif}\"",
-        "BIND_MOUNTS=\"${BIND_MOUNTS:-/ibmgpfs,/tmp}\"",
+        "[[ -n \"${IMAGE:-}\" ]] || IMAGE=/ibmgpfs/test/trainer.sif\n",
+        "[[ -n \"${BIND_MOUNTS:-}\" ]] || BIND_MOUNTS='/ibmgpfs,/tmp'\n",
         "\"$TASK\" --preflight &",
     ] {
         assert!(slurm.contains(want), "{want}\n{slurm}");

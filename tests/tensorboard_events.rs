@@ -178,3 +178,79 @@ fn common_rows(run: &Path) -> Vec<serde_json::Map<String, Value>> {
         .map(|v| v.as_object().unwrap().clone())
         .collect()
 }
+
+/// A resumed run keeps one event stream per stage: one event file (the resume rewrites
+/// `run_meta.json`'s `created_at`, a second later here), steps 1, 2, 3 once each as TensorBoard
+/// reads them, and the first epoch's wall time as it was before the resume.
+#[test]
+fn a_resumed_run_extends_its_event_stream() {
+    let t = tempfile::tempdir().unwrap();
+    synth_cohort(t.path(), 12, 16, 3);
+    let train = |extra: &[&str]| {
+        let mut args = vec![
+            "train-gnn",
+            "--sc_dir",
+            "cohort/sc",
+            "--morph_root",
+            "cohort/morph",
+            "--subject_info_csv",
+            "cohort/subject_info_sc.csv",
+            "--results_dir",
+            "results",
+            "--run_name",
+            "split",
+            "--cv_fold",
+            "0",
+            "--max_epochs",
+            "3",
+            "--latent_dim",
+            "8",
+            "--hidden_dim",
+            "16",
+            "--solver_steps",
+            "3",
+        ];
+        args.extend_from_slice(extra);
+        run_in(t.path(), &args)
+    };
+    // 12 subjects → fold 0 trains 7 → 4 steps per epoch: stopped in epoch 2.
+    let o = train(&["--stop-after-steps", "6"]);
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    let run = t.path().join("results/runs/split");
+    let rows = common_rows(&run);
+    assert_eq!(rows.len(), 1, "one epoch before the stop");
+    let stage = stage_folder(&rows[0]);
+    let name = format!("tensorboard/{stage}");
+    let name = name.trim_end_matches('/');
+    let before = tensorboard_scalars(&run)[name]["train_loss"].clone();
+    assert_eq!(before.len(), 1);
+
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let o = train(&["--resume", "auto"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let folder = run.join(name);
+    let files: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("tfevents"))
+        .collect();
+    assert_eq!(files.len(), 1, "{}: {files:?}", folder.display());
+
+    let seen = tensorboard_scalars(&run);
+    let scalars = &seen[name];
+    let steps: Vec<f64> = scalars["train_loss"].iter().map(|s| s[0]).collect();
+    assert_eq!(
+        steps,
+        [1.0, 2.0, 3.0],
+        "{name}: {:?}",
+        scalars["train_loss"]
+    );
+    assert_eq!(
+        scalars["train_loss"][0], before[0],
+        "epoch 1 as before the resume"
+    );
+    let rows = common_rows(&run);
+    let rows: Vec<_> = rows.iter().collect();
+    assert_eq!(rows.len(), 3);
+    assert!(compare(name, &rows, scalars) > 6);
+}

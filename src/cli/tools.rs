@@ -91,6 +91,10 @@ pub struct CompareArgs {
     /// identity mse and skill per stratum, small strata marked.
     #[arg(long, conflicts_with_all = ["against", "group_by", "metrics", "format"])]
     pub strata: bool,
+    /// Pool runs of different cohorts (another `cohort_fingerprint` or `sc_dir`) in one group
+    /// or one `--against` comparison (refused without it).
+    #[arg(long)]
+    pub pool_cohorts: bool,
 }
 
 impl CompareArgs {
@@ -105,6 +109,7 @@ impl CompareArgs {
             plot: self.plot,
             against: self.against,
             strata: self.strata,
+            pool_cohorts: self.pool_cohorts,
         }
     }
 }

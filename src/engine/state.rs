@@ -9,8 +9,8 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Row;
 use super::monitor::MonitorState;
+use super::{JobSpec, Row};
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params::HostTensor;
 
@@ -35,6 +35,50 @@ impl Position {
     /// Epochs done over all stages.
     pub fn total_epochs(&self) -> usize {
         self.finished.iter().map(|s| s.epochs_run).sum::<usize>() + self.epoch
+    }
+
+    /// Whether a run of `stages` stages of `epochs` epochs each can stand here: the stage in
+    /// progress at an epoch below `epochs` (or all stages done, at epoch 0), one finished
+    /// stage before it per index, none with more epochs than `epochs` or a best epoch after its
+    /// last. The reason when it cannot.
+    pub fn check(&self, stages: usize, epochs: usize) -> std::result::Result<(), String> {
+        let per_stage = format!("this run has {stages} stage(s) of at most {epochs} epoch(s)");
+        if self.stage > stages {
+            return Err(format!("at stage {} but {per_stage}", self.stage + 1));
+        }
+        if self.stage < stages && self.epoch >= epochs {
+            return Err(format!(
+                "{} epoch(s) done in stage {} but {per_stage}",
+                self.epoch,
+                self.stage + 1
+            ));
+        }
+        if self.stage == stages && (self.epoch, self.epoch_items) != (0, 0) {
+            return Err(format!(
+                "every stage is finished yet {} epoch(s) and {} item(s) are in progress",
+                self.epoch, self.epoch_items
+            ));
+        }
+        if self.finished.len() != self.stage {
+            return Err(format!(
+                "at stage {} with {} finished stage(s) recorded",
+                self.stage + 1,
+                self.finished.len()
+            ));
+        }
+        for (i, f) in self.finished.iter().enumerate() {
+            if f.stage != i || f.epochs_run > epochs || f.best_epoch > f.epochs_run {
+                return Err(format!(
+                    "finished stage {} (recorded as stage {}) ran {} epoch(s) with its best at \
+                     epoch {}, but {per_stage}",
+                    i + 1,
+                    f.stage + 1,
+                    f.epochs_run,
+                    f.best_epoch
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Closes the stage in progress and moves to the next one.
@@ -137,15 +181,11 @@ impl Saved {
         Ok(())
     }
 
-    /// Reads the engine's part of a resume checkpoint written for `model` with settings
-    /// `fingerprint`; `order` lists the parameter names (for the best weights).
-    pub fn read(
-        ck: &Checkpoint,
-        path: &Path,
-        model: &str,
-        fingerprint: &Value,
-        order: &[String],
-    ) -> Result<Self> {
+    /// Reads the engine's part of a resume checkpoint written for the job of `spec` (its model
+    /// name and settings fingerprint; a position it cannot reach, such as an epoch beyond its
+    /// epochs, is refused); `order` lists the parameter names (for the best weights).
+    pub fn read(ck: &Checkpoint, path: &Path, spec: &JobSpec, order: &[String]) -> Result<Self> {
+        let (model, fingerprint) = (spec.model_name, &spec.fingerprint);
         let name = path.display();
         match ck.metadata.get("model") {
             Some(m) if m == model => {}
@@ -174,6 +214,23 @@ impl Saved {
         }
         let position: Position =
             serde_json::from_str(state).with_context(|| format!("{name}: unreadable run state"))?;
+        let impossible = |why: String| {
+            anyhow::anyhow!(
+                "{name}: impossible run state: {why}; the file is damaged or was edited: resume \
+                 from another checkpoint or start a new run"
+            )
+        };
+        position
+            .check(spec.stages, spec.epochs)
+            .map_err(&impossible)?;
+        if let Some(&counted) = ck.counters.get("train.epoch")
+            && usize::try_from(counted).ok() != Some(position.total_epochs())
+        {
+            return Err(impossible(format!(
+                "counter train.epoch is {counted} but the run state has {} epoch(s) done",
+                position.total_epochs()
+            )));
+        }
         let job_state = match ck.metadata.get(JOB_STATE) {
             Some(s) => {
                 serde_json::from_str(s).with_context(|| format!("{name}: unreadable job state"))?
@@ -239,18 +296,84 @@ mod tests {
         let bytes = ck.to_bytes().unwrap();
         let ck = Checkpoint::from_bytes(&bytes, Path::new("c")).unwrap();
         assert_eq!(ck.counter("train.epoch").unwrap(), 2);
-        let back = Saved::read(&ck, Path::new("c"), "m", &fp, &["w".into()]).unwrap();
+        let spec = |model_name: &'static str, fingerprint: Value| JobSpec {
+            model_name,
+            fingerprint,
+            epochs: 3,
+            ..JobSpec::default()
+        };
+        let back = Saved::read(&ck, Path::new("c"), &spec("m", fp.clone()), &["w".into()]).unwrap();
         assert_eq!(back.position, position);
         assert_eq!(back.job_state, json!({"scale": 1.25}));
         assert_eq!(back.row, Some(row));
         assert_eq!(back.best, Some(best));
-        let err = Saved::read(&ck, Path::new("c"), "m", &json!({"seed": 2}), &[]).unwrap_err();
+        let err =
+            Saved::read(&ck, Path::new("c"), &spec("m", json!({"seed": 2})), &[]).unwrap_err();
         assert!(
             err.to_string().contains("seed: checkpoint 1, this run 2"),
             "{err}"
         );
-        let err = Saved::read(&ck, Path::new("c"), "other", &fp, &[]).unwrap_err();
+        let err = Saved::read(&ck, Path::new("c"), &spec("other", fp.clone()), &[]).unwrap_err();
         assert!(err.to_string().contains("expected \"other\""), "{err}");
+        // Two epochs done of a stage of two: impossible (the stage would have finished).
+        let short = JobSpec {
+            epochs: 2,
+            ..spec("m", fp.clone())
+        };
+        let err = Saved::read(&ck, Path::new("dir/last.safetensors"), &short, &[]).unwrap_err();
+        let err = err.to_string();
+        assert!(
+            err.contains("dir/last.safetensors: impossible run state")
+                && err.contains("2 epoch(s) done in stage 1")
+                && err.contains("at most 2 epoch(s)"),
+            "{err}"
+        );
+        // The epoch counter disagreeing with the run state.
+        let mut edited = ck.clone();
+        edited.counters.insert("train.epoch".into(), 1_000_000);
+        let err = Saved::read(&edited, Path::new("c"), &spec("m", fp), &[]).unwrap_err();
+        assert!(err.to_string().contains("train.epoch is 1000000"), "{err}");
+    }
+
+    #[test]
+    fn impossible_positions_are_named() {
+        let stage = |stage, epochs_run, best_epoch| StageResult {
+            stage,
+            best_value: None,
+            best_epoch,
+            epochs_run,
+            stopped_early: false,
+            best_checkpoint: None,
+            last_checkpoint: None,
+        };
+        let ok = |p: &Position| p.check(2, 10);
+        let mut p = Position {
+            epoch: 9,
+            ..Default::default()
+        };
+        assert_eq!(ok(&p), Ok(()));
+        p.epoch = 1_000_000;
+        assert!(
+            ok(&p)
+                .unwrap_err()
+                .contains("1000000 epoch(s) done in stage 1")
+        );
+        p.epoch = 0;
+        p.stage = 1;
+        assert!(ok(&p).unwrap_err().contains("0 finished stage(s)"));
+        p.finished = vec![stage(0, 10, 4)];
+        assert_eq!(ok(&p), Ok(()));
+        p.finished = vec![stage(0, 11, 4)];
+        assert!(ok(&p).unwrap_err().contains("ran 11 epoch(s)"));
+        p.finished = vec![stage(0, 3, 4)];
+        assert!(ok(&p).unwrap_err().contains("best at epoch 4"));
+        p.stage = 3;
+        assert!(ok(&p).unwrap_err().contains("at stage 4"));
+        p.stage = 2;
+        p.finished = vec![stage(0, 3, 1), stage(1, 10, 2)];
+        assert_eq!(ok(&p), Ok(()));
+        p.epoch_items = 5;
+        assert!(ok(&p).unwrap_err().contains("every stage is finished"));
     }
 
     #[test]

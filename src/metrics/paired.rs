@@ -17,6 +17,9 @@ pub const RESAMPLES: usize = 10_000;
 pub const SEED: u64 = 0x5eed;
 
 /// The paired comparison of one metric over `n` subjects: `d_i = a_i − b_i`.
+///
+/// Statistics that cannot be computed are NaN (JSON `null`): all of them without a difference
+/// or when a difference is not finite (NaN, ±inf), the p-value without a non-zero difference.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Paired {
     pub n: usize,
@@ -31,10 +34,30 @@ pub struct Paired {
     pub p_wilcoxon: f64,
 }
 
-/// The paired statistics of `d` (bootstrap drawn from `seed`).
+impl Paired {
+    /// Whether the mean and its interval could be computed (at least one difference, all
+    /// finite).
+    pub fn computable(&self) -> bool {
+        self.mean.is_finite() && self.ci_low.is_finite() && self.ci_high.is_finite()
+    }
+}
+
+/// The paired statistics of `d` (bootstrap drawn from `seed`). Without a difference, or with a
+/// non-finite one, nothing is computed: the mean, the interval and the p-value are NaN.
 pub fn paired(d: &[f64], seed: u64) -> Paired {
     let n = d.len();
-    let mean = d.iter().sum::<f64>() / n.max(1) as f64;
+    if n == 0 || d.iter().any(|x| !x.is_finite()) {
+        return Paired {
+            n,
+            mean: f64::NAN,
+            ci_low: f64::NAN,
+            ci_high: f64::NAN,
+            below: d.iter().filter(|&&x| x < 0.0).count(),
+            above: d.iter().filter(|&&x| x > 0.0).count(),
+            p_wilcoxon: f64::NAN,
+        };
+    }
+    let mean = d.iter().sum::<f64>() / n as f64;
     let (ci_low, ci_high) = bootstrap_ci(d, seed, RESAMPLES);
     Paired {
         n,
@@ -49,10 +72,10 @@ pub fn paired(d: &[f64], seed: u64) -> Paired {
 
 /// The percentile bootstrap 95% interval of the mean of `d`: `resamples` means of `n` subjects
 /// drawn with replacement, their 2.5th and 97.5th percentiles (linear interpolation, as
-/// numpy's default).
+/// numpy's default). NaN for no difference, a non-finite one or no resample.
 pub fn bootstrap_ci(d: &[f64], seed: u64, resamples: usize) -> (f64, f64) {
     let n = d.len();
-    if n == 0 {
+    if n == 0 || resamples == 0 || d.iter().any(|x| !x.is_finite()) {
         return (f64::NAN, f64::NAN);
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -108,8 +131,11 @@ fn null_pmf(n: usize) -> Vec<f64> {
 }
 
 /// Two-sided p-value of the Wilcoxon signed-rank test of `d` against 0, as
-/// `scipy.stats.wilcoxon(d)` with its defaults.
+/// `scipy.stats.wilcoxon(d)` with its defaults; NaN when a difference is not finite.
 pub fn wilcoxon(d: &[f64]) -> f64 {
+    if d.iter().any(|x| !x.is_finite()) {
+        return f64::NAN;
+    }
     let nonzero: Vec<f64> = d.iter().copied().filter(|&x| x != 0.0).collect();
     let n = nonzero.len();
     if n == 0 {
@@ -183,5 +209,27 @@ mod tests {
         let s = paired(&shifted, 1);
         assert!(s.ci_low > 0.0 && s.ci_low < s.mean && s.mean < s.ci_high);
         assert_eq!((s.below, s.above), (0, 20));
+    }
+
+    #[test]
+    fn non_finite_or_no_differences_compute_nothing_and_never_panic() {
+        for d in [
+            vec![],
+            vec![1.0, f64::NAN, 2.0],
+            vec![f64::INFINITY, 1.0],
+            vec![f64::NEG_INFINITY; 60],
+        ] {
+            let p = paired(&d, 1);
+            assert!(!p.computable(), "{d:?}: {p:?}");
+            assert!(p.mean.is_nan() && p.ci_low.is_nan() && p.p_wilcoxon.is_nan());
+            assert!(wilcoxon(&d).is_nan());
+            assert!(bootstrap_ci(&d, 1, 100).0.is_nan());
+        }
+        let json = serde_json::to_value(paired(&[f64::NAN], 1)).unwrap();
+        assert!(
+            json["ci_low"].is_null() && json["p_wilcoxon"].is_null(),
+            "{json}"
+        );
+        assert!(paired(&[0.5], 1).computable());
     }
 }

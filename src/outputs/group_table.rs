@@ -78,7 +78,7 @@ pub struct GroupTable {
 }
 
 /// Groups `runs` by their keys (in key order) and gives each metric's statistics over the
-/// group's finished runs.
+/// group's finished runs (their finite values: a cell with fewer says `(n=…)`).
 pub fn grouped(keys: &[String], metrics: &[String], runs: &[Grouping]) -> GroupTable {
     /// A group's finished runs (their metric values) and the names of the others.
     type Members<'a> = (Vec<&'a [Option<f64>]>, Vec<String>);
@@ -96,7 +96,11 @@ pub fn grouped(keys: &[String], metrics: &[String], runs: &[Grouping]) -> GroupT
             key: key.to_vec(),
             n: done.len(),
             stats: (0..metrics.len())
-                .map(|i| Stats::of(&done.iter().filter_map(|v| v[i]).collect::<Vec<_>>()))
+                .map(|i| {
+                    // A non-finite value (a reference run's NaN) is no number to average.
+                    let finite = done.iter().filter_map(|v| v[i]).filter(|x| x.is_finite());
+                    Stats::of(&finite.collect::<Vec<_>>())
+                })
                 .collect(),
             missing,
         })
@@ -299,11 +303,12 @@ mod tests {
             run("b", "x", Some(vec![Some(3.0), Some(5.0)])),
             run("c", "x", None),
             run("d", "y", Some(vec![Some(2.0), None])),
+            run("e", "x", Some(vec![Some(f64::NAN), Some(f64::INFINITY)])),
         ];
         let t = grouped(&["k".into()], &["m".into(), "w".into()], &runs);
         let (header, rows) = t.text();
         assert_eq!(header[..3], ["k", "n", "m mean ± sd"]);
-        assert_eq!(rows[0][..3], ["x", "2", "2.000 ± 1.414"]);
+        assert_eq!(rows[0][..3], ["x", "3", "2.000 ± 1.414 (n=2)"]);
         assert_eq!(rows[0][5], "5.000 ± N/A (n=1)");
         assert_eq!(rows[0].last().unwrap(), "c");
         assert_eq!(rows[1][5], "N/A");

@@ -8,6 +8,13 @@
 //! time (`run_meta.json`'s `created_at`, plus the cumulative epoch seconds as each row's wall
 //! time), so a rebuilt file starts with the same bytes as the one a live TensorBoard has read.
 //!
+//! A run keeps one event stream per stage across resumes: the start time is the one of the
+//! event files already there (a resumed run rewrites `run_meta.json`, and with it
+//! `created_at`), so a resumed run extends its file instead of starting a second one; other
+//! event files of ours in the folder (a second stream an older version started) are removed;
+//! and a stage's steps only go up (rows of epochs a resume trained again replace the earlier
+//! ones).
+//!
 //! The format: TFRecord framing (length, masked CRC-32C of the length, an `Event` protocol
 //! buffer, masked CRC-32C of it), the first event carrying `file_version`, the others a
 //! `Summary` of `simple_value`s. Protocol buffers are written by hand: five fields.
@@ -29,22 +36,81 @@ const NOT_SCALARS: &[&str] = &["epoch", "is_best", "steps", "epoch_steps"];
 
 /// Rewrites the run's event files from its metrics rows.
 pub fn write(run_dir: &Path, rows: &[Row]) -> Result<()> {
-    let t0 = start_time(run_dir);
     let root = run_dir.join(TENSORBOARD_DIR);
+    let t0 = first_stream(&root).unwrap_or_else(|| start_time(run_dir));
+    let name = format!("{EVENTS_PREFIX}{}{EVENTS_SUFFIX}", t0 as u64);
     for (stage, rows) in by_stage(rows) {
         let dir = if stage.is_empty() {
             root.clone()
         } else {
             root.join(folder_name(&stage))
         };
-        let bytes = event_file(t0, &rows);
-        replace(
-            &dir,
-            &format!("events.out.tfevents.{}.trainer", t0 as u64),
-            &bytes,
-        )?;
+        let bytes = event_file(t0, &one_stream(rows));
+        replace(&dir, &name, &bytes)?;
+        for other in streams(&dir).into_iter().filter(|(_, n)| *n != name) {
+            let path = dir.join(&other.1);
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+        }
     }
     Ok(())
+}
+
+/// Our event files: `events.out.tfevents.<start time>.trainer`.
+const EVENTS_PREFIX: &str = "events.out.tfevents.";
+const EVENTS_SUFFIX: &str = ".trainer";
+
+/// Our event files in `dir`: (start time, file name).
+fn streams(dir: &Path) -> Vec<(u64, String)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            let t0 = name
+                .strip_prefix(EVENTS_PREFIX)?
+                .strip_suffix(EVENTS_SUFFIX)?
+                .parse()
+                .ok()?;
+            Some((t0, name))
+        })
+        .collect()
+}
+
+/// The start time of the run's first event stream, when it has one (in `root` or a stage's
+/// folder): the time a resumed run keeps.
+fn first_stream(root: &Path) -> Option<f64> {
+    let mut dirs = vec![root.to_path_buf()];
+    if let Ok(entries) = std::fs::read_dir(root) {
+        let sub = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()));
+        dirs.extend(sub.map(|e| e.path()));
+    }
+    let first = dirs
+        .iter()
+        .flat_map(|d| streams(d))
+        .map(|(t0, _)| t0)
+        .min()?;
+    Some(first as f64)
+}
+
+/// A stage's rows as one stream of increasing steps: a row whose epoch is not past the last
+/// one's (an epoch a resume from an earlier checkpoint trained again) replaces the rows from
+/// its epoch on.
+fn one_stream(rows: Vec<&Row>) -> Vec<&Row> {
+    let step = |r: &Row| r.get("epoch").and_then(Value::as_i64).unwrap_or(0);
+    let mut out: Vec<&Row> = Vec::with_capacity(rows.len());
+    for row in rows {
+        while out.last().is_some_and(|last| step(last) >= step(row)) {
+            out.pop();
+        }
+        out.push(row);
+    }
+    out
 }
 
 /// The rows of each stage (the values of the columns before `epoch`), in order of appearance.
@@ -225,5 +291,53 @@ mod tests {
         let fold1 = event_file(0.0, &groups[1].1);
         let text = String::from_utf8_lossy(&fold1);
         assert!(text.contains("train_loss") && !text.contains("is_best") && !text.contains("fold"));
+    }
+
+    fn rows(v: &[serde_json::Value]) -> Vec<Row> {
+        v.iter().map(|v| v.as_object().unwrap().clone()).collect()
+    }
+
+    #[test]
+    fn epochs_trained_again_replace_the_earlier_rows() {
+        let rows = rows(&[1, 2, 3, 2, 3, 4].map(|e| serde_json::json!({"epoch": e, "x": e})));
+        let stream = one_stream(rows.iter().collect());
+        let steps: Vec<i64> = stream
+            .iter()
+            .map(|r| r["epoch"].as_i64().unwrap())
+            .collect();
+        assert_eq!(steps, [1, 2, 3, 4]);
+        assert!(
+            std::ptr::eq(stream[1], &rows[3]),
+            "the later row of epoch 2"
+        );
+    }
+
+    /// A resumed run (another `created_at` in `run_meta.json`) keeps its first file and its start
+    /// time, and a second stream an older version left is removed.
+    #[test]
+    fn a_resumed_run_extends_its_first_stream() {
+        let t = tempfile::tempdir().unwrap();
+        let meta = |at: &str| {
+            let json = serde_json::json!({ "created_at": at }).to_string();
+            std::fs::write(t.path().join("run_meta.json"), json).unwrap();
+        };
+        let all =
+            rows(&[1, 2, 3].map(|e| serde_json::json!({"epoch": e, "loss": 1.0, "seconds": 2.0})));
+        meta("2024-01-01T00:00:00+00:00");
+        write(t.path(), &all[..1]).unwrap();
+        let root = t.path().join(TENSORBOARD_DIR);
+        let first = streams(&root);
+        assert_eq!(first.len(), 1);
+        let before = std::fs::read(root.join(&first[0].1)).unwrap();
+        std::fs::write(root.join("events.out.tfevents.1800000000.trainer"), b"old").unwrap();
+        meta("2024-06-01T00:00:00+00:00");
+        write(t.path(), &all).unwrap();
+        assert_eq!(streams(&root), first, "one stream, the first one's name");
+        let after = std::fs::read(root.join(&first[0].1)).unwrap();
+        assert!(after.starts_with(&before) && after.len() > before.len());
+        assert_eq!(
+            after,
+            event_file(first[0].0 as f64, &all.iter().collect::<Vec<_>>())
+        );
     }
 }

@@ -1,28 +1,43 @@
 //! `trainer compare … --against MODEL`: every run against one forecaster on the same test
 //! subjects, paired by subject (issue 34's statistics: [`crate::metrics::paired`]).
 //!
-//! The `--against` run is, among the compared runs of ours, the one whose model (`model` of
-//! `clg_ode_results.json`, e.g. `eb-drift`) or run directory name is MODEL and which scored the
-//! same test subjects (the forecast rows of `per_subject.csv`); a run with no such partner says
-//! so. Every run is also compared with the identity forecast of its own subjects. For each
-//! metric asked (default `sc_log_mse`): n subjects, the mean paired difference (run − partner;
-//! lower is better for errors) with its bootstrap 95% interval, how many subjects went each
-//! way, and the Wilcoxon signed-rank p-value.
+//! A run's partner is, among the compared runs of ours, the one whose model (`model` of
+//! `clg_ode_results.json`, e.g. `eb-drift`) or run directory name is MODEL and which has the
+//! same fold (`cv_fold` of the results) and the same seed (`seed` of `args.json`): every row
+//! names it. A run without such a partner is shown *unpaired*, saying why (its identity
+//! comparison still stands); two candidates for one run are an error naming both. Every run is
+//! also compared with the identity forecast of its own subjects.
+//!
+//! A comparison pairs only the subjects that both sides have a finite value for (a forecast row
+//! of `per_subject.csv` each, a non-empty, finite cell): the others are counted as *dropped*,
+//! never read as a value. For each metric asked (default `sc_log_mse`): n subjects, the mean
+//! paired difference (run − partner; lower is better for errors) with its bootstrap 95%
+//! interval, how many subjects went each way, and the Wilcoxon signed-rank p-value; what
+//! cannot be computed (no subject left) is shown as such, never as a number.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::metrics::paired::{Paired, SEED, paired};
 use crate::outputs::RunDir;
-use crate::outputs::group_table::Stats;
+
+mod render;
+pub use render::{FoldSpread, fold_spread, render};
+
+/// A subject's figure of one metric: the model's and the identity's (`None`: an empty or
+/// unreadable cell).
+type Cell = (Option<f64>, Option<f64>);
 
 /// One run's per-subject test figures: subject → metric → (model, identity).
 struct Subjects {
+    path: PathBuf,
     model: String,
-    values: BTreeMap<String, BTreeMap<String, (f64, f64)>>,
+    /// The metrics of the file's `model_<metric>` columns.
+    columns: BTreeSet<String>,
+    values: BTreeMap<String, BTreeMap<String, Cell>>,
 }
 
 /// The forecast rows of a run's `per_subject.csv`.
@@ -40,6 +55,14 @@ fn read_subjects(dir: &RunDir) -> Result<Subjects> {
     let (Some(subject), Some(forecast)) = (col("subject"), col("forecast")) else {
         bail!("{}: no `subject` and `forecast` columns", path.display());
     };
+    let columns: Vec<(String, usize, Option<usize>)> = header
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| {
+            let name = h.strip_prefix("model_")?;
+            Some((name.to_string(), i, col(&format!("identity_{name}"))))
+        })
+        .collect();
     let mut values = BTreeMap::new();
     for (line, record) in reader.records().enumerate() {
         let record =
@@ -47,19 +70,14 @@ fn read_subjects(dir: &RunDir) -> Result<Subjects> {
         if record.get(forecast) != Some("1") {
             continue;
         }
-        let mut metrics = BTreeMap::new();
-        for (i, h) in header.iter().enumerate() {
-            let Some(name) = h.strip_prefix("model_") else {
-                continue;
-            };
-            let parse = |i: Option<usize>| {
-                i.and_then(|i| record.get(i))
-                    .and_then(|v| v.parse::<f64>().ok())
-            };
-            if let (Some(m), Some(id)) = (parse(Some(i)), parse(col(&format!("identity_{name}")))) {
-                metrics.insert(name.to_string(), (m, id));
-            }
-        }
+        let parse = |i: Option<usize>| {
+            i.and_then(|i| record.get(i))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        };
+        let metrics = columns
+            .iter()
+            .map(|(name, m, id)| (name.clone(), (parse(Some(*m)), parse(*id))))
+            .collect();
         values.insert(record.get(subject).unwrap_or_default().to_string(), metrics);
     }
     let results: Option<serde_json::Value> =
@@ -70,7 +88,12 @@ fn read_subjects(dir: &RunDir) -> Result<Subjects> {
         .and_then(|m| m.as_str())
         .unwrap_or("?")
         .to_string();
-    Ok(Subjects { model, values })
+    Ok(Subjects {
+        path,
+        model,
+        columns: columns.into_iter().map(|(name, _, _)| name).collect(),
+        values,
+    })
 }
 
 /// One line of the table: a run against its partner and against the identity, per metric.
@@ -80,41 +103,55 @@ pub struct AgainstLine {
     /// What the run is apart from its fold and seed (`model=clg-ode preset=residual …`).
     pub configuration: String,
     pub model: String,
-    /// The partner run (`None`: none scored the same subjects, or this is the `--against` run).
+    pub fold: String,
+    pub seed: String,
+    /// The partner run: the `--against` model's run of the same fold and seed (`None`: this is
+    /// the `--against` run, or it has no partner and `unpaired` says why).
     pub against: Option<String>,
     /// This run is the `--against` model's.
     pub is_against: bool,
+    /// Why a run that is not the `--against` model's has no partner.
+    pub unpaired: Option<String>,
     pub metric: String,
     pub vs_against: Option<Paired>,
+    /// Subjects of either run left out of `vs_against`: in one run only, or without a finite
+    /// value of the metric in both.
+    pub dropped_vs_against: usize,
     pub vs_identity: Paired,
+    /// Subjects of the run left out of `vs_identity` (no finite value of the model or of the
+    /// identity).
+    pub dropped_vs_identity: usize,
 }
 
-/// A run to compare: its name, directory and configuration (what it is apart from its fold and
-/// seed).
+/// A run to compare: its name, directory, configuration (what it is apart from its fold and
+/// seed), fold and seed (`?` when the run does not say).
 pub struct Compared<'a> {
     pub name: String,
     pub dir: &'a Path,
     pub configuration: String,
+    pub fold: String,
+    pub seed: String,
 }
 
-/// The paired comparison of `runs` against the run of `against`.
+/// The paired comparison of `runs` against the runs of `against`, each run with the one of the
+/// same fold and seed.
 pub fn against_lines(
     runs: &[Compared],
     against: &str,
     metrics: &[String],
 ) -> Result<Vec<AgainstLine>> {
-    let loaded: Vec<(String, Subjects)> = runs
+    let loaded: Vec<Subjects> = runs
         .iter()
-        .map(|r| Ok((r.name.clone(), read_subjects(&RunDir::new(r.dir))?)))
+        .map(|r| read_subjects(&RunDir::new(r.dir)))
         .collect::<Result<_>>()?;
-    let is_partner = |name: &str, s: &Subjects| {
-        s.model == against
-            || Path::new(name)
+    let is_partner = |i: usize| {
+        loaded[i].model == against
+            || Path::new(&runs[i].name)
                 .file_name()
                 .is_some_and(|f| f.to_string_lossy() == against)
     };
-    if !loaded.iter().any(|(name, s)| is_partner(name, s)) {
-        let models: Vec<&str> = loaded.iter().map(|(_, s)| s.model.as_str()).collect();
+    if !(0..runs.len()).any(is_partner) {
+        let models: Vec<&str> = loaded.iter().map(|s| s.model.as_str()).collect();
         bail!(
             "--against {against}: no compared run is that model or run name (models here: {})",
             models.join(", ")
@@ -126,220 +163,137 @@ pub fn against_lines(
         metrics.to_vec()
     };
     let mut lines = Vec::new();
-    for ((name, s), run) in loaded.iter().zip(runs) {
-        let partner = loaded
-            .iter()
-            .find(|(n, p)| n != name && is_partner(n, p) && p.values.keys().eq(s.values.keys()));
+    for (i, (run, s)) in runs.iter().zip(&loaded).enumerate() {
+        let is_against = is_partner(i);
+        let partner = if is_against {
+            Ok(None)
+        } else {
+            partner_of(runs, i, is_partner, against)?.map(Some)
+        };
         for metric in &metrics {
-            let pairs = |other: Option<&Subjects>| -> Result<Vec<f64>> {
-                s.values
-                    .iter()
-                    .map(|(subject, m)| {
-                        let (own, identity) = *m.get(metric).with_context(|| {
-                            format!("{name}: no per-subject `{metric}` for {subject}")
-                        })?;
-                        Ok(match other {
-                            Some(o) => own - o.values[subject][metric].0,
-                            None => own - identity,
-                        })
-                    })
-                    .collect()
+            has_column(s, metric)?;
+            let (vs_against, dropped_vs_against) = match &partner {
+                Ok(Some(j)) => {
+                    has_column(&loaded[*j], metric)?;
+                    let (d, dropped) = versus(s, &loaded[*j], metric);
+                    (Some(paired(&d, SEED)), dropped)
+                }
+                _ => (None, 0),
             };
+            let (d, dropped_vs_identity) = versus_identity(s, metric);
             lines.push(AgainstLine {
-                run: name.clone(),
+                run: run.name.clone(),
                 configuration: run.configuration.clone(),
                 model: s.model.clone(),
-                against: partner.map(|(n, _)| n.clone()),
-                is_against: is_partner(name, s),
-                metric: metric.clone(),
-                vs_against: match partner {
-                    Some((_, p)) => Some(paired(&pairs(Some(p))?, SEED)),
-                    None => None,
+                fold: run.fold.clone(),
+                seed: run.seed.clone(),
+                against: match &partner {
+                    Ok(Some(j)) => Some(runs[*j].name.clone()),
+                    _ => None,
                 },
-                vs_identity: paired(&pairs(None)?, SEED),
+                is_against,
+                unpaired: partner.as_ref().err().cloned(),
+                metric: metric.clone(),
+                vs_against,
+                dropped_vs_against,
+                vs_identity: paired(&d, SEED),
+                dropped_vs_identity,
             });
         }
     }
     Ok(lines)
 }
 
-/// Three significant figures.
-fn sig(x: f64) -> String {
-    if !x.is_finite() {
-        return "N/A".into();
-    }
-    format!("{x:.2e}")
-}
-
-fn cell(p: &Paired) -> String {
-    format!(
-        "{} [{}, {}] | {}/{} | {}",
-        sig(p.mean),
-        sig(p.ci_low),
-        sig(p.ci_high),
-        p.below,
-        p.above,
-        if p.p_wilcoxon.is_finite() {
-            format!("{:.2e}", p.p_wilcoxon)
-        } else {
-            "N/A".into()
-        }
-    )
-}
-
-/// The Markdown table of `lines`.
-pub fn render(lines: &[AgainstLine], against: &str) -> String {
-    let mut out = format!(
-        "paired over the test subjects (forecasts), run − {against} and run − identity; \
-         mean [bootstrap 95% interval], subjects lower/higher, Wilcoxon signed-rank p\n\n\
-         | run | model | metric | n subjects | − {against} | lower/higher | p | − identity | \
-         lower/higher | p |\n| --- | --- | --- | ---: | --- | --- | ---: | --- | --- | ---: |\n"
-    );
-    for l in lines {
-        let vs = match (&l.vs_against, l.is_against) {
-            (Some(p), _) => cell(p),
-            (None, true) => "(the --against run) | | ".into(),
-            (None, false) => "no run on the same subjects | | ".into(),
-        };
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {vs} | {} |\n",
-            l.run,
-            l.model,
-            l.metric,
-            l.vs_identity.n,
-            cell(&l.vs_identity)
-        ));
-    }
-    let spread = fold_spread(lines);
-    if spread.iter().any(|f| f.n_folds > 1) {
-        out.push_str(&format!(
-            "\nfold spread: each fold's mean paired difference, over the folds of a \
-             configuration (mean ± sd: training reruns on the same subjects, not evidence \
-             about subjects)\n\n| configuration | metric | n folds | n subjects | − {against} \
-             over folds | − identity over folds |\n| --- | --- | ---: | ---: | --- | --- |\n"
-        ));
-        for f in spread.iter().filter(|f| f.n_folds > 1) {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} |\n",
-                f.configuration,
-                f.metric,
-                f.n_folds,
-                f.n_subjects,
-                f.vs_against.as_ref().map_or("N/A".into(), spread_cell),
-                spread_cell(&f.vs_identity)
-            ));
-        }
-    }
-    out
-}
-
-/// "mean ± sd" of per-fold mean differences (the mean alone for one fold).
-fn spread_cell(s: &Stats) -> String {
-    match s.sd {
-        Some(sd) => format!("{} ± {}", sig(s.mean), sig(sd)),
-        None => sig(s.mean),
-    }
-}
-
-/// The fold spread of one configuration and metric.
-#[derive(Debug, Serialize)]
-pub struct FoldSpread {
-    pub configuration: String,
-    pub metric: String,
-    pub n_folds: usize,
-    /// Subjects per fold (the smallest, when folds differ).
-    pub n_subjects: usize,
-    /// Each fold's mean difference, over the folds (mean, sd, min, max, n folds).
-    pub vs_against: Option<Stats>,
-    pub vs_identity: Stats,
-}
-
-/// The lines of each (configuration, metric), in order of appearance, summarised over folds.
-pub fn fold_spread(lines: &[AgainstLine]) -> Vec<FoldSpread> {
-    let mut keys: Vec<(&str, &str)> = Vec::new();
-    for l in lines {
-        let k = (l.configuration.as_str(), l.metric.as_str());
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
-    }
-    keys.into_iter()
-        .filter_map(|(configuration, metric)| {
-            let of: Vec<&AgainstLine> = lines
+/// The partner of run `i`: the one run of `against` with its fold and seed (`Err`: why there is
+/// none). Two such runs are an error naming both.
+fn partner_of(
+    runs: &[Compared],
+    i: usize,
+    is_partner: impl Fn(usize) -> bool,
+    against: &str,
+) -> Result<std::result::Result<usize, String>> {
+    let me = &runs[i];
+    let all: Vec<usize> = (0..runs.len())
+        .filter(|&j| j != i && is_partner(j))
+        .collect();
+    let same: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|&j| runs[j].fold == me.fold && runs[j].seed == me.seed)
+        .collect();
+    match same[..] {
+        [j] => Ok(Ok(j)),
+        [] => {
+            let theirs: Vec<String> = all
                 .iter()
-                .filter(|l| l.configuration == configuration && l.metric == metric)
+                .map(|&j| {
+                    format!(
+                        "{} (fold {}, seed {})",
+                        runs[j].name, runs[j].fold, runs[j].seed
+                    )
+                })
                 .collect();
-            let vs_against: Vec<f64> = of
-                .iter()
-                .filter_map(|l| Some(l.vs_against.as_ref()?.mean))
-                .collect();
-            Some(FoldSpread {
-                configuration: configuration.to_string(),
-                metric: metric.to_string(),
-                n_folds: of.len(),
-                n_subjects: of.iter().map(|l| l.vs_identity.n).min().unwrap_or(0),
-                vs_against: (vs_against.len() == of.len())
-                    .then(|| Stats::of(&vs_against))
-                    .flatten(),
-                vs_identity: Stats::of(&of.iter().map(|l| l.vs_identity.mean).collect::<Vec<_>>())?,
-            })
-        })
-        .collect()
+            Ok(Err(format!(
+                "no {against} run of fold {} and seed {} (the {against} runs: {})",
+                me.fold,
+                me.seed,
+                theirs.join(", ")
+            )))
+        }
+        [a, b, ..] => bail!(
+            "--against {against}: {} has two partners of fold {} and seed {}, {} and {}: name \
+             the one to pair with (--against with its run directory's name)",
+            me.name,
+            me.fold,
+            me.seed,
+            runs[a].name,
+            runs[b].name
+        ),
+    }
+}
+
+/// A metric must be a column of the run's `per_subject.csv`.
+fn has_column(s: &Subjects, metric: &str) -> Result<()> {
+    if !s.columns.contains(metric) {
+        bail!(
+            "{}: no column model_{metric} (--metric {metric}); its metrics: {}",
+            s.path.display(),
+            s.columns.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The differences run − partner of `metric` over the subjects both have a finite value for,
+/// and how many subjects of either were left out.
+fn versus(own: &Subjects, other: &Subjects, metric: &str) -> (Vec<f64>, usize) {
+    let subjects: BTreeSet<&String> = own.values.keys().chain(other.values.keys()).collect();
+    let value =
+        |x: &Subjects, s: &String| x.values.get(s)?.get(metric)?.0.filter(|v| v.is_finite());
+    let mut d = Vec::new();
+    let mut dropped = 0;
+    for s in subjects {
+        match (value(own, s), value(other, s)) {
+            (Some(a), Some(b)) => d.push(a - b),
+            _ => dropped += 1,
+        }
+    }
+    (d, dropped)
+}
+
+/// The differences model − identity of `metric` over the run's subjects with both finite, and
+/// how many were left out.
+fn versus_identity(own: &Subjects, metric: &str) -> (Vec<f64>, usize) {
+    let mut d = Vec::new();
+    let mut dropped = 0;
+    for m in own.values.values() {
+        match m.get(metric) {
+            Some((Some(a), Some(b))) if a.is_finite() && b.is_finite() => d.push(a - b),
+            _ => dropped += 1,
+        }
+    }
+    (d, dropped)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn line(configuration: &str, against: Option<f64>, identity: f64) -> AgainstLine {
-        let p = |mean: f64| Paired {
-            n: 5,
-            mean,
-            ci_low: mean - 1.0,
-            ci_high: mean + 1.0,
-            below: 0,
-            above: 5,
-            p_wilcoxon: 0.0625,
-        };
-        AgainstLine {
-            run: format!("{configuration}/fold"),
-            configuration: configuration.into(),
-            model: "clg-ode".into(),
-            against: against.map(|_| "lin".into()),
-            is_against: false,
-            metric: "sc_log_mse".into(),
-            vs_against: against.map(p),
-            vs_identity: p(identity),
-        }
-    }
-
-    #[test]
-    fn the_fold_spread_is_over_folds_of_one_configuration() {
-        let lines = [
-            line("a", Some(1.0), -2.0),
-            line("b", None, 0.5),
-            line("a", Some(3.0), -4.0),
-        ];
-        let spread = fold_spread(&lines);
-        assert_eq!(spread.len(), 2);
-        let a = &spread[0];
-        assert_eq!((a.n_folds, a.n_subjects), (2, 5));
-        let vs = a.vs_against.as_ref().unwrap();
-        assert_eq!(
-            (vs.mean, vs.sd, vs.min, vs.max),
-            (2.0, Some(2f64.sqrt()), 1.0, 3.0)
-        );
-        assert_eq!(a.vs_identity.mean, -3.0);
-        assert!(spread[1].vs_against.is_none() && spread[1].vs_identity.sd.is_none());
-        let table = render(&lines, "lin");
-        assert!(table.contains("| n subjects |"), "{table}");
-        assert!(
-            table.contains("| a | sc_log_mse | 2 | 5 | 2.00e0 ± 1.41e0 |"),
-            "{table}"
-        );
-        assert!(
-            !table.contains("| b | sc_log_mse | 1 |"),
-            "one fold: no spread row"
-        );
-    }
-}
+mod tests;

@@ -176,6 +176,11 @@ impl RefFold {
             .find(|f| f["fold"].as_i64() == Some(fold))
     }
 
+    /// The fold (`None` while the run has not finished).
+    pub(super) fn fold(&self) -> Option<i64> {
+        self.fold
+    }
+
     /// Whether the run has finished (its test results are written).
     pub(super) fn done(&self) -> bool {
         self.fold.is_some()

@@ -11,7 +11,11 @@
 //!   sd, min, max and n over the group (folds and seeds). `--json` is `--format json` here.
 //!
 //! * the paired view (`--against MODEL`): every run paired by test subject with that model's run
-//!   and with the identity ([`super::against`]).
+//!   of the same fold and seed and with the identity ([`super::against`]).
+//!
+//! A run given twice (another spelling of its path, a symbolic link) is refused, and so is a
+//! group (or `--against`'s runs) pooling runs of different cohorts unless `--pool-cohorts`
+//! ([`pooling`]).
 //!
 //! A sweep's task without results is named as missing, not dropped silently; a run directory
 //! named on the command line must have finished (the per-run view says which file it lacks).
@@ -46,6 +50,9 @@ pub struct CompareSettings {
     pub against: Option<String>,
     /// `--strata`: every run's strata as a table.
     pub strata: bool,
+    /// `--pool-cohorts`: a group (or `--against`'s runs) may pool runs of different cohorts
+    /// (else refused: [`pooling`]).
+    pub pool_cohorts: bool,
 }
 
 impl CompareSettings {
@@ -205,6 +212,7 @@ fn runs(inputs: &[PathBuf]) -> Result<Vec<Run>> {
             );
         }
     }
+    pooling::check_distinct(&out)?;
     Ok(out)
 }
 
@@ -212,6 +220,9 @@ fn runs(inputs: &[PathBuf]) -> Result<Vec<Run>> {
 fn group_value(run: &Run, key: &str) -> String {
     if let Some(v) = run.varied.get(key) {
         return v.clone();
+    }
+    if key == "cohort" {
+        return pooling::Cohort::of(run).key();
     }
     if let Some(r) = &run.reference {
         return match key {
@@ -291,35 +302,14 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
     if s.strata {
         views::strata_tables(&runs, s.json)?;
     } else if let Some(against) = &s.against {
-        let keys = groups::configuration_keys(&runs);
-        let ours: Vec<super::against::Compared> = runs
-            .iter()
-            .filter(|r| r.reference.is_none() && r.done())
-            .map(|r| super::against::Compared {
-                name: r.name.clone(),
-                dir: r.dir.path(),
-                configuration: keys
-                    .iter()
-                    .map(|k| format!("{k}={}", group_value(r, k)))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            })
-            .collect();
-        let lines = super::against::against_lines(&ours, against, &s.metrics)?;
-        if s.json {
-            let spread = super::against::fold_spread(&lines);
-            let out = serde_json::json!({"runs": lines, "fold_spread": spread});
-            println!("{}", serde_json::to_string_pretty(&out)?);
-        } else {
-            print!("{}", super::against::render(&lines, against));
-        }
+        views::against(&runs, s, against)?;
     } else if s.grouped() {
         let format = match (s.format, s.json) {
             (Some(f), _) => f,
             (None, true) => Format::Json,
             (None, false) => Format::Table,
         };
-        groups::grouped(&runs, &s.group_by, &s.metrics, format)?;
+        groups::grouped(&runs, s, format)?;
     } else {
         per_run(&runs, s.json)?;
     }
@@ -365,6 +355,7 @@ fn per_run_lines(runs: &[Run]) -> Result<(Vec<view::RunSummary>, Vec<&str>)> {
 }
 
 mod groups;
+mod pooling;
 mod views;
 
 #[cfg(test)]

@@ -96,10 +96,23 @@ impl Checkpoint {
             let data = view.data();
             match view.dtype() {
                 Dtype::F32 => {
-                    let v = data
+                    let v: Vec<f32> = data
                         .chunks_exact(4)
                         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                         .collect();
+                    // NaN/inf weights (a diverged run, a damaged file) would resume or score
+                    // silently as garbage: refused here, for every reader.
+                    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+                        let bad = v.iter().filter(|x| !x.is_finite()).count();
+                        bail!(
+                            "{name}: tensor `{k}` holds {bad} non-finite value(s) of {} (the first, \
+                             {}, at flat index {i}): a checkpoint's weights and optimiser state \
+                             must be finite (the run that wrote it diverged, or the file is \
+                             damaged); use an earlier checkpoint",
+                            v.len(),
+                            v[i]
+                        );
+                    }
                     ck.floats.insert(
                         k,
                         HostTensor {
@@ -157,6 +170,32 @@ mod tests {
         let mut back = Checkpoint::from_bytes(&bytes, Path::new("c")).unwrap();
         back.metadata.remove("format");
         assert_eq!(back, ck);
+    }
+
+    #[test]
+    fn refuses_non_finite_weights_naming_file_and_tensor() {
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut ck = Checkpoint::default();
+            ck.floats.insert(
+                "model.conv.weight".into(),
+                HostTensor {
+                    shape: vec![3],
+                    data: vec![1.0, bad, bad],
+                },
+            );
+            let bytes = ck.to_bytes().unwrap();
+            let err = Checkpoint::from_bytes(&bytes, Path::new("run/checkpoints/last.safetensors"))
+                .unwrap_err()
+                .to_string();
+            for needle in [
+                "run/checkpoints/last.safetensors",
+                "`model.conv.weight`",
+                "2 non-finite value(s) of 3",
+                "flat index 1",
+            ] {
+                assert!(err.contains(needle), "{needle}: {err}");
+            }
+        }
     }
 
     #[test]

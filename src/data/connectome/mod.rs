@@ -61,6 +61,16 @@ pub enum ConnectomeError {
         column: usize,
         value: String,
     },
+    #[error(
+        "{path}: line {line}, column {column}: negative edge weight {value:?} (SC weights must be \
+         ≥ 0: log1p of a negative weight is below zero, NaN below −1)"
+    )]
+    Negative {
+        path: PathBuf,
+        line: u64,
+        column: usize,
+        value: String,
+    },
     #[error("{path}: line {line} has {found} columns but line 1 has {expected}")]
     Ragged {
         path: PathBuf,
@@ -96,6 +106,25 @@ pub enum ConnectomeError {
         path: PathBuf,
         n_rois: usize,
         n_nodes: usize,
+    },
+    #[error("{path}: line {line}: scan {scan_id}: negative age {value:?} (ages are in years, ≥ 0)")]
+    NegativeAge {
+        path: PathBuf,
+        line: u64,
+        scan_id: String,
+        value: String,
+    },
+    /// `later` and `earlier` describe a scan: `<scanid> (table line L, age A; SC file F)`.
+    #[error(
+        "{path}: subject {subject}: {later} is not older than the visit before it, {earlier}: \
+         each follow-up must be older than the previous visit (visits are ordered by session: \
+         baseline, 2-, 4-, 6-year, then others by name; Δt is the age difference)"
+    )]
+    AgesNotIncreasing {
+        path: PathBuf,
+        subject: String,
+        earlier: String,
+        later: String,
     },
     #[error("{path}: required column {column:?} is missing from the header")]
     MissingColumn { path: PathBuf, column: String },

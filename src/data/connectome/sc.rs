@@ -81,8 +81,9 @@ pub fn group_sequences(files: Vec<ScFile>) -> Vec<(String, Vec<ScFile>)> {
 ///
 /// Values are parsed as f64 and rounded to f32 (as numpy reading into float32 does). Rejected,
 /// with the file and 1-based line/column in the error: empty files, rows of different lengths,
-/// non-square shapes, cells that are not numbers, and NaN/±inf (also finite f64 values that
-/// overflow f32).
+/// non-square shapes, cells that are not numbers, NaN/±inf (also finite f64 values that
+/// overflow f32) and negative weights (an SC weight is a count or a density: `log1p` of a
+/// weight below −1 is NaN, and every log-domain metric with it).
 pub fn read_sc_matrix(path: &Path) -> Result<Array2<f32>> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
@@ -135,6 +136,14 @@ pub fn read_sc_matrix(path: &Path) -> Result<Array2<f32>> {
                     value: cell.to_string(),
                 });
             }
+            if v < 0.0 {
+                return Err(ConnectomeError::Negative {
+                    path: path.to_path_buf(),
+                    line,
+                    column: c + 1,
+                    value: cell.to_string(),
+                });
+            }
             values.push(v);
         }
         rows += 1;
@@ -152,6 +161,69 @@ pub fn read_sc_matrix(path: &Path) -> Result<Array2<f32>> {
         });
     }
     Ok(Array2::from_shape_vec((rows, cols), values).expect("rows*cols values were pushed"))
+}
+
+/// Relative tolerance of [`asymmetry`]: `|A[i,j] − A[j,i]|` above this fraction of the larger
+/// magnitude is an asymmetric pair (a CSV written from a symmetric f32 matrix round-trips
+/// exactly; a float64 one printed to 7 significant digits differs by ≤ 5e-7).
+pub const SYMMETRY_TOLERANCE: f32 = 1e-6;
+
+/// The worst asymmetric pair of a square matrix: 1-based row and column of `A[i,j]` (i < j),
+/// its value and the value of `A[j,i]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Asymmetry {
+    pub row: usize,
+    pub column: usize,
+    pub upper: f32,
+    pub lower: f32,
+    /// Number of pairs (i < j) beyond the tolerance.
+    pub pairs: usize,
+}
+
+impl std::fmt::Display for Asymmetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "not symmetric: {} pair(s) differ by more than {SYMMETRY_TOLERANCE:e} relative, the \
+             largest at row {r}, column {c} ({u}) against row {c}, column {r} ({l})",
+            self.pairs,
+            r = self.row,
+            c = self.column,
+            u = self.upper,
+            l = self.lower,
+        )
+    }
+}
+
+/// The worst pair `(i, j)`, `i < j`, whose values differ by more than [`SYMMETRY_TOLERANCE`]
+/// relative (`|a − b| > tol · max(|a|, |b|)`), with the count of such pairs; `None` when the
+/// matrix is symmetric within the tolerance.
+pub fn asymmetry(a: ndarray::ArrayView2<f32>) -> Option<Asymmetry> {
+    let n = a.nrows().min(a.ncols());
+    let mut worst: Option<(f32, Asymmetry)> = None;
+    let mut pairs = 0;
+    for i in 0..n {
+        for j in i + 1..n {
+            let (u, l) = (a[(i, j)], a[(j, i)]);
+            let diff = (u - l).abs();
+            let scale = u.abs().max(l.abs());
+            if diff > SYMMETRY_TOLERANCE * scale {
+                pairs += 1;
+                let rel = diff / scale;
+                if worst.as_ref().is_none_or(|(w, _)| rel > *w) {
+                    let at = Asymmetry {
+                        row: i + 1,
+                        column: j + 1,
+                        upper: u,
+                        lower: l,
+                        pairs: 0,
+                    };
+                    worst = Some((rel, at));
+                }
+            }
+        }
+    }
+    worst.map(|(_, at)| Asymmetry { pairs, ..at })
 }
 
 pub(crate) fn csv_error(path: &Path, source: csv::Error) -> ConnectomeError {
@@ -181,12 +253,13 @@ mod tests {
         let p = write(
             dir.path(),
             "a.csv",
-            "\u{feff}0, 1.5,2\n1.5,0,-3e-1\r\n2,-0.3,0\n",
+            "\u{feff}0, 1.5,2\n1.5,0,3e-1\r\n2,0.3,-0\n",
         );
         let m = read_sc_matrix(&p).unwrap();
         assert_eq!(m.dim(), (3, 3));
         assert_eq!(m[(0, 1)], 1.5);
-        assert_eq!(m[(1, 2)], -0.3);
+        assert_eq!(m[(1, 2)], 0.3);
+        assert!(asymmetry(m.view()).is_none());
     }
 
     #[test]
@@ -224,6 +297,11 @@ mod tests {
                 "line 2, column 1: \"-inf\" is not finite",
             ),
             ("overflow.csv", "0,1e39\n1,0\n", "\"1e39\" is not finite"),
+            (
+                "negative.csv",
+                "0,1,2\n1,0,3\n2,-3e-1,0\n",
+                "line 3, column 2: negative edge weight \"-3e-1\"",
+            ),
             ("empty.csv", "", "is empty: expected an N×N matrix"),
         ];
         for (name, text, want) in cases {
@@ -238,6 +316,26 @@ mod tests {
         let missing = dir.path().join("missing.csv");
         let err = read_sc_matrix(&missing).unwrap_err().to_string();
         assert!(err.contains("missing.csv"), "{err}");
+    }
+
+    #[test]
+    fn finds_the_worst_asymmetric_pair() {
+        let m = ndarray::array![[0.0f32, 1.0, 2.0], [1.0, 0.0, 3.0], [2.5, 3.000001, 0.0]];
+        let a = asymmetry(m.view()).unwrap();
+        assert_eq!(
+            (a.row, a.column, a.upper, a.lower, a.pairs),
+            (1, 3, 2.0, 2.5, 1)
+        );
+        let text = a.to_string();
+        assert!(
+            text.contains("row 1, column 3 (2) against row 3, column 1 (2.5)"),
+            "{text}"
+        );
+        // Within the relative tolerance (3 vs 3.000001 is 3.3e-7), and zeros on both sides.
+        let m = ndarray::array![[0.0f32, 0.0], [0.0, 0.0]];
+        assert!(asymmetry(m.view()).is_none());
+        let m = ndarray::array![[0.0f32, 1e-30], [0.0, 0.0]];
+        assert_eq!(asymmetry(m.view()).map(|a| a.pairs), Some(1));
     }
 
     #[test]

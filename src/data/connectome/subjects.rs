@@ -36,6 +36,8 @@ pub struct SubjectTable {
     pub unparsable_ages: Vec<String>,
     /// Rows skipped because their `scanid` is empty.
     pub rows_without_scanid: usize,
+    /// The 1-based line of each scanid's row (the last one, which wins).
+    pub lines: HashMap<String, u64>,
 }
 
 impl SubjectTable {
@@ -111,6 +113,14 @@ pub fn read_subject_table(path: &Path) -> Result<SubjectTable> {
         }
         let line = record.position().map_or(0, |p| p.line());
         let age = parse_float(cell(age_col));
+        if age < 0.0 {
+            return Err(ConnectomeError::NegativeAge {
+                path: path.to_path_buf(),
+                line,
+                scan_id: scanid.to_string(),
+                value: cell(age_col).trim().to_string(),
+            });
+        }
         if age.is_nan() && !is_na(cell(age_col)) {
             table
                 .unparsable_ages
@@ -137,6 +147,7 @@ pub fn read_subject_table(path: &Path) -> Result<SubjectTable> {
             icv,
         };
         lines.entry(scanid.clone()).or_default().push(line);
+        table.lines.insert(scanid.clone(), line);
         table.rows.insert(scanid, info);
     }
     let mut duplicates: Vec<(u64, String)> = lines
@@ -234,6 +245,28 @@ sub-A,M
         let d = t.rows["sub-D"];
         assert!(d.age.is_nan());
         assert_eq!((d.sex, d.site), (0, 0));
+        // The winning row's line of each scanid.
+        assert_eq!(t.lines["sub-C_ses-baselineYear1Arm1"], 6);
+        assert_eq!(t.lines["sub-D"], 7);
+    }
+
+    #[test]
+    fn negative_age_is_an_error_naming_file_line_and_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "ages.csv",
+            "scanid,age\nsub-A_ses-baselineYear1Arm1,0\nsub-A_ses-2YearFollowUpYArm1, -2.5\n",
+        );
+        let err = read_subject_table(&p).unwrap_err().to_string();
+        for needle in [
+            "ages.csv",
+            "line 3",
+            "sub-A_ses-2YearFollowUpYArm1",
+            "\"-2.5\"",
+        ] {
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
     }
 
     #[test]

@@ -1,18 +1,21 @@
 //! The grouped view of `trainer compare`: which keys group by default (every configuration
 //! apart), keys and metrics checked against what the runs have, the identity's row, runs that
-//! cannot be read named under *missing*, and a warning when a group pools configurations.
+//! cannot be read named under *missing*, a warning when a group pools configurations, and a
+//! refusal when it pools cohorts (`--pool-cohorts` allows it: [`super::pooling`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Result, bail};
 use serde_json::Value;
 
-use super::{Run, RunStatus, group_value, read_json};
+use super::{CompareSettings, Run, RunStatus, group_value, read_json};
 use crate::metrics::sc::ScMetrics;
 use crate::outputs::group_table::{self, Format, Grouping};
 
 /// Keys every run answers (besides a sweep's varied keys and any setting of `args.json`).
-const NAMED_KEYS: &[&str] = &["model", "preset", "variant", "fold", "seed", "source"];
+const NAMED_KEYS: &[&str] = &[
+    "model", "preset", "variant", "fold", "seed", "source", "cohort",
+];
 
 /// Keys that repeat one configuration (another fold, another seed): never part of what tells
 /// configurations apart.
@@ -23,12 +26,8 @@ const DEFAULT_METRICS: &[&str] = &["sc_log_mse", "skill", "sc_log_pearson"];
 
 /// The grouped view: `group_by` (default: model, preset and what the sweeps varied besides
 /// folds and seeds), `metrics` (default: [`DEFAULT_METRICS`]).
-pub(super) fn grouped(
-    runs: &[Run],
-    group_by: &[String],
-    metrics: &[String],
-    f: Format,
-) -> Result<()> {
+pub(super) fn grouped(runs: &[Run], s: &CompareSettings, f: Format) -> Result<()> {
+    let (group_by, metrics) = (&s.group_by, &s.metrics);
     let metrics: Vec<String> = if metrics.is_empty() {
         DEFAULT_METRICS.iter().map(|m| m.to_string()).collect()
     } else {
@@ -47,6 +46,14 @@ pub(super) fn grouped(
         keys.insert(0, "source".into());
     }
     warn_pooled(runs, &keys);
+    let mut pools: BTreeMap<Vec<String>, Vec<&Run>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| r.done()) {
+        let key = keys.iter().map(|k| group_value(r, k)).collect();
+        pools.entry(key).or_default().push(r);
+    }
+    let apart = format!("keep them apart with --group-by {},cohort", keys.join(","));
+    let pools: Vec<Vec<&Run>> = pools.into_values().collect();
+    super::pooling::check_cohorts(&pools, s.pool_cohorts, &apart)?;
     let mut rows = Vec::new();
     let mut ungrouped = Vec::new();
     for r in runs {

@@ -1,11 +1,61 @@
-//! `trainer compare`'s other outputs: every run's strata as a table (`--strata`) and the
-//! validation curves (`--plot`).
+//! `trainer compare`'s other outputs: the paired view (`--against`), every run's strata as a
+//! table (`--strata`) and the validation curves (`--plot`).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 
-use super::{CompareSettings, Run, group_value, groups, read_json};
+use super::{CompareSettings, Run, group_value, groups, pooling, read_json};
+use crate::sweep::against::{self, Compared};
+
+/// `--against MODEL`: our finished runs (of one cohort, unless `--pool-cohorts`), each paired
+/// with that model's run of its fold and seed ([`against`]); runs left unpaired are named on
+/// standard error.
+pub(super) fn against(runs: &[Run], s: &CompareSettings, model: &str) -> Result<()> {
+    let keys = groups::configuration_keys(runs);
+    let done: Vec<&Run> = runs
+        .iter()
+        .filter(|r| r.reference.is_none() && r.done())
+        .collect();
+    let apart = "compare each cohort's runs on their own";
+    pooling::check_cohorts(std::slice::from_ref(&done), s.pool_cohorts, apart)?;
+    let ours: Vec<Compared> = done
+        .iter()
+        .map(|r| Compared {
+            name: r.name.clone(),
+            dir: r.dir.path(),
+            configuration: keys
+                .iter()
+                .map(|k| format!("{k}={}", group_value(r, k)))
+                .collect::<Vec<_>>()
+                .join(" "),
+            fold: group_value(r, "fold"),
+            seed: group_value(r, "seed"),
+        })
+        .collect();
+    let lines = against::against_lines(&ours, model, &s.metrics)?;
+    if s.json {
+        let spread = against::fold_spread(&lines);
+        let out = serde_json::json!({"runs": lines, "fold_spread": spread});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", against::render(&lines, model));
+    }
+    let mut unpaired: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.unpaired.is_some())
+        .map(|l| l.run.as_str())
+        .collect();
+    unpaired.dedup();
+    if !unpaired.is_empty() {
+        eprintln!(
+            "[compare] {} run(s) without a {model} run of the same fold and seed (unpaired): {}",
+            unpaired.len(),
+            unpaired.join(" ")
+        );
+    }
+    Ok(())
+}
 
 /// `--strata`: each run's strata as a table (JSON: run → strata), runs without `strata.json`
 /// named.

@@ -142,6 +142,10 @@ impl GnnConfig {
         row.insert("base_results_dir".into(), json!(self.settings.results_dir));
         row.insert("data_defects".into(), prep.report.counts());
         row.insert(
+            "data_warnings".into(),
+            json!(prep.report.warnings_capped(100)),
+        );
+        row.insert(
             "cohort".into(),
             json!({
                 "n_subjects": cohort.subjects.len(), "n_scans": cohort.n_scans(),

@@ -1,7 +1,7 @@
 //! Reading a cohort's three inputs (SC directory, morphology tree, subject table) on all cores.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ndarray::{Array1, Array2, s};
 
@@ -9,8 +9,10 @@ use super::{Cohort, CohortPaths, LoadOptions, LoadReport, Scan, Subject};
 use crate::data::connectome::morph::{MorphLayout, index_morphology, load_morph};
 use crate::data::connectome::naming::{UNKNOWN_SESSION_RANK, session_rank};
 use crate::data::connectome::preprocess::{ecc, preprocess, strengths};
-use crate::data::connectome::sc::{ScFile, group_sequences, list_sc_files, read_sc_matrix};
-use crate::data::connectome::subjects::{SEX_VOCAB, ScanInfo, read_subject_table};
+use crate::data::connectome::sc::{
+    Asymmetry, ScFile, asymmetry, group_sequences, list_sc_files, read_sc_matrix,
+};
+use crate::data::connectome::subjects::{SEX_VOCAB, ScanInfo, SubjectTable, read_subject_table};
 use crate::data::connectome::{ConnectomeError, Result, par_map};
 
 struct Job {
@@ -24,17 +26,23 @@ struct Loaded {
     s_mean: f64,
     ecc: Array1<f64>,
     x: Option<crate::data::connectome::morph::MorphFile>,
+    asymmetry: Option<Asymmetry>,
 }
 
 /// Load a cohort from its three inputs (docs/clg-ode-model.md §1), reading files on all cores.
 ///
-/// Errors (each naming the file): unreadable/empty inputs, malformed SC matrices, SC files
-/// whose size differs from the first loaded one, morphology files without a usable column or
-/// with non-numeric cells, fewer morphology ROIs than SC nodes, a subject table without
-/// `scanid`, or no subject left. Everything the reference drops or patches silently is listed in
-/// the returned [`LoadReport`].
+/// Errors (each naming the file): unreadable/empty inputs, malformed SC matrices (negative
+/// weights included), SC files whose size differs from the first loaded one, morphology files
+/// without a usable column or with non-numeric cells, fewer morphology ROIs than SC nodes, a
+/// subject table without `scanid` or `age` or with a negative age, a follow-up whose table age
+/// does not exceed the previous visit's, or no subject left. Everything the reference drops,
+/// patches or accepts silently (asymmetric matrices, ages mixing the table and visit indices, no
+/// subject with two scans) is listed in the returned [`LoadReport`].
 pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, LoadReport)> {
-    let mut report = LoadReport::default();
+    let mut report = LoadReport {
+        sc_dir: paths.sc_dir.clone(),
+        ..LoadReport::default()
+    };
     let files = list_sc_files(&paths.sc_dir)?;
     report.sc_files = files.len();
     let mut seen = HashSet::new();
@@ -97,6 +105,7 @@ pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, L
     let topo_bins = opts.topo_bins;
     let loaded = par_map(&jobs, |job| -> Result<Loaded> {
         let a = read_sc_matrix(&job.file.path)?;
+        let asymmetry = asymmetry(a.view());
         let (a_raw, a_log) = preprocess(a.view());
         let (s, s_mean) = strengths(a_raw.view());
         let ecc = ecc(a_log.view(), topo_bins);
@@ -111,6 +120,7 @@ pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, L
             s_mean,
             ecc,
             x,
+            asymmetry,
         })
     });
     let loaded: Vec<Loaded> = loaded.into_iter().collect::<Result<_>>()?;
@@ -132,6 +142,13 @@ pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, L
             n_rois: layout.rois.len(),
             n_nodes,
         });
+    }
+    for (job, l) in jobs.iter().zip(&loaded) {
+        if let Some(a) = &l.asymmetry {
+            report
+                .sc_asymmetric
+                .push((job.file.path.clone(), a.to_string()));
+        }
     }
     report.morph_rois_truncated = layout.rois.len() - n_nodes;
     let n_metrics = layout.metrics.len();
@@ -219,6 +236,12 @@ pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, L
             scans,
         });
     }
+    if let Some(path) = &paths.subject_info_csv {
+        for subject in &subjects {
+            check_ages(subject, &table, path, &mut report)?;
+        }
+    }
+    report.subjects_with_two_scans = subjects.iter().filter(|s| s.scans.len() >= 2).count();
     report.n_subjects = subjects.len();
     report.n_scans = subjects.iter().map(|s| s.scans.len()).sum();
     let cohort = Cohort {
@@ -232,4 +255,62 @@ pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, L
         sites: table.sites,
     };
     Ok((cohort, report))
+}
+
+/// The ages of one subject's visits: those from the table must increase strictly along the
+/// visits (else Δt would silently be the visit-index difference: an error naming the table's
+/// lines); a subject whose ages mix the table and visit indices is reported (the reference
+/// does the same silently, and Δt between the two kinds is meaningless).
+fn check_ages(
+    subject: &Subject,
+    table: &SubjectTable,
+    path: &Path,
+    report: &mut LoadReport,
+) -> Result<()> {
+    let describe = |scan: &Scan| {
+        let file = scan
+            .sc_path
+            .file_name()
+            .map_or_else(String::new, |f| f.to_string_lossy().into_owned());
+        let line = table
+            .lines
+            .get(&scan.scan_id)
+            .map_or_else(|| "?".to_string(), u64::to_string);
+        format!(
+            "{} (table line {line}, age {}; SC file {file})",
+            scan.scan_id, scan.age
+        )
+    };
+    let mut previous: Option<&Scan> = None;
+    for scan in subject.scans.iter().filter(|s| s.age_from_table) {
+        if let Some(before) = previous
+            && scan.age <= before.age
+        {
+            return Err(ConnectomeError::AgesNotIncreasing {
+                path: path.to_path_buf(),
+                subject: subject.id.clone(),
+                earlier: describe(before),
+                later: describe(scan),
+            });
+        }
+        previous = Some(scan);
+    }
+    let (table_ages, index_ages): (Vec<&Scan>, Vec<&Scan>) =
+        subject.scans.iter().partition(|s| s.age_from_table);
+    if !table_ages.is_empty() && !index_ages.is_empty() {
+        let ids = |scans: &[&Scan]| -> String {
+            scans
+                .iter()
+                .map(|s| s.scan_id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        report.subjects_mixing_ages.push(format!(
+            "{}: ages of {} from the subject table, of {} the visit index",
+            subject.id,
+            ids(&table_ages),
+            ids(&index_ages)
+        ));
+    }
+    Ok(())
 }

@@ -8,12 +8,18 @@ use serde::{Deserialize, Serialize};
 /// What the loader dropped, patched or ignored (the reference does these silently).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LoadReport {
+    /// The SC directory (`--sc-dir`), named by the cohort-wide warnings.
+    pub sc_dir: PathBuf,
     pub sc_files: usize,
+    /// SC files that are not symmetric within `sc::SYMMETRY_TOLERANCE` (relative): file, the
+    /// worst pair. Symmetrised as `(A + Aᵀ)/2`, as the reference does.
+    pub sc_asymmetric: Vec<(PathBuf, String)>,
     /// SC file names whose session is empty or not one of the four canonical ids. They are kept
     /// (rank 999, sorted after the canonical visits), as in the reference; an empty session
     /// gives the scanid `<subject>` which no morphology file can match.
     pub non_canonical_sessions: Vec<String>,
-    /// scanids that more than one SC file maps to (all are kept, sharing morphology and age).
+    /// scanids that more than one SC file maps to (all are kept, sharing morphology and age;
+    /// with an age from the subject table that is an error, the second visit not being older).
     pub duplicate_sc_scan_ids: Vec<String>,
     pub morph_files_indexed: usize,
     pub morph_ignored_no_subject: Vec<PathBuf>,
@@ -41,6 +47,11 @@ pub struct LoadReport {
     /// Morphology files lacking columns of the layout (zero-filled): file, what it lacks.
     pub morph_missing_columns: Vec<(PathBuf, String)>,
     pub table_rows_without_scanid: usize,
+    /// Subjects whose visits take some ages from the table and others from the visit index
+    /// (`<subject>: …`): Δt between the two kinds is meaningless (the reference does the same).
+    pub subjects_mixing_ages: Vec<String>,
+    /// Subjects with two scans or more (with none, nothing is forecast).
+    pub subjects_with_two_scans: usize,
     pub n_subjects: usize,
     pub n_scans: usize,
 }
@@ -50,6 +61,26 @@ impl LoadReport {
     /// keeps (README, "Input formats": which defects are errors and which are warnings).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if self.n_subjects > 0 && self.subjects_with_two_scans == 0 {
+            out.push(format!(
+                "{}: no subject has two scans: nothing can be forecast (only each visit's \
+                 reconstruction trains, as in the reference; the forecast losses are undefined \
+                 and the test metrics score visit 0's reconstruction, not a forecast)",
+                self.sc_dir.display()
+            ));
+        }
+        for (file, what) in &self.sc_asymmetric {
+            out.push(format!(
+                "{}: {what}; symmetrised as (A + Aᵀ)/2, as the reference",
+                file.display()
+            ));
+        }
+        for s in &self.subjects_mixing_ages {
+            out.push(format!(
+                "subject {s}: Δt between a table age and a visit index is meaningless (fill in \
+                 the missing ages)"
+            ));
+        }
         for (file, what) in &self.morph_missing_columns {
             out.push(format!(
                 "{}: lacks {what} (zero-filled, as the reference)",
@@ -83,9 +114,24 @@ impl LoadReport {
         out
     }
 
+    /// The first `max` of [`Self::warnings`], then one line saying how many more the log has
+    /// (for `run_meta.json`: a cohort of thousands of scans must not fill it).
+    pub fn warnings_capped(&self, max: usize) -> Vec<String> {
+        let mut all = self.warnings();
+        if all.len() > max {
+            let more = all.len() - max;
+            all.truncate(max);
+            all.push(format!("… and {more} more (see the run's log)"));
+        }
+        all
+    }
+
     /// How many of each defect, for `run_meta.json`.
     pub fn counts(&self) -> serde_json::Value {
         serde_json::json!({
+            "sc_asymmetric": self.sc_asymmetric.len(),
+            "subjects_mixing_ages": self.subjects_mixing_ages.len(),
+            "subjects_with_two_scans": self.subjects_with_two_scans,
             "morph_files_missing_columns": self.morph_missing_columns.len(),
             "morph_files_without_data": self.morph_files_without_data.len(),
             "morph_nan_cells": self.morph_nan_cells,
@@ -124,6 +170,14 @@ impl fmt::Display for LoadReport {
                 "SC files with a non-canonical session",
             ),
             (self.duplicate_sc_scan_ids.len(), "duplicate SC scan ids"),
+            (
+                self.sc_asymmetric.len(),
+                "asymmetric SC matrices (symmetrised)",
+            ),
+            (
+                self.subjects_mixing_ages.len(),
+                "subjects mixing table ages and visit indices",
+            ),
             (
                 self.scans_not_in_table.len(),
                 "scans missing from the subject table (age = visit index)",

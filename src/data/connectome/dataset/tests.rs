@@ -101,6 +101,21 @@ fn loads_and_reports() {
         ]
     );
     assert_eq!(r.ages_not_finite, ["sub-B_ses-baselineYear1Arm1"]);
+    // sub-B's baseline age is its visit index, its follow-up's the table's: named.
+    assert_eq!(
+        r.subjects_mixing_ages,
+        [
+            "sub-B: ages of sub-B_ses-2YearFollowUpYArm1 from the subject table, of \
+          sub-B_ses-baselineYear1Arm1 the visit index"
+        ]
+    );
+    assert_eq!(r.subjects_with_two_scans, 3);
+    assert!(r.sc_asymmetric.is_empty());
+    assert!(
+        r.warnings()
+            .iter()
+            .any(|w| w.contains("subject sub-B: ages"))
+    );
     assert_eq!((r.n_subjects, r.n_scans, r.sc_files), (3, 6, 8));
     assert!(r.to_string().contains("2 subjects dropped"), "{r}");
 
@@ -275,4 +290,90 @@ fn split_then_fold_stats() {
     .unwrap();
     assert_eq!(st, manual);
     assert_ne!(st, c.norm_stats(&split.trainval).unwrap());
+}
+
+/// `small_cohort` with `edit` applied to the text of `file` (relative to the cohort root), loaded.
+fn load_edited(file: &str, edit: impl Fn(&str) -> String) -> Result<(Cohort, LoadReport)> {
+    let dir = tempfile::tempdir().unwrap();
+    small_cohort(dir.path());
+    let path = dir.path().join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, edit(&text)).unwrap();
+    load_cohort(&CohortPaths::under(dir.path()), &LoadOptions::default())
+}
+
+#[test]
+fn follow_ups_must_be_older_than_the_visit_before() {
+    for age in ["9.5", "8"] {
+        let err = load_edited("subject_info_sc.csv", |t| {
+            t.replace(
+                "sub-A_ses-2YearFollowUpYArm1,11.5",
+                &format!("sub-A_ses-2YearFollowUpYArm1,{age}"),
+            )
+        })
+        .unwrap_err()
+        .to_string();
+        for needle in [
+            "subject_info_sc.csv: subject sub-A",
+            &format!("sub-A_ses-2YearFollowUpYArm1 (table line 3, age {age}; SC file"),
+            "sub-A_ses-baselineYear1Arm1 (table line 2, age 9.5; SC file \
+             sub-A_ses-baselineYear1Arm1.csv)",
+            "is not older than the visit before it",
+        ] {
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
+    }
+    // A negative age is an error of the table itself.
+    let err = load_edited("subject_info_sc.csv", |t| t.replace(",9.5,", ",-9.5,"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("line 2: scan sub-A_ses-baselineYear1Arm1: negative age \"-9.5\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn negative_weights_are_errors_asymmetry_and_no_pairs_warnings() {
+    let b = "sc/sub-A_ses-baselineYear1Arm1.csv";
+    let err = load_edited(b, |_| "0,1,0\n1,0,-2\n0,-2,0\n".into())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("sub-A_ses-baselineYear1Arm1.csv: line 2, column 3: negative edge weight"),
+        "{err}"
+    );
+    let (c, r) = load_edited(b, |_| "0,1,0\n1.5,0,2\n0,2,0\n".into()).unwrap();
+    assert_eq!(r.sc_asymmetric.len(), 1);
+    let w = r.warnings().join("\n");
+    assert!(
+        w.contains("sub-A_ses-baselineYear1Arm1.csv: not symmetric: 1 pair(s)")
+            && w.contains("row 1, column 2 (1) against row 2, column 1 (1.5)")
+            && w.contains("symmetrised"),
+        "{w}"
+    );
+    assert_eq!(c.subjects[0].scans[0].a_raw[(0, 1)], 1.25);
+    assert_eq!(r.counts()["sc_asymmetric"], 1);
+
+    // Only baselines: loaded, with one cohort-wide warning naming the SC directory.
+    let dir = tempfile::tempdir().unwrap();
+    small_cohort(dir.path());
+    for f in std::fs::read_dir(dir.path().join("sc")).unwrap() {
+        let p = f.unwrap().path();
+        if p.to_string_lossy().contains("2YearFollowUp") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let (c, r) = load_cohort(&CohortPaths::under(dir.path()), &LoadOptions::default()).unwrap();
+    assert_eq!((c.subjects.len(), r.subjects_with_two_scans), (3, 0));
+    let w = r.warnings();
+    assert!(
+        w[0].starts_with(&format!(
+            "{}: no subject has two scans",
+            dir.path().join("sc").display()
+        )),
+        "{w:?}"
+    );
+    assert_eq!(r.warnings_capped(0).len(), 1);
+    assert!(r.warnings_capped(0)[0].contains("more"));
 }
