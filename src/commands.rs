@@ -17,15 +17,32 @@ use crate::exit::Exit;
 /// `trainer env [--json]`: ranks, hosts, rendezvous, job ids and devices.
 pub fn cmd_env(json: bool) -> anyhow::Result<()> {
     let env = detect_env()?;
+    // The device line names the GPU a run would take; without a driver it would not get it.
+    let no_driver = env
+        .device
+        .as_ref()
+        .and_then(|_| match probe_driver(&Vars::from_process()) {
+            crate::cluster::gpu::DriverProbe::Absent { reason } => Some(reason),
+            crate::cluster::gpu::DriverProbe::Present(_) => None,
+        });
     if json {
         let mut v = serde_json::to_value(&env)?;
         if let Some(m) = v.as_object_mut() {
             // Whether this binary can run several ranks (cargo feature `mpi`).
             m.insert("mpi".into(), crate::dist::MPI_BUILT.into());
+            if let Some(reason) = &no_driver {
+                m.insert("no_driver".into(), reason.clone().into());
+            }
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", render_env(&env));
+        if let Some(reason) = &no_driver {
+            println!(
+                "driver                 none ({reason}): a run here stops with exit 10 instead \
+                 of using that device; `trainer doctor` says more"
+            );
+        }
         println!(
             "mpi                    {}",
             if crate::dist::MPI_BUILT {

@@ -242,7 +242,13 @@ fn table_args(
         }
         let long = arg.get_long().unwrap_or(&flag);
         let values = match value {
-            toml::Value::Array(items) => items,
+            toml::Value::Array(items) if takes_many(arg) => items,
+            toml::Value::Array(items) => {
+                return Err(usage_error(format!(
+                    "{name}: key `{key}` = {}: a list, but --{long} takes one value",
+                    toml::Value::Array(items)
+                )));
+            }
             v => vec![v],
         };
         for v in values {
@@ -260,6 +266,13 @@ fn table_args(
         }
     }
     Ok((out, keys))
+}
+
+/// Whether `arg` takes several values (repeated, or a list after one flag), so that a TOML
+/// list can stand for it; for any other flag a list would silently keep its last item.
+fn takes_many(arg: &Arg) -> bool {
+    matches!(arg.get_action(), ArgAction::Append)
+        || arg.get_num_args().is_some_and(|n| n.max_values() > 1)
 }
 
 fn dedup(v: &[String]) -> Vec<String> {

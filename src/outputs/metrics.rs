@@ -41,13 +41,20 @@ impl MetricsFiles {
         for (i, l) in lines.iter().enumerate() {
             match serde_json::from_str::<Value>(l) {
                 Ok(Value::Object(m)) => rows.push(m),
-                _ if i + 1 == lines.len() => eprintln!(
-                    "warning: {}: dropping its last line {}, which is not a complete JSON \
-                     object (a torn write); the rows before it are kept",
+                // Cut short (the line ends inside the object): a torn write, only last.
+                Err(e) if e.is_eof() && i + 1 == lines.len() => eprintln!(
+                    "warning: {}: dropping its last line {}, which ends before its JSON object \
+                     does (a torn write); the rows before it are kept",
                     self.jsonl.display(),
                     i + 1
                 ),
-                _ => bail!(
+                Err(e) => bail!(
+                    "{}: line {}: not valid JSON ({e}); a value that is not a number is written \
+                     null, never NaN or Infinity",
+                    self.jsonl.display(),
+                    i + 1
+                ),
+                Ok(_) => bail!(
                     "{}: line {} is not a JSON object",
                     self.jsonl.display(),
                     i + 1
@@ -111,5 +118,25 @@ fn csv_cell(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_last_line_is_torn_but_a_nan_literal_is_an_error() {
+        let t = tempfile::tempdir().unwrap();
+        let files = MetricsFiles::new(t.path());
+        let path = t.path().join(crate::outputs::run_files::METRICS_JSONL);
+        std::fs::write(&path, "{\"epoch\": 1}\n{\"epoch\": 2, \"lo").unwrap();
+        assert_eq!(files.rows().unwrap().len(), 1);
+        std::fs::write(&path, "{\"epoch\": 1}\n{\"epoch\": 2, \"loss\": NaN}\n").unwrap();
+        let e = files.rows().unwrap_err().to_string();
+        assert!(
+            e.contains("line 2: not valid JSON") && e.contains("null"),
+            "{e}"
+        );
     }
 }

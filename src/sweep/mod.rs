@@ -219,6 +219,14 @@ fn run_wave(dir: &Path, manifest: &Manifest, todo: &[&Task], jobs: usize, thread
                     if supervise::runner_stopped().is_some() {
                         break;
                     }
+                    // Another `sweep run` (or an array task) holds it: theirs, not a failure.
+                    if let Some(pid) = crate::outputs::rundir::held_by(&run_dir(dir, t)) {
+                        eprintln!(
+                            "[sweep] task {} ({}) is running elsewhere (pid {pid}): skipped",
+                            t.index, t.name
+                        );
+                        continue;
+                    }
                     let env = [("RAYON_NUM_THREADS", threads)];
                     let gpus = manifest.resources.gpus() > 0;
                     let ok = task::run_task(dir, manifest, t, &env, gpus).is_ok_and(|c| c == 0);
