@@ -664,8 +664,11 @@ fn out_never_takes_over_a_directory_that_is_not_a_run() {
         "precious = true\n"
     );
     assert_eq!(std::fs::read_dir(&mine).unwrap().count(), 1);
-    // A new directory, and the same one again with --resume auto, are ours.
+    // A directory with files no run writes (a job script's log) is taken, and they are kept;
+    // the same one again with --resume auto is ours.
     let run = t.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("job.log"), "started\n").unwrap();
     for extra in [&[][..], &["--resume", "auto"][..]] {
         let o = trainer()
             .args([
@@ -684,4 +687,5 @@ fn out_never_takes_over_a_directory_that_is_not_a_run() {
             .unwrap();
         assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
     }
+    assert_eq!(std::fs::read_to_string(run.join("job.log")).unwrap(), "started\n");
 }

@@ -102,8 +102,8 @@ pub fn holds_a_run(dir: &Path) -> bool {
 pub fn claim(dir: &Path, resuming: bool) -> Result<RunLock> {
     if let Some(other) = foreign_entry(dir) {
         bail!(
-            "{}: exists, holds {other:?} and is not a trainer run (no run_meta.json): give this \
-             run a new --out (or an empty directory); nothing was written",
+            "{}: exists and holds {other:?}, but is not a trainer run (no run_meta.json): this \
+             run would overwrite it; give it a new --out; nothing was written",
             dir.display()
         );
     }
@@ -154,21 +154,36 @@ pub fn claim(dir: &Path, resuming: bool) -> Result<RunLock> {
     })
 }
 
-/// An entry of an existing, non-empty `dir` that shows it is not ours: `dir` has no
-/// `run_meta.json` (every run writes it first) and holds more than a claim leaves (`.lock`, an
-/// empty `checkpoints/`). `None` for a new or empty directory, or one of our runs.
+/// A file of an existing `dir` that this run would overwrite although `dir` is not one of our
+/// runs (no `run_meta.json`, which every run writes first): one of the names a run writes
+/// (`config.toml`, `args.json`, `curves.svg`, metrics, results), a non-empty `checkpoints/` or
+/// `tensorboard/`. Other files (a job script's own log or counters) are left alone and allowed.
 fn foreign_entry(dir: &Path) -> Option<String> {
-    let run = RunDir::new(dir);
-    if run.run_meta_json().exists() {
+    use super::run_files as f;
+    if RunDir::new(dir).run_meta_json().exists() {
         return None;
     }
+    let ours = [
+        f::ARGS_JSON,
+        f::CONFIG_TOML,
+        f::METRICS_JSONL,
+        f::METRICS_CSV,
+        f::STEPS_CSV,
+        f::CURVES_SVG,
+        f::RESULTS_JSON,
+        f::TEST_METRICS_JSON,
+        f::TEST_SC_METRICS_JSON,
+        f::PER_SUBJECT_CSV,
+        f::STRATA_JSON,
+        f::EVAL_METRICS_JSON,
+        f::FINISHED_JSON,
+    ];
     let entries = std::fs::read_dir(dir).ok()?;
     entries.flatten().find_map(|e| {
         let name = e.file_name().to_string_lossy().into_owned();
-        let claim_left = name == ".lock"
-            || (e.path() == run.checkpoints()
-                && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none()));
-        (!claim_left).then_some(name)
+        let full_dir = [f::CHECKPOINTS, super::tensorboard::TENSORBOARD_DIR].contains(&name.as_str())
+            && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_some());
+        (ours.contains(&name.as_str()) || full_dir).then_some(name)
     })
 }
 
