@@ -55,6 +55,16 @@ pub fn comment(s: &str) -> String {
         .collect()
 }
 
+/// `s` quoted for a message, cut after 80 characters (a 200 KB value is not repeated).
+pub fn shown(s: &str) -> String {
+    let head: String = s.chars().take(80).collect();
+    if head.len() < s.len() {
+        format!("{head:?}… ({} bytes)", s.len())
+    } else {
+        format!("{head:?}")
+    }
+}
+
 /// The first control character of `s` (NUL, newline, escape, DEL, …), if any.
 pub fn control(s: &str) -> Option<char> {
     s.chars().find(|c| c.is_control())
@@ -64,24 +74,25 @@ pub fn control(s: &str) -> Option<char> {
 /// characters, none of `%` `"` `\` (the schedulers' log patterns and directive quotes read them),
 /// at most [`MAX_PATH`] bytes. Spaces, quotes and `$` are fine: the scripts quote them.
 pub fn check_path(what: &str, p: &Path) -> Result<()> {
-    let text = p.to_string_lossy();
-    if let Some(c) = control(&text) {
-        bail!("{what} {text:?}: contains the control character {c:?}; expected a plain path");
+    let full = p.to_string_lossy();
+    let text = shown(&full);
+    if let Some(c) = control(&full) {
+        bail!("{what} {text}: contains the control character {c:?}; expected a plain path");
     }
-    if let Some(c) = text.chars().find(|c| "%\"\\".contains(*c)) {
+    if let Some(c) = full.chars().find(|c| "%\"\\".contains(*c)) {
         bail!(
-            "{what} {text:?}: contains `{c}`, which Slurm's and LSF's log-file patterns and \
+            "{what} {text}: contains `{c}`, which Slurm's and LSF's log-file patterns and \
              directive quotes read themselves; choose a path without `%`, `\"` or `\\`"
         );
     }
-    if text.len() > MAX_PATH {
+    if full.len() > MAX_PATH {
         bail!(
             "{what}: a path of {} bytes; expected at most {MAX_PATH}",
-            text.len()
+            full.len()
         );
     }
     if std::str::from_utf8(p.as_os_str().as_encoded_bytes()).is_err() {
-        bail!("{what} {text:?}: not valid UTF-8");
+        bail!("{what} {text}: not valid UTF-8");
     }
     Ok(())
 }
@@ -92,9 +103,10 @@ pub fn check_path(what: &str, p: &Path) -> Result<()> {
 pub fn check_task_name(name: &str) -> Result<()> {
     let bad = |why: &str| -> Result<()> {
         bail!(
-            "task name {name:?}: {why}; a task's name is built from variant names, zip labels \
+            "task name {}: {why}; a task's name is built from variant names, zip labels \
              and grid values, which must be plain names (letters, digits, `_ - + = ,` and inner \
-             dots)"
+             dots)",
+            shown(name)
         )
     };
     if name.len() > 1000 {

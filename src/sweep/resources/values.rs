@@ -63,12 +63,7 @@ pub(super) fn checked(key: &str, v: &str, kind: Kind) -> Result<String> {
     } else {
         v
     };
-    let shown: String = v.chars().take(60).collect();
-    let shown = if shown.len() < v.len() {
-        format!("{shown:?}… ({} bytes)", v.len())
-    } else {
-        format!("{shown:?}")
-    };
+    let shown = crate::sweep::quote::shown(v);
     let bad = |why: String| anyhow::anyhow!("`{key}` = {shown}: expected {}{why}", kind.expected());
     if v.is_empty() {
         return Err(bad(" (it is empty)".into()));
