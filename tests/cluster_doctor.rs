@@ -47,3 +47,30 @@ fn missing_nv_is_diagnosed_from_slurm_and_apptainer_variables() {
     assert_eq!(report.exit_code, exit_codes::CONTAINER_MISSING_NV);
     assert!(report.render().contains("add --nv"));
 }
+
+#[test]
+fn env_says_when_no_driver_backs_the_device_it_names() {
+    // A Slurm step with one GPU, on a machine whose NVML cannot load (a library that is not
+    // there, so a GPU machine gives the same answer).
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .arg("env")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs([
+            ("SLURM_JOB_ID", "1234"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_NTASKS", "1"),
+            ("SLURM_STEP_NODELIST", "ai01"),
+            ("SLURM_STEP_GPUS", "0"),
+            ("CUDA_VISIBLE_DEVICES", "0"),
+            ("TRAINER_NVML_LIB", "/nonexistent/libnvidia-ml.so.1"),
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("cuda:0"), "{out}");
+    assert!(out.contains("driver") && out.contains("exit 10"), "{out}");
+}
