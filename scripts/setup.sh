@@ -14,6 +14,6 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >&2
 fi
-python3 -c 'import safetensors, numpy, scipy, tensorboard' 2>/dev/null ||
-  python3 -m pip install -q --disable-pip-version-check safetensors numpy scipy tensorboard >&2
+python3 -c 'import safetensors, numpy, scipy, statsmodels, tensorboard' 2>/dev/null ||
+  python3 -m pip install -q --disable-pip-version-check safetensors numpy scipy statsmodels tensorboard >&2
 command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust (rustup)" >&2; exit 1; }

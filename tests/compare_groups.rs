@@ -73,8 +73,8 @@ fn grouped_tables_keep_configurations_apart_and_name_what_is_wrong() {
     let t = tempfile::tempdir().unwrap();
     let runs = three_runs(t.path());
 
-    // Default grouping: model and preset, and the identity's own row (its figures from the
-    // runs' test results; skill 0 by definition).
+    // Default grouping: model and preset, in the runs' order, and the identity's own row last
+    // (its figures from the runs' test results; skill 0 by definition).
     let o = compare(t.path(), &runs, &["--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let rows: Value = serde_json::from_str(&stdout(&o)).unwrap();
@@ -84,19 +84,19 @@ fn grouped_tables_keep_configurations_apart_and_name_what_is_wrong() {
         [
             g("clg-ode", "none"),
             g("clg-ode", "residual"),
-            g("identity", "identity"),
-            g("linear-drift", "none")
+            g("linear-drift", "none"),
+            g("identity", "identity")
         ]
     );
     let test: Value =
         serde_json::from_str(&std::fs::read_to_string(runs[0].join("test_metrics.json")).unwrap())
             .unwrap();
     assert_eq!(
-        rows[2]["sc_log_mse"]["mean"],
+        rows[3]["sc_log_mse"]["mean"],
         test["identity_baseline"]["sc_log_mse"]
     );
-    assert_eq!(rows[2]["skill"]["mean"], 0.0);
-    assert_eq!(rows[2]["n"], 1, "three runs of one test set: one identity");
+    assert_eq!(rows[3]["skill"]["mean"], 0.0);
+    assert_eq!(rows[3]["n"], 1, "three runs of one test set: one identity");
 
     // `--group-by preset` resolves (no "?"), and warns that it pools two models.
     let o = compare(t.path(), &runs, &["--group-by", "preset", "--json"]);
@@ -108,7 +108,7 @@ fn grouped_tables_keep_configurations_apart_and_name_what_is_wrong() {
         .iter()
         .map(|r| r["group"]["preset"].as_str().unwrap())
         .collect();
-    assert_eq!(presets, ["identity", "none", "residual"]);
+    assert_eq!(presets, ["none", "residual", "identity"]);
     assert!(
         stderr(&o).contains("the group none pools 2 configurations")
             && stderr(&o).contains("--group-by model"),

@@ -460,9 +460,10 @@ fn reference_runs_sit_beside_ours() {
     synth_cohort(t.path(), 16, 20, 3);
     let ours = train(t.path(), "cohort", "ours", &["--max_epochs", "2"]);
     let reference = reference_runs().join("clg_ode_ref/fold0");
+    // Rows in the inputs' order: the reference's, ours, the identity's.
     let args = [
-        ours.to_str().unwrap(),
         reference.to_str().unwrap(),
+        ours.to_str().unwrap(),
         "--group-by",
         "model",
     ];

@@ -318,6 +318,86 @@ fn leftover_temporaries_of_dead_processes_are_removed() {
     assert!(stderr(&o).contains("which has ended"), "{}", stderr(&o));
 }
 
+/// The names of a run's checkpoint files, sorted.
+fn checkpoint_names(run: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(run.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".safetensors"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The log line of the checkpoints' sizes.
+fn sizes_line(o: &Output, policy: &str) -> String {
+    let err = stderr(o);
+    let head = format!("] checkpoints ({policy}): ");
+    let line = err.lines().find(|l| l.contains(&head));
+    line.unwrap_or_else(|| panic!("no `{head}` line:\n{err}"))
+        .to_string()
+}
+
+#[test]
+fn checkpoints_keep_best_and_last_unless_all_and_resume_after_removal_is_exact() {
+    let t = tempfile::tempdir().unwrap();
+    let data = tiny_data(t.path());
+    let base = ["--epochs", "4", "--early-stop-metric", "test_loss"];
+    let best_last = ["best.safetensors", "last.safetensors"];
+    let o = run_in(t.path(), &mnist_args(&data, "whole", &base));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(checkpoint_names(&t.path().join("whole")), best_last);
+    let line = sizes_line(&o, "best-last");
+    assert!(
+        line.contains(": best ") && line.contains(" MB, resume "),
+        "{line}"
+    );
+
+    let mut all = base.to_vec();
+    all.extend(["--keep-checkpoints", "all"]);
+    let o = run_in(t.path(), &mnist_args(&data, "all", &all));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let epochs = (1..=4).map(|e| format!("epoch_00{e}.safetensors"));
+    let want: Vec<String> = ["best.safetensors".to_string()]
+        .into_iter()
+        .chain(epochs)
+        .chain(["last.safetensors".to_string()])
+        .collect();
+    assert_eq!(checkpoint_names(&t.path().join("all")), want);
+    assert!(sizes_line(&o, "all").contains(", 4 epoch files "));
+
+    // Stopped in epoch 2 keeping every epoch (6 steps an epoch), then in epoch 3 with the
+    // default, which removes epoch 1's file, then resumed to the end: as if uninterrupted.
+    let mut first = all.clone();
+    first.extend(["--stop-after-steps", "9"]);
+    let o = run_in(t.path(), &mnist_args(&data, "parts", &first));
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    let parts = t.path().join("parts");
+    assert!(checkpoint_names(&parts).contains(&"epoch_001.safetensors".into()));
+    let mut second = base.to_vec();
+    second.extend(["--resume", "auto", "--stop-after-steps", "8"]);
+    let o = run_in(t.path(), &mnist_args(&data, "parts", &second));
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    assert!(sizes_line(&o, "best-last").contains(", removed 1 older ("));
+    assert_eq!(checkpoint_names(&parts), best_last);
+    let o = run_in(
+        t.path(),
+        &mnist_args(&data, "parts", &[&base[..], &["--resume", "auto"]].concat()),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("resuming from"), "{}", stderr(&o));
+    assert_eq!(checkpoint_names(&parts), best_last);
+    let whole = t.path().join("whole");
+    assert_eq!(
+        metrics_without_timing(&whole),
+        metrics_without_timing(&parts)
+    );
+    for f in best_last {
+        let tensors = |run: &Path| checkpoint_tensors(&run.join("checkpoints").join(f));
+        assert_eq!(tensors(&whole), tensors(&parts), "{f} differs");
+    }
+}
+
 fn synth(dir: &Path) {
     synth_cohort(dir, 10, 12, 3);
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 pub use crate::backend::DeviceSettings as DeviceArgs;
-use crate::engine::{Mode, Monitor, RunSettings};
+use crate::engine::{KeepCheckpoints, Mode, Monitor, RunSettings};
 pub use crate::settings::{CLUSTER, OPTIM, RUN};
 use crate::toolbox::stop::RequeuePolicy;
 
@@ -40,6 +40,12 @@ pub struct RunArgs {
     /// Also write a checkpoint every N optimiser steps (0: only at the end of each epoch).
     #[arg(long, default_value_t = 0)]
     pub checkpoint_every: u64,
+    /// Which checkpoints stay in `checkpoints/`: `best-last` keeps the best and the last
+    /// weights (and the resume checkpoint `last.safetensors`) and removes epoch files an
+    /// earlier part of the run left; `all` also keeps one file per epoch. The sizes are logged
+    /// at the end.
+    #[arg(long, alias = "keep_checkpoints", value_enum, default_value_t = KeepCheckpoints::BestLast)]
+    pub keep_checkpoints: KeepCheckpoints,
     /// Seconds between plain progress lines when stderr is not a terminal (a Slurm log).
     #[arg(long, default_value_t = 10.0)]
     pub log_every_secs: f64,
@@ -78,6 +84,7 @@ impl RunArgs {
             run_name: self.run_name,
             resume: self.resume,
             checkpoint_every: self.checkpoint_every,
+            keep_checkpoints: self.keep_checkpoints,
             log_every_secs: self.log_every_secs,
             stop_after_steps: self.stop_after_steps,
             log_steps: self.log_steps,

@@ -71,20 +71,25 @@ pub struct CompareArgs {
     /// epoch's metrics row (`val_mask_ratio`).
     #[arg(long = "metric")]
     pub metrics: Vec<String>,
-    /// The grouped table as `table`, `md` (Markdown), `csv` or `json`.
+    /// Print the view as `table`, `md` (Markdown), `csv` or `json` (alone: the grouped table;
+    /// with `--against` or `--per-run`, that view).
     #[arg(long, value_enum)]
     pub format: Option<crate::outputs::compare::Format>,
-    /// Print JSON instead of the table (grouped: as `--format json`).
+    /// Print JSON instead of the table (as `--format json`).
     #[arg(long)]
     pub json: bool,
+    /// One line per run (the per-run view) in any `--format`.
+    #[arg(long, conflicts_with_all = ["against", "group_by", "metrics", "strata"])]
+    pub per_run: bool,
     /// Also write the validation skill (else loss) per epoch of every run to this `.svg` or
     /// `.png`, lines labelled by group.
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Pair every run by test subject with the run of this model (`eb-drift`, `linear-drift`,
-    /// or a run directory's name) and with the identity: mean difference of each `--metric`
-    /// (default sc_log_mse) with a bootstrap 95% interval over subjects and the Wilcoxon
-    /// signed-rank p-value.
+    /// or a run directory's name; `identity`: each run's own identity forecast) and with the
+    /// identity: mean difference of each `--metric` (default sc_log_mse) with a bootstrap 95%
+    /// interval over subjects, the Wilcoxon signed-rank p-value and its Holm adjustment over
+    /// the table.
     #[arg(long, value_name = "MODEL")]
     pub against: Option<String>,
     /// Print every run's strata (`strata.json`: Δt terciles, horizons) as a table: n, mse,
@@ -109,6 +114,7 @@ impl CompareArgs {
             plot: self.plot,
             against: self.against,
             strata: self.strata,
+            per_run: self.per_run,
             pool_cohorts: self.pool_cohorts,
         }
     }

@@ -10,7 +10,7 @@ use burn::tensor::backend::AutodiffBackend;
 use super::progress::Progress;
 use super::run::Ctx;
 use super::state::{Position, Saved};
-use super::{Batch, EpochSums, Job, Row, Stage, StepSums};
+use super::{Batch, EpochSums, Job, KeepCheckpoints, Row, Stage, StepSums};
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::ddp;
 use crate::toolbox::optim::{Adam, Grads};
@@ -275,7 +275,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
     }
 
     /// Writes the resume checkpoint `last.safetensors` (rank 0), and `epoch_NNN.safetensors`
-    /// at the end of an epoch when the job keeps them. `row`: the epoch's metrics row.
+    /// at the end of an epoch with `--keep-checkpoints all`. `row`: the epoch's metrics row.
     pub(super) fn save(
         &self,
         ctx: &Ctx<'_, B>,
@@ -304,7 +304,9 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         }
         .write_into(&mut ck, &ctx.spec.fingerprint, ctx.spec.seed)?;
         let run_files = crate::outputs::RunDir::new(&ctx.run_dir);
-        if ctx.spec.epoch_checkpoints
+        // A job with model files keeps its epochs as model files (`end_epoch`).
+        if ctx.run.keep_checkpoints == KeepCheckpoints::All
+            && self.stage.model_file.is_none()
             && let Some(epoch) = row.and_then(|r| r.get("epoch")).and_then(|e| e.as_u64())
         {
             ck.save(&run_files.epoch_checkpoint(epoch))?;

@@ -1,5 +1,5 @@
-//! The end of an epoch: evaluation, monitor, model files (best, last), the metrics row, the
-//! resume checkpoint and the curves.
+//! The end of an epoch: evaluation, monitor, model files (best, last, per epoch), the metrics
+//! row, the resume checkpoint, the removal of epoch files (`--keep-checkpoints`) and the curves.
 
 use std::time::Instant;
 
@@ -12,7 +12,7 @@ use super::epoch::{StageRun, Trained, Weights};
 use super::progress::fmt_secs;
 use super::run::Ctx;
 use super::state::{Position, StageResult};
-use super::{EpochCtx, Job, JobSpec};
+use super::{EpochCtx, Job, JobSpec, KeepCheckpoints, retention};
 use crate::outputs::{RunDir, curves, tensorboard};
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
@@ -81,6 +81,11 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             if let Some(p) = &last_path {
                 model_file(p, &weights)?;
             }
+            if ctx.run.keep_checkpoints == KeepCheckpoints::All
+                && let Some(f) = &files
+            {
+                model_file(&run_files.epoch_model(&f.stem, epoch as u64 + 1), &weights)?;
+            }
             if improved {
                 self.best = Some(weights);
             }
@@ -142,6 +147,11 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             });
         }
         self.save(ctx, pos, model, Some(&row))?;
+        if ctx.main() && ctx.run.keep_checkpoints == KeepCheckpoints::BestLast {
+            // After the new resume checkpoint is in place.
+            let from = ctx.resumed_from.clone();
+            retention::prune(&run_files, from.as_deref(), &mut ctx.removed, &ctx.tag);
+        }
         if ctx.main() {
             ctx.metrics.append(&row)?;
             let rows = ctx.metrics.rows()?;

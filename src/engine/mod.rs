@@ -5,7 +5,7 @@
 //! sums into a training loss and evaluates. The engine ([`train`]) brings everything else:
 //! epochs and steps, the shuffled order of each epoch, progress, stop signals → checkpoint →
 //! exit codes, `--resume`, `--checkpoint-every`, the metrics rows (CSV + JSONL) and
-//! `curves.svg`, checkpoint files (last, per epoch, best), early stopping on a named monitor,
+//! `curves.svg`, checkpoint files (last and best; per epoch with `--keep-checkpoints all`), early stopping on a named monitor,
 //! rank-0-only output and the data-parallel all-reduce of gradients and sums. Jobs with
 //! cross-validation folds run one *stage* per fold, each with fresh weights and optimiser.
 //! The tools the loop uses (weights, Adam, checkpoint format, all-reduce, seeds) are in
@@ -16,6 +16,7 @@ mod epoch;
 mod epoch_end;
 pub mod monitor;
 pub mod progress;
+mod retention;
 mod run;
 mod settings;
 pub mod state;
@@ -38,7 +39,7 @@ pub use crate::outputs::metrics::Row;
 pub use context::RunContext;
 pub use monitor::{Mode, Monitor};
 pub use run::train;
-pub use settings::RunSettings;
+pub use settings::{KeepCheckpoints, RunSettings};
 pub use state::StageResult;
 pub use sums::{EpochSums, LossSums, StepSums};
 
@@ -91,8 +92,6 @@ pub struct JobSpec {
     pub unit: &'static str,
     /// Also write `epoch_steps` and the CPU-time and evaluation-time columns.
     pub cpu_columns: bool,
-    /// Keep a full checkpoint of every epoch (`checkpoints/epoch_NNN.safetensors`).
-    pub epoch_checkpoints: bool,
     /// The panels of `curves.svg`.
     pub plot: Vec<Panel>,
     /// Evaluate the model as initialised before each stage's first epoch and keep it as the
@@ -123,7 +122,6 @@ impl Default for JobSpec {
             monitor: None,
             unit: "items",
             cpu_columns: false,
-            epoch_checkpoints: false,
             plot: Vec::new(),
             validate_initial: false,
             config: Value::Null,

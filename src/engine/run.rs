@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::epoch::StageRun;
 use super::progress::fmt_secs;
+use super::retention::{self, Removed};
 use super::state::{Position, Saved};
 use super::{Done, Job, JobSpec, Row, RunContext, RunSettings};
 use crate::dist::Collective;
@@ -36,6 +37,10 @@ pub(super) struct Ctx<'a, B: AutodiffBackend> {
     pub comm_stats: CommStats,
     /// Optimiser steps taken by this process (for `--stop-after-steps`).
     pub steps_here: u64,
+    /// The checkpoint this process resumed from (never removed).
+    pub resumed_from: Option<PathBuf>,
+    /// Epoch files removed by this process (`--keep-checkpoints best-last`).
+    pub removed: Removed,
 }
 
 impl<B: AutodiffBackend> Ctx<'_, B> {
@@ -127,6 +132,8 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         config: serde_json::to_string(&spec.config)?,
         comm_stats: CommStats::default(),
         steps_here: 0,
+        resumed_from: rc.resume.clone(),
+        removed: Removed::default(),
         spec,
     };
     let started = Instant::now();
@@ -171,6 +178,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         };
         let (model, stopped) = sr.run(&mut ctx, &mut pos, model)?;
         if let Some(code) = stopped {
+            log_checkpoints(&ctx);
             return Ok(code);
         }
         let what = if label.is_empty() {
@@ -187,6 +195,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         device,
         comm,
     })?;
+    log_checkpoints(&ctx);
     if main {
         RunDir::new(&run_dir).write_finished(&serde_json::json!({
             "finished_at": chrono::Local::now().to_rfc3339(),
@@ -200,6 +209,18 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The checkpoint files by kind, their sizes and what this process removed (rank 0).
+fn log_checkpoints<B: AutodiffBackend>(ctx: &Ctx<'_, B>) {
+    let run = RunDir::new(&ctx.run_dir);
+    if let Some(line) = ctx
+        .main()
+        .then(|| retention::summary(&run, ctx.run.keep_checkpoints, ctx.removed))
+        .flatten()
+    {
+        eprintln!("{} {line}", ctx.tag);
+    }
 }
 
 /// The columns that identify a row: the stage columns and `epoch` (everything before

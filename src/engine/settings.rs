@@ -1,10 +1,25 @@
 //! The run's own settings, as the engine and the launcher use them: where the run directory
-//! is, resume, checkpoint cadence, stop and requeue behaviour. The CLI fills them from
+//! is, resume, checkpoint cadence and retention, stop and requeue behaviour. The CLI fills them from
 //! the CLI's run flags; nothing below the CLI sees a clap struct.
 
 use std::path::PathBuf;
 
+use serde::{Deserialize, Serialize};
+
 use crate::toolbox::stop::RequeuePolicy;
+
+/// Which checkpoints a run keeps in `checkpoints/` (`--keep-checkpoints`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeepCheckpoints {
+    /// The best and the last weights only, and the resume checkpoint `last.safetensors`;
+    /// epoch files an earlier part of the run left are removed.
+    #[default]
+    BestLast,
+    /// Also one file per epoch: `epoch_NNN.safetensors` (a full resume checkpoint), or
+    /// `<stem>_epoch_NNN.safetensors` (model weights) for a job with model files.
+    All,
+}
 
 /// How a run is placed on disk, resumed, logged and stopped.
 #[derive(Debug, Clone, Default)]
@@ -17,6 +32,8 @@ pub struct RunSettings {
     pub resume: Option<String>,
     /// Also checkpoint every N optimiser steps (0: only at epoch ends).
     pub checkpoint_every: u64,
+    /// Which checkpoints stay in `checkpoints/`.
+    pub keep_checkpoints: KeepCheckpoints,
     /// Seconds between plain progress lines when stderr is not a terminal.
     pub log_every_secs: f64,
     /// Stop (checkpoint, exit 75) after this many optimiser steps in this process.

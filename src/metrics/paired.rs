@@ -3,7 +3,9 @@
 //! (resampling subjects, seeded) and the Wilcoxon signed-rank test's two-sided p-value, computed
 //! as `scipy.stats.wilcoxon` does by default (zeros dropped, exact null distribution for at most
 //! 50 differences without a zero, else the normal approximation with the tie correction and no
-//! continuity correction). `tests/compare_paired.rs` checks both against scipy.
+//! continuity correction). `tests/compare_paired.rs` checks both against scipy. The p-values of
+//! a table's comparisons are adjusted together by Holm's step-down method ([`holm`], as
+//! statsmodels' `multipletests(method="holm")`; checked in `tests/compare_pairing.rs`).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -32,6 +34,10 @@ pub struct Paired {
     pub above: usize,
     /// Two-sided Wilcoxon signed-rank p-value (NaN without a non-zero difference).
     pub p_wilcoxon: f64,
+    /// `p_wilcoxon` adjusted by Holm's method over the comparisons of a table ([`holm`]; NaN
+    /// where `p_wilcoxon` is); `None` outside a table (not serialised).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p_holm: Option<f64>,
 }
 
 impl Paired {
@@ -55,6 +61,7 @@ pub fn paired(d: &[f64], seed: u64) -> Paired {
             below: d.iter().filter(|&&x| x < 0.0).count(),
             above: d.iter().filter(|&&x| x > 0.0).count(),
             p_wilcoxon: f64::NAN,
+            p_holm: None,
         };
     }
     let mean = d.iter().sum::<f64>() / n as f64;
@@ -67,7 +74,25 @@ pub fn paired(d: &[f64], seed: u64) -> Paired {
         below: d.iter().filter(|&&x| x < 0.0).count(),
         above: d.iter().filter(|&&x| x > 0.0).count(),
         p_wilcoxon: wilcoxon(d),
+        p_holm: None,
     }
+}
+
+/// Holm's step-down adjustment of the p-values `p`, as statsmodels'
+/// `multipletests(p, method="holm")` over the finite ones (the family: a NaN, a comparison
+/// without a p-value, is no test and stays NaN): the k-th smallest of m becomes
+/// `max over j ≤ k of min(1, (m − j + 1) · p_(j))`.
+pub fn holm(p: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..p.len()).filter(|&i| p[i].is_finite()).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+    let m = order.len();
+    let mut out = vec![f64::NAN; p.len()];
+    let mut running = 0f64;
+    for (k, &i) in order.iter().enumerate() {
+        running = running.max(((m - k) as f64 * p[i]).min(1.0));
+        out[i] = running;
+    }
+    out
 }
 
 /// The percentile bootstrap 95% interval of the mean of `d`: `resamples` means of `n` subjects
@@ -231,5 +256,16 @@ mod tests {
             "{json}"
         );
         assert!(paired(&[0.5], 1).computable());
+    }
+
+    #[test]
+    fn holm_steps_down_over_the_finite_p_values() {
+        let adjusted = holm(&[0.01, f64::NAN, 0.04, 0.03, 0.5]);
+        let expect = [0.04, f64::NAN, 0.09, 0.09, 0.5];
+        for (a, e) in adjusted.iter().zip(expect) {
+            assert!(a == &e || (a - e).abs() < 1e-15 || (a.is_nan() && e.is_nan()));
+        }
+        assert_eq!(holm(&[0.6, 0.6]), [1.0, 1.0]);
+        assert!(holm(&[]).is_empty());
     }
 }

@@ -102,51 +102,98 @@ pub const PER_RUN_LEGEND: &str = "skill = 1 − mse/identity (> 0: better than \
      equals this one\"); r_sp = sc_log_pearson_sparse; β L1 = exact Betti-curve distance to the \
      truth (identity's in brackets)";
 
-/// The per-run table, one line per run; every model figure beside its identity figure.
-pub fn table(runs: &[RunSummary]) -> String {
+/// The per-run table's columns (the run's name last).
+const HEADER: [&str; 16] = [
+    "fold",
+    "epochs",
+    "best",
+    "mse",
+    "identity",
+    "skill",
+    "r_sp",
+    "id_r_sp",
+    "Δr_sp",
+    "β0 L1 (id)",
+    "β1 L1 (id)",
+    "deg_r",
+    "str_r",
+    "wall_s",
+    "cpu_s",
+    "run",
+];
+
+/// The width of each column of the text table but the last (the first left-aligned).
+const WIDTHS: [usize; 15] = [4, 6, 4, 9, 9, 7, 7, 7, 7, 11, 11, 6, 6, 8, 8];
+
+/// A run's cells of the per-run table, as [`HEADER`].
+fn cells(s: &RunSummary) -> Vec<String> {
     let opt = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
     let sci = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3e}"));
     let signed = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:+.digits$}"));
-    let mut lines = vec![format!(
-        "{:<4} {:>6} {:>4} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>11} {:>11} {:>6} {:>6} {:>8} {:>8}  run",
-        "fold",
-        "epochs",
-        "best",
-        "mse",
-        "identity",
-        "skill",
-        "r_sp",
-        "id_r_sp",
-        "Δr_sp",
-        "β0 L1 (id)",
-        "β1 L1 (id)",
-        "deg_r",
-        "str_r",
-        "wall_s",
-        "cpu_s"
-    )];
-    for s in runs {
-        lines.push(format!(
-            "{:<4} {:>6} {:>4} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>11} {:>11} {:>6} {:>6} {:>8} {:>8}  {}",
-            s.fold.map_or("-".into(), |f| f.to_string()),
-            s.epochs,
-            s.best_epoch.map_or("-".into(), |e| e.to_string()),
-            sci(s.test_sc_log_mse),
-            sci(s.identity_sc_log_mse),
-            signed(s.skill, 3),
-            opt(s.test_pearson_sparse, 4),
-            opt(s.identity_pearson_sparse, 4),
-            signed(s.pearson_sparse_gain, 4),
-            format!("{} ({})", opt(s.betti0_l1, 1), opt(s.identity_betti0_l1, 1)),
-            format!("{} ({})", opt(s.betti1_l1, 0), opt(s.identity_betti1_l1, 0)),
-            opt(s.degree_pearson, 3),
-            opt(s.strength_pearson, 3),
-            opt(s.wall_seconds, 1),
-            opt(s.cpu_seconds, 1),
-            s.run
-        ));
-    }
+    vec![
+        s.fold.map_or("-".into(), |f| f.to_string()),
+        s.epochs.to_string(),
+        s.best_epoch.map_or("-".into(), |e| e.to_string()),
+        sci(s.test_sc_log_mse),
+        sci(s.identity_sc_log_mse),
+        signed(s.skill, 3),
+        opt(s.test_pearson_sparse, 4),
+        opt(s.identity_pearson_sparse, 4),
+        signed(s.pearson_sparse_gain, 4),
+        format!("{} ({})", opt(s.betti0_l1, 1), opt(s.identity_betti0_l1, 1)),
+        format!("{} ({})", opt(s.betti1_l1, 0), opt(s.identity_betti1_l1, 0)),
+        opt(s.degree_pearson, 3),
+        opt(s.strength_pearson, 3),
+        opt(s.wall_seconds, 1),
+        opt(s.cpu_seconds, 1),
+        s.run.clone(),
+    ]
+}
+
+/// The per-run table, one line per run; every model figure beside its identity figure.
+pub fn table(runs: &[RunSummary]) -> String {
+    let line = |cells: &[String]| -> String {
+        let mut out = String::new();
+        for (i, (c, w)) in cells.iter().zip(WIDTHS).enumerate() {
+            match i {
+                0 => out.push_str(&format!("{c:<w$}")),
+                _ => out.push_str(&format!(" {c:>w$}")),
+            }
+        }
+        format!("{out}  {}", cells[WIDTHS.len()])
+    };
+    let header: Vec<String> = HEADER.iter().map(|h| h.to_string()).collect();
+    let mut lines = vec![line(&header)];
+    lines.extend(runs.iter().map(|s| line(&cells(s))));
     lines.join("\n") + "\n"
+}
+
+/// The per-run view as `f`: the text table and its legend, Markdown (the same cells), CSV (one
+/// row per run, every figure a number, empty where the run has none) or JSON (a list of
+/// records, `null` where the run has none).
+pub fn render_runs(runs: &[RunSummary], f: Format) -> Result<String> {
+    Ok(match f {
+        Format::Table => format!("{}{PER_RUN_LEGEND}\n", table(runs)),
+        Format::Md => {
+            let header: Vec<String> = HEADER.iter().map(|h| h.to_string()).collect();
+            let rows: Vec<Vec<String>> = runs.iter().map(cells).collect();
+            let md = super::group_table::text_table(f, &header, &rows);
+            format!("{md}\n{PER_RUN_LEGEND}\n")
+        }
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            if runs.is_empty() {
+                w.serialize(RunSummary::default())?;
+                let all = String::from_utf8(w.into_inner().context("writing CSV")?)?;
+                return Ok(all.lines().next().unwrap_or_default().to_string() + "\n");
+            }
+            for r in runs {
+                w.serialize(r)?;
+            }
+            String::from_utf8(w.into_inner().context("writing CSV")?)?
+        }
+        Format::Json => serde_json::to_string_pretty(runs)? + "\n",
+    })
 }
 
 #[cfg(test)]

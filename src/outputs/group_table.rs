@@ -6,8 +6,6 @@
 //! above 1e5); CSV and JSON carry one full-precision numeric column per statistic
 //! (`skill_mean`, `skill_sd`, …), never text.
 
-use std::collections::BTreeMap;
-
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
@@ -77,22 +75,30 @@ pub struct GroupTable {
     pub groups: Vec<Group>,
 }
 
-/// Groups `runs` by their keys (in key order) and gives each metric's statistics over the
-/// group's finished runs (their finite values: a cell with fewer says `(n=…)`).
+/// Groups `runs` by their keys, groups in order of their first run (the order of the inputs: a
+/// sweep's tasks in the spec's order, then the identity's rows), and gives each metric's
+/// statistics over the group's finished runs (their finite values: a cell with fewer says
+/// `(n=…)`).
 pub fn grouped(keys: &[String], metrics: &[String], runs: &[Grouping]) -> GroupTable {
-    /// A group's finished runs (their metric values) and the names of the others.
-    type Members<'a> = (Vec<&'a [Option<f64>]>, Vec<String>);
-    let mut groups: BTreeMap<&[String], Members<'_>> = BTreeMap::new();
+    /// A group's key, its finished runs (their metric values) and the names of the others.
+    type Members<'a> = (&'a [String], Vec<&'a [Option<f64>]>, Vec<String>);
+    let mut groups: Vec<Members<'_>> = Vec::new();
     for r in runs {
-        let entry = groups.entry(&r.key).or_default();
+        let i = match groups.iter().position(|g| g.0 == r.key.as_slice()) {
+            Some(i) => i,
+            None => {
+                groups.push((&r.key, Vec::new(), Vec::new()));
+                groups.len() - 1
+            }
+        };
         match &r.values {
-            Some(v) => entry.0.push(v),
-            None => entry.1.push(r.name.clone()),
+            Some(v) => groups[i].1.push(v),
+            None => groups[i].2.push(r.name.clone()),
         }
     }
     let groups = groups
         .into_iter()
-        .map(|(key, (done, missing))| Group {
+        .map(|(key, done, missing)| Group {
             key: key.to_vec(),
             n: done.len(),
             stats: (0..metrics.len())
@@ -127,10 +133,10 @@ fn exponent(x: f64) -> Option<i32> {
 }
 
 /// "mean ± sd" in the mean's style: the sd with the mean's decimals, or both scaled by the
-/// mean's power of ten.
+/// mean's power of ten; the value alone without an sd (one value).
 pub fn mean_sd(mean: f64, sd: Option<f64>) -> String {
     let Some(sd) = sd else {
-        return format!("{} ± N/A", sig4(mean));
+        return sig4(mean);
     };
     match exponent(mean) {
         Some(e) if !(-3..5).contains(&e) => {
@@ -250,41 +256,58 @@ impl GroupTable {
         match f {
             Format::Json => println!("{}", serde_json::to_string_pretty(&self.records())?),
             Format::Csv => self.csv()?,
-            Format::Md => {
+            Format::Md | Format::Table => {
                 let (header, rows) = self.text();
-                println!("| {} |", header.join(" | "));
-                println!("|{}", " --- |".repeat(header.len()));
-                for r in rows {
-                    println!("| {} |", r.join(" | "));
-                }
-            }
-            Format::Table => {
-                let (header, rows) = self.text();
-                let widths: Vec<usize> = (0..header.len())
-                    .map(|i| {
-                        rows.iter()
-                            .map(|r| r[i].chars().count())
-                            .chain([header[i].chars().count()])
-                            .max()
-                            .unwrap_or(0)
-                    })
-                    .collect();
-                let line = |cells: &[String]| -> String {
-                    cells
-                        .iter()
-                        .zip(&widths)
-                        .map(|(c, w)| format!("{c:<w$}"))
-                        .collect::<Vec<_>>()
-                        .join("  ")
-                };
-                println!("{}", line(&header).trim_end());
-                for r in &rows {
-                    println!("{}", line(r).trim_end());
-                }
+                print!("{}", text_table(f, &header, &rows));
             }
         }
         Ok(())
     }
+}
+
+/// `header` and `rows` as Markdown (`Format::Md`) or as columns aligned by spaces (any other
+/// format), one line each.
+pub fn text_table(f: Format, header: &[String], rows: &[Vec<String>]) -> String {
+    let mut out = String::new();
+    if f == Format::Md {
+        out.push_str(&format!("| {} |\n", header.join(" | ")));
+        out.push_str(&format!("|{}\n", " --- |".repeat(header.len())));
+        for r in rows {
+            out.push_str(&format!("| {} |\n", r.join(" | ")));
+        }
+        return out;
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([header[i].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| -> String {
+        let cells = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}"));
+        cells.collect::<Vec<_>>().join("  ").trim_end().to_string()
+    };
+    out.push_str(&line(header));
+    out.push('\n');
+    for r in rows {
+        out.push_str(&line(r));
+        out.push('\n');
+    }
+    out
+}
+
+/// `header` and `rows` as CSV (quoted where a cell needs it).
+pub fn csv_text(header: &[String], rows: &[Vec<String>]) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(header)?;
+    for r in rows {
+        w.write_record(r)?;
+    }
+    let bytes = w.into_inner().context("writing CSV")?;
+    String::from_utf8(bytes).context("CSV is UTF-8")
 }
 
 #[cfg(test)]
@@ -309,7 +332,7 @@ mod tests {
         let (header, rows) = t.text();
         assert_eq!(header[..3], ["k", "n", "m mean ± sd"]);
         assert_eq!(rows[0][..3], ["x", "3", "2.000 ± 1.414 (n=2)"]);
-        assert_eq!(rows[0][5], "5.000 ± N/A (n=1)");
+        assert_eq!(rows[0][5], "5.000 (n=1)");
         assert_eq!(rows[0].last().unwrap(), "c");
         assert_eq!(rows[1][5], "N/A");
         let records = t.records();
@@ -332,6 +355,6 @@ mod tests {
         assert_eq!(mean_sd(2.508e-4, Some(2.542e-5)), "(2.508 ± 0.254)e-4");
         assert_eq!(mean_sd(-1.337e4, Some(1497.5397)), "-13370 ± 1498");
         assert_eq!(mean_sd(-6.832e5, Some(1.183e5)), "(-6.832 ± 1.183)e5");
-        assert_eq!(mean_sd(1.0, None), "1.000 ± N/A");
+        assert_eq!(mean_sd(1.0, None), "1.000");
     }
 }

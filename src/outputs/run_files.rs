@@ -12,10 +12,11 @@
 //! <run>/curves.svg              the curves, rewritten at each epoch's end
 //! <run>/.lock                   the live run's advisory lock
 //! <run>/checkpoints/last.safetensors         the resume checkpoint
-//! <run>/checkpoints/epoch_NNN.safetensors    one per epoch (when kept)
+//! <run>/checkpoints/epoch_NNN.safetensors    one per epoch (`--keep-checkpoints all`)
 //! <run>/checkpoints/best.safetensors         best weights of a job without model files
 //! <run>/checkpoints/<stem>_best.safetensors  model files (train-gnn: `<model>_fold<k>`)
 //! <run>/checkpoints/<stem>_last.safetensors
+//! <run>/checkpoints/<stem>_epoch_NNN.safetensors  model file per epoch (`--keep-checkpoints all`)
 //! <run>/clg_ode_results.json    train-gnn's results (the reference's name, for every model)
 //! <run>/test_metrics.json       train-gnn's test report
 //! <run>/test_sc_metrics.json    train-gnn's test SC metrics of the model
@@ -148,6 +149,26 @@ impl RunDir {
             .join(format!("epoch_{epoch:03}{CHECKPOINT_EXT}"))
     }
 
+    /// `checkpoints/<stem>_epoch_NNN.safetensors`: a model file of one epoch.
+    pub fn epoch_model(&self, stem: &str, epoch: u64) -> PathBuf {
+        self.checkpoints()
+            .join(format!("{stem}_epoch_{epoch:03}{CHECKPOINT_EXT}"))
+    }
+
+    /// The per-epoch files in `checkpoints/` (`epoch_NNN`, `<stem>_epoch_NNN`), sorted; none
+    /// when the folder cannot be read.
+    pub fn epoch_files(&self) -> Vec<PathBuf> {
+        self.checkpoint_files(|name| {
+            let head = name.strip_suffix(CHECKPOINT_EXT).unwrap_or("");
+            let digits = head.rsplit('_').next().unwrap_or("");
+            let before = &head[..head.len() - digits.len()];
+            !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && (before == "epoch_" || before.ends_with("_epoch_"))
+        })
+        .unwrap_or_default()
+    }
+
     /// `checkpoints/best.safetensors`: the best weights of a job that monitors a metric but
     /// names no model files.
     pub fn best_checkpoint(&self) -> PathBuf {
@@ -169,26 +190,25 @@ impl RunDir {
     /// The best model files in `checkpoints/` (`*_best.safetensors`), sorted; an error when the
     /// folder cannot be read.
     pub fn best_models(&self) -> Result<Vec<PathBuf>> {
-        let dir = self.checkpoints();
-        let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .with_context(|| format!("no {}", dir.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|f| {
-                f.file_name()
-                    .is_some_and(|n| n.to_string_lossy().ends_with(BEST_MODEL_SUFFIX))
-            })
-            .collect();
-        found.sort();
-        Ok(found)
+        self.checkpoint_files(|n| n.ends_with(BEST_MODEL_SUFFIX))
     }
 
     /// Whether `checkpoints/` holds any `.safetensors` file.
     pub fn has_checkpoints(&self) -> bool {
-        std::fs::read_dir(self.checkpoints()).is_ok_and(|entries| {
-            entries
-                .filter_map(|e| e.ok())
-                .any(|e| e.file_name().to_string_lossy().ends_with(CHECKPOINT_EXT))
-        })
+        self.checkpoint_files(|n| n.ends_with(CHECKPOINT_EXT))
+            .is_ok_and(|f| !f.is_empty())
+    }
+
+    /// The files of `checkpoints/` whose name passes `keep`, sorted.
+    fn checkpoint_files(&self, keep: impl Fn(&str) -> bool) -> Result<Vec<PathBuf>> {
+        let dir = self.checkpoints();
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .with_context(|| format!("no {}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.file_name().is_some_and(|n| keep(&n.to_string_lossy())))
+            .collect();
+        found.sort();
+        Ok(found)
     }
 
     // ---- train-gnn's test results ----
@@ -331,6 +351,10 @@ mod tests {
         );
         assert_eq!(rel(r.best_checkpoint()), "checkpoints/best.safetensors");
         assert_eq!(
+            rel(r.epoch_model("gcn_fold1", 3)),
+            "checkpoints/gcn_fold1_epoch_003.safetensors"
+        );
+        assert_eq!(
             rel(r.best_model("clg_ode_fold0")),
             "checkpoints/clg_ode_fold0_best.safetensors"
         );
@@ -356,17 +380,25 @@ mod tests {
         assert!(r.best_models().is_err());
         assert!(!r.has_checkpoints());
         std::fs::create_dir(r.checkpoints()).unwrap();
+        assert!(r.epoch_files().is_empty());
         for p in [
             r.best_model("b"),
             r.best_model("a"),
             r.last_model("a"),
             r.last_checkpoint(),
+            r.epoch_checkpoint(2),
+            r.epoch_model("a", 12),
+            r.checkpoints().join("a_epoch_x.safetensors"),
         ] {
             std::fs::write(p, b"").unwrap();
         }
         assert_eq!(
             r.best_models().unwrap(),
             [r.best_model("a"), r.best_model("b")]
+        );
+        assert_eq!(
+            r.epoch_files(),
+            [r.epoch_model("a", 12), r.epoch_checkpoint(2)]
         );
         assert!(r.has_checkpoints());
     }

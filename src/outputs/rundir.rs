@@ -181,7 +181,8 @@ fn foreign_entry(dir: &Path) -> Option<String> {
     let entries = std::fs::read_dir(dir).ok()?;
     entries.flatten().find_map(|e| {
         let name = e.file_name().to_string_lossy().into_owned();
-        let full_dir = [f::CHECKPOINTS, super::tensorboard::TENSORBOARD_DIR].contains(&name.as_str())
+        let full_dir = [f::CHECKPOINTS, super::tensorboard::TENSORBOARD_DIR]
+            .contains(&name.as_str())
             && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_some());
         (ours.contains(&name.as_str()) || full_dir).then_some(name)
     })

@@ -6,14 +6,18 @@
 //! same fold (`cv_fold` of the results) and the same seed (`seed` of `args.json`): every row
 //! names it. A run without such a partner is shown *unpaired*, saying why (its identity
 //! comparison still stands); two candidates for one run are an error naming both. Every run is
-//! also compared with the identity forecast of its own subjects.
+//! also compared with the identity forecast of its own subjects; `--against identity` makes that
+//! forecast the reference: every run is paired with its own identity (the `identity_<metric>`
+//! columns of its `per_subject.csv`), and no run of another model is needed.
 //!
 //! A comparison pairs only the subjects that both sides have a finite value for (a forecast row
 //! of `per_subject.csv` each, a non-empty, finite cell): the others are counted as *dropped*,
 //! never read as a value. For each metric asked (default `sc_log_mse`): n subjects, the mean
 //! paired difference (run − partner; lower is better for errors) with its bootstrap 95%
-//! interval, how many subjects went each way, and the Wilcoxon signed-rank p-value; what
-//! cannot be computed (no subject left) is shown as such, never as a number.
+//! interval, how many subjects went each way, the Wilcoxon signed-rank p-value and that p-value
+//! adjusted by Holm's method over the table (each column of comparisons, against MODEL and
+//! against the identity, one family: every run and metric of the table); what cannot be
+//! computed (no subject left) is shown as such, never as a number.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -21,11 +25,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::metrics::paired::{Paired, SEED, paired};
+use crate::metrics::paired::{Paired, SEED, holm, paired};
 use crate::outputs::RunDir;
 
+mod export;
 mod render;
+pub use export::render_as;
 pub use render::{FoldSpread, fold_spread, render};
+
+/// `--against identity`: every run against its own identity forecast.
+pub const IDENTITY: &str = "identity";
 
 /// A subject's figure of one metric: the model's and the identity's (`None`: an empty or
 /// unreadable cell).
@@ -105,8 +114,9 @@ pub struct AgainstLine {
     pub model: String,
     pub fold: String,
     pub seed: String,
-    /// The partner run: the `--against` model's run of the same fold and seed (`None`: this is
-    /// the `--against` run, or it has no partner and `unpaired` says why).
+    /// The partner run: the `--against` model's run of the same fold and seed, or `identity`
+    /// (`--against identity`: the run's own identity forecast); `None`: this is the `--against`
+    /// run, or it has no partner and `unpaired` says why.
     pub against: Option<String>,
     /// This run is the `--against` model's.
     pub is_against: bool,
@@ -134,7 +144,8 @@ pub struct Compared<'a> {
 }
 
 /// The paired comparison of `runs` against the runs of `against`, each run with the one of the
-/// same fold and seed.
+/// same fold and seed ([`IDENTITY`]: each run with its own identity forecast), the p-values
+/// Holm-adjusted over the lines.
 pub fn against_lines(
     runs: &[Compared],
     against: &str,
@@ -150,7 +161,8 @@ pub fn against_lines(
                 .file_name()
                 .is_some_and(|f| f.to_string_lossy() == against)
     };
-    if !(0..runs.len()).any(is_partner) {
+    let own_identity = against == IDENTITY;
+    if !own_identity && !(0..runs.len()).any(is_partner) {
         let models: Vec<&str> = loaded.iter().map(|s| s.model.as_str()).collect();
         bail!(
             "--against {against}: no compared run is that model or run name (models here: {})",
@@ -164,23 +176,25 @@ pub fn against_lines(
     };
     let mut lines = Vec::new();
     for (i, (run, s)) in runs.iter().zip(&loaded).enumerate() {
-        let is_against = is_partner(i);
-        let partner = if is_against {
+        let is_against = !own_identity && is_partner(i);
+        let partner = if is_against || own_identity {
             Ok(None)
         } else {
             partner_of(runs, i, is_partner, against)?.map(Some)
         };
         for metric in &metrics {
             has_column(s, metric)?;
+            let (d, dropped_vs_identity) = versus_identity(s, metric);
+            let vs_identity = paired(&d, SEED);
             let (vs_against, dropped_vs_against) = match &partner {
                 Ok(Some(j)) => {
                     has_column(&loaded[*j], metric)?;
                     let (d, dropped) = versus(s, &loaded[*j], metric);
                     (Some(paired(&d, SEED)), dropped)
                 }
+                _ if own_identity => (Some(vs_identity), dropped_vs_identity),
                 _ => (None, 0),
             };
-            let (d, dropped_vs_identity) = versus_identity(s, metric);
             lines.push(AgainstLine {
                 run: run.name.clone(),
                 configuration: run.configuration.clone(),
@@ -189,6 +203,7 @@ pub fn against_lines(
                 seed: run.seed.clone(),
                 against: match &partner {
                     Ok(Some(j)) => Some(runs[*j].name.clone()),
+                    _ if own_identity => Some(IDENTITY.into()),
                     _ => None,
                 },
                 is_against,
@@ -196,12 +211,31 @@ pub fn against_lines(
                 metric: metric.clone(),
                 vs_against,
                 dropped_vs_against,
-                vs_identity: paired(&d, SEED),
+                vs_identity,
                 dropped_vs_identity,
             });
         }
     }
+    adjust(&mut lines);
     Ok(lines)
+}
+
+/// Holm's adjustment of the lines' p-values: those against the model over the lines that have
+/// one, those against the identity over every line.
+fn adjust(lines: &mut [AgainstLine]) {
+    let p: Vec<f64> = lines
+        .iter()
+        .map(|l| l.vs_against.map_or(f64::NAN, |p| p.p_wilcoxon))
+        .collect();
+    for (l, h) in lines.iter_mut().zip(holm(&p)) {
+        if let Some(v) = &mut l.vs_against {
+            v.p_holm = Some(h);
+        }
+    }
+    let p: Vec<f64> = lines.iter().map(|l| l.vs_identity.p_wilcoxon).collect();
+    for (l, h) in lines.iter_mut().zip(holm(&p)) {
+        l.vs_identity.p_holm = Some(h);
+    }
 }
 
 /// The partner of run `i`: the one run of `against` with its fold and seed (`Err`: why there is

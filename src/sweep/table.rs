@@ -2,16 +2,20 @@
 //! tasks, the reference trainer's run directory or its `fold<k>` directories) becomes runs
 //! (`runs`), shown in one of two views chosen by the flags alone:
 //!
-//! * the per-run table (no `--group-by`, `--metric` or `--format`): one line per run, fold,
-//!   epochs, best epoch, test figures beside the identity's, exact topology, seconds
-//!   ([`crate::outputs::compare::RunSummary`]); `--json` prints the lines as JSON;
+//! * the per-run table (no `--group-by`, `--metric` or `--format`, or `--per-run`): one line per
+//!   run, fold, epochs, best epoch, test figures beside the identity's, exact topology, seconds
+//!   ([`crate::outputs::compare::RunSummary`]), in any `--format` (`--json`: JSON);
 //! * the grouped table (`--group-by KEY[,KEY]`, `--metric NAME…`, `--format table|md|csv|json`):
 //!   runs grouped by the values of the keys (a varied setting of a sweep, `variant`, `model`,
 //!   `fold`, `stage`, `source`, or any setting in a run's `args.json`); each metric gets mean ±
-//!   sd, min, max and n over the group (folds and seeds). `--json` is `--format json` here.
+//!   sd, min, max and n over the group (folds and seeds), groups in the order of their first
+//!   run (the inputs' order, a sweep's tasks in the spec's), the identity's rows last. `--json`
+//!   is `--format json` here.
 //!
 //! * the paired view (`--against MODEL`): every run paired by test subject with that model's run
-//!   of the same fold and seed and with the identity ([`super::against`]).
+//!   of the same fold and seed (or, `--against identity`, with its own identity forecast) and
+//!   with the identity ([`super::against`]), in any `--format`, p-values Holm-adjusted over
+//!   the table.
 //!
 //! A run given twice (another spelling of its path, a symbolic link) is refused, and so is a
 //! group (or `--against`'s runs) pooling runs of different cohorts unless `--pool-cohorts`
@@ -50,6 +54,8 @@ pub struct CompareSettings {
     pub against: Option<String>,
     /// `--strata`: every run's strata as a table.
     pub strata: bool,
+    /// `--per-run`: the per-run view whatever the other flags (`--format` then formats it).
+    pub per_run: bool,
     /// `--pool-cohorts`: a group (or `--against`'s runs) may pool runs of different cohorts
     /// (else refused: [`pooling`]).
     pub pool_cohorts: bool,
@@ -59,7 +65,17 @@ impl CompareSettings {
     /// The grouped view: asked for by `--group-by`, `--metric` or `--format` (never by what the
     /// inputs are).
     pub fn grouped(&self) -> bool {
-        !self.group_by.is_empty() || !self.metrics.is_empty() || self.format.is_some()
+        !self.per_run
+            && (!self.group_by.is_empty() || !self.metrics.is_empty() || self.format.is_some())
+    }
+
+    /// The format asked for: `--format`, else JSON with `--json`, else `default`.
+    pub fn format_or(&self, default: Format) -> Format {
+        match (self.format, self.json) {
+            (Some(f), _) => f,
+            (None, true) => Format::Json,
+            (None, false) => default,
+        }
     }
 }
 
@@ -304,14 +320,9 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
     } else if let Some(against) = &s.against {
         views::against(&runs, s, against)?;
     } else if s.grouped() {
-        let format = match (s.format, s.json) {
-            (Some(f), _) => f,
-            (None, true) => Format::Json,
-            (None, false) => Format::Table,
-        };
-        groups::grouped(&runs, s, format)?;
+        groups::grouped(&runs, s, s.format_or(Format::Table))?;
     } else {
-        per_run(&runs, s.json)?;
+        per_run(&runs, s.format_or(Format::Table))?;
     }
     if let Some(out) = &s.plot {
         views::plot(&runs, s, out)?;
@@ -319,16 +330,11 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
     Ok(())
 }
 
-/// The per-run view: one line per run (JSON with `json`); a sweep's tasks without results are
-/// named on standard error.
-fn per_run(runs: &[Run], json: bool) -> Result<()> {
+/// The per-run view: one line per run, as `format`; a sweep's tasks without results are named
+/// on standard error.
+fn per_run(runs: &[Run], format: Format) -> Result<()> {
     let (lines, missing) = per_run_lines(runs)?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&lines)?);
-    } else {
-        print!("{}", view::table(&lines));
-        println!("{}", view::PER_RUN_LEGEND);
-    }
+    print!("{}", view::render_runs(&lines, format)?);
     if !missing.is_empty() {
         eprintln!(
             "[compare] {} run(s) without test results: {}",

@@ -1,10 +1,10 @@
-//! The Markdown table of `compare --against` and its fold spread.
+//! The text tables of `compare --against` (Markdown or aligned columns) and its fold spread.
 
 use serde::Serialize;
 
 use super::AgainstLine;
 use crate::metrics::paired::Paired;
-use crate::outputs::group_table::Stats;
+use crate::outputs::group_table::{Format, Stats, text_table};
 
 /// Three significant figures.
 fn sig(x: f64) -> String {
@@ -14,8 +14,9 @@ fn sig(x: f64) -> String {
     format!("{x:.2e}")
 }
 
-/// "mean [low, high] | lower/higher | p"; "not computable" without a finite difference.
-fn cell(p: &Paired) -> String {
+/// A comparison's cells: mean [low, high], lower/higher, p, Holm-adjusted p ("not computable"
+/// without a finite difference).
+fn cells(p: &Paired) -> [String; 4] {
     let counts = format!("{}/{}", p.below, p.above);
     if !p.computable() {
         let why = if p.n == 0 {
@@ -23,19 +24,21 @@ fn cell(p: &Paired) -> String {
         } else {
             "not computable (non-finite)"
         };
-        return format!("{why} | {counts} | not computable");
+        return [why.into(), counts, "not computable".into(), String::new()];
     }
-    let p_value = if p.p_wilcoxon.is_finite() {
-        format!("{:.2e}", p.p_wilcoxon)
-    } else {
-        "N/A".into()
+    let p_value = |p: f64| {
+        if p.is_finite() {
+            format!("{p:.2e}")
+        } else {
+            "N/A".into()
+        }
     };
-    format!(
-        "{} [{}, {}] | {counts} | {p_value}",
-        sig(p.mean),
-        sig(p.ci_low),
-        sig(p.ci_high)
-    )
+    [
+        format!("{} [{}, {}]", sig(p.mean), sig(p.ci_low), sig(p.ci_high)),
+        counts,
+        p_value(p.p_wilcoxon),
+        p_value(p.p_holm.unwrap_or(f64::NAN)),
+    ]
 }
 
 /// n subjects, with the dropped ones when there are.
@@ -47,42 +50,86 @@ fn count(n: usize, dropped: usize) -> String {
     }
 }
 
+/// The paired table's header and rows; against the identity (`--against identity`) the
+/// identity's columns once.
+fn paired_table(lines: &[AgainstLine], against: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let own_identity = against == super::IDENTITY;
+    let mut header: Vec<String> = ["run", "model", "fold", "seed", "partner", "metric"]
+        .map(String::from)
+        .to_vec();
+    let block = [
+        "n subjects".to_string(),
+        format!("− {against}"),
+        "lower/higher".into(),
+        "p".into(),
+        "p_holm".into(),
+    ];
+    header.extend(block.clone());
+    if !own_identity {
+        header.extend(block.map(|h| h.replace(&format!("− {against}"), "− identity")));
+    }
+    let rows = lines
+        .iter()
+        .map(|l| {
+            let partner = match (&l.against, l.is_against) {
+                (Some(_), _) if own_identity => "(its own identity)".into(),
+                (Some(a), _) => a.clone(),
+                (None, true) => "(itself)".into(),
+                (None, false) => "none".into(),
+            };
+            let mut row = vec![
+                l.run.clone(),
+                l.model.clone(),
+                l.fold.clone(),
+                l.seed.clone(),
+                partner,
+                l.metric.clone(),
+            ];
+            match (&l.vs_against, l.is_against, &l.unpaired) {
+                (Some(p), _, _) => {
+                    row.push(count(p.n, l.dropped_vs_against));
+                    row.extend(cells(p));
+                }
+                (None, true, _) => {
+                    row.extend([String::new(), "(the --against run)".into()]);
+                    row.extend([String::new(), String::new(), String::new()]);
+                }
+                (None, false, why) => {
+                    let why = why.as_deref().unwrap_or("no partner");
+                    row.extend([String::new(), format!("unpaired: {why}")]);
+                    row.extend([String::new(), String::new(), String::new()]);
+                }
+            }
+            if !own_identity {
+                row.push(count(l.vs_identity.n, l.dropped_vs_identity));
+                row.extend(cells(&l.vs_identity));
+            }
+            row
+        })
+        .collect();
+    (header, rows)
+}
+
 /// The Markdown table of `lines`.
 pub fn render(lines: &[AgainstLine], against: &str) -> String {
+    render_text(lines, against, Format::Md)
+}
+
+/// The table of `lines` and its fold spread as text: Markdown (`Format::Md`) or aligned
+/// columns.
+pub(super) fn render_text(lines: &[AgainstLine], against: &str, f: Format) -> String {
+    let partner = if against == super::IDENTITY {
+        "run − its own identity forecast".to_string()
+    } else {
+        format!("run − partner (the {against} run of the same fold and seed) and run − identity")
+    };
+    let (header, rows) = paired_table(lines, against);
     let mut out = format!(
-        "paired over the test subjects (forecasts), run − partner (the {against} run of the \
-         same fold and seed) and run − identity; mean [bootstrap 95% interval], subjects \
-         lower/higher, Wilcoxon signed-rank p\n\n\
-         | run | model | fold | seed | partner | metric | n subjects | − {against} | \
-         lower/higher | p | n subjects | − identity | lower/higher | p |\n\
-         | --- | --- | ---: | ---: | --- | --- | ---: | --- | --- | ---: | ---: | --- | --- | \
-         ---: |\n"
+        "paired over the test subjects (forecasts), {partner}; mean [bootstrap 95% interval], \
+         subjects lower/higher, Wilcoxon signed-rank p, p_holm: that p Holm-adjusted over the \
+         column's comparisons (every row of the table)\n\n{}",
+        text_table(f, &header, &rows)
     );
-    for l in lines {
-        let (n, vs) = match (&l.vs_against, l.is_against, &l.unpaired) {
-            (Some(p), _, _) => (count(p.n, l.dropped_vs_against), cell(p)),
-            (None, true, _) => (String::new(), "(the --against run) | | ".into()),
-            (None, false, why) => (
-                String::new(),
-                format!("unpaired: {} | | ", why.as_deref().unwrap_or("no partner")),
-            ),
-        };
-        let partner = match (&l.against, l.is_against) {
-            (Some(a), _) => a.as_str(),
-            (None, true) => "(itself)",
-            (None, false) => "none",
-        };
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {partner} | {} | {n} | {vs} | {} | {} |\n",
-            l.run,
-            l.model,
-            l.fold,
-            l.seed,
-            l.metric,
-            count(l.vs_identity.n, l.dropped_vs_identity),
-            cell(&l.vs_identity)
-        ));
-    }
     if lines
         .iter()
         .any(|l| l.dropped_vs_against + l.dropped_vs_identity > 0)
@@ -94,23 +141,37 @@ pub fn render(lines: &[AgainstLine], against: &str) -> String {
     }
     let spread = fold_spread(lines);
     if spread.iter().any(|f| f.n_folds > 1) {
-        out.push_str(&format!(
+        out.push_str(
             "\nfold spread: each fold's mean paired difference, over the folds of a \
              configuration (mean ± sd: training reruns on the same subjects, not evidence \
-             about subjects)\n\n| configuration | metric | n folds | n subjects | − {against} \
-             over folds | − identity over folds |\n| --- | --- | ---: | ---: | --- | --- |\n"
-        ));
-        for f in spread.iter().filter(|f| f.n_folds > 1) {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} |\n",
-                f.configuration,
-                f.metric,
-                f.n_folds,
-                f.n_subjects,
-                f.vs_against.as_ref().map_or("N/A".into(), spread_cell),
-                f.vs_identity.as_ref().map_or("N/A".into(), spread_cell)
-            ));
+             about subjects)\n\n",
+        );
+        let mut header: Vec<String> = ["configuration", "metric", "n folds", "n subjects"]
+            .map(String::from)
+            .to_vec();
+        header.push(format!("− {against} over folds"));
+        let own_identity = against == super::IDENTITY;
+        if !own_identity {
+            header.push("− identity over folds".into());
         }
+        let rows: Vec<Vec<String>> = spread
+            .iter()
+            .filter(|f| f.n_folds > 1)
+            .map(|f| {
+                let mut row = vec![
+                    f.configuration.clone(),
+                    f.metric.clone(),
+                    f.n_folds.to_string(),
+                    f.n_subjects.to_string(),
+                    f.vs_against.as_ref().map_or("N/A".into(), spread_cell),
+                ];
+                if !own_identity {
+                    row.push(f.vs_identity.as_ref().map_or("N/A".into(), spread_cell));
+                }
+                row
+            })
+            .collect();
+        out.push_str(&text_table(f, &header, &rows));
     }
     out
 }

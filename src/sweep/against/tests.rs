@@ -12,6 +12,7 @@ fn line(configuration: &str, against: Option<f64>, identity: f64) -> AgainstLine
         below: 0,
         above: 5,
         p_wilcoxon: 0.0625,
+        p_holm: None,
     };
     AgainstLine {
         run: format!("{configuration}/fold"),

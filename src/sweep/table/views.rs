@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 
 use super::{CompareSettings, Run, group_value, groups, pooling, read_json};
+use crate::outputs::group_table::Format;
 use crate::sweep::against::{self, Compared};
 
 /// `--against MODEL`: our finished runs (of one cohort, unless `--pool-cohorts`), each paired
-/// with that model's run of its fold and seed ([`against`]); runs left unpaired are named on
-/// standard error.
+/// with that model's run of its fold and seed ([`against`]; `identity`: with its own identity
+/// forecast), as `--format` (default Markdown); runs left unpaired are named on standard error.
 pub(super) fn against(runs: &[Run], s: &CompareSettings, model: &str) -> Result<()> {
     let keys = groups::configuration_keys(runs);
     let done: Vec<&Run> = runs
@@ -34,13 +35,10 @@ pub(super) fn against(runs: &[Run], s: &CompareSettings, model: &str) -> Result<
         })
         .collect();
     let lines = against::against_lines(&ours, model, &s.metrics)?;
-    if s.json {
-        let spread = against::fold_spread(&lines);
-        let out = serde_json::json!({"runs": lines, "fold_spread": spread});
-        println!("{}", serde_json::to_string_pretty(&out)?);
-    } else {
-        print!("{}", against::render(&lines, model));
-    }
+    print!(
+        "{}",
+        against::render_as(&lines, model, s.format_or(Format::Md))?
+    );
     let mut unpaired: Vec<&str> = lines
         .iter()
         .filter(|l| l.unpaired.is_some())

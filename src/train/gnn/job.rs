@@ -97,7 +97,6 @@ impl<B: AutodiffBackend> GnnJob<B> {
             monitor,
             unit: "subjects",
             cpu_columns: true,
-            epoch_checkpoints: false,
             validate_initial: settings.decoder.drift_head || settings.decoder.eb_head,
             plot: panels,
             config: serde_json::to_value(&config)?,

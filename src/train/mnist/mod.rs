@@ -279,7 +279,6 @@ impl JobFactory for Factory {
             monitor,
             unit: "img",
             cpu_columns: false,
-            epoch_checkpoints: true,
             validate_initial: false,
             plot: vec![
                 Panel::new("loss", &["train_loss", "test_loss"], &[]),
