@@ -214,6 +214,9 @@ fn early_stopping_keeps_the_best_epoch() {
         "test_accuracy",
         "--patience",
         "1",
+        // Every epoch's checkpoint, to compare the best one with its epoch's.
+        "--keep-checkpoints",
+        "all",
     ]);
     ok(&train(t.path(), &out, &args));
     let rows = metrics_without_timing(&out);
