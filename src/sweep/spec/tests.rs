@@ -165,3 +165,17 @@ fn a_then_stage_adds_one_resumed_task_per_phase_one_task() {
     assert_eq!(s.tasks[1].varied["stage"], "phase1");
     assert!(s.tasks[..4].iter().all(|t| t.after.is_none()));
 }
+
+#[test]
+fn a_command_line_override_reaches_phase_two() {
+    let text = "command = \"train-gnn\"\nfolds = [0]\n[base]\nmax_epochs = 3\n[then]\n\
+                max_epochs = 20\nfixed_support = true\n";
+    let o = [parse_override("max_epochs=5").unwrap()];
+    let s = Spec::parse(Path::new("s.toml"), text, &known, 100_000, &o).unwrap();
+    assert_eq!(s.tasks.len(), 2);
+    for t in &s.tasks {
+        assert_eq!(t.flags["max_epochs"].as_integer(), Some(5), "{}", t.name);
+    }
+    // The rest of [then] still applies to phase 2.
+    assert_eq!(s.tasks[1].flags["fixed_support"].as_bool(), Some(true));
+}

@@ -7,7 +7,8 @@ use crate::sweep::expand::Zip;
 
 /// `key=value` arguments after the spec, over it: a list becomes the grid axis of `key`, a
 /// single value is set in `[base]`; either way the spec's own values of `key` (in `[base]`,
-/// `[grid]`, the variants) give way. A zipped key cannot be overridden alone.
+/// `[grid]`, the variants and `[then]`) give way, each with a line on stderr. A zipped key
+/// cannot be overridden alone.
 pub(super) fn apply_overrides(
     table: &mut toml::Table,
     overrides: &[(String, toml::Value)],
@@ -32,15 +33,26 @@ pub(super) fn apply_overrides(
         if zipped {
             bail!("`{key}=…` (command line): `{key}` varies in a [[zip]]; change it in the spec");
         }
-        for name in ["base", "grid"] {
-            if let Some(t) = table.get_mut(name).and_then(|t| t.as_table_mut()) {
-                t.remove(key);
+        // The command line wins over every place of the spec, `[then]` (phase 2) too; each
+        // value it replaces is said once.
+        let mut shadowed = Vec::new();
+        for name in ["base", "grid", "then"] {
+            if let Some(t) = table.get_mut(name).and_then(|t| t.as_table_mut())
+                && let Some(old) = t.remove(key)
+            {
+                shadowed.push(format!("[{name}] {key} = {old}"));
             }
         }
         if let Some(vs) = table.get_mut("variant").and_then(|v| v.as_array_mut()) {
             for v in vs.iter_mut().filter_map(|v| v.as_table_mut()) {
-                v.remove(key);
+                if let Some(old) = v.remove(key) {
+                    let name = v.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+                    shadowed.push(format!("variant {name}: {key} = {old}"));
+                }
             }
+        }
+        for what in shadowed {
+            eprintln!("[sweep] {key}={value} (command line) replaces the spec's {what}");
         }
         let target = if value.is_array() { "grid" } else { "base" };
         let t = table
