@@ -552,8 +552,9 @@ fn a_plot_whose_range_overflows_is_refused_naming_the_chart() {
 #[test]
 fn a_closed_pipe_ends_a_report_quietly() {
     let t = tempfile::tempdir().unwrap();
-    // 3000 tasks: `sweep status` prints more than a pipe holds after `head` has gone.
-    let grid: Vec<String> = (1..=3000).map(|i| format!("{}e-6", i)).collect();
+    // 6000 tasks: `sweep status` prints ~180 KB, more than a pipe (64 KiB) and `head`'s buffer
+    // hold, so it still writes after `head` has gone.
+    let grid: Vec<String> = (1..=6000).map(|i| format!("{}e-6", i)).collect();
     sweep::setup_with(
         t.path(),
         "",
