@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::Manifest;
 use super::quote::{comment, sh, sh_path};
-use super::scripts::{Array, choose_trainer, job_name, ranges_list, run_task};
+use super::script_parts::{Array, choose_trainer, job_name, ranges_list, run_task};
 
 /// How often gflow starts a failed or timed-out task again (each start resumes its checkpoint).
 const RETRIES: usize = 3;

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::Manifest;
 use super::quote::{comment, directive};
-use super::scripts::{Array, choose_trainer, lines, ranges, run_task, task_line, throttle};
+use super::script_parts::{Array, choose_trainer, lines, ranges, run_task, task_line, throttle};
 
 /// The LSF array script of `a`, job name `name`; `after`: the phase-1 array it waits for.
 pub fn script(dir: &Path, m: &Manifest, a: &Array, name: &str, after: Option<&str>) -> String {

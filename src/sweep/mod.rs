@@ -18,6 +18,7 @@ pub mod progress;
 pub mod quote;
 mod reference_run;
 pub mod resources;
+mod script_parts;
 pub mod scripts;
 mod slurm;
 pub mod spec;

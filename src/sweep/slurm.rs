@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::Manifest;
 use super::quote::{comment, directive, sh_path};
-use super::scripts::{Array, choose_trainer, lines, ranges, run_task, task_line, throttle};
+use super::script_parts::{Array, choose_trainer, lines, ranges, run_task, task_line, throttle};
 
 /// The array script of `a`, job name `name`: each array task runs `trainer sweep task DIR
 /// $TASK` with the queue rules of `jobs/` (signal before the limit, forward it, requeue on 75,
