@@ -649,23 +649,28 @@ fn out_never_takes_over_a_directory_that_is_not_a_run() {
     let t = tempfile::tempdir().unwrap();
     let data = t.path().join("mnist");
     write_tiny_mnist(&data, 64);
+    // One epoch of train-mnist on the tiny data into `out`, with `extra` flags.
+    let train_into = |out: &Path, extra: &[&str]| {
+        trainer()
+            .args([
+                "train-mnist",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "16",
+                "--data-dir",
+            ])
+            .arg(&data)
+            .arg("--out")
+            .arg(out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
     let mine = t.path().join("my-project");
     std::fs::create_dir_all(&mine).unwrap();
     std::fs::write(mine.join("config.toml"), "precious = true\n").unwrap();
-    let o = trainer()
-        .args([
-            "train-mnist",
-            "--epochs",
-            "1",
-            "--batch-size",
-            "16",
-            "--data-dir",
-        ])
-        .arg(&data)
-        .arg("--out")
-        .arg(&mine)
-        .output()
-        .unwrap();
+    let o = train_into(&mine, &[]);
     let e = stderr(&o);
     assert!(!o.status.success(), "{e}");
     assert!(
@@ -683,21 +688,7 @@ fn out_never_takes_over_a_directory_that_is_not_a_run() {
     std::fs::create_dir_all(&run).unwrap();
     std::fs::write(run.join("job.log"), "started\n").unwrap();
     for extra in [&[][..], &["--resume", "auto"][..]] {
-        let o = trainer()
-            .args([
-                "train-mnist",
-                "--epochs",
-                "1",
-                "--batch-size",
-                "16",
-                "--data-dir",
-            ])
-            .arg(&data)
-            .arg("--out")
-            .arg(&run)
-            .args(extra)
-            .output()
-            .unwrap();
+        let o = train_into(&run, extra);
         assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
     }
     assert_eq!(
