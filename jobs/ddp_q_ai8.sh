@@ -2,7 +2,7 @@
 # Data-parallel MNIST on several V100s of one q_ai8 node: one task (MPI rank) per GPU, launched
 # by `srun --mpi=pmix`; each rank trains on its shard of every batch and the gradients are
 # averaged (NCCL on GPUs). Needs a trainer built with the cargo feature `mpi` (the image
-# containers/trainer.def builds it in when the site's MPI is OpenMPI 4, libmpi.so.40).
+# containers/trainer-gpu.def has it (and NCCL) when the site's MPI is OpenMPI 4, libmpi.so.40).
 #
 #   mkdir -p outputs/logs
 #   sbatch jobs/ddp_q_ai8.sh                       # 4 GPUs
@@ -43,7 +43,7 @@ set -uo pipefail
 USER="${USER:-$(id -un)}" # sbatch may start the script without USER
 
 # --- site-specific settings (override in the environment at submit time) ----------------------
-IMAGE="${IMAGE:-/ibmgpfs/$USER/containers/trainer.sif}"
+IMAGE="${IMAGE:-/ibmgpfs/$USER/containers/trainer-gpu.sif}"
 BIND_MOUNTS="${BIND_MOUNTS:-/ibmgpfs,/GPFS}"
 DATA_DIR="${DATA_DIR:-/ibmgpfs/$USER/data/fashion-mnist}"
 RESULTS_DIR="${RESULTS_DIR:-/GPFS/$USER/results/mnist_ddp}"

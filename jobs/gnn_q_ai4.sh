@@ -42,7 +42,7 @@ set -uo pipefail
 USER="${USER:-$(id -un)}" # sbatch may start the script without USER
 
 # --- site-specific settings (override in the environment at submit time) ----------------------
-IMAGE="${IMAGE:-/ibmgpfs/$USER/containers/trainer.sif}"
+IMAGE="${IMAGE:-/ibmgpfs/$USER/containers/trainer-gpu.sif}"
 BIND_MOUNTS="${BIND_MOUNTS:-/ibmgpfs,/GPFS}"
 # The cohort: SC matrices, morphology tree, subject table (trainer synth-connectome writes the
 # same layout under one directory).

@@ -41,7 +41,7 @@ set -uo pipefail
 USER="${USER:-$(id -un)}"
 
 # --- site-specific settings (override in the environment at submit time) ----------------------
-IMAGE="${IMAGE:-/ibmgpfs/$USER/containers/trainer.sif}"
+IMAGE="${IMAGE:-/ibmgpfs/$USER/containers/trainer-gpu.sif}"
 BIND_MOUNTS="${BIND_MOUNTS:-/ibmgpfs,/GPFS}"
 DATA_DIR="${DATA_DIR:-/ibmgpfs/$USER/data/fashion-mnist}"
 RESULTS_DIR="${RESULTS_DIR:-/GPFS/$USER/results/mnist_mig}"

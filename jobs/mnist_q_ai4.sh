@@ -41,8 +41,9 @@ set -uo pipefail
 USER="${USER:-$(id -un)}" # sbatch may start the script without USER
 
 # --- site-specific settings (override any of them in the environment at submit time) --------
-# The trainer image (containers/trainer.def, CUDA 12.x), on the shared filesystem.
-IMAGE="${IMAGE:-/ibmgpfs/$USER/containers/trainer.sif}"
+# The GPU trainer image (containers/trainer-gpu.def, built off the cluster by
+# scripts/build-gpu-image.sh: LibTorch + CubeCL CUDA + MPI), on the shared filesystem.
+IMAGE="${IMAGE:-/ibmgpfs/$USER/containers/trainer-gpu.sif}"
 # Host directories visible inside the container (data and results live there).
 BIND_MOUNTS="${BIND_MOUNTS:-/ibmgpfs,/GPFS}"
 # Four MNIST-format IDX files (raw or .gz).

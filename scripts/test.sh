@@ -95,6 +95,9 @@ if [ "${TRAINER_SKIP_FEATURES:-0}" != 1 ]; then
   # scripts/gpu-check.sh --cuda-tests); here it is compiled and its skip path runs.
   cargo test "${profile[@]}" --features tch,cuda,wgpu,mpi --test backend_errors --test backend_tch \
     --test fast_tch --test pt_checkpoint --test backend_cuda
+  # The GPU image's definition against this binary, in seconds (no image: the full build,
+  # scripts/build-gpu-image.sh, takes minutes and 7 GB; see containers/README.md).
+  scripts/build-gpu-image.sh --check-only --bin target/features/ci-features/trainer
   done_stage
   stage "wgpu on lavapipe (CubeCL kernels on Mesa's software Vulkan, against flex)"
   cargo test "${profile[@]}" --features tch,cuda,wgpu,mpi --test backend_wgpu -- --nocapture

@@ -103,8 +103,9 @@ fn render_wgpu(adapters: &[crate::backend::wgpu::Adapter]) -> String {
     }
     let _ = writeln!(
         out,
-        "  Burn fusion {} (wgpu-fusion: on), autotune {} (cuda: fusion off, autotune off)",
+        "  Burn fusion {} (wgpu-fusion: on), autotune {} (cuda: fusion off, autotune {})",
         on(wgpu::FUSION_DEFAULT),
+        on(wgpu::AUTOTUNE),
         on(wgpu::AUTOTUNE)
     );
     if adapters.is_empty() {

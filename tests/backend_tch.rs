@@ -156,3 +156,20 @@ fn bench_lists_flex_tch_and_pytorch_side_by_side() {
         "{torch}"
     );
 }
+
+/// Rust links with `--as-needed`, which can drop `libtorch_cuda.so` from a binary that names none
+/// of its symbols (tch-rs issue 980): `--backend tch --device cuda` would then find no CUDA and
+/// the GPU image would train on the CPU. burn-tch references `at::cuda` symbols; this keeps it so.
+#[test]
+fn the_binary_needs_libtorch_cuda() {
+    let o = std::process::Command::new("readelf")
+        .args(["-d", env!("CARGO_BIN_EXE_trainer")])
+        .output()
+        .expect("readelf (binutils)");
+    let dynamic = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "readelf -d failed: {}", stderr(&o));
+    assert!(
+        dynamic.contains("Shared library: [libtorch_cuda.so]"),
+        "the tch binary does not need libtorch_cuda.so:\n{dynamic}"
+    );
+}

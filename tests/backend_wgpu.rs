@@ -190,3 +190,97 @@ fn fused_outer_sum_of_a_column_and_its_transpose_is_wrong() {
     );
     eprintln!("fused d + dᵀ: {fused:?} (expected {expected:?})");
 }
+
+/// The autotune cache (`--features autotune`): a warm-up tunes a run's kernels into
+/// `--autotune-cache DIR/<adapter>/` and writes no run; the run after it, with the same shapes,
+/// reads those choices and tunes nothing; a torn cache file is named in one warning and the run
+/// goes on (tuning the lost entries again). `--model gcn` on a tiny cohort: few shapes, so that
+/// a cold tune on lavapipe takes under a minute (the MNIST CNN's takes four).
+#[cfg(feature = "autotune")]
+#[test]
+fn an_autotune_warm_up_fills_the_cache_and_the_run_after_it_tunes_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    synth_cohort(t.path(), 12, 16, 1);
+    let cohort = t.path().join("cohort");
+    let cache = t.path().join("tune cache");
+    let gnn = |extra: &[&str]| {
+        let o = trainer()
+            .current_dir(t.path())
+            .arg("train-gnn")
+            .arg("--sc-dir")
+            .arg(cohort.join("sc"))
+            .arg("--morph-root")
+            .arg(cohort.join("morph"))
+            .arg("--subject-info-csv")
+            .arg(cohort.join("subject_info_sc.csv"))
+            .args(["--model", "gcn", "--cv-fold", "0", "--max-epochs", "1"])
+            .args(["--backend", "wgpu", "--device", "cpu", "--autotune-cache"])
+            .arg(&cache)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        stderr(&o)
+    };
+    let tuned = |log: &str| -> (usize, usize) {
+        let line = log
+            .lines()
+            .find(|l| l.contains("autotune: "))
+            .unwrap_or_else(|| panic!("no autotune summary:\n{log}"));
+        let num = |after: &str| -> usize {
+            let before = line.split(after).next().unwrap();
+            before.split_whitespace().last().unwrap().parse().unwrap()
+        };
+        (num(" kernel(s) tuned"), num(" cached choice(s)"))
+    };
+    let warm = gnn(&["--autotune-warm", "--results-dir", "warm"]);
+    let (k, cached) = tuned(&warm);
+    assert!(k > 0 && cached == 0, "the warm-up tuned nothing:\n{warm}");
+    assert!(warm.contains("autotune warm-up done"), "{warm}");
+    let models: Vec<_> = std::fs::read_dir(&cache).unwrap().flatten().collect();
+    assert_eq!(models.len(), 1, "one directory per device model");
+    let model = models[0].path();
+    assert!(
+        model
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("llvmpipe")
+    );
+    assert!(model.join("autotune.log").is_file());
+    assert!(!t.path().join("warm").exists(), "a warm-up writes no run");
+
+    let run = gnn(&["--results-dir", "run"]);
+    assert_eq!(
+        tuned(&run),
+        (0, k),
+        "the run after the warm-up tuned again:\n{run}"
+    );
+
+    // A torn cache: a line cut short at the end of one of its files.
+    let mut dirs = vec![model.clone()];
+    let mut files = Vec::new();
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.to_string_lossy().ends_with(".json.log") {
+                files.push(p);
+            }
+        }
+    }
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&files[0])
+        .unwrap();
+    f.write_all(b"{\"key\": {\"cut").unwrap();
+    let torn = gnn(&["--results-dir", "torn"]);
+    assert_eq!(
+        torn.matches("unreadable entr").count(),
+        1,
+        "one warning naming the torn file:\n{torn}"
+    );
+    assert!(torn.contains(&files[0].display().to_string()), "{torn}");
+}

@@ -136,3 +136,57 @@ fn bench_mnist_compares_chosen_backends_with_spread_threads_and_floor() {
         "{kernels}"
     );
 }
+
+/// `trainer bench gnn` on two cohort sizes in one run: a row per size and objective, each epoch
+/// timed on at most `--steps` steps after `--warmup` and extrapolated to the whole epoch.
+#[test]
+fn bench_gnn_times_several_cohort_sizes_on_a_few_steps() {
+    let t = tempfile::tempdir().unwrap();
+    let json_path = t.path().join("gnn.json");
+    let o = run_in(
+        t.path(),
+        &[
+            "bench",
+            "gnn",
+            "--subjects",
+            "16,30",
+            "--nodes",
+            "12",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--backends",
+            "flex",
+            "--json",
+            json_path.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(json["subjects"], serde_json::json!([16, 30]));
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "2 sizes x 2 objectives: {rows:?}");
+    for r in rows {
+        assert!(r["error"].is_null(), "{r}");
+        let (train, steps) = (
+            r["training_subjects"].as_u64().unwrap(),
+            r["steps_per_epoch"].as_u64().unwrap(),
+        );
+        assert_eq!(steps, train.div_ceil(2), "{r}");
+        assert_eq!(r["timed_steps"], 2, "{r}");
+        assert!(r["seconds_per_epoch"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let sizes: Vec<u64> = rows
+        .iter()
+        .map(|r| r["training_subjects"].as_u64().unwrap())
+        .collect();
+    assert!(
+        sizes[0] < sizes[2],
+        "the larger cohort trains on more subjects: {sizes:?}"
+    );
+    // --subjects 0 is refused (a cohort needs subjects).
+    let o = run_in(t.path(), &["bench", "gnn", "--subjects", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -200,6 +200,56 @@ fn cpu_def_is_bookworm_with_runscript_test_labels_help() {
     check_scripts(&st);
 }
 
+/// The GPU image (scripts/build-gpu-image.sh builds it for real; CI runs its `--check-only`
+/// against the features binary): Debian only, the host's tch + cuda + mpi binary, LibTorch and the
+/// wheel's NVIDIA libraries at LibTorch's relative RPATH places, NVRTC and NCCL on the path.
+#[test]
+fn gpu_def_is_bookworm_with_libtorch_and_the_wheels_nvidia_libraries() {
+    let raw = read("trainer-gpu.def");
+    let st = parse_def(&raw);
+    assert_eq!(st.len(), 1, "one stage: nothing is compiled inside");
+    let s = &st[0];
+    assert_eq!(s.header["Bootstrap"], "debootstrap");
+    assert_eq!(s.header["OSVersion"], "bookworm");
+    assert!(!raw.contains("Bootstrap: docker"), "no registry image");
+    let files = section(s, "%files");
+    for want in [
+        "target/features/release/trainer /usr/local/bin/trainer",
+        "/torch/lib /opt/torch/torch/lib",
+        "/nvidia /opt/torch/nvidia",
+    ] {
+        assert!(files.contains(want), "%files lacks {want}:\n{files}");
+    }
+    let env = section(s, "%environment");
+    for dir in [
+        "/opt/torch/torch/lib",
+        "/opt/torch/nvidia/cuda_nvrtc/lib",
+        "/opt/torch/nvidia/nccl/lib",
+    ] {
+        assert!(env.contains(dir), "%environment lacks {dir}:\n{env}");
+    }
+    // Keeps the driver directory `--nv` puts on the path.
+    assert!(
+        env.contains("${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"),
+        "{env}"
+    );
+    let post = section(s, "%post");
+    // cudarc opens `libnccl.so`; the wheel has `.so.2` only.
+    assert!(post.contains("ln -sf libnccl.so.2 /opt/torch/nvidia/nccl/lib/libnccl.so"));
+    assert!(
+        post.contains("libtorch_cuda.so => /opt/torch/torch/lib/"),
+        "{post}"
+    );
+    assert!(post.contains("libopenmpi3"), "{post}");
+    assert!(section(s, "%runscript").contains("trainer \"$@\""));
+    assert!(section(s, "%test").contains("trainer doctor"));
+    assert!(section(s, "%labels").contains("org.opencontainers.image.version 0.1.0"));
+    for want in ["sm_70", "sm_120", "R570", "exit 14"] {
+        assert!(raw.contains(want), "trainer-gpu.def does not state {want}");
+    }
+    check_scripts(&st);
+}
+
 #[test]
 fn cuda_def_builds_with_cuda_12_8_and_copies_only_the_binary() {
     let raw = read("trainer.def");

@@ -296,3 +296,99 @@ fn a_run_state_at_an_impossible_epoch_is_refused_naming_the_file() {
         ],
     );
 }
+
+/// A monitor that never moves (a learning rate too small to change a weight) is a warning in
+/// the run's log and in `finished.json`; a moving one is not.
+#[test]
+fn a_monitor_that_never_moves_is_a_warning_in_the_log_and_finished_json() {
+    let t = tempfile::tempdir().unwrap();
+    let data = fashion_dir();
+    let mnist = |out: &str, lr: &str| {
+        let o = run_in(
+            t.path(),
+            &[
+                "train-mnist",
+                "--data-dir",
+                data.to_str().unwrap(),
+                "--limit-train",
+                "64",
+                "--limit-test",
+                "64",
+                "--epochs",
+                "3",
+                "--lr",
+                lr,
+                "--early-stop-metric",
+                "test_loss",
+                "--out",
+                out,
+            ],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let finished: Value = serde_json::from_str(
+            &std::fs::read_to_string(t.path().join(out).join("finished.json")).unwrap(),
+        )
+        .unwrap();
+        (stderr(&o), finished["warnings"].as_array().unwrap().clone())
+    };
+    let (log, warnings) = mnist("flat", "1e-30");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let w = warnings[0].as_str().unwrap();
+    assert!(
+        w.contains("the monitor test_loss did not change over 3 epochs"),
+        "{w}"
+    );
+    assert_eq!(
+        log.matches("warning: the monitor test_loss").count(),
+        1,
+        "{log}"
+    );
+    let (log, warnings) = mnist("moving", "1e-3");
+    assert!(
+        warnings.is_empty() && !log.contains("did not change"),
+        "{warnings:?}\n{log}"
+    );
+}
+
+/// Two runs whose setting makes no difference to the model (a learning rate, to a closed-form
+/// fit): `compare` says their test results are identical and that the setting had no effect.
+#[test]
+fn compare_names_runs_with_identical_results() {
+    let t = tempfile::tempdir().unwrap();
+    cohort(t.path());
+    for (name, lr) in [("a", "1e-4"), ("b", "5e-3")] {
+        let o = run_in(
+            t.path(),
+            &[
+                "train-gnn",
+                "--model",
+                "linear-drift",
+                "--sc_dir",
+                "cohort/sc",
+                "--morph_root",
+                "cohort/morph",
+                "--subject_info_csv",
+                "cohort/subject_info_sc.csv",
+                "--results_dir",
+                "res",
+                "--cv_fold",
+                "0",
+                "--max_epochs",
+                "1",
+                "--learning_rate",
+                lr,
+                "--run-name",
+                name,
+            ],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let o = run_in(t.path(), &["compare", "res/runs/a", "res/runs/b"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("[compare] warning: 2 runs have identical test results")
+            && err.contains("res/runs/a, res/runs/b"),
+        "{err}"
+    );
+}

@@ -70,6 +70,8 @@ fn a_local_sweep_runs_two_at_a_time_and_replans_only_what_failed() {
                 t.path().join(run).join("test_metrics.json").is_file(),
                 "{r}"
             );
+            // Healthy short runs: no degeneracy warning (the field is there for every task).
+            assert_eq!(r["warnings"], serde_json::json!([]), "{r}");
         }
     }
     // A task killed midway (its process gone) counts as failed too.

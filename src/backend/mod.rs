@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{BACKEND_UNAVAILABLE, ExitError};
 
+pub mod autotune;
 pub mod cuda;
 mod device;
 pub mod fast_cpu;
@@ -165,7 +166,7 @@ impl BackendKind {
         matches!(self, BackendKind::Flex | BackendKind::FlexPlain)
     }
 
-    fn is_wgpu(self) -> bool {
+    pub fn is_wgpu(self) -> bool {
         matches!(self, BackendKind::Wgpu | BackendKind::WgpuFusion)
     }
 }

@@ -13,7 +13,8 @@ use super::{BackendKind, DeviceSpec, unavailable};
 pub struct DeviceSettings {
     /// Tensor backend: flex (pure-Rust CPU, always built), tch (LibTorch, cargo feature `tch`),
     /// cuda (CubeCL CUDA, cargo feature `cuda`), wgpu (CubeCL on Vulkan/Metal/DX12, cargo
-    /// feature `wgpu`). Default: flex on CPU; cuda, else tch, else wgpu on a GPU.
+    /// feature `wgpu`). Default: flex on CPU; tch (LibTorch's cuDNN and cuBLAS kernels), else
+    /// cuda, else wgpu on a GPU (benches/README.md, "The default GPU backend").
     #[arg(long, value_enum)]
     pub backend: Option<BackendKind>,
     /// Device: `cpu`, `cuda`/`gpu` (= `cuda:0`) or `cuda:N`/`gpu:N` (index among
@@ -69,20 +70,27 @@ pub struct Placement {
     pub device: DeviceSpec,
 }
 
+/// The GPU backends in the order a run without `--backend` takes them, the first compiled one
+/// winning: tch runs LibTorch's cuDNN and cuBLAS kernels (PyTorch's own, so PyTorch's speed),
+/// cuda CubeCL's (0.10x PyTorch on the MNIST CNN on an H100, benches/README.md), wgpu last.
+pub const GPU_ORDER: [BackendKind; 3] = [BackendKind::Tch, BackendKind::Cuda, BackendKind::Wgpu];
+
+/// The default GPU backend among those `compiled` says this binary has.
+pub fn default_gpu_backend(compiled: impl Fn(BackendKind) -> bool) -> Option<BackendKind> {
+    GPU_ORDER.into_iter().find(|&b| compiled(b))
+}
+
 /// Picks the backend when `--backend` was left out, and rejects impossible pairs.
 pub fn resolve(backend: Option<BackendKind>, device: DeviceSpec) -> Result<Placement> {
     let backend = match backend {
         Some(b) => b,
         None if !device.is_cuda() => BackendKind::Flex,
-        None if BackendKind::Cuda.compiled() => BackendKind::Cuda,
-        None if BackendKind::Tch.compiled() => BackendKind::Tch,
-        None if BackendKind::Wgpu.compiled() => BackendKind::Wgpu,
-        None => {
-            return Err(unavailable(format!(
+        None => default_gpu_backend(BackendKind::compiled).ok_or_else(|| {
+            unavailable(format!(
                 "--device {device} needs a GPU backend, and this binary has none: rebuild with \
-                 `cargo build --release --features cuda` (or `--features tch`, `--features wgpu`)"
-            )));
-        }
+                 `cargo build --release --features tch,cuda` (or one of them, or `--features wgpu`)"
+            ))
+        })?,
     };
     if !backend.compiled() {
         return Err(unavailable(format!(
@@ -101,5 +109,20 @@ pub fn resolve(backend: Option<BackendKind>, device: DeviceSpec) -> Result<Place
             "the cuda backend needs a GPU: pass --device cuda[:N], or use --backend flex on CPU",
         )),
         _ => Ok(Placement { backend, device }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use BackendKind::*;
+
+    #[test]
+    fn a_gpu_run_without_backend_takes_tch_then_cuda_then_wgpu() {
+        let with = |have: &'static [BackendKind]| default_gpu_backend(move |b| have.contains(&b));
+        assert_eq!(with(&[Tch, Cuda, Wgpu]), Some(Tch));
+        assert_eq!(with(&[Cuda, Wgpu]), Some(Cuda));
+        assert_eq!(with(&[Wgpu]), Some(Wgpu));
+        assert_eq!(with(&[Flex]), None);
     }
 }

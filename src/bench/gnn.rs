@@ -2,7 +2,9 @@
 //! the minimal core (no topology loss, no GradNorm) and the reference's default objective
 //! (topology loss + GradNorm), with every term of the schedule on (epoch 20): wall seconds per
 //! epoch, CPU seconds per training subject per epoch and peak resident memory, for every
-//! compiled backend and usable device.
+//! compiled backend and usable device, on one or several cohort sizes (`--subjects 200,1000`).
+//! After `--warmup` steps (a GPU compiles its kernels there), at most `--steps` steps are timed
+//! and the epoch's seconds extrapolated from them.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,7 +38,13 @@ pub struct GnnBenchRow {
     pub device: String,
     /// `core` (λ_topo = 0, no GradNorm) or `default` (the reference's objective).
     pub objective: &'static str,
+    /// Subjects of the synthetic cohort, and of its fold-0 training split.
+    pub subjects: usize,
     pub training_subjects: usize,
+    /// Steps of 2 subjects in an epoch, and how many of them were timed (after the warm-up).
+    pub steps_per_epoch: usize,
+    pub timed_steps: usize,
+    /// Seconds of the timed steps × steps per epoch / timed steps.
     pub seconds_per_epoch: f64,
     pub cpu_seconds_per_subject: f64,
     /// Device → host reads per training step ([`crate::host_reads`]): each is a sync on a GPU.
@@ -56,14 +64,26 @@ fn objectives() -> [(&'static str, ObjectiveConfig); 2] {
 /// Schedule epoch of the timed epoch: velocity and acceleration on.
 const EPOCH: usize = 20;
 
-/// One training epoch of fold 0 (batch 2, in this process), timed; no files written.
+/// What one epoch's timing gave.
+struct Timed {
+    training_subjects: usize,
+    steps_per_epoch: usize,
+    timed_steps: usize,
+    /// Seconds of the timed steps.
+    secs: f64,
+}
+
+/// One training epoch of fold 0 (batch 2, in this process); no files written. The first `warmup`
+/// steps (fewer when the epoch is short) are not timed, then at most `steps` are.
+#[allow(clippy::too_many_arguments)]
 fn bench_epoch<B: AutodiffBackend>(
     cohort: Arc<Cohort>,
     model_cfg: &ClgOdeConfig,
     obj: ObjectiveConfig,
     cut: Pieces,
+    (warmup, steps): (usize, usize),
     device: &B::Device,
-) -> Result<(usize, f64)> {
+) -> Result<Timed> {
     let seed = 42;
     let split = test_split(cohort.subjects.len(), TEST_SIZE, seed as u32)?;
     let fold = cv_fold(&split.trainval, 0, 5)?;
@@ -81,8 +101,15 @@ fn bench_epoch<B: AutodiffBackend>(
         .into_iter()
         .map(|i| fold.train[i])
         .collect();
-    let t0 = Instant::now();
-    for start in (0..order.len()).step_by(2) {
+    let starts: Vec<usize> = (0..order.len()).step_by(2).collect();
+    let warmup = warmup.min(starts.len().saturating_sub(1));
+    let timed = steps.min(starts.len() - warmup);
+    let mut t0 = Instant::now();
+    for (k, &start) in starts.iter().take(warmup + timed).enumerate() {
+        if k == warmup {
+            B::sync(device)?;
+            t0 = Instant::now();
+        }
         let end = (start + 2).min(order.len());
         let r = grads(
             &model,
@@ -99,16 +126,23 @@ fn bench_epoch<B: AutodiffBackend>(
         )?;
         model = adam.step(5e-5, model, Grads::Params(r.grads));
     }
-    Ok((order.len(), t0.elapsed().as_secs_f64()))
+    B::sync(device)?;
+    Ok(Timed {
+        training_subjects: order.len(),
+        steps_per_epoch: starts.len(),
+        timed_steps: timed,
+        secs: t0.elapsed().as_secs_f64(),
+    })
 }
 
 struct Job<'a> {
     cohort: &'a Arc<Cohort>,
     cfg: &'a ClgOdeConfig,
+    warmup_steps: (usize, usize),
 }
 
 impl BackendJob for Job<'_> {
-    type Output = Vec<(&'static str, usize, f64, f64, f64)>;
+    type Output = Vec<(&'static str, Timed, f64, f64)>;
     fn run<B: AutodiffBackend>(self, device: B::Device, p: Placement) -> Result<Self::Output> {
         let mut out = Vec::new();
         let cut = Pieces::for_backend(p.backend);
@@ -117,36 +151,50 @@ impl BackendJob for Job<'_> {
             op_profile::reset();
             op_profile::phase("epoch");
             let (cpu0, reads0) = (cpu_seconds(), crate::host_reads::count());
-            let (subjects, secs) =
-                bench_epoch::<B>(self.cohort.clone(), self.cfg, obj, cut, &device)?;
+            let timed = bench_epoch::<B>(
+                self.cohort.clone(),
+                self.cfg,
+                obj,
+                cut,
+                self.warmup_steps,
+                &device,
+            )?;
             let cpu = cpu_seconds() - cpu0;
-            let steps = subjects.div_ceil(2).max(1);
-            let reads = (crate::host_reads::count() - reads0) as f64 / steps as f64;
+            // Warm-up and timed steps both counted: reads per step do not depend on the timing.
+            let done = (self
+                .warmup_steps
+                .0
+                .min(timed.steps_per_epoch.saturating_sub(1))
+                + timed.timed_steps)
+                .max(1);
+            let reads = (crate::host_reads::count() - reads0) as f64 / done as f64;
             let report = op_profile::take();
             if !report.ops.is_empty() {
                 eprintln!(
-                    "\n### {} CLG-ODE epoch ({name} objective): {steps} steps of 2 subjects, \
-                     {:.1} ms/step",
+                    "\n### {} CLG-ODE epoch ({name} objective): {done} steps of 2 subjects, \
+                     {:.1} ms/timed step",
                     p.backend.name(),
-                    1e3 * secs / steps as f64
+                    1e3 * timed.secs / timed.timed_steps.max(1) as f64
                 );
-                super::profile::print_ops(&report, steps, 25);
+                super::profile::print_ops(&report, done, 25);
             }
-            out.push((name, subjects, secs, cpu / subjects.max(1) as f64, reads));
+            let cpu_per_subject = cpu / (2 * done).min(timed.training_subjects).max(1) as f64;
+            out.push((name, timed, cpu_per_subject, reads));
         }
         op_profile::enable(false);
         Ok(out)
     }
 }
 
-pub fn run(args: &BenchArgs) -> Result<()> {
+/// The rows of one cohort size on every selected placement.
+fn bench_cohort(args: &BenchArgs, subjects: usize) -> Result<Vec<GnnBenchRow>> {
     let tmp = std::env::temp_dir().join(format!("trainer-bench-gnn-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     eprintln!(
-        "[bench] synthetic cohort: {} subjects x {} nodes",
-        args.subjects, args.nodes
+        "[bench] synthetic cohort: {subjects} subjects x {} nodes",
+        args.nodes
     );
-    write_synthetic_cohort(&tmp, args.subjects, args.nodes, 1)?;
+    write_synthetic_cohort(&tmp, subjects, args.nodes, 1)?;
     let loaded = load_cohort(&CohortPaths::under(&tmp), &LoadOptions::default());
     let _ = std::fs::remove_dir_all(&tmp);
     let cohort = Arc::new(loaded?.0);
@@ -166,52 +214,63 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             placement.backend.name(),
             placement.device
         );
-        let result = backend::dispatch_checked(
-            placement,
-            Job {
-                cohort: &cohort,
-                cfg: &cfg,
-            },
-        );
-        match result {
+        let job = Job {
+            cohort: &cohort,
+            cfg: &cfg,
+            warmup_steps: (args.warmup, args.steps),
+        };
+        let row = |objective, t: Option<&Timed>, cpu, reads, error| GnnBenchRow {
+            backend: placement.backend.name().into(),
+            device: placement.device.to_string(),
+            objective,
+            subjects,
+            training_subjects: t.map_or(0, |t| t.training_subjects),
+            steps_per_epoch: t.map_or(0, |t| t.steps_per_epoch),
+            timed_steps: t.map_or(0, |t| t.timed_steps),
+            seconds_per_epoch: t.map_or(f64::NAN, |t| {
+                t.secs * t.steps_per_epoch as f64 / t.timed_steps.max(1) as f64
+            }),
+            cpu_seconds_per_subject: cpu,
+            host_reads_per_step: reads,
+            error,
+        };
+        match backend::dispatch_checked(placement, job) {
             Ok(v) => {
-                for (objective, subjects, secs, cpu, reads) in v {
-                    rows.push(GnnBenchRow {
-                        backend: placement.backend.name().into(),
-                        device: placement.device.to_string(),
-                        objective,
-                        training_subjects: subjects,
-                        seconds_per_epoch: secs,
-                        cpu_seconds_per_subject: cpu,
-                        host_reads_per_step: reads,
-                        error: None,
-                    })
+                for (objective, t, cpu, reads) in v {
+                    rows.push(row(objective, Some(&t), cpu, reads, None));
                 }
             }
-            Err(e) => rows.push(GnnBenchRow {
-                backend: placement.backend.name().into(),
-                device: placement.device.to_string(),
-                objective: "",
-                training_subjects: 0,
-                seconds_per_epoch: f64::NAN,
-                cpu_seconds_per_subject: f64::NAN,
-                host_reads_per_step: f64::NAN,
-                error: Some(format!("{e:#}")),
-            }),
+            Err(e) => rows.push(row("", None, f64::NAN, f64::NAN, Some(format!("{e:#}")))),
         }
+    }
+    Ok(rows)
+}
+
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let mut rows = Vec::new();
+    for &subjects in &args.subjects {
+        rows.extend(bench_cohort(args, subjects)?);
     }
     let peak = peak_rss_bytes();
     println!(
-        "{:<12} {:<8} {:>9} {:>9} {:>12} {:>14} {:>11}",
-        "backend", "device", "objective", "subjects", "s/epoch", "CPU s/subject", "reads/step"
+        "{:<12} {:<8} {:>9} {:>9} {:>9} {:>12} {:>14} {:>11}",
+        "backend",
+        "device",
+        "objective",
+        "subjects",
+        "steps",
+        "s/epoch",
+        "CPU s/subject",
+        "reads/step"
     );
     for r in &rows {
         println!(
-            "{:<12} {:<8} {:>9} {:>9} {:>12.2} {:>14.3} {:>11.1}{}",
+            "{:<12} {:<8} {:>9} {:>9} {:>9} {:>12.2} {:>14.3} {:>11.1}{}",
             r.backend,
             r.device,
             r.objective,
-            r.training_subjects,
+            r.subjects,
+            format!("{}/{}", r.timed_steps, r.steps_per_epoch),
             r.seconds_per_epoch,
             r.cpu_seconds_per_subject,
             r.host_reads_per_step,
@@ -224,6 +283,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     println!("peak RSS {:.2} GB", peak as f64 / 1e9);
     let json = serde_json::json!({
         "target": "gnn", "subjects": args.subjects, "nodes": args.nodes,
+        "warmup_steps": args.warmup, "timed_steps": args.steps,
+        "threads": rayon::current_num_threads(),
         "peak_rss_bytes": peak, "rows": rows,
     });
     println!("{}", serde_json::to_string(&json)?);

@@ -15,18 +15,21 @@ pub struct BenchSettings {
     /// MNIST-format data; synthetic images of the right shape are used when absent.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// gnn: subjects of the synthetic cohort generated for the benchmark.
-    #[arg(long, default_value_t = 60)]
-    pub subjects: usize,
+    /// gnn: subjects of the synthetic cohort generated for the benchmark; several,
+    /// comma-separated (e.g. `200,1000`), bench one cohort each, side by side.
+    #[arg(long, value_delimiter = ',', default_value = "60", value_parser = crate::settings::at_least_one)]
+    pub subjects: Vec<usize>,
     /// gnn: nodes per connectome of the synthetic cohort.
     #[arg(long, default_value_t = 400)]
     pub nodes: usize,
     #[arg(long, default_value_t = 64)]
     pub batch_size: usize,
-    /// mnist: timed steps per backend (after the warm-up).
+    /// Timed steps per backend, after the warm-up. gnn: at most this many steps of the epoch are
+    /// timed and the epoch's seconds extrapolated from them (an epoch of a 1000-subject cohort
+    /// has 320 steps of 2 subjects).
     #[arg(long, default_value_t = 30)]
     pub steps: usize,
-    /// Warm-up steps, excluded from the timing.
+    /// Warm-up steps, excluded from the timing (a GPU compiles its kernels in the first ones).
     #[arg(long, default_value_t = 5)]
     pub warmup: usize,
     /// mnist: rounds over all backends, interleaved; each figure is the median of its rounds

@@ -6,6 +6,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 
 use super::common::{DeviceArgs, EarlyStopArgs, RUN, RunArgs};
+use crate::backend::autotune::AutotuneArgs;
 use crate::launch::Launch;
 use crate::train::gnn::{self, GnnRun, GnnSettings};
 use crate::train::mnist::{self, MnistRun, MnistSettings};
@@ -21,6 +22,8 @@ pub struct MnistArgs {
     #[command(flatten)]
     pub device: DeviceArgs,
     #[command(flatten)]
+    pub autotune: AutotuneArgs,
+    #[command(flatten)]
     pub run: RunArgs,
 }
 
@@ -34,12 +37,22 @@ impl MnistArgs {
         if let Some(m) = &monitor {
             m.check(mnist::MONITORS)?;
         }
+        let placement = self.device.placement()?;
+        let autotune = self.autotune.resolve(placement)?;
+        let mut settings = self.settings;
+        if autotune.warm {
+            // The run's shapes: two training batches and one test batch.
+            settings.epochs = 1;
+            settings.limit_train = Some(2 * settings.batch_size);
+            settings.limit_test = Some(settings.test_batch_size);
+        }
         Ok(MnistRun {
-            settings: self.settings,
+            settings,
             monitor,
             launch: Launch {
-                placement: self.device.placement()?,
+                placement,
                 run: self.run.settings()?,
+                autotune,
             },
         })
     }
@@ -65,12 +78,22 @@ pub struct GnnArgs {
     #[command(flatten)]
     pub device: DeviceArgs,
     #[command(flatten)]
+    pub autotune: AutotuneArgs,
+    #[command(flatten)]
     pub run: RunArgs,
 }
 
 impl GnnArgs {
     /// The plain settings of the run.
-    pub fn resolve(self) -> Result<GnnRun> {
+    pub fn resolve(mut self) -> Result<GnnRun> {
+        let placement = self.device.placement()?;
+        let autotune = self.autotune.resolve(placement)?;
+        let run = self.run.settings()?;
+        if autotune.warm {
+            // The run's shapes: one epoch of fold 0 (training, validation, test scoring).
+            self.settings.cv_fold = self.settings.cv_fold.max(0);
+            self.settings.max_epochs = 1;
+        }
         let settings = self.settings.resolve();
         settings.check()?;
         let monitor = self.early_stop.monitor(Some("val_loss"));
@@ -81,8 +104,9 @@ impl GnnArgs {
             settings,
             monitor,
             launch: Launch {
-                placement: self.device.placement()?,
-                run: self.run.settings()?,
+                placement,
+                run,
+                autotune,
             },
         })
     }

@@ -12,6 +12,7 @@
 //! [`crate::toolbox`].
 
 mod context;
+pub mod degeneracy;
 mod epoch;
 mod epoch_end;
 pub mod monitor;
@@ -103,6 +104,9 @@ pub struct JobSpec {
     pub fingerprint: Value,
     /// Extra fields of `run_meta.json`.
     pub meta: Row,
+    /// Phases of the schedule that end during training (warm-ups, terms switched on later): a
+    /// best epoch before one is a degeneracy warning ([`degeneracy`]).
+    pub phases: Vec<degeneracy::Phase>,
 }
 
 impl Default for JobSpec {
@@ -127,6 +131,7 @@ impl Default for JobSpec {
             config: Value::Null,
             fingerprint: Value::Null,
             meta: Row::new(),
+            phases: Vec::new(),
         }
     }
 }

@@ -8,6 +8,7 @@ use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
 use serde_json::json;
 
+use super::degeneracy;
 use super::epoch::StageRun;
 use super::progress::fmt_secs;
 use super::retention::{self, Removed};
@@ -197,9 +198,19 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
     })?;
     log_checkpoints(&ctx);
     if main {
+        let warnings = degeneracy::check(
+            &ctx.metrics.rows()?,
+            &pos.finished,
+            ctx.spec.monitor.as_ref(),
+            &ctx.spec.phases,
+        );
+        for w in &warnings {
+            eprintln!("{} warning: {w}", ctx.tag);
+        }
         RunDir::new(&run_dir).write_finished(&serde_json::json!({
             "finished_at": chrono::Local::now().to_rfc3339(),
             "seconds": started.elapsed().as_secs_f64(),
+            "warnings": warnings,
         }))?;
         eprintln!(
             "{} done in {}; run directory {}",

@@ -14,6 +14,7 @@ use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
 use serde_json::Value;
 
+use crate::backend::autotune::{self, Autotune};
 use crate::backend::{self, BackendJob, Placement};
 use crate::cluster::{self, ClusterEnv};
 use crate::dist;
@@ -25,6 +26,8 @@ use crate::outputs::rundir::{self, Naming};
 pub struct Launch {
     pub placement: Placement,
     pub run: RunSettings,
+    /// The autotune cache and warm-up (CubeCL backends).
+    pub autotune: Autotune,
 }
 
 /// A training command's job, built for whichever backend the launcher dispatches to.
@@ -39,16 +42,40 @@ pub trait JobFactory: Send {
 }
 
 /// Launches the job `factory` builds, as `launch` says; returns the process exit code.
-pub fn run<F: JobFactory>(launch: Launch, factory: F) -> Result<ExitCode> {
-    let preflight = backend::preflight_for(launch.placement, &format!("[{}]", factory.name()))?;
-    backend::dispatch(
+pub fn run<F: JobFactory>(mut launch: Launch, factory: F) -> Result<ExitCode> {
+    let tag = format!("[{}]", factory.name());
+    let preflight = backend::preflight_for(launch.placement, &tag)?;
+    // Before the backend starts: CubeCL reads its configuration once, at its first client.
+    let tuning = autotune::configure(&launch.autotune, launch.placement, preflight.as_ref(), &tag);
+    let warm = launch.autotune.warm;
+    let scratch =
+        std::env::temp_dir().join(format!("trainer-autotune-warm-{}", std::process::id()));
+    if warm {
+        // A warm-up writes no run: a scratch directory, removed after.
+        let _ = std::fs::remove_dir_all(&scratch);
+        launch.run.out = Some(scratch.clone());
+        launch.run.run_name = None;
+        launch.run.resume = None;
+    }
+    let code = backend::dispatch(
         launch.placement,
         Dispatched {
             launch,
             factory,
             preflight,
         },
-    )
+    );
+    if let Some(t) = &tuning {
+        eprintln!("{tag} {}", t.summary());
+    }
+    if !warm {
+        return code;
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    // The warm-up's training stops after its steps on purpose (the requeue code otherwise).
+    code?;
+    eprintln!("{tag} autotune warm-up done: runs with the same shapes read these choices");
+    Ok(ExitCode::SUCCESS)
 }
 
 struct Dispatched<F> {

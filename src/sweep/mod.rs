@@ -257,6 +257,7 @@ pub fn status(dir: &Path, json: bool) -> Result<()> {
                 o["index"] = t.index.into();
                 o["name"] = t.name.clone().into();
                 o["run_dir"] = run_dir(dir, t).display().to_string().into();
+                o["warnings"] = run_warnings(&run_dir(dir, t)).into();
                 o
             })
             .collect();
@@ -268,7 +269,24 @@ pub fn status(dir: &Path, json: bool) -> Result<()> {
     }
     let now = state::now();
     println!("{}", Progress::of(rows.iter().map(|(_, s)| s), now).line());
+    for (t, _) in &rows {
+        for w in run_warnings(&run_dir(dir, t)) {
+            println!("warning: task {} {}: {w}", t.index, t.name);
+        }
+    }
     Ok(())
+}
+
+/// The degeneracy warnings a finished run recorded (`finished.json`), none otherwise.
+fn run_warnings(run: &Path) -> Vec<String> {
+    let file = crate::outputs::RunDir::new(run).finished_json();
+    crate::outputs::run_files::read_json::<serde_json::Value>(&file)
+        .ok()
+        .and_then(|v| v["warnings"].as_array().cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|w| w.as_str().map(str::to_string))
+        .collect()
 }
 
 /// `trainer sweep status DIR --watch SECS`: one progress line (counts, ETA) every `every`

@@ -14,7 +14,7 @@
 //! account = "lab"            # Slurm --account, LSF -P, gflow --project
 //! qos = "normal"             # Slurm --qos
 //! constraint = "v100|a100"   # Slurm --constraint, LSF -R "select[…]"
-//! image = "/ibmgpfs/x/trainer.sif"   # tasks run `singularity exec --nv IMAGE trainer`
+//! image = "/ibmgpfs/x/trainer-gpu.sif"   # tasks run `singularity exec --nv IMAGE trainer`
 //! binds = ["/ibmgpfs", "/scratch"]   # singularity --bind
 //! modules = ["singularity/3.8"]      # `module load` before the task
 //! extra = ["--exclusive"]            # more directive lines, as written

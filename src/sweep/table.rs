@@ -327,6 +327,9 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
     if let Some(out) = &s.plot {
         views::plot(&runs, s, out)?;
     }
+    for w in degenerate::warnings(&runs) {
+        eprintln!("[compare] warning: {w}");
+    }
     Ok(())
 }
 
@@ -360,6 +363,7 @@ fn per_run_lines(runs: &[Run]) -> Result<(Vec<view::RunSummary>, Vec<&str>)> {
     Ok((lines, missing))
 }
 
+mod degenerate;
 mod groups;
 mod pooling;
 mod views;

@@ -102,6 +102,7 @@ impl<B: AutodiffBackend> GnnJob<B> {
             config: serde_json::to_value(&config)?,
             fingerprint: config.fingerprint(),
             meta: config.meta(&prep),
+            phases: super::phases::phases(&settings.objective, settings.max_epochs),
         };
         Ok(Self {
             objective: Objective::new(

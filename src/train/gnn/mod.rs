@@ -51,6 +51,7 @@ mod job;
 mod lstm;
 #[cfg(test)]
 mod lstm_golden;
+mod phases;
 pub mod plot_sc;
 mod porcelain;
 pub mod predict;

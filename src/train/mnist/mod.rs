@@ -287,6 +287,7 @@ impl JobFactory for Factory {
             fingerprint: fingerprint(&settings, &config),
             config: serde_json::to_value(config)?,
             meta: Row::new(),
+            phases: Vec::new(),
         };
         Ok(MnistJob {
             loss_fn: CrossEntropyLoss::new(None, &ctx.device),

@@ -1,0 +1,239 @@
+//! Degeneracy warnings at the end of a run: results that look like results but say nothing.
+//! Each names what to change; the run goes on and ends as usual, and the warnings are said once
+//! in its log and kept in `finished.json` (`warnings`), where `sweep status` and `compare` read
+//! them.
+//!
+//! * a monitor flat over a whole stage (the best epoch was picked by order alone);
+//! * the stages' (cross-validation folds') best values identical;
+//! * the best epoch before a phase of the schedule ended (a warm-up, a term switched on later):
+//!   the model kept never trained with it, so its setting had no effect on the result.
+//!
+//! "Identical" and "flat" mean within [`REL_TOL`] of the values' size: float noise across folds
+//! with different validation subjects is far above it, a degenerate metric is below it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::Monitor;
+use super::state::StageResult;
+
+/// Relative spread below which values count as identical (and a monitor as flat).
+pub const REL_TOL: f64 = 1e-9;
+
+/// A phase of a job's schedule that ends during training: until `last_epoch` (1-based) some part
+/// of the objective is off or not at full strength.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    /// What is not at full strength before the phase ends (`the topology loss`).
+    pub what: String,
+    /// The last epoch (1-based) before it is.
+    pub last_epoch: usize,
+    /// The setting that has no effect when the best epoch comes first (`--lambda-topo`).
+    pub setting: String,
+}
+
+/// Whether `values` are all within [`REL_TOL`] of each other (at least two finite values).
+pub fn identical(values: &[f64]) -> bool {
+    let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if finite.len() < 2 || finite.len() < values.len() {
+        return false;
+    }
+    let (lo, hi) = finite
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    let size = lo.abs().max(hi.abs());
+    hi - lo <= REL_TOL * size || hi == lo
+}
+
+/// The warnings of a finished run: its metrics rows, its stages' results, its monitor and the
+/// phases of its schedule.
+pub fn check(
+    rows: &[Map<String, Value>],
+    stages: &[StageResult],
+    monitor: Option<&Monitor>,
+    phases: &[Phase],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let label = |s: &StageResult| {
+        if stages.len() > 1 {
+            format!("stage {}: ", s.stage + 1)
+        } else {
+            String::new()
+        }
+    };
+    let row_stage = stage_of_rows(rows);
+    if let Some(m) = monitor {
+        for s in stages {
+            let values: Vec<f64> = rows
+                .iter()
+                .zip(&row_stage)
+                .filter(|(_, k)| **k == s.stage)
+                .filter_map(|(r, _)| r.get("monitor_value").and_then(Value::as_f64))
+                .collect();
+            if values.len() >= 3 && identical(&values) {
+                out.push(format!(
+                    "{}the monitor {} did not change over {} epochs ({}): the best epoch was \
+                     picked by order alone, and early stopping by patience; check that training \
+                     moves the model (learning rate, a frozen backbone, a preset or model that \
+                     does not train)",
+                    label(s),
+                    m.metric,
+                    values.len(),
+                    values[0]
+                ));
+            }
+        }
+        let best: Vec<f64> = stages.iter().filter_map(|s| s.best_value).collect();
+        if stages.len() >= 2 && best.len() == stages.len() && identical(&best) {
+            out.push(format!(
+                "the {} stages (folds) have the same best {} ({}, to {REL_TOL:e} relative): \
+                 with different training and validation subjects that means the result does not \
+                 depend on the data; check that the model trains and that the metric measures it",
+                stages.len(),
+                m.metric,
+                best[0]
+            ));
+        }
+    }
+    for s in stages {
+        for p in phases {
+            if s.best_epoch >= 1 && s.best_epoch <= p.last_epoch && p.last_epoch < s.epochs_run {
+                out.push(format!(
+                    "{}the best epoch ({}) came before {} was at full strength (from epoch {} of \
+                     {}): the model kept never trained with it, so {} had no effect on the \
+                     result; train longer, shorten the warm-up, or monitor a metric it moves",
+                    label(s),
+                    s.best_epoch,
+                    p.what,
+                    p.last_epoch + 1,
+                    s.epochs_run,
+                    p.setting
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The 0-based stage of each metrics row: stages run one after the other, and a stage's rows
+/// share the columns that name it (those before `epoch`, e.g. `fold`), so the k-th distinct
+/// naming is stage k.
+fn stage_of_rows(rows: &[Map<String, Value>]) -> Vec<usize> {
+    let mut seen: Vec<Vec<(&String, &Value)>> = Vec::new();
+    rows.iter()
+        .map(|r| {
+            let key: Vec<(&String, &Value)> = r.iter().take_while(|(k, _)| *k != "epoch").collect();
+            match seen.iter().position(|s| *s == key) {
+                Some(i) => i,
+                None => {
+                    seen.push(key);
+                    seen.len() - 1
+                }
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Mode;
+    use serde_json::json;
+
+    fn stage(stage: usize, best: f64, best_epoch: usize, epochs: usize) -> StageResult {
+        StageResult {
+            stage,
+            best_value: Some(best),
+            best_epoch,
+            epochs_run: epochs,
+            stopped_early: false,
+            best_checkpoint: None,
+            last_checkpoint: None,
+        }
+    }
+
+    fn monitor() -> Monitor {
+        Monitor {
+            metric: "val_loss".into(),
+            mode: Mode::Min,
+            patience: None,
+            min_delta: 0.0,
+        }
+    }
+
+    fn rows(values: &[f64]) -> Vec<Map<String, Value>> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(e, v)| {
+                let r = json!({"epoch": e + 1, "monitor_value": v});
+                r.as_object().unwrap().clone()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn identical_is_relative_and_needs_two_finite_values() {
+        assert!(identical(&[0.5, 0.5, 0.5 + 1e-12]));
+        assert!(!identical(&[0.5, 0.5001]));
+        assert!(!identical(&[0.5]));
+        assert!(!identical(&[0.5, f64::NAN]));
+        assert!(identical(&[0.0, 0.0]));
+        assert!(identical(&[-1e6, -1e6 * (1.0 + 1e-12)]));
+    }
+
+    #[test]
+    fn a_flat_monitor_is_said_once_and_a_moving_one_not_at_all() {
+        let m = monitor();
+        let flat = check(
+            &rows(&[0.7, 0.7, 0.7]),
+            &[stage(0, 0.7, 1, 3)],
+            Some(&m),
+            &[],
+        );
+        assert_eq!(flat.len(), 1);
+        assert!(
+            flat[0].contains("val_loss did not change over 3 epochs"),
+            "{flat:?}"
+        );
+        let moving = check(
+            &rows(&[0.7, 0.6, 0.65]),
+            &[stage(0, 0.6, 2, 3)],
+            Some(&m),
+            &[],
+        );
+        assert!(moving.is_empty(), "{moving:?}");
+        // Two epochs are not enough to call a monitor flat.
+        assert!(check(&rows(&[0.7, 0.7]), &[stage(0, 0.7, 1, 2)], Some(&m), &[]).is_empty());
+    }
+
+    #[test]
+    fn identical_folds_and_a_best_epoch_before_a_warm_up_are_named() {
+        let m = monitor();
+        let folds: Vec<StageResult> = (0..5).map(|f| stage(f, 0.25, 8, 40)).collect();
+        let w = check(&[], &folds, Some(&m), &[]);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("5 stages (folds) have the same best val_loss"),
+            "{w:?}"
+        );
+        let phase = Phase {
+            what: "the density penalty".into(),
+            last_epoch: 10,
+            setting: "--lambda-density".into(),
+        };
+        let one = [stage(0, 0.3, 8, 40)];
+        let w = check(&[], &one, Some(&m), std::slice::from_ref(&phase));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("best epoch (8) came before the density penalty"),
+            "{w:?}"
+        );
+        assert!(w[0].contains("--lambda-density had no effect"), "{w:?}");
+        // Best after the warm-up, or a run that ended inside it: nothing to say.
+        assert!(check(&[], &[stage(0, 0.3, 12, 40)], Some(&m), &[phase.clone()]).is_empty());
+        assert!(check(&[], &[stage(0, 0.3, 8, 9)], Some(&m), &[phase]).is_empty());
+    }
+}
