@@ -233,7 +233,15 @@ mod tests {
         );
         assert!(w[0].contains("--lambda-density had no effect"), "{w:?}");
         // Best after the warm-up, or a run that ended inside it: nothing to say.
-        assert!(check(&[], &[stage(0, 0.3, 12, 40)], Some(&m), &[phase.clone()]).is_empty());
+        assert!(
+            check(
+                &[],
+                &[stage(0, 0.3, 12, 40)],
+                Some(&m),
+                std::slice::from_ref(&phase)
+            )
+            .is_empty()
+        );
         assert!(check(&[], &[stage(0, 0.3, 8, 9)], Some(&m), &[phase]).is_empty());
     }
 }
