@@ -364,6 +364,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_flags_are_refused_where_they_cannot_apply() {
+        use crate::backend::DeviceSpec;
+        let flex = Placement {
+            backend: BackendKind::Flex,
+            device: DeviceSpec::Cpu,
+        };
+        assert!(Autotune::default().check(flex).is_ok());
+        let warm_only = Autotune {
+            cache: None,
+            warm: true,
+        };
+        let err = warm_only.check(flex).unwrap_err().to_string();
+        assert!(
+            err.contains("--autotune-warm needs --autotune-cache"),
+            "{err}"
+        );
+        let cache = Autotune {
+            cache: Some("/tmp/tune".into()),
+            warm: false,
+        };
+        let err = cache.check(flex).unwrap_err().to_string();
+        let want = match COMPILED {
+            true => "backend flex does not autotune",
+            false => "rebuild with `--features autotune`",
+        };
+        assert!(err.contains(want), "{err}");
+        assert!(autotunes(BackendKind::Cuda) && autotunes(BackendKind::WgpuFusion));
+        assert!(!autotunes(BackendKind::Tch));
+    }
+
+    #[test]
     fn model_names_become_file_names() {
         let wgpu =
             serde_json::json!({"wgpu_adapter": {"name": "llvmpipe (LLVM 15.0.6, 256 bits)"}});
