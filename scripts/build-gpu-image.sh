@@ -92,6 +92,9 @@ rc=$?
 set -e
 [ "$rc" = 10 ] || [ "$rc" = 0 ] || { cat "$OUT.doctor.txt"; fail "doctor --require-gpu exited $rc (10: no driver, 0: a GPU)"; }
 grep -E 'no NVIDIA driver|GPU' "$OUT.doctor.txt" | head -3
+# The cuda backend's kernel compiler: the wheel's NVRTC 12.8, found by the name cudarc asks for.
+grep -q 'NVRTC libnvrtc.so.12 12\.' "$OUT.doctor.txt" \
+  || { cat "$OUT.doctor.txt"; fail "doctor does not find the image's NVRTC 12.x"; }
 # LibTorch loads and trains inside the image (on the CPU here): CLG-ODE on a tiny synthetic cohort.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -113,11 +113,9 @@ impl DoctorReport {
     pub fn collect(require_gpu: bool) -> Self {
         let vars = Vars::from_process();
         let driver = probe_driver(&vars);
-        let nvrtc = if driver.info().is_some() {
-            probe_nvrtc(cudarc_major())
-        } else {
-            None
-        };
+        // Probed with or without a driver: an image checked on a build host (no GPU) shows
+        // which NVRTC its cuda backend will load.
+        let nvrtc = probe_nvrtc(cudarc_major());
         let nv = detect_container(&vars).map(|_| NvEvidence::probe(Path::new("/")));
         diagnose_with(&vars, driver, nvrtc, nv, require_gpu)
     }
