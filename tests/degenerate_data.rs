@@ -391,4 +391,20 @@ fn compare_names_runs_with_identical_results() {
             && err.contains("res/runs/a, res/runs/b"),
         "{err}"
     );
+    assert!(
+        !err.contains("scores exactly as the identity forecast"),
+        "{err}"
+    );
+    // A forecast that scores as the identity forecast (here written so): named.
+    let path = t.path().join("res/runs/a/test_metrics.json");
+    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    m["model"]["sc_log_mse"] = m["identity_baseline"]["sc_log_mse"].clone();
+    std::fs::write(&path, serde_json::to_string(&m).unwrap()).unwrap();
+    let o = run_in(t.path(), &["compare", "res/runs/a", "res/runs/b"]);
+    let err = stderr(&o);
+    assert!(
+        err.contains("res/runs/a: its forecast scores exactly as the identity forecast"),
+        "{err}"
+    );
+    assert!(!err.contains("identical test results"), "{err}");
 }

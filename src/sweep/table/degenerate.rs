@@ -1,6 +1,7 @@
 //! `compare`'s degeneracy warnings (on standard error, after the table): each run's own (its
-//! `finished.json`), and runs whose test results are identical, with the settings that differ
-//! between them, which therefore had no effect on the result.
+//! `finished.json`), a run whose forecast scores exactly as the identity forecast, and runs
+//! whose test results are identical, with the settings that differ between them, which
+//! therefore had no effect on the result.
 
 use serde_json::Value;
 
@@ -22,6 +23,19 @@ pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
             if let Value::String(w) = w {
                 out.push(format!("{}: {w}", r.name));
             }
+        }
+    }
+    for r in runs.iter().filter(|r| r.done()) {
+        if let (Some(m), Some(i)) = (r.metric("sc_log_mse"), r.metric("identity_sc_log_mse"))
+            && identical(&[m, i])
+        {
+            out.push(format!(
+                "{}: its forecast scores exactly as the identity forecast (sc_log_mse {m}): the \
+                 model returns the start scan, so its training and settings had no effect on \
+                 the result; check the preset or model (a residual that stays at zero, a \
+                 fallback taken)",
+                r.name
+            ));
         }
     }
     let done: Vec<(&Run, Vec<f64>)> = runs
