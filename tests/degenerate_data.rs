@@ -23,28 +23,31 @@ fn fails_with(o: &Output, needles: &[&str]) {
 
 /// `train-gnn --model linear-drift` on `dir/cohort` into `dir/res/runs/<name>`.
 fn gnn(dir: &Path, name: &str) -> Output {
-    run_in(
-        dir,
-        &[
-            "train-gnn",
-            "--model",
-            "linear-drift",
-            "--sc_dir",
-            "cohort/sc",
-            "--morph_root",
-            "cohort/morph",
-            "--subject_info_csv",
-            "cohort/subject_info_sc.csv",
-            "--results_dir",
-            "res",
-            "--cv_fold",
-            "0",
-            "--max_epochs",
-            "1",
-            "--run-name",
-            name,
-        ],
-    )
+    gnn_with(dir, name, &[])
+}
+
+/// [`gnn`] with more flags.
+fn gnn_with(dir: &Path, name: &str, extra: &[&str]) -> Output {
+    let base = [
+        "train-gnn",
+        "--model",
+        "linear-drift",
+        "--sc_dir",
+        "cohort/sc",
+        "--morph_root",
+        "cohort/morph",
+        "--subject_info_csv",
+        "cohort/subject_info_sc.csv",
+        "--results_dir",
+        "res",
+        "--cv_fold",
+        "0",
+        "--max_epochs",
+        "1",
+        "--run-name",
+        name,
+    ];
+    run_in(dir, &[&base[..], extra].concat())
 }
 
 fn meta(dir: &Path, name: &str) -> Value {
@@ -357,30 +360,7 @@ fn compare_names_runs_with_identical_results() {
     let t = tempfile::tempdir().unwrap();
     cohort(t.path());
     for (name, lr) in [("a", "1e-4"), ("b", "5e-3")] {
-        let o = run_in(
-            t.path(),
-            &[
-                "train-gnn",
-                "--model",
-                "linear-drift",
-                "--sc_dir",
-                "cohort/sc",
-                "--morph_root",
-                "cohort/morph",
-                "--subject_info_csv",
-                "cohort/subject_info_sc.csv",
-                "--results_dir",
-                "res",
-                "--cv_fold",
-                "0",
-                "--max_epochs",
-                "1",
-                "--learning_rate",
-                lr,
-                "--run-name",
-                name,
-            ],
-        );
+        let o = gnn_with(t.path(), name, &["--learning_rate", lr]);
         assert!(o.status.success(), "{}", stderr(&o));
     }
     let o = run_in(t.path(), &["compare", "res/runs/a", "res/runs/b"]);
