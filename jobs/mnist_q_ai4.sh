@@ -82,7 +82,8 @@ RUN_DIR="$RESULTS_DIR/${SLURM_JOB_NAME:-mnist}_${SLURM_JOB_ID:-local}"
 echo "=== $(date '+%F %T') start: job ${SLURM_JOB_ID:-local} on $(hostname), restart ${SLURM_RESTART_COUNT:-0}, run dir $RUN_DIR"
 
 # --- preflight: is the GPU usable (driver, --nv, CUDA version, compute capability)? -----------
-# Exit codes 10-16 say what is wrong (README, "Exit codes"); fail now, not after the data load.
+# Exit codes 10-16 say what is wrong (docs/reference/exit-codes.md); fail now, not after the
+# data load.
 "${RUN[@]}" "${PREFLIGHT[@]}"
 rc=$?
 if [[ $rc -ne 0 ]]; then

@@ -9,6 +9,8 @@ Usage: scripts/module-map.py [--check | --write | --edges]
                above it,
              * a room's line count in the "Module map" table is off by more than 10%
                (then run --write);
+             * files import each other in a circle anywhere in src/ (scripts/file_circles.py:
+               file-level `use crate::`/`super::` imports, inside folders too);
   --write  rewrite the Module map's line counts from src/;
   --edges  print every import edge between top-level modules with the layers.
 Production code = not tests.rs, not golden/ folders, not `#[cfg(test)] mod` blocks, not
@@ -17,6 +19,9 @@ comments (as ../shared/tools/module-cycles.py counts). tests/architecture.rs run
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from file_circles import file_circles  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "src")
@@ -158,6 +163,9 @@ def main():
                     f"Import layers: `{a}` (layer {layer[a]}) imports `{b}` (layer {layer[b]}): "
                     f"a module imports only from layers below it"
                 )
+    if mode == "--check":
+        for circle in file_circles(SRC):
+            problems.append("Import circle between files: " + " -> ".join(circle + circle[:1]))
     for p in problems:
         print(p)
     if mode == "--check":

@@ -1,8 +1,8 @@
 //! Errors that carry their own process exit code, and how the binary prints an error.
 //!
 //! Most failures are plain `anyhow` errors and exit with [`Exit::General`]. A few outcomes have
-//! a documented code of their own ([`Exit`], the one table of codes; README "Exit codes"), so
-//! that batch scripts can react.
+//! a documented code of their own ([`Exit`], the one table of codes;
+//! docs/reference/exit-codes.md), so that batch scripts can react.
 //!
 //! Every error is said once: a layer either puts its cause's text in its own message or exposes
 //! the cause as `source()`, never both (the anyhow/thiserror convention). [`render`] prints the

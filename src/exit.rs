@@ -1,8 +1,8 @@
 //! Every code the `trainer` binary exits with, in one table: [`Exit`].
 //!
 //! Each variant has its number ([`Exit::code`]), a kebab-case name ([`Exit::name`]) and a
-//! one-line meaning ([`Exit::meaning`]); [`Exit::ALL`] lists them in order for docs (README's
-//! "Errors and exit codes" table is checked against it by `tests/exit_codes.rs`). Every path
+//! one-line meaning ([`Exit::meaning`]); [`Exit::ALL`] lists them in order for docs (the table
+//! of docs/reference/exit-codes.md is checked against it by `tests/exit_codes.rs`). Every path
 //! that ends the process turns an [`Exit`] into a [`std::process::ExitCode`] (or, for the
 //! watchdog thread, passes [`Exit::code`] to `std::process::exit`): no other file spells a code.
 //!

@@ -1,6 +1,7 @@
-//! Every documented failure through the real binary: the exit code of the README's table, and
-//! the error printed once, as `error: …` then one `caused by: …` line per cause, no text said
-//! twice (a message that repeats its source used to print `invalid hostlist …` twice).
+//! Every documented failure through the real binary: the exit code of the table in
+//! docs/reference/exit-codes.md, and the error printed once, as `error: …` then one
+//! `caused by: …` line per cause, no text said twice (a message that repeats its source used to
+//! print `invalid hostlist …` twice).
 
 mod common;
 

@@ -1,14 +1,14 @@
-//! README's exit-code table ("Errors and exit codes") lists exactly the codes of
-//! `trainer::exit::Exit`: a code of the enum missing from the README fails, and so does a code
-//! in the README that the enum does not have.
+//! The exit-code table of docs/reference/exit-codes.md ("Errors and exit codes") lists exactly
+//! the codes of `trainer::exit::Exit`: a code of the enum missing from the page fails, and so
+//! does a code on the page that the enum does not have.
 
 use std::collections::BTreeSet;
 
 use trainer::exit::Exit;
 
-/// The README of this checkout (never another copy).
+/// docs/reference/exit-codes.md of this checkout (never another copy).
 fn readme() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference/exit-codes.md");
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
@@ -22,7 +22,7 @@ fn readme_codes(readme: &str) -> Vec<String> {
     });
     assert!(
         lines.next().is_some(),
-        "README: no `| code | meaning | fix |` table"
+        "docs/reference/exit-codes.md: no `| code | meaning | fix |` table"
     );
     lines
         .take_while(|l| l.trim_start().starts_with('|'))
@@ -47,10 +47,16 @@ fn cells(line: &str) -> Vec<String> {
 fn readme_exit_code_table_matches_the_enum() {
     let text = readme();
     let listed = readme_codes(&text);
-    assert!(!listed.is_empty(), "README's exit-code table has no rows");
+    assert!(
+        !listed.is_empty(),
+        "docs/reference/exit-codes.md: the exit-code table has no rows"
+    );
     for code in &listed {
         let well_formed = code.chars().all(|c| c.is_ascii_digit()) || code == "128+n";
-        assert!(well_formed, "README: `{code}` is not an exit code");
+        assert!(
+            well_formed,
+            "docs/reference/exit-codes.md: `{code}` is not an exit code"
+        );
     }
     let readme: BTreeSet<&str> = listed.iter().map(String::as_str).collect();
     let labels: Vec<String> = Exit::ALL.iter().map(|e| e.code_label()).collect();
@@ -62,12 +68,14 @@ fn readme_exit_code_table_matches_the_enum() {
         .collect();
     assert!(
         missing.is_empty(),
-        "codes of trainer::exit::Exit missing from README's exit-code table: {missing:?}"
+        "codes of trainer::exit::Exit missing from docs/reference/exit-codes.md's table: \
+         {missing:?}"
     );
     let unknown: Vec<&&str> = readme.difference(&enumed).collect();
     assert!(
         unknown.is_empty(),
-        "README's exit-code table lists codes that trainer::exit::Exit does not have: {unknown:?}"
+        "docs/reference/exit-codes.md's table lists codes that trainer::exit::Exit does not \
+         have: {unknown:?}"
     );
 }
 

@@ -321,15 +321,16 @@ fn a_config_file_in_the_spec_is_the_base_of_every_task() {
     assert!(!t.path().join("S2").exists());
 }
 
-/// The README's worked example plans as written (every key a flag; 1 variant × 4 grid points ×
-/// 2 folds × 2 seeds), with the names the README shows.
+/// The worked example of docs/guide/sweep.md plans as written (every key a flag; 1 variant × 4
+/// grid points × 2 folds × 2 seeds), with the names the page shows.
 #[test]
 fn the_readme_sweep_example_plans() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide/sweep.md"))
+            .unwrap();
     let start = readme
         .find("```toml\n# sweep.toml\n")
-        .expect("README's sweep.toml")
+        .expect("docs/guide/sweep.md's sweep.toml")
         + 8;
     let end = start + readme[start..].find("```").unwrap();
     let t = tempfile::tempdir().unwrap();

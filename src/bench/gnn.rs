@@ -30,7 +30,8 @@ use crate::toolbox::usage::{cpu_seconds, peak_rss_bytes};
 use crate::train::gnn::TEST_SIZE;
 use crate::train::gnn::batch::Sampling;
 use crate::train::gnn::fold_data::FoldData;
-use crate::train::gnn::step::{Pieces, fold_seed, grads};
+use crate::train::gnn::fold_seed;
+use crate::train::gnn::step::{Pieces, grads};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct GnnBenchRow {

@@ -59,7 +59,7 @@ pub enum Command {
         json: bool,
     },
     /// Check the NVIDIA driver, GPUs, CUDA runtime and container before spending a queue slot.
-    /// Each failure has its own exit code (see README, "Exit codes").
+    /// Each failure has its own exit code (see docs/reference/exit-codes.md).
     Doctor {
         /// Fail (non-zero exit) when no usable GPU is found.
         #[arg(long)]

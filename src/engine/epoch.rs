@@ -7,8 +7,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use burn::tensor::backend::AutodiffBackend;
 
+use super::epoch_ctx::Ctx;
 use super::progress::Progress;
-use super::run::Ctx;
 use super::state::{Position, Saved};
 use super::{Batch, EpochSums, Job, KeepCheckpoints, Row, Stage, StepSums};
 use crate::toolbox::checkpoint::Checkpoint;

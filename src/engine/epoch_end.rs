@@ -9,8 +9,8 @@ use burn::tensor::backend::AutodiffBackend;
 use serde_json::json;
 
 use super::epoch::{StageRun, Trained, Weights};
+use super::epoch_ctx::Ctx;
 use super::progress::fmt_secs;
-use super::run::Ctx;
 use super::state::{Position, StageResult};
 use super::{EpochCtx, Job, JobSpec, KeepCheckpoints, retention};
 use crate::outputs::{RunDir, curves, tensorboard};

@@ -14,6 +14,7 @@
 mod context;
 pub mod degeneracy;
 mod epoch;
+mod epoch_ctx;
 mod epoch_end;
 pub mod monitor;
 pub mod progress;

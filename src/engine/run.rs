@@ -1,6 +1,5 @@
 //! [`train`]: set-up, resume and the stages of a run; the epochs are in [`super::epoch`].
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -10,11 +9,11 @@ use serde_json::json;
 
 use super::degeneracy;
 use super::epoch::StageRun;
+use super::epoch_ctx::Ctx;
 use super::progress::fmt_secs;
 use super::retention::{self, Removed};
 use super::state::{Position, Saved};
-use super::{Done, Job, JobSpec, Row, RunContext, RunSettings};
-use crate::dist::Collective;
+use super::{Done, Job, JobSpec, Row, RunContext};
 use crate::outputs::RunDir;
 use crate::outputs::metrics::MetricsFiles;
 use crate::outputs::rundir::{self, RunMeta};
@@ -23,32 +22,6 @@ use crate::toolbox::ddp::{self, CommStats};
 use crate::toolbox::optim::Adam;
 use crate::toolbox::params;
 use crate::toolbox::stop;
-
-/// What every epoch of a run shares.
-pub(super) struct Ctx<'a, B: AutodiffBackend> {
-    pub spec: JobSpec,
-    pub tag: String,
-    pub comm: &'a dyn Collective,
-    pub device: &'a B::Device,
-    pub run: &'a RunSettings,
-    pub run_dir: PathBuf,
-    pub metrics: MetricsFiles,
-    /// The resolved configuration, stored in every checkpoint's metadata.
-    pub config: String,
-    pub comm_stats: CommStats,
-    /// Optimiser steps taken by this process (for `--stop-after-steps`).
-    pub steps_here: u64,
-    /// The checkpoint this process resumed from (never removed).
-    pub resumed_from: Option<PathBuf>,
-    /// Epoch files removed by this process (`--keep-checkpoints best-last`).
-    pub removed: Removed,
-}
-
-impl<B: AutodiffBackend> Ctx<'_, B> {
-    pub fn main(&self) -> bool {
-        self.comm.rank() == 0
-    }
-}
 
 /// Runs `job` to the end (or to a stop request) in the run directory of `ctx`. Returns the
 /// process exit code.

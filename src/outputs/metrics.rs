@@ -9,6 +9,11 @@ use serde_json::{Map, Value};
 
 use crate::files::write_atomic;
 
+/// `metrics.jsonl`.
+pub const METRICS_JSONL: &str = "metrics.jsonl";
+/// `metrics.csv`.
+pub const METRICS_CSV: &str = "metrics.csv";
+
 /// A metrics row (or part of one): named values, in column order.
 pub type Row = Map<String, Value>;
 
@@ -20,8 +25,8 @@ pub struct MetricsFiles {
 impl MetricsFiles {
     pub fn new(dir: &Path) -> Self {
         Self {
-            csv: dir.join(super::run_files::METRICS_CSV),
-            jsonl: dir.join(super::run_files::METRICS_JSONL),
+            csv: dir.join(METRICS_CSV),
+            jsonl: dir.join(METRICS_JSONL),
         }
     }
 
@@ -129,7 +134,7 @@ mod tests {
     fn a_cut_last_line_is_torn_but_a_nan_literal_is_an_error() {
         let t = tempfile::tempdir().unwrap();
         let files = MetricsFiles::new(t.path());
-        let path = t.path().join(crate::outputs::run_files::METRICS_JSONL);
+        let path = t.path().join(METRICS_JSONL);
         std::fs::write(&path, "{\"epoch\": 1}\n{\"epoch\": 2, \"lo").unwrap();
         assert_eq!(files.rows().unwrap().len(), 1);
         std::fs::write(&path, "{\"epoch\": 1}\n{\"epoch\": 2, \"loss\": NaN}\n").unwrap();

@@ -41,10 +41,7 @@ pub const ARGS_JSON: &str = "args.json";
 pub const CONFIG_TOML: &str = "config.toml";
 /// `run_meta.json`.
 pub const RUN_META_JSON: &str = "run_meta.json";
-/// `metrics.jsonl`.
-pub const METRICS_JSONL: &str = "metrics.jsonl";
-/// `metrics.csv`.
-pub const METRICS_CSV: &str = "metrics.csv";
+pub use super::metrics::{METRICS_CSV, METRICS_JSONL};
 /// `steps.csv`.
 pub const STEPS_CSV: &str = "steps.csv";
 /// `curves.svg`.

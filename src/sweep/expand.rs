@@ -3,7 +3,20 @@
 
 use std::collections::BTreeMap;
 
-use super::spec::Task;
+use serde::{Deserialize, Serialize};
+
+/// One task of a sweep: its stable name and its flags (flag name → TOML value).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub index: usize,
+    pub name: String,
+    /// What varies, for tables: key → value as written (`variant`, grid keys, `fold`, `seed`).
+    pub varied: BTreeMap<String, String>,
+    pub flags: toml::Table,
+    /// Phase 2 of a two-stage sweep: the phase-1 task whose best checkpoint this one starts from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<usize>,
+}
 
 /// What a spec varies, read and checked by [`super::spec`].
 pub struct Space {

@@ -15,7 +15,6 @@ use std::rc::Rc;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use super::table::{find, text};
 use crate::outputs::RunDir;
 use crate::outputs::compare::RunSummary;
 
@@ -338,6 +337,25 @@ fn higher_is_better(metric: Option<&str>) -> bool {
         metric,
         Some("val_sc_log_pearson_topk" | "val_sc_log_pearson_sparse")
     )
+}
+
+/// The value of `key` (either spelling) anywhere in a JSON object tree.
+pub(super) fn find(v: &Value, key: &str) -> Option<Value> {
+    let alt = key.replace('-', "_");
+    match v {
+        Value::Object(m) => m
+            .get(&alt)
+            .cloned()
+            .or_else(|| m.values().find_map(|x| find(x, key))),
+        _ => None,
+    }
+}
+
+pub(super) fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]

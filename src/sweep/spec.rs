@@ -27,27 +27,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Result, bail};
-use serde::{Deserialize, Serialize};
 
+pub use super::expand::Task;
 use super::expand::{Space, then_stage};
 use super::resources::Resources;
 
 mod vary;
 pub use vary::parse_override;
 use vary::{apply_overrides, zip_axis};
-
-/// One task of a sweep: its stable name and its flags (flag name → TOML value).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Task {
-    pub index: usize,
-    pub name: String,
-    /// What varies, for tables: key → value as written (`variant`, grid keys, `fold`, `seed`).
-    pub varied: BTreeMap<String, String>,
-    pub flags: toml::Table,
-    /// Phase 2 of a two-stage sweep: the phase-1 task whose best checkpoint this one starts from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after: Option<usize>,
-}
 
 /// A parsed specification.
 #[derive(Debug, Clone)]

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use serde_json::Value;
 
-use super::reference_run::{self, RefFold};
+use super::reference_run::{self, RefFold, find, text};
 use super::{Manifest, run_dir, state};
 use crate::outputs::RunDir;
 use crate::outputs::compare::{self as view, Format};
@@ -155,25 +155,6 @@ impl Run {
 
 fn read_json(p: &Path) -> Option<Value> {
     crate::outputs::run_files::read_json(p).ok()
-}
-
-/// The value of `key` (either spelling) anywhere in a JSON object tree.
-pub(super) fn find(v: &Value, key: &str) -> Option<Value> {
-    let alt = key.replace('-', "_");
-    match v {
-        Value::Object(m) => m
-            .get(&alt)
-            .cloned()
-            .or_else(|| m.values().find_map(|x| find(x, key))),
-        _ => None,
-    }
-}
-
-pub(super) fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// The runs of every input: a sweep's tasks, a run directory of ours, a reference run

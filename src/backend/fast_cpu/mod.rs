@@ -63,6 +63,7 @@ mod conv;
 mod direct;
 mod elementwise;
 mod float_ops;
+mod geom;
 mod int_ops;
 pub mod isa;
 mod kernels;
@@ -80,7 +81,9 @@ mod winograd;
 #[cfg(feature = "tch")]
 pub(crate) use batch_sums::bias_backward as conv_bias_backward;
 #[cfg(feature = "tch")]
-pub(crate) use conv::{Geom as ConvGeom, weight_backward as conv_weight_backward};
+pub(crate) use conv::weight_backward as conv_weight_backward;
+#[cfg(feature = "tch")]
+pub(crate) use geom::Geom as ConvGeom;
 pub use kernels::{gemm_kernels, sgemm_gflops_one_core};
 
 /// Flex with faster convolution and max-pool kernels (see the module documentation).

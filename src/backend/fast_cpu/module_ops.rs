@@ -12,15 +12,15 @@ use burn_backend::{DType, IntDType};
 use burn_flex::{Flex, FlexTensor};
 
 use super::kernels::{dims, f32_tensor, i32_tensor, is_f32};
-use super::{FAST_CALLS, FastCpu, batch_sums, bias_grad, conv, delegate, fast, pool};
+use super::{FAST_CALLS, FastCpu, batch_sums, bias_grad, conv, delegate, fast, geom, pool};
 use crate::backend::profile::timed;
 
 /// The convolution geometry when the fast kernels handle it.
-fn conv_geom(x: &FlexTensor, weight: &FlexTensor, options: &ConvOptions<2>) -> Option<conv::Geom> {
+fn conv_geom(x: &FlexTensor, weight: &FlexTensor, options: &ConvOptions<2>) -> Option<geom::Geom> {
     if !fast() || !is_f32(x) || !is_f32(weight) {
         return None;
     }
-    let g = conv::Geom::new(&dims(x), &dims(weight), options);
+    let g = geom::Geom::new(&dims(x), &dims(weight), options);
     g.inspect(|_| FAST_CALLS.count())
 }
 
@@ -31,7 +31,7 @@ fn backward_geom(
     weight: &FlexTensor,
     dy: &FlexTensor,
     options: &ConvOptions<2>,
-) -> Option<conv::Geom> {
+) -> Option<geom::Geom> {
     let g = conv_geom(x, weight, options).filter(|_| is_f32(dy))?;
     (dims(dy) == [g.n, g.o, g.oh, g.ow]).then_some(g)
 }

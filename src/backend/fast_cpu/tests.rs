@@ -3,7 +3,8 @@
 
 use burn_backend::ops::ConvOptions;
 
-use super::conv::{Geom, col2im_for_test, im2col_for_test};
+use super::conv::{col2im_for_test, im2col_for_test};
+use super::geom::Geom;
 use super::kernels::{Mat, matmul, sum, sums};
 
 fn geom(

@@ -32,12 +32,13 @@ use std::sync::LazyLock;
 
 use rayon::prelude::*;
 
-use super::conv::Geom;
 use super::direct::{Isa, Pass};
+use super::geom::Geom;
 use super::kernels::{Shared, with_scratch};
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod prefetch;
 mod products;
 #[cfg(test)]
 mod tests;

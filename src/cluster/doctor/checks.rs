@@ -1,9 +1,9 @@
 //! The findings of `trainer doctor`: no driver (inside or outside a container), CUDA runtime
 //! against the driver, and each visible GPU.
 
+use super::Findings;
 use super::Level;
 use super::VisibleGpu;
-use super::diagnose::Findings;
 use crate::cluster::container::{Container, NV_LIBS_DIR, NvEvidence};
 use crate::cluster::cuda::{CudaVersion, min_compute_capability, min_runtime_for};
 use crate::cluster::gpu::GpuInfo;

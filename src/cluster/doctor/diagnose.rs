@@ -1,7 +1,7 @@
 //! The decision tree of `trainer doctor`: scheduler, container, driver, visible GPUs, runtime.
 
 use super::checks::{NoDriver, check_gpu, check_runtime, no_driver};
-use super::{DoctorReport, Finding, Level, RuntimeCheck, SMALL_MODEL_HINT, VisibleGpu};
+use super::{DoctorReport, Findings, Level, RuntimeCheck, SMALL_MODEL_HINT, VisibleGpu};
 use crate::cluster::container::{NvEvidence, detect_container};
 use crate::cluster::cuda::runtime_target;
 use crate::cluster::env::{detect, gpu_allocation};
@@ -47,28 +47,6 @@ pub fn visible_gpus(visible: &VisibleDevices, gpus: &[GpuInfo]) -> Vec<VisibleGp
         }
     }
     out
-}
-
-pub(super) struct Findings(Vec<Finding>);
-
-impl Findings {
-    pub(super) fn push(
-        &mut self,
-        level: Level,
-        code: Option<u8>,
-        message: String,
-        fix: Option<&str>,
-    ) {
-        self.0.push(Finding {
-            level,
-            code,
-            message,
-            fix: fix.map(str::to_string),
-        });
-    }
-    pub(super) fn fail(&mut self, code: Exit, message: String, fix: &str) {
-        self.push(Level::Fail, Some(code.code()), message, Some(fix));
-    }
 }
 
 /// Diagnoses from variables, a driver probe and an NVRTC probe. Pure: no I/O. Inside a

@@ -23,6 +23,7 @@ use super::gpu::{DriverProbe, probe_driver};
 use super::nvrtc::{NvrtcInfo, cudarc_major, probe_nvrtc};
 use super::vars::Vars;
 use super::visible_devices::VisibleDevices;
+use crate::exit::Exit;
 
 pub use diagnose::{diagnose, diagnose_with, visible_gpus};
 
@@ -105,6 +106,30 @@ pub struct DoctorReport {
 }
 
 /// The hint printed for every run: small models do not need a GPU.
+/// The findings a diagnosis collects, in order (`checks.rs` adds them, `diagnose.rs` returns
+/// them in a [`DoctorReport`]).
+pub(crate) struct Findings(Vec<Finding>);
+
+impl Findings {
+    pub(crate) fn push(
+        &mut self,
+        level: Level,
+        code: Option<u8>,
+        message: String,
+        fix: Option<&str>,
+    ) {
+        self.0.push(Finding {
+            level,
+            code,
+            message,
+            fix: fix.map(str::to_string),
+        });
+    }
+    pub(crate) fn fail(&mut self, code: Exit, message: String, fix: &str) {
+        self.push(Level::Fail, Some(code.code()), message, Some(fix));
+    }
+}
+
 pub const SMALL_MODEL_HINT: &str = "CPU is enough for small models (connectomes under ~1k nodes, graph metrics, MNIST smoke tests): `--device cpu` leaves the GPU queue to others";
 
 impl DoctorReport {

@@ -111,22 +111,6 @@ pub(crate) struct JobInfo {
     pub partition: Option<String>,
 }
 
-impl JobInfo {
-    /// Job identity from whichever scheduler variables are present (Slurm, then LSF, then gflow),
-    /// so a torchrun launch inside a Slurm job still records the job.
-    pub fn from_any(vars: &Vars) -> Result<Self, EnvError> {
-        if vars.has("SLURM_JOB_ID") || vars.has("SLURM_JOBID") {
-            super::slurm::job_info(vars)
-        } else if vars.has("LSB_JOBID") {
-            super::lsf::job_info(vars)
-        } else if vars.has("GFLOW_ARRAY_TASK_ID") {
-            super::gflow::job_info(vars)
-        } else {
-            Ok(Self::default())
-        }
-    }
-}
-
 /// `MASTER_PORT` if set and valid, else `derived`.
 pub(crate) fn port_override(
     vars: &Vars,

@@ -146,6 +146,20 @@ pub fn detect(vars: &Vars) -> Result<ClusterEnv, EnvError> {
     Local.resolve(vars)
 }
 
+/// Job identity from whichever scheduler variables are present (Slurm, then LSF, then gflow),
+/// so a torchrun launch inside a Slurm job still records the job.
+pub(crate) fn job_info_from_any(vars: &Vars) -> Result<common::JobInfo, EnvError> {
+    if vars.has("SLURM_JOB_ID") || vars.has("SLURM_JOBID") {
+        slurm::job_info(vars)
+    } else if vars.has("LSB_JOBID") {
+        lsf::job_info(vars)
+    } else if vars.has("GFLOW_ARRAY_TASK_ID") {
+        gflow::job_info(vars)
+    } else {
+        Ok(common::JobInfo::default())
+    }
+}
+
 #[cfg(test)]
 mod launcher_tests;
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! Set by torchrun or by hand; they win over the scheduler underneath (e.g. `srun torchrun`),
 //! whose job ids are still recorded.
 
-use super::common::{DEFAULT_PORT, JobInfo, Ranks, build};
+use super::common::{DEFAULT_PORT, Ranks, build};
 use super::{ClusterEnv, SchedulerEnv, SchedulerKind};
 use crate::cluster::error::EnvError;
 use crate::cluster::vars::Vars;
@@ -100,7 +100,7 @@ impl SchedulerEnv for Torchrun {
             }
             None => DEFAULT_PORT,
         };
-        let mut job = JobInfo::from_any(vars)?;
+        let mut job = super::job_info_from_any(vars)?;
         if let Some(n) = vars.parse_u32("TORCHELASTIC_RESTART_COUNT")? {
             job.restart_count = Some(n);
         }

@@ -12,11 +12,12 @@ use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
 use super::Prepared;
-use super::batch::delta_t;
 use super::breakdown::Predictions;
 use super::closed_form::{ClosedForm, Forecast, from_visit_0};
+use super::fits::pair_stats;
 use super::fold_data::FoldData;
-use super::registry::{GnnModel, ModelKind};
+use super::kind::ModelKind;
+use super::model::GnnModel;
 use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
 use crate::engine::{
@@ -24,33 +25,6 @@ use crate::engine::{
     StepOut, StepSums, Valid,
 };
 use crate::models::linear_drift::{DriftStats, DriftSupport, LinearDrift, MODEL_NAME, forecast};
-
-/// The closed-form population drift per year (row-major N×N) of the consecutive visit pairs of
-/// `subjects` (what `--model linear-drift` fits; CLG-ODE's `--drift-head` starts from it).
-pub fn fit_population_drift(data: &FoldData, subjects: &[usize]) -> Vec<f32> {
-    pair_stats(data, subjects.iter().copied()).drift()
-}
-
-/// The fit's statistics over the consecutive visit pairs of `subjects`.
-fn pair_stats(data: &FoldData, subjects: impl Iterator<Item = usize>) -> DriftStats {
-    let n = data.n_nodes();
-    let mut s = DriftStats {
-        xy: vec![0.0; n * n],
-        yy: vec![0.0; n * n],
-        ..Default::default()
-    };
-    for sub in subjects {
-        let scans = data.scans(sub);
-        for v in 1..scans.len() {
-            s.add_pair(
-                &scans[v - 1].a_raw,
-                &scans[v].a_raw,
-                delta_t(scans, v - 1, v),
-            );
-        }
-    }
-    s
-}
 
 /// `--model linear-drift`.
 pub struct DriftModel;

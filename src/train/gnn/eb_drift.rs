@@ -16,15 +16,17 @@ use super::Prepared;
 use super::batch::delta_t;
 use super::breakdown::Predictions;
 use super::closed_form::{ClosedForm, Forecast, from_visit_0};
+use super::fits::training_scans;
 use super::fold_data::FoldData;
-use super::registry::{GnnModel, ModelKind};
+use super::kind::ModelKind;
+use super::model::GnnModel;
 use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
 use crate::engine::{
     Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LossSums, Monitor, RunContext, Stage,
     StepOut, Valid,
 };
-use crate::models::eb_drift::{EbDrift, EbParams, EbScan, MODEL_NAME, params_from};
+use crate::models::eb_drift::{EbDrift, EbParams, MODEL_NAME, params_from};
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// `--model eb-drift`.
@@ -58,27 +60,6 @@ impl GnnModel for EbDriftModel {
         };
         Ok(forecaster(params)(&run.data, subjects, dts).into())
     }
-}
-
-/// The training subjects' scans, in visit order, as the fit takes them.
-pub fn training_scans<'a>(data: &'a FoldData, subjects: &[usize]) -> Vec<Vec<EbScan<'a>>> {
-    subjects
-        .iter()
-        .map(|&s| {
-            data.scans(s)
-                .iter()
-                .map(|scan| EbScan {
-                    age: scan.age,
-                    a_raw: &scan.a_raw,
-                })
-                .collect()
-        })
-        .collect()
-}
-
-/// The forecaster fitted on `subjects` of the fold (what CLG-ODE's `--eb-head` starts from).
-pub fn fit_arc(data: &FoldData, subjects: &[usize]) -> std::sync::Arc<EbParams> {
-    std::sync::Arc::new(EbParams::fit(&training_scans(data, subjects)))
 }
 
 /// The forecaster of `params` (see [`Forecast`]).

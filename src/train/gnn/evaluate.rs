@@ -16,6 +16,7 @@ use super::columns::val_sc_columns;
 use super::fold_data::FoldData;
 use super::settings::GnnSettings;
 use super::step::{Valid, eval_loss};
+use super::versus::Versus;
 use crate::data::connectome::par_map;
 use crate::engine::{EpochCtx, Row};
 use crate::metrics::Skill;
@@ -192,15 +193,6 @@ pub fn validate<B: AutodiffBackend>(
         detail,
         summary,
     })
-}
-
-/// A set of predictions scored against the truth, beside the identity forecast.
-#[derive(Debug, Clone, Serialize)]
-pub struct Versus {
-    pub n_subjects: usize,
-    pub model: ScMetrics,
-    pub identity: ScMetrics,
-    pub skill: Skill,
 }
 
 /// Scores `preds` (one per subject of `subjects`) and the identity forecast (visit 0 for visit

@@ -8,7 +8,7 @@ use anyhow::{Result, bail};
 use ndarray::Array2;
 use serde_json::json;
 
-use super::step::fold_seed;
+use super::seeds::fold_seed;
 use super::{Prepared, fold_stem};
 use crate::data::connectome::{Cohort, NormStats, Scan};
 use crate::engine::{Mode, ModelFile, Monitor, Row, Stage};

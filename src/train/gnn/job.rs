@@ -15,8 +15,9 @@ use super::config::GnnConfig;
 use super::evaluate::validate;
 use super::fold_data::{FoldData, FoldStart};
 use super::porcelain;
+use super::seeds::fold_seed;
 use super::settings::GnnSettings;
-use super::step::{Pieces, fold_seed, grads};
+use super::step::{Pieces, grads};
 use super::sums::{GnnEpoch, GnnStep};
 use super::test_set::{fold_results, score_test};
 use crate::data::connectome::NormStats;
@@ -214,7 +215,7 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
         }
         if !resumed {
             // Every fold starts with a fresh GradNorm and topology scale (the reference carries
-            // them over from fold to fold; see the README).
+            // them over from fold to fold; see docs/guide/forecasts.md, "Where we differ").
             self.objective.state = ObjectiveState::default();
         }
         let (split, fold) = (&self.prep.folds[stage], start.fold);
@@ -243,11 +244,11 @@ impl<B: AutodiffBackend> Job<B> for GnnJob<B> {
         self.objective.population_drift = s
             .decoder
             .drift_head
-            .then(|| super::drift::fit_population_drift(&start.data, &split.train));
+            .then(|| super::fits::fit_population_drift(&start.data, &split.train));
         self.objective.eb_forecaster = s
             .decoder
             .eb_head
-            .then(|| super::eb_drift::fit_arc(&start.data, &split.train));
+            .then(|| super::fits::fit_arc(&start.data, &split.train));
         self.fold = Some((stage, start.data, start.stats));
         Ok(start.stage)
     }

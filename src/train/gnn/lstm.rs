@@ -27,7 +27,7 @@ use ndarray::Array2;
 
 use super::baseline::{GradBaseline, Inner};
 use super::fold_data::FoldData;
-use super::registry::ModelKind;
+use super::kind::ModelKind;
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
 use crate::models::vector_lstm::{

@@ -39,6 +39,7 @@ pub mod config;
 mod drift;
 mod eb_drift;
 pub mod evaluate;
+mod fits;
 pub mod fold_data;
 mod gcn;
 #[cfg(test)]
@@ -48,22 +49,27 @@ mod golden;
 #[cfg(test)]
 mod golden_json;
 mod job;
+mod kind;
 mod lstm;
 #[cfg(test)]
 mod lstm_golden;
+mod model;
 mod phases;
 pub mod plot_sc;
 mod porcelain;
 pub mod predict;
 mod registry;
+mod reopen;
 pub mod rescore;
 mod saved_run;
+mod seeds;
 mod settings;
 pub mod step;
 mod sums;
 pub mod test_set;
 #[cfg(test)]
 mod toy_model;
+mod versus;
 
 use std::marker::PhantomData;
 use std::path::PathBuf;
@@ -79,12 +85,14 @@ use crate::data::connectome::{
 use crate::engine::{Monitor, RunContext};
 use crate::launch::{self, JobFactory, Launch};
 
-use self::registry::{GnnModel, WithModel, with_model};
+use self::model::{GnnModel, WithModel};
+use self::registry::with_model;
 
 pub use self::config::GnnConfig;
-pub use self::registry::ModelKind;
+pub use self::kind::ModelKind;
+pub use self::seeds::fold_seed;
 pub use self::settings::GnnSettings;
-pub use self::step::{eval_loss, fold_seed};
+pub use self::step::eval_loss;
 
 /// Metrics the evaluation writes that can be monitored (the reference's five, and the skill
 /// against the identity forecast).
@@ -108,8 +116,8 @@ pub struct GnnRun {
 /// Fraction of subjects held out for test (the reference's constant).
 pub const TEST_SIZE: f64 = 0.2;
 
-/// Where this port differs from the reference on purpose (recorded in `args.json`; see the
-/// README).
+/// Where this port differs from the reference on purpose (recorded in `args.json`; see
+/// docs/guide/forecasts.md, "Where we differ from the reference, and why").
 pub const DEVIATIONS: &[&str] = &[
     "best checkpoint = copy of the best epoch's weights (reference: last weights)",
     "validation/test loss: clean inputs, visits (0,1,2) (reference: augmented, sampled)",

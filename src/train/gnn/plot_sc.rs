@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use super::saved_run::{DataOverrides, Forecast, Horizon, SavedRun};
+use super::reopen::{DataOverrides, Forecast};
+use super::saved_run::{Horizon, SavedRun};
 use crate::backend::{self, DeviceSettings};
 use crate::outputs::RunDir;
 use crate::outputs::heatmap::{self, Comparison};

@@ -20,7 +20,8 @@ use super::breakdown::{
     SubjectScore, per_subject, per_subject_at, strata, three_visit_subjects, write_per_subject,
 };
 use super::evaluate::{TestMetrics, exact_topology};
-use super::saved_run::{DataOverrides, Forecast, Horizon, SavedRun};
+use super::reopen::{DataOverrides, Forecast};
+use super::saved_run::{Horizon, SavedRun};
 use crate::backend::{self, DeviceSettings};
 use crate::files::write_json;
 use crate::metrics::sc::ScMetrics;

@@ -10,7 +10,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use super::batch::Sampling;
-use super::registry::ModelKind;
+use super::kind::ModelKind;
 use crate::models::clg_ode::objective::ObjectiveConfig;
 use crate::models::clg_ode::{DecoderConfig, ModelSizes};
 use crate::models::linear_drift::DriftSettings;

@@ -15,34 +15,20 @@ use burn::module::{AutodiffModule, ParamId};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
-use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::batch::{Mode, Sampling, build};
 use super::fold_data::FoldData;
+use super::seeds::subject_rng;
 use crate::backend::BackendKind;
 use crate::dist::Collective;
 use crate::models::clg_ode::ClgOde;
 use crate::models::clg_ode::objective::{Objective, ObjectiveInput, PerTerm, Stats, Term};
-use crate::toolbox::seed::mix;
 use crate::toolbox::{ddp, host_parallel};
 
 /// The two terms GradNorm balances, in the order of its weights.
 const GRADNORM_TERMS: [Term; 2] = [Term::Manifold, Term::Topo];
-
-/// Seed of one fold: weight init and the subjects' generators.
-pub fn fold_seed(seed: u64, fold: usize) -> u64 {
-    mix(seed, 0xC1_0DE0 + fold as u64)
-}
-
-/// The generator of the subject at position `pos` of epoch `epoch`'s order.
-pub fn subject_rng(seed: u64, fold: usize, epoch: usize, pos: usize) -> ChaCha8Rng {
-    ChaCha8Rng::seed_from_u64(mix(
-        fold_seed(seed, fold),
-        ((epoch as u64) << 32) | pos as u64,
-    ))
-}
 
 /// What a step produced on this rank.
 pub struct StepResult {

@@ -183,7 +183,7 @@ pub fn population_drift(
         .settings
         .decoder
         .drift_head
-        .then(|| super::drift::fit_population_drift(data, &split.train))
+        .then(|| super::fits::fit_population_drift(data, &split.train))
 }
 
 /// The empirical-Bayes forecaster of fold `fold`'s training subjects when the model starts its
@@ -199,7 +199,7 @@ pub fn eb_forecaster(
         .settings
         .decoder
         .eb_head
-        .then(|| super::eb_drift::fit_arc(data, &split.train))
+        .then(|| super::fits::fit_arc(data, &split.train))
 }
 
 /// What the test result files report besides the predictions.

@@ -151,7 +151,7 @@ fn clg_gnn_shards_add_up_to_the_batch() {
     let subjects = &fold.train[..3];
     let input = |lo: usize, hi: usize| {
         let mut r: Vec<ChaCha8Rng> = (lo..hi)
-            .map(|p| step::subject_rng(9, 0, epoch, p))
+            .map(|p| seeds::subject_rng(9, 0, epoch, p))
             .collect();
         build(
             &data,

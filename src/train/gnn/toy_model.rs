@@ -11,7 +11,7 @@ use ndarray::Array2;
 
 use super::baseline::{GradBaseline, Inner, pairs};
 use super::fold_data::FoldData;
-use super::registry::ModelKind;
+use super::kind::ModelKind;
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
 
@@ -125,8 +125,10 @@ mod tests {
     use burn::backend::Autodiff;
     use burn::backend::flex::{Flex, FlexDevice};
 
-    use super::super::registry::{GnnModel, WithModel, with_model};
-    use super::super::saved_run::{DataOverrides, Forecast, Horizon, SavedRun};
+    use super::super::model::{GnnModel, WithModel};
+    use super::super::registry::with_model;
+    use super::super::reopen::{DataOverrides, Forecast};
+    use super::super::saved_run::{Horizon, SavedRun};
     use super::super::{Factory, GnnRun};
     use crate::cli::Command;
     use crate::cli::config::parse_from;

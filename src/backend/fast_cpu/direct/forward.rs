@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::super::conv::Geom;
+use super::super::geom::Geom;
 use super::super::kernels::{Shared, threads, with_scratch};
 use super::Isa;
 use super::flat::Flat;

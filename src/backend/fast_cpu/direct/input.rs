@@ -16,7 +16,7 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-use super::super::conv::Geom;
+use super::super::geom::Geom;
 use super::super::kernels::{Shared, threads, with_scratch};
 use super::Isa;
 use super::flat::Flat;

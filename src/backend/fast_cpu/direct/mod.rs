@@ -28,7 +28,7 @@
 
 use std::sync::LazyLock;
 
-use super::conv::Geom;
+use super::geom::Geom;
 #[cfg(target_arch = "x86_64")]
 use super::isa::avx2_and_fma;
 #[cfg(target_arch = "x86_64")]

@@ -8,7 +8,8 @@
 use burn_backend::ops::ConvOptions;
 
 use super::super::batch_sums::bias_backward;
-use super::super::conv::{Geom, im2col_forward, im2col_weight_backward, im2col_x_backward};
+use super::super::conv::{im2col_forward, im2col_weight_backward, im2col_x_backward};
+use super::super::geom::Geom;
 use super::flat::Flat;
 use super::{Isa, forward, input_backward, weight_backward};
 

@@ -9,7 +9,7 @@ use std::ops::Range;
 use super::super::batch_sums::{
     add_parts, batch_parts, bias_backward, bias_of_plane_sums, plane_sums as sum_planes,
 };
-use super::super::conv::Geom;
+use super::super::geom::Geom;
 use super::super::kernels::{threads, with_scratch};
 use super::Isa;
 use super::flat::Flat;

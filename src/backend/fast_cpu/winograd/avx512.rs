@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::transform::prefetch;
+use super::prefetch::prefetch;
 use super::{Plan, stride};
 
 /// The first `n ≤ 16` lanes.

@@ -8,9 +8,10 @@
 use burn_backend::ops::ConvOptions;
 
 use super::super::batch_sums::bias_backward;
-use super::super::conv::{Geom, im2col_forward, im2col_weight_backward, im2col_x_backward};
+use super::super::conv::{im2col_forward, im2col_weight_backward, im2col_x_backward};
 use super::super::direct::tests::{assert_close, on_threads, operands, values};
 use super::super::direct::{Isa, Pass};
+use super::super::geom::Geom;
 use super::{BLOCK_TILES, Plan, fits, forward, input_backward, stride, transform, weight_backward};
 
 fn geom(x: [usize; 4], o: usize, pad: [usize; 2]) -> Geom {

@@ -11,8 +11,8 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::super::batch_sums::{add_parts, batch_parts, bias_of_plane_sums, plane_sums};
-use super::super::conv::Geom;
 use super::super::direct::Isa;
+use super::super::geom::Geom;
 use super::super::kernels::with_scratch;
 use super::{G, Plan, products, stride, transform};
 

@@ -58,7 +58,7 @@ pub struct LoadReport {
 
 impl LoadReport {
     /// One warning per affected file or row, for what the reference tolerates and the port
-    /// keeps (README, "Input formats": which defects are errors and which are warnings).
+    /// keeps (docs/guide/gnn.md, "Input formats": which defects are errors and which are warnings).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         if self.n_subjects > 0 && self.subjects_with_two_scans == 0 {

@@ -1,0 +1,58 @@
+//! The closed-form fits on a fold's training pairs: linear drift's population drift and
+//! eb-drift's parameters. Shared by those models, CLG-ODE's `--drift-head`/`--eb-head`
+//! starts and the test set's baseline columns.
+
+use std::sync::Arc;
+
+use super::batch::delta_t;
+use super::fold_data::FoldData;
+use crate::models::eb_drift::{EbParams, EbScan};
+use crate::models::linear_drift::DriftStats;
+
+/// The closed-form population drift per year (row-major N×N) of the consecutive visit pairs of
+/// `subjects` (what `--model linear-drift` fits; CLG-ODE's `--drift-head` starts from it).
+pub fn fit_population_drift(data: &FoldData, subjects: &[usize]) -> Vec<f32> {
+    pair_stats(data, subjects.iter().copied()).drift()
+}
+
+/// The fit's statistics over the consecutive visit pairs of `subjects`.
+pub(super) fn pair_stats(data: &FoldData, subjects: impl Iterator<Item = usize>) -> DriftStats {
+    let n = data.n_nodes();
+    let mut s = DriftStats {
+        xy: vec![0.0; n * n],
+        yy: vec![0.0; n * n],
+        ..Default::default()
+    };
+    for sub in subjects {
+        let scans = data.scans(sub);
+        for v in 1..scans.len() {
+            s.add_pair(
+                &scans[v - 1].a_raw,
+                &scans[v].a_raw,
+                delta_t(scans, v - 1, v),
+            );
+        }
+    }
+    s
+}
+
+/// The training subjects' scans, in visit order, as the fit takes them.
+pub fn training_scans<'a>(data: &'a FoldData, subjects: &[usize]) -> Vec<Vec<EbScan<'a>>> {
+    subjects
+        .iter()
+        .map(|&s| {
+            data.scans(s)
+                .iter()
+                .map(|scan| EbScan {
+                    age: scan.age,
+                    a_raw: &scan.a_raw,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The forecaster fitted on `subjects` of the fold (what CLG-ODE's `--eb-head` starts from).
+pub fn fit_arc(data: &FoldData, subjects: &[usize]) -> Arc<EbParams> {
+    Arc::new(EbParams::fit(&training_scans(data, subjects)))
+}
