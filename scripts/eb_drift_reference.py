@@ -2,7 +2,7 @@
 """Independent numpy reference of `train-gnn --model eb-drift` (docs/eb-drift.md).
 
 Fits the empirical-Bayes drift forecaster on a fold's training subjects and forecasts requested
-subjects from their first scan (visit 0) to a target age. `tests/gnn_eb_drift.rs` compares the
+subjects from their first scan (visit 0) to a target age. `tests/gnn/gnn_eb_drift.rs` compares the
 Rust model (`src/models/eb_drift.rs`) with this script to 1e-6, so every step follows the
 specification literally, in float64.
 

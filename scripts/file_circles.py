@@ -8,7 +8,7 @@ descendants is composition, not an edge; a child using its parent is one. Test c
 A circle is a strongly connected set of two or more files.
 
 Usage: scripts/file_circles.py [SRC_DIR]   prints each circle, then 'file circles: N' (exit 1 if N > 0)
-scripts/module-map.py --check reports the same circles (tests/architecture.rs runs it).
+scripts/module-map.py --check reports the same circles (tests/engine/architecture.rs runs it).
 """
 import os
 import re

@@ -17,8 +17,8 @@
 #   --no-tch        the features binary has no tch (a `--features cuda` build: a GPU machine
 #                   without PyTorch 2.9.0's LibTorch): skip mnist-tch
 #   --no-nccl       the features binary has no mpi: skip the NCCL all-reduce
-#   --cuda-tests BIN  also run this tests/backend_cuda.rs binary (`cargo test --release
-#                   --features cuda --test backend_cuda --no-run` prints it): cuda and
+#   --cuda-tests BIN  also run tests/backends/backend_cuda.rs from this binary (`cargo test --release
+#                   --features cuda --test backends --no-run` prints it): cuda and
 #                   cuda-fusion against flex, step by step (TRAINER_REQUIRE_GPU=1)
 #   --pytorch PYTHON  bench with PyTorch on the CPU and on the GPU in the same run
 #
@@ -202,7 +202,7 @@ step gnn-cuda 0 "$FBIN" train-gnn --sc-dir "$WORK/cohort/sc" --morph-root "$WORK
   --subject-info-csv "$WORK/cohort/subject_info_sc.csv" --results-dir "$WORK/gnn" \
   --cv-fold 0 --max-epochs 2 --backend cuda --device cuda
 if [ -n "$CUDA_TESTS" ]; then
-  step cuda-tests 0 env TRAINER_REQUIRE_GPU=1 "$CUDA_TESTS" --test-threads 1 --nocapture
+  step cuda-tests 0 env TRAINER_REQUIRE_GPU=1 "$CUDA_TESTS" backend_cuda:: --test-threads 1 --nocapture
 fi
 # --- the figures (a failure is recorded and the next one runs: every figure counts) --------------
 # MNIST, same run, side by side: PyTorch (CPU and GPU, with --pytorch), flex on all the host's

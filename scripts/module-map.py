@@ -14,7 +14,7 @@ Usage: scripts/module-map.py [--check | --write | --edges]
   --write  rewrite the Module map's line counts from src/;
   --edges  print every import edge between top-level modules with the layers.
 Production code = not tests.rs, not golden/ folders, not `#[cfg(test)] mod` blocks, not
-comments (as ../shared/tools/module-cycles.py counts). tests/architecture.rs runs --check.
+comments (as ../shared/tools/module-cycles.py counts). tests/engine/architecture.rs runs --check.
 """
 import os
 import re

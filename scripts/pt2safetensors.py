@@ -22,7 +22,7 @@ The file appears complete or not at all (temporary name, fsync, rename).
 
 Errors (not a torch file, no state dict in it, not CLG-ODE's state dict) are one line on stderr
 naming the file; the exit status is 1 (2 for a usage error). Needs only torch and numpy.
-Covered by tests/pt_checkpoint.rs.
+Covered by tests/backends/pt_checkpoint.rs.
 """
 from __future__ import annotations
 

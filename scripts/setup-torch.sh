@@ -4,7 +4,7 @@
 #   eval "$(scripts/setup-torch.sh)"
 set -euo pipefail
 venv="${TRAINER_TORCH_VENV:-$HOME/.cache/trainer/torch-2.9.0}"
-# numpy too: torch does not depend on it, and scripts/pt2safetensors.py (tests/pt_checkpoint.rs,
+# numpy too: torch does not depend on it, and scripts/pt2safetensors.py (tests/backends/pt_checkpoint.rs,
 # run with this venv's python) needs it.
 if ! "$venv/bin/python" -c 'import numpy, torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.9.0")' 2>/dev/null; then
   python3 -m venv "$venv" >&2

@@ -4,7 +4,7 @@
 #   * Python's safetensors + numpy: the tests read checkpoints back from Python; scipy: the
 #     paired statistics of `trainer compare --against` are checked against it; statsmodels: its
 #     Holm-adjusted p-values likewise (multipletests); tensorboard: its
-#     event reader checks the event files every run writes (tests/tensorboard_events.rs).
+#     event reader checks the event files every run writes (tests/engine/tensorboard_events.rs).
 # Slurm (scripts/slurm-up.sh) and PyTorch for the tch build (scripts/setup-torch.sh) are
 # installed by their own scripts, which scripts/test.sh calls.
 set -euo pipefail

@@ -7,7 +7,7 @@
 #   3. the `tch` + `cuda` + `wgpu` (+ `mpi`) build against PyTorch 2.9.0, with the tests of those
 #      backends (CUDA itself cannot run without a GPU: that build is compiled and its no-driver
 #      path tested; wgpu runs the same CubeCL kernels on Mesa's software Vulkan, lavapipe,
-#      installed by scripts/setup-vulkan.sh), and tests/pt_checkpoint.rs
+#      installed by scripts/setup-vulkan.sh), and tests/backends/pt_checkpoint.rs
 #      (scripts/pt2safetensors.py: needs torch in python3).
 # Each stage prints its wall time. TRAINER_SKIP_FEATURES=1 skips stage 3.
 set -euo pipefail
@@ -36,19 +36,18 @@ done_stage
 
 stage "tests (default backend + mpi)"
 # Case budgets of the fuzz properties (tests/fuzz_*.rs, ~30 s at 2000 per parser) and of the
-# hostlist property test against scontrol (tests/cluster_hostlist_slurm.rs, ~20 s at 2500).
+# hostlist property test against scontrol (tests/cluster/cluster_hostlist_slurm.rs, ~20 s at 2500).
 export TRAINER_FUZZ_CASES="${TRAINER_FUZZ_CASES:-2000}" TRAINER_HOSTLIST_CASES="${TRAINER_HOSTLIST_CASES:-2500}"
-# Every test binary but those scripts/test-jobs.sh runs below; each of those that mostly wait
-# on Slurm's clock in a cargo run of its own, beside the others (scripts/test-lists.sh).
+# Every test binary but the one scripts/test-jobs.sh runs below; each test file that mostly
+# waits on Slurm's clock in a cargo run of its own, beside the others (scripts/test-lists.sh).
 source scripts/test-lists.sh
-mapfile -t others < <(for file in tests/*.rs; do
-  name=$(basename "$file" .rs)
-  [[ " ${JOBS_TESTS[*]} ${SLURM_WAITING_TESTS[*]} " == *" $name "* ]] || test_flags "$name"
-done)
+mapfile -t others < <(test_flags "${OTHER_TEST_BINARIES[@]}")
+mapfile -t skipped < <(skip_flags "${SLURM_WAITING_TESTS[@]}")
 CARGO_TEST_ARGS=(--release --features mpi)
 start_beside "${SLURM_WAITING_TESTS[@]}"
 trap 'kill "${BESIDE_PIDS[@]}" 2>/dev/null || true; scripts/slurm-down.sh || true' EXIT
-cargo test "${CARGO_TEST_ARGS[@]}" --lib --bins "${others[@]}"
+# (host_memory has no libtest harness: it ignores the --skip filters and runs whole.)
+cargo test "${CARGO_TEST_ARGS[@]}" --lib --bins "${others[@]}" -- "${skipped[@]}"
 cargo test "${CARGO_TEST_ARGS[@]}" --doc
 wait_beside
 done_stage
@@ -57,8 +56,8 @@ stage "thread counts (RAYON_NUM_THREADS=1 and 4: the cross-process, cross-thread
 # The comparisons across processes and ranks, and the fixtures, must not depend on the thread
 # count (the fast kernels cut work by shape): run them again with one thread and oversubscribed.
 for threads in 1 4; do
-  RAYON_NUM_THREADS=$threads cargo test "${CARGO_TEST_ARGS[@]}" --test ddp --test ddp_gnn \
-    --test fast_cpu --test engine_regression
+  RAYON_NUM_THREADS=$threads cargo test "${CARGO_TEST_ARGS[@]}" --test engine --test gnn -- \
+    ddp:: ddp_gnn:: fast_cpu:: engine_regression::
 done
 done_stage
 
@@ -84,23 +83,20 @@ if [ "${TRAINER_SKIP_FEATURES:-0}" != 1 ]; then
   # The binary and the backend tests only: the library's unit tests and the other integration
   # tests ran in the default build (a second compile of the library with five backends in test
   # mode, and forty more test binaries, would add about ten minutes).
-  backend_tests=(--test backend_errors --test backend_tch --test fast_tch --test pt_checkpoint
-    --test backend_wgpu --test backend_cuda)
-  cargo build "${profile[@]}" --features tch,cuda,wgpu,mpi --bins "${backend_tests[@]}"
+  cargo build "${profile[@]}" --features tch,cuda,wgpu,mpi --bins --test backends
   done_stage
   stage "tests (tch + cuda + mpi)"
-  # tests/pt_checkpoint.rs needs python3 with torch (on PATH since setup-torch.sh): required here.
+  # tests/backends/pt_checkpoint.rs needs python3 with torch (on PATH since setup-torch.sh): required here.
   export TRAINER_REQUIRE_TORCH=1
-  # tests/backend_cuda.rs says SKIP without an NVIDIA driver (it runs in GPU sessions:
+  # tests/backends/backend_cuda.rs says SKIP without an NVIDIA driver (it runs in GPU sessions:
   # scripts/gpu-check.sh --cuda-tests); here it is compiled and its skip path runs.
-  cargo test "${profile[@]}" --features tch,cuda,wgpu,mpi --test backend_errors --test backend_tch \
-    --test fast_tch --test pt_checkpoint --test backend_cuda
+  cargo test "${profile[@]}" --features tch,cuda,wgpu,mpi --test backends -- --skip backend_wgpu::
   # The GPU image's definition against this binary, in seconds (no image: the full build,
   # scripts/build-gpu-image.sh, takes minutes and 7 GB; see containers/README.md).
   scripts/build-gpu-image.sh --check-only --bin target/features/ci-features/trainer
   done_stage
   stage "wgpu on lavapipe (CubeCL kernels on Mesa's software Vulkan, against flex)"
-  cargo test "${profile[@]}" --features tch,cuda,wgpu,mpi --test backend_wgpu -- --nocapture
+  cargo test "${profile[@]}" --features tch,cuda,wgpu,mpi --test backends -- backend_wgpu:: --nocapture
   done_stage
 fi
 echo "=== all stages done in $(( $(date +%s) - T_ALL )) s"

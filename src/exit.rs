@@ -2,7 +2,7 @@
 //!
 //! Each variant has its number ([`Exit::code`]), a kebab-case name ([`Exit::name`]) and a
 //! one-line meaning ([`Exit::meaning`]); [`Exit::ALL`] lists them in order for docs (the table
-//! of docs/reference/exit-codes.md is checked against it by `tests/exit_codes.rs`). Every path
+//! of docs/reference/exit-codes.md is checked against it by `tests/engine/exit_codes.rs`). Every path
 //! that ends the process turns an [`Exit`] into a [`std::process::ExitCode`] (or, for the
 //! watchdog thread, passes [`Exit::code`] to `std::process::exit`): no other file spells a code.
 //!

@@ -12,7 +12,7 @@
 //! Fusion: Burn's fusion (`burn-fusion`) is compiled in so that both backends exist in one
 //! binary: `--backend wgpu` is the plain CubeCL backend ([`FUSION_DEFAULT`]), the hidden
 //! `--backend wgpu-fusion` the same under `Fusion<_>`. The choice rests on
-//! `tests/backend_wgpu.rs`: the plain backend follows `flex` on every model; the fused one does
+//! `tests/backends/backend_wgpu.rs`: the plain backend follows `flex` on every model; the fused one does
 //! on every training step compared, but scores a `--model gcn` checkpoint wrongly
 //! (docs/burn-fusion-report.md).
 //! Autotune is the cargo feature `autotune`, off by default (as for `cuda`): its kernels are
@@ -24,7 +24,7 @@ use serde::Serialize;
 /// Whether `--backend wgpu` runs under Burn's fusion: off. Fused, the GCN baseline's forward
 /// pass (no autotune involved) gives other predictions than flex and the plain backend
 /// (sc_log_mse 1.05 instead of 0.67 on one checkpoint: docs/burn-fusion-report.md,
-/// `tests/backend_wgpu.rs`); the plain backend agrees with flex on every model. `cuda` stays
+/// `tests/backends/backend_wgpu.rs`); the plain backend agrees with flex on every model. `cuda` stays
 /// without fusion too: its fused kernels go through the same fusion planner.
 pub const FUSION_DEFAULT: bool = false;
 
@@ -87,7 +87,7 @@ mod enabled {
     pub type Fused = burn_fusion::Fusion<Plain>;
 
     /// [`crate::backend::outer_sum_expected`]'s op chain on the first software adapter
-    /// (lavapipe), fused or plain (`tests/backend_wgpu.rs` pins both answers).
+    /// (lavapipe), fused or plain (`tests/backends/backend_wgpu.rs` pins both answers).
     pub fn outer_sum_probe(fused: bool) -> Vec<f32> {
         let device = WgpuDevice::Cpu;
         if fused {

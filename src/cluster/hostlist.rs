@@ -13,7 +13,7 @@
 //! bracket (`node[1-` gives `node]`), an empty high bound (`n[1-]` gives `n1`), a sign or space
 //! in a number (`n[ 1]` gives `n01`), a number past 2^64 (Slurm saturates), a bracket over the
 //! limit followed by two more (Slurm truncates it to 65 536 hosts). This is checked
-//! against `scontrol show hostnames` by tests/cluster_hostlist_slurm.rs.
+//! against `scontrol show hostnames` by tests/cluster/cluster_hostlist_slurm.rs.
 
 /// Most host names one range may produce (Slurm's own limit is of the same order).
 pub const MAX_RANGE: u64 = 65_536;

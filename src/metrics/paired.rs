@@ -3,9 +3,9 @@
 //! (resampling subjects, seeded) and the Wilcoxon signed-rank test's two-sided p-value, computed
 //! as `scipy.stats.wilcoxon` does by default (zeros dropped, exact null distribution for at most
 //! 50 differences without a zero, else the normal approximation with the tie correction and no
-//! continuity correction). `tests/compare_paired.rs` checks both against scipy. The p-values of
+//! continuity correction). `tests/sweep/compare_paired.rs` checks both against scipy. The p-values of
 //! a table's comparisons are adjusted together by Holm's step-down method ([`holm`], as
-//! statsmodels' `multipletests(method="holm")`; checked in `tests/compare_pairing.rs`).
+//! statsmodels' `multipletests(method="holm")`; checked in `tests/sweep/compare_pairing.rs`).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

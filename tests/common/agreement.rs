@@ -1,5 +1,5 @@
-//! Step-by-step agreement of a backend with `flex` (tests/backend_wgpu.rs on Mesa's software
-//! Vulkan, tests/backend_cuda.rs on an NVIDIA GPU): the cases, the gaps and their bounds.
+//! Step-by-step agreement of a backend with `flex` (tests/backends/backend_wgpu.rs on Mesa's software
+//! Vulkan, tests/backends/backend_cuda.rs on an NVIDIA GPU): the cases, the gaps and their bounds.
 //!
 //! Same initial weights: every case first trains one step on `flex` and stops (checkpoint);
 //! then `flex` and each backend compared resume from that one checkpoint file into their own run

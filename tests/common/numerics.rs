@@ -1,4 +1,4 @@
-//! Numerics checks shared by the wrapper-backend tests (tests/fast_cpu.rs, tests/fast_tch.rs):
+//! Numerics checks shared by the wrapper-backend tests (tests/engine/fast_cpu.rs, tests/backends/fast_tch.rs):
 //! seeded random inputs, host copies, the relative error, and the convolution cases (the MNIST
 //! CNN's two layers and odd shapes) with their outputs and gradients.
 
@@ -27,7 +27,7 @@ use rand_chacha::ChaCha8Rng;
 /// AVX2): ≤ 9.9e-7 (conv2's output), 7.4e-7 (conv1's weight gradient in the CNN step), 0 for
 /// max-pool and the matrix products; 1e-4 is 40× the random-walk estimate and 100× the
 /// measured worst, so another CPU's order (another draw of the same noise) stays inside,
-/// while a wrong index or a missing term gives errors of order 1. (`tests/fast_tch.rs` uses
+/// while a wrong index or a missing term gives errors of order 1. (`tests/backends/fast_tch.rs` uses
 /// the same bound for LibTorch's CPU kernels, whose errors are of the same kind; not measured
 /// on this machine, which has no LibTorch.)
 pub const TOLERANCE: f32 = 1e-4;

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{run_in, stderr, stdout, synth_cohort};
+use crate::common::{run_in, stderr, stdout, synth_cohort};
 
 /// A tiny cohort in `dir/cohort` and `dir/spec.toml`: train-gnn on it (1 epoch, small model),
 /// `top` before the `[base]` table (`folds = [...]`), `tail` after it (`[grid]`, `[then]`, …).

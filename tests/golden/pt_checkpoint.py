@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A reference CLG-ODE checkpoint (.pt), written by the reference's OWN model and trainer code, for
-tests/pt_checkpoint.rs (scripts/pt2safetensors.py, then `trainer train-gnn --resume_from`).
+tests/backends/pt_checkpoint.rs (scripts/pt2safetensors.py, then `trainer train-gnn --resume_from`).
 
 Usage (from the repository root; re-running it rewrites both files):
 

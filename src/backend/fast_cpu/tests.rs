@@ -1,4 +1,4 @@
-//! Unit tests of the kernels' index arithmetic; `tests/fast_cpu.rs` compares whole operations
+//! Unit tests of the kernels' index arithmetic; `tests/engine/fast_cpu.rs` compares whole operations
 //! with Flex.
 
 use burn_backend::ops::ConvOptions;

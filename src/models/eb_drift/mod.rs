@@ -6,7 +6,7 @@
 //!
 //! The checkpoint holds the fitted parameters per upper-triangle edge (f32, like any model's
 //! weights): [`EbDrift`]. `scripts/eb_drift_reference.py` is an independent numpy
-//! implementation of the same page (`tests/gnn_eb_drift.rs` compares the two).
+//! implementation of the same page (`tests/gnn/gnn_eb_drift.rs` compares the two).
 
 use ndarray::Array2;
 

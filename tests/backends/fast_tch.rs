@@ -1,0 +1,84 @@
+//! The `tch` backend (`FastTch`: LibTorch with our convolution gradients) against burn-tch's
+//! `LibTorch` unchanged (`--backend tch-plain`): outputs and gradients of a convolution agree to
+//! a relative error of 1e-4 on the MNIST CNN's layer shapes and on odd ones (batch 1, padding,
+//! stride 2, dilation, 1×1, no bias), the CPU kernel really ran, relu's gradient is the same, and
+//! dropout's Bernoulli masks (drawn differently) have the asked frequency.
+#![cfg(feature = "tch")]
+
+use burn::backend::Autodiff;
+use burn::backend::libtorch::LibTorch;
+use burn::tensor::backend::AutodiffBackend;
+use trainer::backend::fast_tch::{FastTch, cpu_kernel_calls};
+
+use crate::common;
+
+use common::numerics::{Conv, host, random, tensor};
+
+type Fast = Autodiff<FastTch>;
+type Plain = Autodiff<LibTorch>;
+
+// One test: the kernel's call counter is process-wide.
+#[test]
+fn conv_gradients_match_burn_tch() {
+    for (name, conv) in Conv::cnn_layers().into_iter().chain(Conv::odd_shapes()) {
+        let calls = cpu_kernel_calls();
+        let fast = conv.run::<Fast>(11);
+        assert_eq!(
+            cpu_kernel_calls(),
+            calls + 1,
+            "{name}: the CPU weight gradient did not run"
+        );
+        Conv::assert_same(name, &fast, &conv.run::<Plain>(11));
+    }
+}
+
+/// The gradient of `sum(relu(x) · r)`, with some inputs exactly 0 (where both give 0).
+fn relu_grad<B: AutodiffBackend>() -> Vec<f32> {
+    let mut data = random(4 * 300, 5);
+    data.iter_mut().step_by(7).for_each(|v| *v = 0.0);
+    let x = tensor::<B, 2>(&data, [4, 300]).require_grad();
+    let r = tensor::<B, 2>(&random(4 * 300, 6), [4, 300]);
+    let grads = (burn::tensor::activation::relu(x.clone()) * r)
+        .sum()
+        .backward();
+    host(x.grad(&grads).unwrap())
+}
+
+/// Exact: relu's gradient is `r` where x > 0 and 0 elsewhere on both sides (a select, no
+/// arithmetic), so no summation order is involved.
+#[test]
+fn relu_gradient_matches_burn_tch() {
+    assert_eq!(relu_grad::<Fast>(), relu_grad::<Plain>());
+}
+
+/// Bernoulli(p) masks (dropout's): only 0 and 1, ones with frequency p (within 5 standard
+/// deviations over 2^18 draws), and not all rows alike; other distributions stay LibTorch's.
+#[test]
+fn bernoulli_masks_have_the_asked_frequency() {
+    use burn::tensor::{Distribution, Tensor};
+    let n = 1 << 18;
+    for p in [0.1, 0.5, 0.75] {
+        let mask = host(Tensor::<FastTch, 2>::random(
+            [n / 512, 512],
+            Distribution::Bernoulli(p),
+            &Default::default(),
+        ));
+        assert!(
+            mask.iter().all(|&v| v == 0.0 || v == 1.0),
+            "p = {p}: not 0/1"
+        );
+        // The f32 sum of 2^18 ones is exact (integers below 2^24). 5 standard deviations: a
+        // correct generator fails one p with probability ≈ 6e-7 (two-sided normal tail), and
+        // the draws are seeded, so a run either always passes or always fails.
+        let freq = mask.iter().sum::<f32>() as f64 / n as f64;
+        let sd = (p * (1.0 - p) / n as f64).sqrt();
+        assert!((freq - p).abs() < 5.0 * sd, "p = {p}: frequency {freq}");
+        assert_ne!(mask[..512], mask[512..1024], "p = {p}: two rows alike");
+    }
+    let uniform = host(Tensor::<FastTch, 1>::random(
+        [4096],
+        Distribution::Uniform(2.0, 3.0),
+        &Default::default(),
+    ));
+    assert!(uniform.iter().all(|v| (2.0..3.0).contains(v)));
+}
