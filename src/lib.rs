@@ -65,6 +65,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::TrainMnist(args) => train::mnist::run(args.resolve()?),
         Command::TrainGnn(args) => train::gnn::run(args.resolve()?),
         Command::Eval(args) => eval::run(args).map(|_| ExitCode::SUCCESS),
+        Command::Cohort(s) => train::gnn::cohort::run(s).map(|_| ExitCode::SUCCESS),
         Command::EvalGnn(s) => train::gnn::rescore::run(s).map(|_| ExitCode::SUCCESS),
         Command::Predict(s) => train::gnn::predict::run(s).map(|_| ExitCode::SUCCESS),
         Command::PlotSc(s) => train::gnn::plot_sc::run(s).map(|_| ExitCode::SUCCESS),

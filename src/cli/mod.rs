@@ -70,6 +70,9 @@ pub enum Command {
     },
     /// Print the UUID of a free MIG instance, for `export CUDA_VISIBLE_DEVICES=$(trainer mig-pick)`.
     MigPick,
+    /// A connectome cohort before training, loaded and split as train-gnn does: subjects,
+    /// scans per subject and tiers, ages and Δt, defects, what the test split and each fold get.
+    Cohort(crate::train::gnn::cohort::CohortSettings),
     /// Write a synthetic connectome cohort (SC CSVs, morphology, subject table) for tests.
     SynthConnectome(SynthArgs),
     /// Campaigns of many runs: plan a sweep (grid, variants, folds, seeds) as a Slurm array or a

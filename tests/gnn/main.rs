@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cohort;
 mod ddp_gnn;
 mod degenerate_data;
 mod gnn_baselines;

@@ -20,6 +20,7 @@
 pub mod dataset;
 pub mod morph;
 pub mod naming;
+pub mod paths_yaml;
 pub mod preprocess;
 pub mod sc;
 pub mod split;

@@ -1,7 +1,9 @@
 //! `compare`'s degeneracy warnings (on standard error, after the table): each run's own (its
-//! `finished.json`), a run whose forecast scores exactly as the identity forecast, and runs
-//! whose test results are identical, with the settings that differ between them, which
-//! therefore had no effect on the result.
+//! `finished.json`), a run whose forecast scores exactly as the identity forecast, a varied
+//! setting (a grid axis) with no effect on any run, and runs whose test results are identical,
+//! with the settings that differ between them, which therefore had no effect on the result.
+
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
@@ -46,6 +48,29 @@ pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
             Some((r, v?))
         })
         .collect();
+    let items: Vec<(&BTreeMap<String, String>, &[f64])> = done
+        .iter()
+        .map(|(r, v)| (&r.varied, v.as_slice()))
+        .collect();
+    let idle = no_effect_axes(&items);
+    for (key, comparisons) in &idle {
+        if key == "fold" || key == "seed" {
+            out.push(format!(
+                "the results are identical across every {key} in all {comparisons} \
+                 comparison(s) ({} to {REL_TOL:e} relative): another {key} changed nothing; check \
+                 that the data differ between them and that the model is not a constant",
+                SAME.join(", ")
+            ));
+            continue;
+        }
+        out.push(format!(
+            "{key} had no effect on any run: the runs that differ only in {key} have identical \
+             test results ({} to {REL_TOL:e} relative) in all {comparisons} comparison(s); drop \
+             it from the sweep, or check that the model reads it (a flag the preset or model \
+             ignores, a phase that never starts)",
+            SAME.join(", ")
+        ));
+    }
     let mut grouped = vec![false; done.len()];
     for i in 0..done.len() {
         if grouped[i] {
@@ -72,6 +97,9 @@ pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
                     .any(|&j| done[j].0.varied.get(*k) != done[i].0.varied.get(*k))
             })
             .collect();
+        if !keys.is_empty() && keys.iter().all(|k| idle.contains_key(k.as_str())) {
+            continue; // said once above, for the whole axis
+        }
         let what = if keys.is_empty() {
             "whatever differs between them".to_string()
         } else {
@@ -89,4 +117,94 @@ pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The varied settings with no effect on any run: for each key, the runs are grouped by every
+/// other varied setting; a key is idle when at least one group holds two or more of its values
+/// and every such group's results are identical. Returns key → the number of such groups.
+fn no_effect_axes(items: &[(&BTreeMap<String, String>, &[f64])]) -> BTreeMap<String, usize> {
+    let keys: std::collections::BTreeSet<&String> =
+        items.iter().flat_map(|(v, _)| v.keys()).collect();
+    let mut out = BTreeMap::new();
+    for key in keys {
+        let mut groups: BTreeMap<Vec<(&String, &String)>, Vec<usize>> = BTreeMap::new();
+        for (i, (varied, _)) in items.iter().enumerate() {
+            let context: Vec<(&String, &String)> =
+                varied.iter().filter(|(k, _)| *k != key).collect();
+            groups.entry(context).or_default().push(i);
+        }
+        let mut compared = 0;
+        let mut idle = true;
+        for members in groups.values() {
+            let values: std::collections::BTreeSet<Option<&String>> =
+                members.iter().map(|&i| items[i].0.get(key)).collect();
+            if values.len() < 2 {
+                continue;
+            }
+            compared += 1;
+            let first = items[members[0]].1;
+            let same = members.iter().all(|&i| {
+                let other = items[i].1;
+                other.len() == first.len()
+                    && other.iter().zip(first).all(|(a, b)| identical(&[*a, *b]))
+            });
+            if !same {
+                idle = false;
+                break;
+            }
+        }
+        if idle && compared > 0 {
+            out.insert(key.clone(), compared);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn varied(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn an_axis_is_idle_only_when_every_comparison_along_it_is_identical() {
+        // pw × lr × fold: pw changes nothing anywhere; lr changes fold 1's result.
+        let mut runs = Vec::new();
+        for pw in ["1", "3"] {
+            for lr in ["0.001", "0.01"] {
+                for fold in ["0", "1"] {
+                    let score = match (lr, fold) {
+                        ("0.01", "1") => vec![0.5, 0.2],
+                        (_, "1") => vec![0.4, 0.3],
+                        _ => vec![0.3, 0.1],
+                    };
+                    runs.push((varied(&[("pw", pw), ("lr", lr), ("fold", fold)]), score));
+                }
+            }
+        }
+        let items: Vec<(&BTreeMap<String, String>, &[f64])> =
+            runs.iter().map(|(v, s)| (v, s.as_slice())).collect();
+        let idle = no_effect_axes(&items);
+        assert_eq!(idle.get("pw"), Some(&4), "{idle:?}");
+        assert!(!idle.contains_key("lr"), "lr matters on fold 1: {idle:?}");
+        assert!(!idle.contains_key("fold"), "{idle:?}");
+        // One run with another pw score: pw is no longer idle.
+        runs[0].1 = vec![0.31, 0.1];
+        let items: Vec<(&BTreeMap<String, String>, &[f64])> =
+            runs.iter().map(|(v, s)| (v, s.as_slice())).collect();
+        assert!(!no_effect_axes(&items).contains_key("pw"));
+        // Nothing to compare along an axis with one value: not idle.
+        let one = [
+            varied(&[("pw", "1"), ("fold", "0")]),
+            varied(&[("pw", "1"), ("fold", "1")]),
+        ];
+        let items: Vec<(&BTreeMap<String, String>, &[f64])> =
+            one.iter().map(|v| (v, [0.1, 0.2].as_slice())).collect();
+        assert!(!no_effect_axes(&items).contains_key("pw"));
+    }
 }
