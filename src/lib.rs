@@ -26,6 +26,7 @@ pub mod launch;
 pub mod metrics;
 pub mod models;
 pub mod outputs;
+pub mod report;
 pub mod settings;
 pub mod sweep;
 pub mod toolbox;
@@ -66,16 +67,16 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::TrainGnn(args) => train::gnn::run(args.resolve()?),
         Command::Eval(args) => eval::run(args).map(|_| ExitCode::SUCCESS),
         Command::Cohort(s) => train::gnn::cohort::run(s).map(|_| ExitCode::SUCCESS),
-        Command::EvalGnn(s) => train::gnn::rescore::run(s).map(|_| ExitCode::SUCCESS),
+        Command::EvalGnn(s) => train::gnn::eval_gnn::run(s).map(|_| ExitCode::SUCCESS),
         Command::Predict(s) => train::gnn::predict::run(s).map(|_| ExitCode::SUCCESS),
         Command::PlotSc(s) => train::gnn::plot_sc::run(s).map(|_| ExitCode::SUCCESS),
         Command::Bench(args) => bench::mnist::run(args).map(|_| ExitCode::SUCCESS),
         Command::Plot(a) => {
-            sweep::plot::plot(&a.runs, &a.metric, &a.out)?;
+            report::plot::plot(&a.runs, &a.metric, &a.out)?;
             eprintln!("wrote {}", a.out.display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Compare(a) => sweep::table::compare(&a.settings()).map(|_| ExitCode::SUCCESS),
+        Command::Compare(a) => report::compare::compare(&a.settings()).map(|_| ExitCode::SUCCESS),
         Command::Env { json } => commands::cmd_env(json).map(|_| ExitCode::SUCCESS),
         Command::Doctor { require_gpu, json } => commands::cmd_doctor(require_gpu, json),
         Command::SynthConnectome(a) => {

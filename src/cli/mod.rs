@@ -37,7 +37,7 @@ pub enum Command {
     Eval(crate::eval::EvalSettings),
     /// Re-score a train-gnn run without retraining: its model and a checkpoint on the test (or
     /// validation) subjects; writes metrics.json, per_subject.csv and strata.json.
-    EvalGnn(crate::train::gnn::rescore::EvalGnnSettings),
+    EvalGnn(crate::train::gnn::eval_gnn::EvalGnnSettings),
     /// Predicted connectomes of a train-gnn run's model as CSV matrices (the input format) with
     /// an index predictions.csv: the next visit, an age, a Δt or a trajectory of ages.
     Predict(crate::train::gnn::predict::PredictSettings),

@@ -54,7 +54,7 @@ impl SynthArgs {
 }
 
 /// `trainer compare`: one line per run, or with `--group-by`, `--metric` or `--format` one line
-/// per group (`crate::sweep::table`).
+/// per group (`crate::report::compare`).
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
     /// Run directories of `trainer train-gnn` (each with its `clg_ode_results.json`), sweep
@@ -104,8 +104,8 @@ pub struct CompareArgs {
 
 impl CompareArgs {
     /// The command's settings.
-    pub fn settings(self) -> crate::sweep::table::CompareSettings {
-        crate::sweep::table::CompareSettings {
+    pub fn settings(self) -> crate::report::compare::CompareSettings {
+        crate::report::compare::CompareSettings {
             runs: self.runs,
             group_by: self.group_by,
             metrics: self.metrics,

@@ -2,7 +2,7 @@
 //! trainer's): the per-run table ([`RunSummary`], one line per run, each model figure beside its
 //! identity figure, the way the authors compare their variants); the grouped table is
 //! [`super::group_table`]. Reading the inputs (sweeps,
-//! the reference's run directories) and choosing the view is `crate::sweep::table::compare`, the
+//! the reference's run directories) and choosing the view is `crate::report::compare::compare`, the
 //! one implementation of the command; this module knows our own run directory only.
 
 use anyhow::{Context, Result};

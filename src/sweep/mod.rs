@@ -8,15 +8,12 @@
 //! of only the failed and pending tasks. A `[then]` stage adds one phase-2 task per task, resumed
 //! from its phase-1 task's best checkpoint ([`expand`]; chained per task in the scripts).
 
-pub mod against;
 pub mod expand;
 mod gflow;
 mod lsf;
 mod plan;
-pub mod plot;
 pub mod progress;
 pub mod quote;
-mod reference_run;
 pub mod resources;
 mod script_parts;
 pub mod scripts;
@@ -24,7 +21,6 @@ mod slurm;
 pub mod spec;
 pub mod state;
 mod supervise;
-pub mod table;
 mod task;
 
 use std::path::{Path, PathBuf};

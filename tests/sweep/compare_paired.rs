@@ -1,5 +1,5 @@
 //! `trainer compare … --against MODEL`: paired statistics over test subjects
-//! (`src/metrics/paired.rs`, `src/sweep/against.rs`), checked against scipy: the Wilcoxon
+//! (`src/metrics/paired.rs`, `src/report/against.rs`), checked against scipy: the Wilcoxon
 //! signed-rank p-value (exact and normal-approximation paths, ties and zeros) and the percentile
 //! bootstrap interval, on fixtures and on two real runs' `per_subject.csv`. Needs python3 with
 //! numpy and scipy (scripts/setup.sh installs them).

@@ -228,7 +228,7 @@ mod tests {
         let Command::EvalGnn(s) = command(&["eval-gnn", &o]) else {
             unreachable!()
         };
-        crate::train::gnn::rescore::run(s).unwrap();
+        crate::train::gnn::eval_gnn::run(s).unwrap();
         let m: serde_json::Value =
             read_json(&files.eval_dir("test", "best").eval_metrics_json()).unwrap();
         assert!(

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 
-use super::{Manifest, run_dir, state};
 use crate::outputs::{RunDir, curves};
+use crate::sweep::{Manifest, run_dir, state};
 
 /// Draws the curves of `inputs` (run or sweep directories) into `out`.
 pub fn plot(inputs: &[PathBuf], metrics: &[String], out: &Path) -> Result<()> {

@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 
 use super::{CompareSettings, Run, group_value, groups, pooling, read_json};
 use crate::outputs::group_table::Format;
-use crate::sweep::against::{self, Compared};
+use crate::report::against::{self, Compared};
 
 /// `--against MODEL`: our finished runs (of one cohort, unless `--pool-cohorts`), each paired
 /// with that model's run of its fold and seed ([`against`]; `identity`: with its own identity
@@ -120,7 +120,7 @@ pub(super) fn plot(runs: &[Run], s: &CompareSettings, out: &Path) -> Result<()> 
             runs.len() - ours.len()
         );
     }
-    crate::sweep::plot::validation_curves(&ours, out)?;
+    crate::report::plot::validation_curves(&ours, out)?;
     eprintln!("wrote {}", out.display());
     Ok(())
 }

@@ -35,9 +35,9 @@ use anyhow::{Result, bail};
 use serde_json::Value;
 
 use super::reference_run::{self, RefFold, find, text};
-use super::{Manifest, run_dir, state};
 use crate::outputs::RunDir;
 use crate::outputs::compare::{self as view, Format};
+use crate::sweep::{Manifest, run_dir, state};
 
 /// `trainer compare`'s settings (its flags).
 #[derive(Debug, Clone, Default)]
