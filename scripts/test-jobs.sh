@@ -46,6 +46,8 @@ case "${TRAINER_JOBS_FEATURES-auto}" in
 auto)
   if ldconfig -p | grep -q 'libmpi\.so ' && ldconfig -p | grep -q 'libclang' && command -v mpirun >/dev/null; then
     features=(--features mpi)
+    # jobs/ddp_q_ai8.sh's submission then runs, never skips.
+    export TRAINER_REQUIRE_MPI=1
   fi
   ;;
 "") ;;

@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
 use super::figure::{Figure, plot_err, render_figure};
@@ -136,18 +137,47 @@ struct Charts<'a>(&'a [Chart]);
 
 impl Figure for Charts<'_> {
     fn size(&self) -> (u32, u32) {
-        (WIDTH, PANEL_HEIGHT * self.0.len().max(1) as u32)
+        (
+            WIDTH + legend_width(self.0),
+            PANEL_HEIGHT * self.0.len().max(1) as u32,
+        )
     }
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, _: bool) -> Result<()> {
         draw(root, self.0)
     }
 }
 
+/// The legend's width, right of the charts (outside the data): room for the longest label.
+fn legend_width(charts: &[Chart]) -> u32 {
+    let longest = charts
+        .iter()
+        .flat_map(|c| c.lines.iter().map(|l| l.label.chars().count()))
+        .max()
+        .unwrap_or(0);
+    (40 + 7 * longest as u32).clamp(120, 520)
+}
+
+/// One colour per label across every chart of a figure (a run keeps its colour in each panel),
+/// in order of first appearance.
+fn colours(charts: &[Chart]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for line in charts.iter().flat_map(|c| &c.lines) {
+        let next = out.len();
+        out.entry(line.label.clone()).or_insert(next);
+    }
+    out
+}
+
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, charts: &[Chart]) -> Result<()> {
     root.fill(&WHITE).map_err(plot_err)?;
     let areas = root.split_evenly((charts.len().max(1), 1));
+    let colours = colours(charts);
+    let legend = legend_width(charts);
     for (area, chart) in areas.iter().zip(charts) {
-        draw_chart(area, chart)?;
+        let width = area.dim_in_pixel().0;
+        let (plot, key) = area.split_horizontally(width.saturating_sub(legend));
+        draw_chart(&plot, chart, &colours)?;
+        draw_legend(&key, chart, &colours)?;
     }
     Ok(())
 }
@@ -187,7 +217,52 @@ fn ranges(chart: &Chart) -> Result<(std::ops::Range<f64>, std::ops::Range<f64>)>
     Ok((x0 - pad_x..x1 + pad_x, y0 - pad_y..y1 + pad_y))
 }
 
-fn draw_chart<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, chart: &Chart) -> Result<()> {
+/// The chart's lines named beside it, one row each (as many as fit; then how many more).
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    chart: &Chart,
+    colours: &BTreeMap<String, usize>,
+) -> Result<()> {
+    const ROW: i32 = 18;
+    let height = area.dim_in_pixel().1 as i32;
+    let fit = ((height - 48) / ROW).max(1) as usize;
+    let style =
+        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    for (i, line) in chart.lines.iter().enumerate() {
+        let y = 40 + ROW * i as i32;
+        if i + 1 == fit && chart.lines.len() > fit {
+            let more = format!("… and {} more", chart.lines.len() - i);
+            area.draw(&Text::new(more, (24, y), style.clone()))
+                .map_err(plot_err)?;
+            break;
+        }
+        let colour = Palette99::pick(colours.get(&line.label).copied().unwrap_or(i)).to_rgba();
+        if line.dashed {
+            area.draw(&PathElement::new(
+                vec![(2, y), (8, y)],
+                colour.stroke_width(2),
+            ))
+            .map_err(plot_err)?;
+            area.draw(&PathElement::new(
+                vec![(12, y), (18, y)],
+                colour.stroke_width(2),
+            ))
+            .map_err(plot_err)?;
+        } else {
+            area.draw(&Rectangle::new([(2, y - 4), (18, y + 4)], colour.filled()))
+                .map_err(plot_err)?;
+        }
+        area.draw(&Text::new(line.label.clone(), (24, y), style.clone()))
+            .map_err(plot_err)?;
+    }
+    Ok(())
+}
+
+fn draw_chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    chart: &Chart,
+    colours: &BTreeMap<String, usize>,
+) -> Result<()> {
     let (xr, yr) = ranges(chart)?;
     // About one x label per epoch (at most 12), printed as whole epochs.
     let epochs = (xr.end - xr.start).round().clamp(1.0, 11.0) as usize + 1;
@@ -212,12 +287,12 @@ fn draw_chart<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, chart: &Chart) 
         .draw()
         .map_err(plot_err)?;
     for (i, line) in chart.lines.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = Palette99::pick(colours.get(&line.label).copied().unwrap_or(i)).to_rgba();
         let style = color.stroke_width(2);
         let pts = line.points.clone();
-        let series = if line.dashed {
+        if line.dashed {
             c.draw_series(DashedLineSeries::new(pts, 8, 5, style))
-                .map_err(plot_err)?
+                .map_err(plot_err)?;
         } else {
             c.draw_series(
                 line.points
@@ -226,19 +301,8 @@ fn draw_chart<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, chart: &Chart) 
             )
             .map_err(plot_err)?;
             c.draw_series(LineSeries::new(pts, style))
-                .map_err(plot_err)?
-        };
-        series
-            .label(line.label.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 14, y + 4)], color.filled()));
-    }
-    if !chart.lines.is_empty() {
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK.mix(0.3))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(plot_err)?;
+                .map_err(plot_err)?;
+        }
     }
     Ok(())
 }
@@ -383,5 +447,67 @@ mod tests {
         let png = std::fs::read(dir.path().join("c.png")).unwrap();
         assert_eq!(&png[1..4], b"PNG");
         assert!(render(&[chart], &dir.path().join("c.pdf")).is_err());
+    }
+
+    #[test]
+    fn a_run_keeps_its_colour_in_every_panel_and_the_legend_is_beside_the_data() {
+        let line = |label: &str, y: f64| Line {
+            label: label.into(),
+            points: vec![(1.0, y), (2.0, y / 2.0)],
+            dashed: false,
+        };
+        // Run "b" is the second line of the first chart and the first of the second.
+        let charts = [
+            Chart {
+                title: "loss".into(),
+                lines: vec![line("a", 2.0), line("b", 3.0)],
+            },
+            Chart {
+                title: "skill".into(),
+                lines: vec![line("b", 0.5)],
+            },
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        render(&charts, &dir.path().join("c.svg")).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("c.svg")).unwrap();
+        // Each polyline's stroke colour, in drawing order: a, b (chart 1), b (chart 2).
+        // (the data lines are 2 px wide; the axes' and grid's 1 px).
+        let strokes: Vec<&str> = svg
+            .split("<polyline")
+            .skip(1)
+            .filter(|p| p.split('>').next().unwrap().contains("stroke-width=\"2\""))
+            .map(|p| {
+                p.split("stroke=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(strokes.len(), 3, "{svg}");
+        assert_ne!(strokes[0], strokes[1]);
+        assert_eq!(
+            strokes[1], strokes[2],
+            "run b changed colour between panels"
+        );
+        // The legend's labels start right of the data area.
+        let text_x = |label: &str| -> f64 {
+            let at = svg.find(&format!(">\n{label}\n</text>")).unwrap();
+            let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+            tag.split("x=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        assert!(
+            text_x("b") >= f64::from(WIDTH),
+            "legend at x = {}",
+            text_x("b")
+        );
     }
 }
