@@ -209,9 +209,11 @@ pub fn run(c: SweepCommand) -> Result<ExitCode> {
                     .map(|o| sweep::spec::parse_override(o))
                     .collect::<Result<_>>()?,
             };
+            let preset = |command: &str, name: &str| super::presets::table(command, name).ok();
             let flags = sweep::CommandFlags {
                 known: &known,
                 check: &check,
+                preset: &preset,
             };
             sweep::plan(&s, &flags).map(|_| ExitCode::SUCCESS)
         }

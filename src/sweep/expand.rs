@@ -67,6 +67,43 @@ impl Space {
         lens.fold(1u128, |n, len| n.saturating_mul(len as u128))
     }
 
+    /// Values of the spec that another place of it overrides in every task they reach (a
+    /// variant over `[base]`, a grid or zip axis over `[base]` or a variant), one line each.
+    pub fn shadowed(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let name = |n: &Option<String>| n.clone().unwrap_or_else(|| "(unnamed)".into());
+        for (v, flags) in &self.variants {
+            for (k, value) in flags {
+                if let Some(old) = self.base.get(k) {
+                    out.push(format!(
+                        "variant {}: {k} = {value} replaces [base] {k} = {old}",
+                        name(v)
+                    ));
+                }
+            }
+        }
+        let axes = self.axes.iter().map(|(k, _)| (k.as_str(), "[grid]"));
+        let zipped = self.zips.iter().flat_map(|z| {
+            z.keys
+                .iter()
+                .map(move |(k, _)| (k.as_str(), z.axis.as_str()))
+        });
+        for (k, place) in axes.chain(zipped) {
+            if let Some(old) = self.base.get(k) {
+                out.push(format!("{place} {k} replaces [base] {k} = {old}"));
+            }
+            for (v, flags) in &self.variants {
+                if let Some(old) = flags.get(k) {
+                    out.push(format!(
+                        "{place} {k} replaces variant {}'s {k} = {old}",
+                        name(v)
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// `3 variants × 10 × 10 (grid) × 5 folds × 2 stages`, for messages.
     pub fn shape(&self, stages: u128) -> String {
         let mut parts = vec![format!("{} variant(s)", self.variants.len())];

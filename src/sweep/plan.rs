@@ -43,6 +43,36 @@ pub struct CommandFlags<'a> {
     /// Parses `trainer COMMAND --config FILE` as the command itself would: every value through
     /// its flag's own checks; the error as the command would print it.
     pub check: &'a dyn Fn(&str, &Path) -> Result<()>,
+    /// The flags preset `name` of `command` sets (`None`: no such preset; the check above
+    /// then refuses the task).
+    pub preset: &'a dyn Fn(&str, &str) -> Option<toml::Table>,
+}
+
+/// Each value of a task's flags that replaces the value its preset sets (a preset sets
+/// defaults: the spec's flags win), one line per distinct (preset, key, value).
+fn preset_shadows(command: &str, tasks: &[Task], flags: &CommandFlags) -> Vec<String> {
+    let norm = |k: &str| k.replace('-', "_");
+    let mut said = std::collections::BTreeSet::new();
+    for t in tasks {
+        let Some(name) = t.flags.get("preset").and_then(|p| p.as_str()) else {
+            continue;
+        };
+        let Some(preset) = (flags.preset)(command, name) else {
+            continue;
+        };
+        for (k, v) in &t.flags {
+            let set = preset.iter().find(|(pk, _)| norm(pk) == norm(k));
+            if let Some((_, pv)) = set
+                && pv != v
+            {
+                said.insert(format!(
+                    "the spec's {k} = {v} replaces preset {name}'s {k} = {pv} (the spec's flags \
+                     win over a preset)"
+                ));
+            }
+        }
+    }
+    said.into_iter().collect()
 }
 
 /// `base` with the plan's resource flags on top; warns about keys the scheduler has no
@@ -79,9 +109,15 @@ pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
     let text = std::fs::read_to_string(spec_path)
         .with_context(|| format!("{}: cannot read", spec_path.display()))?;
     let mut spec = Spec::parse(spec_path, &text, flags.known, s.max_tasks, &s.overrides)?;
+    for w in &spec.shadowed {
+        eprintln!("[sweep] {}: {w}", spec_path.display());
+    }
     let resources = resolve_resources(std::mem::take(&mut spec.resources), s, scheduler)?;
     for t in &mut spec.tasks {
         resolve_config(spec_path, &spec.command, t, flags.known)?;
+    }
+    for w in preset_shadows(&spec.command, &spec.tasks, flags) {
+        eprintln!("[sweep] {}: {w}", spec_path.display());
     }
     if state::manifest_path(out).exists() {
         bail!(

@@ -43,6 +43,8 @@ pub struct Spec {
     pub tasks: Vec<Task>,
     /// The `[resources]` table: what each task asks of the queue.
     pub resources: Resources,
+    /// Values of the spec another place of it overrides ([`super::expand::Space::shadowed`]).
+    pub shadowed: Vec<String>,
 }
 
 /// The line of `key` in the spec text (1-based; 0 when not found), for errors.
@@ -241,6 +243,7 @@ impl Spec {
                 space.shape(stages)
             );
         }
+        let shadowed = space.shadowed();
         let mut tasks = space.tasks();
         if table.contains_key("then") {
             let then = sub_table("then")?;
@@ -287,6 +290,7 @@ impl Spec {
             command,
             tasks,
             resources,
+            shadowed,
         })
     }
 }

@@ -268,3 +268,28 @@ fn a_zip_sweeps_two_cohorts_and_command_line_overrides_win() {
         "{table}"
     );
 }
+
+/// A value of the spec that another place of it, or the task's preset, would have set is said
+/// when planning (the spec's flags win over a preset; a variant over `[base]`).
+#[test]
+fn shadowed_values_and_preset_values_the_spec_replaces_are_said() {
+    let t = tempfile::tempdir().unwrap();
+    setup_with(
+        t.path(),
+        "",
+        "preset = \"residual\"\nlambda_topo = 0.01\n[[variant]]\nname = \"long\"\nmax_epochs = 2\n",
+    );
+    let o = run_in(t.path(), &[&PLAN[..], &["--scheduler", "local"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("variant long: max_epochs = 2 replaces [base] max_epochs = 1"),
+        "{e}"
+    );
+    assert!(
+        e.contains("the spec's lambda_topo = 0.01 replaces preset residual's lambda_topo = 0.0"),
+        "{e}"
+    );
+    // The preset's other values, which nothing replaces, are not named.
+    assert!(!e.contains("residual_tau"), "{e}");
+}

@@ -179,3 +179,31 @@ fn a_command_line_override_reaches_phase_two() {
     // The rest of [then] still applies to phase 2.
     assert_eq!(s.tasks[1].flags["fixed_support"].as_bool(), Some(true));
 }
+
+#[test]
+fn a_value_another_place_of_the_spec_overrides_is_named() {
+    let s = parse(
+        "command = \"train-gnn\"\n[base]\nmax_epochs = 20\npos_weight = 2.0\n[grid]\n\
+         pos_weight = [1.0, 3.0]\n[[variant]]\nname = \"short\"\nmax_epochs = 10\n\
+         [[variant]]\nname = \"long\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        s.shadowed,
+        [
+            "variant short: max_epochs = 10 replaces [base] max_epochs = 20",
+            "[grid] pos_weight replaces [base] pos_weight = 2.0",
+        ]
+    );
+    // And the overriding value is the one the tasks get.
+    let short = s
+        .tasks
+        .iter()
+        .find(|t| t.name.starts_with("short"))
+        .unwrap();
+    assert_eq!(short.flags["max_epochs"].as_integer(), Some(10));
+    let healthy =
+        parse("command = \"train-gnn\"\n[base]\nmax_epochs = 2\n[grid]\npos_weight = [1.0]\n")
+            .unwrap();
+    assert!(healthy.shadowed.is_empty(), "{:?}", healthy.shadowed);
+}
