@@ -15,7 +15,9 @@ SLURM_WAITING_TESTS=(cluster:slurm_requeue sweep:sweep_stages)
 
 # Every test binary but the jobs/ and containers/ one (scripts/test-jobs.sh runs that): the
 # areas' and the harness-less ones of Cargo.toml (tests/*.rs).
-OTHER_TEST_BINARIES=(engine cluster gnn sweep backends host_memory)
+# fuzz_parsers and fuzz_cluster are binaries of their own: their counting global allocator
+# measures the whole process, so no other test may allocate beside them.
+OTHER_TEST_BINARIES=(engine cluster gnn sweep backends host_memory fuzz_parsers fuzz_cluster)
 
 # `--test NAME` for every NAME given.
 test_flags() {

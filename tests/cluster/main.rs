@@ -5,8 +5,6 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-#[path = "../common/fuzz.rs"]
-mod fuzz;
 #[path = "../common/hostlist_gen.rs"]
 mod hostlist_gen;
 #[path = "../common/scontrol.rs"]
@@ -17,7 +15,6 @@ mod slurm;
 mod cluster_doctor;
 mod cluster_hostlist_slurm;
 mod cluster_nv;
-mod fuzz_cluster;
 mod gpu_check_script;
 mod signals;
 mod slurm_requeue;

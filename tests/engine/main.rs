@@ -1,12 +1,10 @@
-//! The training engine through the real binary: MNIST training, resume and bad input, the run directory, MPI ranks (`ddp`), the fast CPU kernels, errors and exit codes, the parsers under fuzzing, the architecture checks.
+//! The training engine through the real binary: MNIST training, resume and bad input, the run directory, MPI ranks (`ddp`), the fast CPU kernels, errors and exit codes, the architecture checks (the parsers under fuzzing: tests/fuzz_parsers.rs, a binary of its own).
 //!
 //! One test binary for the area (each file a module), so Burn links once, not once per file.
 //! A file runs alone with `cargo test --test engine -- FILE::`.
 
 #[path = "../common/mod.rs"]
 mod common;
-#[path = "../common/fuzz.rs"]
-mod fuzz;
 #[cfg(feature = "mpi")]
 #[path = "../common/slurm.rs"]
 mod slurm;
@@ -22,7 +20,6 @@ mod engine_runs;
 mod errors_once;
 mod exit_codes;
 mod fast_cpu;
-mod fuzz_parsers;
 mod mnist_bad_input;
 mod mnist_train;
 mod run_integrity;

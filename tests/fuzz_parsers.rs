@@ -5,7 +5,8 @@
 //! names the file. Reading never writes, so no partial file can be left. Case budget:
 //! `TRAINER_FUZZ_CASES` (see tests/common/fuzz.rs).
 
-use crate::fuzz;
+#[path = "common/fuzz.rs"]
+mod fuzz;
 
 use std::io::Write;
 use std::path::Path;

@@ -4,7 +4,8 @@
 //! and an error that names what it read (the list, a variable, the file). Case budget:
 //! `TRAINER_FUZZ_CASES` (see tests/common/fuzz.rs).
 
-use crate::fuzz;
+#[path = "common/fuzz.rs"]
+mod fuzz;
 
 use std::collections::BTreeMap;
 use std::path::Path;
