@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::{Prepared, Split, TEST_SIZE, prepare};
 use crate::data::connectome::paths_yaml::PathsYaml;
+use crate::data::connectome::preprocess::quantile_linear;
 use crate::data::connectome::{CohortPaths, Subject};
 use crate::outputs::group_table::Format;
 use crate::settings::at_least_two;
@@ -92,8 +93,7 @@ impl Part {
     }
 }
 
-/// A distribution's summary (linear interpolation between order statistics, as numpy's
-/// default `quantile`).
+/// A distribution's summary (numpy's default linear quantiles: [`quantile_linear`]).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Spread {
     pub n: usize,
@@ -111,11 +111,7 @@ impl Spread {
             return None;
         }
         v.sort_by(f64::total_cmp);
-        let q = |p: f64| {
-            let at = p * (v.len() - 1) as f64;
-            let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
-            v[lo] + (v[hi] - v[lo]) * (at - lo as f64)
-        };
+        let q = |p: f64| quantile_linear(&v, p);
         Some(Self {
             n: v.len(),
             min: v[0],
