@@ -92,9 +92,10 @@ pub struct CompareArgs {
     /// the table.
     #[arg(long, value_name = "MODEL")]
     pub against: Option<String>,
-    /// Print every run's strata (`strata.json`: Δt terciles, horizons) as a table: n, mse,
-    /// identity mse and skill per stratum, small strata marked.
-    #[arg(long, conflicts_with_all = ["against", "group_by", "metrics", "format"])]
+    /// Print every run's strata (`strata.json`: Δt terciles with their thresholds, horizons):
+    /// n, mse, identity mse and skill per stratum, small strata marked; in any `--format` (md,
+    /// csv, json: one row per run and stratum).
+    #[arg(long, conflicts_with_all = ["against", "group_by", "metrics"])]
     pub strata: bool,
     /// Pool runs of different cohorts (another `cohort_fingerprint` or `sc_dir`) in one group
     /// or one `--against` comparison (refused without it).
@@ -134,6 +135,9 @@ pub struct PlotArgs {
     /// validation or test loss.
     #[arg(long)]
     pub metric: Vec<String>,
+    /// A title above the charts (default: none; each chart is titled by its metric).
+    #[arg(long)]
+    pub title: Option<String>,
 }
 
 /// `trainer completions`.

@@ -8,10 +8,10 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
 use super::figure::{Figure, plot_err, render_figure};
+use super::legend;
 use super::metrics::Row;
 
 /// One chart of `curves.svg`: metrics columns against the epoch.
@@ -129,55 +129,77 @@ const WIDTH: u32 = 900;
 /// Draws `charts` one above the other into `out`: SVG, or PNG when `out` ends in `.png`.
 /// Written atomically.
 pub fn render(charts: &[Chart], out: &Path) -> Result<()> {
-    render_figure(&Charts(charts), out)
+    render_titled(charts, None, out)
 }
 
-/// Charts one above the other.
-struct Charts<'a>(&'a [Chart]);
+/// [`render`] with a title above the charts (`--title`).
+pub fn render_titled(charts: &[Chart], title: Option<&str>, out: &Path) -> Result<()> {
+    render_figure(&Charts { charts, title }, out)
+}
+
+/// The band a figure's title takes above its charts.
+const TITLE_BAND: u32 = 34;
+
+/// Charts one above the other, under an optional title.
+struct Charts<'a> {
+    charts: &'a [Chart],
+    title: Option<&'a str>,
+}
 
 impl Figure for Charts<'_> {
     fn size(&self) -> (u32, u32) {
+        let band = if self.title.is_some() { TITLE_BAND } else { 0 };
         (
-            WIDTH + legend_width(self.0),
-            PANEL_HEIGHT * self.0.len().max(1) as u32,
+            WIDTH + legend_width(self.charts),
+            PANEL_HEIGHT * self.charts.len().max(1) as u32 + band,
         )
     }
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, _: bool) -> Result<()> {
-        draw(root, self.0)
+        root.fill(&WHITE).map_err(plot_err)?;
+        let Some(title) = self.title else {
+            return draw(root, self.charts);
+        };
+        let (head, body) = root.split_vertically(TITLE_BAND);
+        head.draw(&Text::new(
+            title.to_string(),
+            (12, 8),
+            ("sans-serif", 20).into_font(),
+        ))
+        .map_err(plot_err)?;
+        draw(&body, self.charts)
     }
 }
 
 /// The legend's width, right of the charts (outside the data): room for the longest label.
 fn legend_width(charts: &[Chart]) -> u32 {
-    let longest = charts
-        .iter()
-        .flat_map(|c| c.lines.iter().map(|l| l.label.chars().count()))
-        .max()
-        .unwrap_or(0);
-    (40 + 7 * longest as u32).clamp(120, 520)
-}
-
-/// One colour per label across every chart of a figure (a run keeps its colour in each panel),
-/// in order of first appearance.
-fn colours(charts: &[Chart]) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for line in charts.iter().flat_map(|c| &c.lines) {
-        let next = out.len();
-        out.entry(line.label.clone()).or_insert(next);
-    }
-    out
+    legend::width(
+        charts
+            .iter()
+            .flat_map(|c| c.lines.iter().map(|l| l.label.as_str())),
+    )
 }
 
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, charts: &[Chart]) -> Result<()> {
-    root.fill(&WHITE).map_err(plot_err)?;
     let areas = root.split_evenly((charts.len().max(1), 1));
-    let colours = colours(charts);
+    let colours = legend::colours(
+        charts
+            .iter()
+            .flat_map(|c| c.lines.iter().map(|l| l.label.as_str())),
+    );
     let legend = legend_width(charts);
     for (area, chart) in areas.iter().zip(charts) {
         let width = area.dim_in_pixel().0;
         let (plot, key) = area.split_horizontally(width.saturating_sub(legend));
         draw_chart(&plot, chart, &colours)?;
-        draw_legend(&key, chart, &colours)?;
+        let entries: Vec<legend::Entry> = chart
+            .lines
+            .iter()
+            .map(|l| legend::Entry {
+                label: &l.label,
+                dashed: l.dashed,
+            })
+            .collect();
+        legend::draw(&key, &entries, &colours, 40)?;
     }
     Ok(())
 }
@@ -217,45 +239,19 @@ fn ranges(chart: &Chart) -> Result<(std::ops::Range<f64>, std::ops::Range<f64>)>
     Ok((x0 - pad_x..x1 + pad_x, y0 - pad_y..y1 + pad_y))
 }
 
-/// The chart's lines named beside it, one row each (as many as fit; then how many more).
-fn draw_legend<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    chart: &Chart,
-    colours: &BTreeMap<String, usize>,
-) -> Result<()> {
-    const ROW: i32 = 18;
-    let height = area.dim_in_pixel().1 as i32;
-    let fit = ((height - 48) / ROW).max(1) as usize;
-    let style =
-        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
-    for (i, line) in chart.lines.iter().enumerate() {
-        let y = 40 + ROW * i as i32;
-        if i + 1 == fit && chart.lines.len() > fit {
-            let more = format!("… and {} more", chart.lines.len() - i);
-            area.draw(&Text::new(more, (24, y), style.clone()))
-                .map_err(plot_err)?;
-            break;
-        }
-        let colour = Palette99::pick(colours.get(&line.label).copied().unwrap_or(i)).to_rgba();
-        if line.dashed {
-            area.draw(&PathElement::new(
-                vec![(2, y), (8, y)],
-                colour.stroke_width(2),
-            ))
-            .map_err(plot_err)?;
-            area.draw(&PathElement::new(
-                vec![(12, y), (18, y)],
-                colour.stroke_width(2),
-            ))
-            .map_err(plot_err)?;
-        } else {
-            area.draw(&Rectangle::new([(2, y - 4), (18, y + 4)], colour.filled()))
-                .map_err(plot_err)?;
-        }
-        area.draw(&Text::new(line.label.clone(), (24, y), style.clone()))
-            .map_err(plot_err)?;
-    }
-    Ok(())
+/// Whether a chart's values span decades: all positive, the largest at least 100 times the
+/// smallest. Such a chart is drawn on a log axis.
+fn spans_decades(chart: &Chart) -> bool {
+    let ys = || {
+        chart
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.1))
+            .filter(|y| y.is_finite())
+    };
+    let lo = ys().fold(f64::INFINITY, f64::min);
+    let hi = ys().fold(f64::NEG_INFINITY, f64::max);
+    lo > 0.0 && hi >= 100.0 * lo
 }
 
 fn draw_chart<DB: DrawingBackend>(
@@ -263,6 +259,25 @@ fn draw_chart<DB: DrawingBackend>(
     chart: &Chart,
     colours: &BTreeMap<String, usize>,
 ) -> Result<()> {
+    // A metric spanning decades is drawn as log10 of its values, ticks labelled with the values.
+    let log = spans_decades(chart);
+    let logged;
+    let chart = if log {
+        logged = Chart {
+            title: format!("{} (log scale)", chart.title),
+            lines: chart
+                .lines
+                .iter()
+                .map(|l| Line {
+                    points: l.points.iter().map(|&(x, y)| (x, y.log10())).collect(),
+                    ..l.clone()
+                })
+                .collect(),
+        };
+        &logged
+    } else {
+        chart
+    };
     let (xr, yr) = ranges(chart)?;
     // About one x label per epoch (at most 12), printed as whole epochs.
     let epochs = (xr.end - xr.start).round().clamp(1.0, 11.0) as usize + 1;
@@ -273,8 +288,9 @@ fn draw_chart<DB: DrawingBackend>(
         .y_label_area_size(64)
         .build_cartesian_2d(xr, yr)
         .map_err(plot_err)?;
-    c.configure_mesh()
-        .x_desc("epoch")
+    let y_label = |y: &f64| super::group_table::sig4(10f64.powf(*y));
+    let mut mesh = c.configure_mesh();
+    mesh.x_desc("epoch")
         .x_labels(epochs)
         .x_label_formatter(&|x| {
             if (x - x.round()).abs() < 1e-6 {
@@ -283,11 +299,13 @@ fn draw_chart<DB: DrawingBackend>(
                 String::new()
             }
         })
-        .light_line_style(WHITE)
-        .draw()
-        .map_err(plot_err)?;
+        .light_line_style(WHITE);
+    if log {
+        mesh.y_label_formatter(&y_label);
+    }
+    mesh.draw().map_err(plot_err)?;
     for (i, line) in chart.lines.iter().enumerate() {
-        let color = Palette99::pick(colours.get(&line.label).copied().unwrap_or(i)).to_rgba();
+        let color = legend::colour(colours.get(&line.label).copied().unwrap_or(i));
         let style = color.stroke_width(2);
         let pts = line.points.clone();
         if line.dashed {
@@ -307,26 +325,12 @@ fn draw_chart<DB: DrawingBackend>(
     Ok(())
 }
 
-/// One line per run (and stage) of each chart: runs named by the directory's last component.
-pub fn plot_runs(runs: &[std::path::PathBuf], metrics: &[String], out: &Path) -> Result<()> {
-    let labelled: Vec<(String, std::path::PathBuf)> = runs
-        .iter()
-        .map(|dir| {
-            let name = dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| dir.display().to_string());
-            (name, dir.clone())
-        })
-        .collect();
-    plot_labelled(&labelled, metrics, out)
-}
-
 /// `trainer plot`: one chart per metric, one line per `(label, run directory)` (and stage).
 /// Without `metrics`: `train_loss` and the first of `val_loss`/`test_loss` found.
 pub fn plot_labelled(
     runs: &[(String, std::path::PathBuf)],
     metrics: &[String],
+    title: Option<&str>,
     out: &Path,
 ) -> Result<()> {
     if runs.is_empty() {
@@ -392,7 +396,7 @@ pub fn plot_labelled(
             lines,
         });
     }
-    render(&charts, out)
+    render_titled(&charts, title, out)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Connectome heatmaps: a subject's truth, prediction and identity forecast (the start scan) in
 //! log1p weight on one colour scale, and the prediction's and the identity's errors against the
-//! truth each on its own symmetric diverging scale; a colour bar under every panel; nodes in atlas order, network boundaries marked when ROI names
+//! truth on one symmetric diverging scale (each titled with its rms); a colour bar under every
+//! panel; nodes in atlas order, network boundaries marked when ROI names
 //! are known (Schaefer `7Networks_LH_Vis_1`: the network is the third `_` field). The per-stratum
 //! skill chart is [`super::strata`].
 
@@ -219,9 +220,11 @@ impl Comparison<'_> {
             .fold(0.0f64, |a, &b| a.max(b))
             .max(1e-12);
         let (dp, ds) = (&p - &t, &s - &t);
-        // Each error panel on its own symmetric scale: a broken prediction's large errors must
-        // not wash out the identity's (the colour bars give each scale).
-        let largest = |m: &Array2<f64>| m.iter().fold(0.0f64, |a, &b| a.max(b.abs())).max(1e-12);
+        // Both error panels on one symmetric scale, so that their colours compare; each title
+        // gives its panel's rms error.
+        let largest = |m: &Array2<f64>| m.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+        let err = largest(&dp).max(largest(&ds)).max(1e-12);
+        let rms = |m: &Array2<f64>| m.mapv(|v| v * v).mean().unwrap_or(0.0).sqrt();
         let seq = |title: &str, values: Array2<f64>| Panel {
             title: format!("{title} (log1p)"),
             values,
@@ -229,15 +232,12 @@ impl Comparison<'_> {
             scale: 1.0 / hi,
             range: (0.0, hi),
         };
-        let div = |title: &str, values: Array2<f64>| {
-            let err = largest(&values);
-            Panel {
-                title: title.to_string(),
-                values,
-                color: diverging,
-                scale: 1.0 / err,
-                range: (-err, err),
-            }
+        let div = |title: &str, values: Array2<f64>| Panel {
+            title: format!("{title}, rms {}", super::group_table::sig4(rms(&values))),
+            values,
+            color: diverging,
+            scale: 1.0 / err,
+            range: (-err, err),
         };
         vec![
             seq("truth", t),

@@ -6,6 +6,7 @@ pub mod curves;
 pub mod figure;
 pub mod group_table;
 pub mod heatmap;
+pub mod legend;
 pub mod metrics;
 pub mod run_files;
 pub mod rundir;

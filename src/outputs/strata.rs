@@ -1,16 +1,17 @@
-//! The strata of a run's `strata.json` (Δt terciles, horizons: written by train-gnn and
-//! eval-gnn) as a bar chart of skill (`plot-sc --strata`) and as a text table
-//! (`compare --strata`), each stratum with its n, and a warning where n is too small for its
-//! skill to mean much.
+//! The strata of a run's `strata.json` (Δt terciles with their thresholds, horizons: written by
+//! train-gnn and eval-gnn) as a table in any `--format` (`compare --strata`) and as bars of
+//! skill, one colour per run when several runs share the chart (`plot-sc --strata`
+//! ([`chart`]), each stratum with its n, and a warning where n is too small for its skill to
+//! mean much.
 
-use anyhow::Result;
-use plotters::coord::Shift;
-use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
+use anyhow::{Context, Result};
+use serde::Serialize;
 use serde_json::Value;
 
-use super::figure::{Figure, plot_err};
-use super::group_table::sig4;
+use super::group_table::{Format, sig4, text_table};
+
+mod chart;
+pub use chart::StrataSkill;
 
 /// Below this many forecasts a stratum's skill is one or two subjects' luck: marked and warned.
 pub const MIN_N: u64 = 5;
@@ -19,6 +20,8 @@ pub const MIN_N: u64 = 5;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stratum {
     pub label: String,
+    /// The Δt range of a tercile (`≤ 1.92 y`); empty for a horizon.
+    pub range: String,
     pub n: u64,
     pub mse: Option<f64>,
     pub identity_mse: Option<f64>,
@@ -28,10 +31,11 @@ pub struct Stratum {
 /// The strata of `strata.json`, in order: Δt short, middle, long, then the horizons.
 pub fn read(strata: &Value) -> Vec<Stratum> {
     let mut out = Vec::new();
-    let mut add = |label: String, s: &Value| {
+    let mut add = |label: String, range: String, s: &Value| {
         if let Some(n) = s["n"].as_u64() {
             out.push(Stratum {
                 label,
+                range,
                 n,
                 mse: s["model"]["sc_log_mse"].as_f64(),
                 identity_mse: s["identity"]["sc_log_mse"].as_f64(),
@@ -40,15 +44,23 @@ pub fn read(strata: &Value) -> Vec<Stratum> {
         }
     };
     if let Some(t) = strata["dt_terciles"].as_object() {
+        let years = |k: &str| t.get(k).and_then(Value::as_f64).map(|v| format!("{v:.2}"));
+        let (p33, p67) = (years("p33_years"), years("p67_years"));
         for k in ["short", "middle", "long"] {
+            let range = match (k, &p33, &p67) {
+                ("short", Some(a), _) => format!("≤ {a} y"),
+                ("middle", Some(a), Some(b)) => format!("{a}–{b} y"),
+                ("long", _, Some(b)) => format!("≥ {b} y"),
+                _ => String::new(),
+            };
             if let Some(s) = t.get(k) {
-                add(format!("Δt {k}"), s);
+                add(format!("Δt {k}"), range, s);
             }
         }
     }
     if let Some(h) = strata["horizons"].as_object() {
         for (k, s) in h.iter().filter(|(_, s)| s.is_object()) {
-            add(k.replace('_', " "), s);
+            add(k.replace('_', " "), String::new(), s);
         }
     }
     out
@@ -70,18 +82,20 @@ pub fn small_warning(strata: &[Stratum]) -> Option<String> {
     })
 }
 
-/// The strata as a text table: stratum, n, mse, identity mse, skill; `*` marks n < MIN_N.
+/// The strata as a text table: stratum, its Δt range, n, mse, identity mse, skill; `*` marks
+/// n < MIN_N.
 pub fn table(strata: &[Stratum]) -> String {
     let cell = |v: Option<f64>| v.map_or("N/A".into(), sig4);
     let mut lines = vec![format!(
-        "{:<36} {:>4} {:>10} {:>10} {:>8}",
-        "stratum", "n", "mse", "identity", "skill"
+        "{:<36} {:>14} {:>4} {:>10} {:>10} {:>8}",
+        "stratum", "range", "n", "mse", "identity", "skill"
     )];
     for s in strata {
         let mark = if s.n < MIN_N { "*" } else { "" };
         lines.push(format!(
-            "{:<36} {:>4} {:>10} {:>10} {:>8}",
+            "{:<36} {:>14} {:>4} {:>10} {:>10} {:>8}",
             s.label,
+            s.range,
             format!("{}{mark}", s.n),
             cell(s.mse),
             cell(s.identity_mse),
@@ -96,118 +110,94 @@ pub fn table(strata: &[Stratum]) -> String {
     lines.join("\n") + "\n"
 }
 
-/// The skill of every stratum as bars, each labelled under the axis and with its n above it.
-pub struct StrataSkill {
-    pub title: String,
-    pub strata: Vec<Stratum>,
+/// One stratum of one run, as the csv and json formats write it.
+#[derive(Debug, Serialize)]
+struct Record<'a> {
+    run: &'a str,
+    stratum: &'a str,
+    range: &'a str,
+    n: u64,
+    mse: Option<f64>,
+    identity_mse: Option<f64>,
+    skill: Option<f64>,
+    /// n < MIN_N: the skill is a subject or two.
+    few: bool,
 }
 
-impl StrataSkill {
-    pub fn from_json(title: &str, strata: &Value) -> Self {
-        Self {
-            title: title.to_string(),
-            strata: read(strata),
-        }
-    }
-
-    /// The strata that have a skill (one bar each).
-    fn bars(&self) -> Vec<(&Stratum, f64)> {
-        self.strata
-            .iter()
-            .filter_map(|s| Some((s, s.skill?)))
-            .collect()
-    }
-}
-
-impl Figure for StrataSkill {
-    fn size(&self) -> (u32, u32) {
-        (170 * self.bars().len().max(1) as u32 + 120, 400)
-    }
-
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, _: bool) -> Result<()> {
-        root.fill(&WHITE).map_err(plot_err)?;
-        let bars = self.bars();
-        let (body, foot) = root.split_vertically(370);
-        let small = self.strata.iter().filter(|s| s.n < MIN_N).count();
-        if small > 0 {
-            foot.draw(&Text::new(
-                format!(
-                    "warning: {small} of {} strata have fewer than {MIN_N} forecasts (faint \
-                     bars): their skill is a subject or two",
-                    self.strata.len()
-                ),
-                (12, 4),
-                ("sans-serif", 13).into_font().color(&RGBColor(178, 24, 43)),
-            ))
-            .map_err(plot_err)?;
-        }
-        let lo = bars.iter().fold(0.0f64, |a, b| a.min(b.1));
-        let hi = bars.iter().fold(0.0f64, |a, b| a.max(b.1));
-        let pad = ((hi - lo) * 0.15).max(0.05);
-        let k = bars.len().max(1) as i32;
-        let mut chart = ChartBuilder::on(&body)
-            .caption(&self.title, ("sans-serif", 16))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(56)
-            .build_cartesian_2d((0..k).into_segmented(), (lo - pad)..(hi + pad))
-            .map_err(plot_err)?;
-        let labels: Vec<&str> = bars.iter().map(|(s, _)| s.label.as_str()).collect();
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(bars.len().max(1))
-            .x_label_formatter(&|x| match x {
-                SegmentValue::CenterOf(i) => labels
-                    .get(*i as usize)
-                    .map(|l| l.to_string())
-                    .unwrap_or_default(),
-                _ => String::new(),
+/// Every run's strata as `f`: a text table per run (`table`), or one table of rows
+/// `run, stratum, range, n, mse, identity_mse, skill, few` (`md`, `csv`, `json`; a figure a
+/// stratum lacks is empty in csv, `null` in json).
+pub fn render(runs: &[(String, Vec<Stratum>)], f: Format) -> Result<String> {
+    let records: Vec<Record> = runs
+        .iter()
+        .flat_map(|(run, strata)| {
+            strata.iter().map(move |s| Record {
+                run,
+                stratum: &s.label,
+                range: &s.range,
+                n: s.n,
+                mse: s.mse,
+                identity_mse: s.identity_mse,
+                skill: s.skill,
+                few: s.n < MIN_N,
             })
-            .y_desc("skill (1 − mse/identity)")
-            .draw()
-            .map_err(plot_err)?;
-        let color = |s: f64| {
-            if s >= 0.0 {
-                RGBColor(33, 145, 140)
-            } else {
-                RGBColor(178, 24, 43)
+        })
+        .collect();
+    Ok(match f {
+        Format::Table => runs
+            .iter()
+            .map(|(run, strata)| format!("{run}\n{}\n", table(strata)))
+            .collect(),
+        Format::Md => {
+            let header: Vec<String> = ["run", "stratum", "range", "n", "mse", "identity", "skill"]
+                .iter()
+                .map(|h| h.to_string())
+                .collect();
+            let cell = |v: Option<f64>| v.map_or("N/A".into(), sig4);
+            let rows: Vec<Vec<String>> = records
+                .iter()
+                .map(|r| {
+                    let mark = if r.few { "*" } else { "" };
+                    vec![
+                        r.run.to_string(),
+                        r.stratum.to_string(),
+                        r.range.to_string(),
+                        format!("{}{mark}", r.n),
+                        cell(r.mse),
+                        cell(r.identity_mse),
+                        cell(r.skill),
+                    ]
+                })
+                .collect();
+            let mut md = text_table(f, &header, &rows);
+            if records.iter().any(|r| r.few) {
+                md.push_str(&format!(
+                    "\n\\* fewer than {MIN_N} forecasts: read the skill as anecdote\n"
+                ));
             }
-        };
-        chart
-            .draw_series(bars.iter().enumerate().map(|(i, (s, v))| {
-                let c = color(*v);
-                let style = if s.n < MIN_N {
-                    c.mix(0.45).filled()
-                } else {
-                    c.filled()
-                };
-                let i = i as i32;
-                let mut bar = Rectangle::new(
-                    [
-                        (SegmentValue::Exact(i), 0.0),
-                        (SegmentValue::Exact(i + 1), *v),
-                    ],
-                    style,
-                );
-                bar.set_margin(0, 0, 24, 24);
-                bar
-            }))
-            .map_err(plot_err)?;
-        chart
-            .draw_series(bars.iter().enumerate().map(|(i, (s, v))| {
-                let mark = if s.n < MIN_N { " (few)" } else { "" };
-                let anchor = if *v >= 0.0 { VPos::Bottom } else { VPos::Top };
-                Text::new(
-                    format!("n={}{mark}", s.n),
-                    (SegmentValue::CenterOf(i as i32), *v),
-                    TextStyle::from(("sans-serif", 13).into_font())
-                        .pos(Pos::new(HPos::Center, anchor)),
-                )
-            }))
-            .map_err(plot_err)?;
-        Ok(())
-    }
+            md
+        }
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            if records.is_empty() {
+                w.write_record([
+                    "run",
+                    "stratum",
+                    "range",
+                    "n",
+                    "mse",
+                    "identity_mse",
+                    "skill",
+                    "few",
+                ])?;
+            }
+            for r in &records {
+                w.serialize(r)?;
+            }
+            String::from_utf8(w.into_inner().context("writing CSV")?)?
+        }
+        Format::Json => serde_json::to_string_pretty(&records)? + "\n",
+    })
 }
 
 #[cfg(test)]
@@ -222,12 +212,15 @@ mod tests {
                    "skill": {"skill": skill}})
         };
         let strata = json!({
-            "dt_terciles": {"p33_years": 1.0, "long": s(1, -0.5), "short": s(7, 0.25)},
+            "dt_terciles": {"p33_years": 1.0, "p67_years": 2.125, "long": s(1, -0.5),
+                            "short": s(7, 0.25)},
             "horizons": {"note": "text", "baseline_to_2year": s(9, 0.1)}
         });
         let read = read(&strata);
         let labels: Vec<&str> = read.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(labels, ["Δt short", "Δt long", "baseline to 2year"]);
+        let ranges: Vec<&str> = read.iter().map(|s| s.range.as_str()).collect();
+        assert_eq!(ranges, ["≤ 1.00 y", "≥ 2.12 y", ""]);
         let t = table(&read);
         assert!(
             t.contains("Δt long") && t.contains("1*") && t.contains("-0.5000"),
@@ -235,5 +228,40 @@ mod tests {
         );
         assert!(small_warning(&read).unwrap().contains("Δt long (n=1)"));
         assert!(small_warning(&read[..1]).is_none());
+
+        // Every format: csv and json one record per run and stratum, figures as numbers.
+        let runs = vec![("a".to_string(), read.clone()), ("b,c".to_string(), read)];
+        let csv = render(&runs, Format::Csv).unwrap();
+        let mut r = csv::Reader::from_reader(csv.as_bytes());
+        let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+        assert_eq!(
+            header,
+            [
+                "run",
+                "stratum",
+                "range",
+                "n",
+                "mse",
+                "identity_mse",
+                "skill",
+                "few"
+            ]
+        );
+        let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 6);
+        assert_eq!(&rows[4][0], "b,c");
+        assert_eq!(&rows[1][7], "true");
+        assert_eq!(rows[1][6].parse::<f64>().unwrap(), -0.5);
+        let json: Value = serde_json::from_str(&render(&runs, Format::Json).unwrap()).unwrap();
+        assert_eq!(json.as_array().unwrap().len(), 6);
+        assert_eq!(json[0]["range"], "≤ 1.00 y");
+        let md = render(&runs, Format::Md).unwrap();
+        assert!(
+            md.starts_with("| run | stratum |") && md.contains("| b,c | Δt long |"),
+            "{md}"
+        );
+        assert!(render(&runs, Format::Table).unwrap().contains("≥ 2.12 y"));
+        let empty = render(&[], Format::Csv).unwrap();
+        assert!(empty.starts_with("run,stratum,"), "{empty}");
     }
 }

@@ -297,7 +297,7 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
     }
     let runs = runs(&s.runs)?;
     if s.strata {
-        views::strata_tables(&runs, s.json)?;
+        views::strata_tables(&runs, s.format_or(Format::Table))?;
     } else if let Some(against) = &s.against {
         views::against(&runs, s, against)?;
     } else if s.grouped() {

@@ -12,7 +12,7 @@ use crate::outputs::{RunDir, curves};
 use crate::sweep::{Manifest, run_dir, state};
 
 /// Draws the curves of `inputs` (run or sweep directories) into `out`.
-pub fn plot(inputs: &[PathBuf], metrics: &[String], out: &Path) -> Result<()> {
+pub fn plot(inputs: &[PathBuf], metrics: &[String], title: Option<&str>, out: &Path) -> Result<()> {
     let mut runs = Vec::new();
     for input in inputs {
         if state::manifest_path(input).is_file() {
@@ -32,7 +32,7 @@ pub fn plot(inputs: &[PathBuf], metrics: &[String], out: &Path) -> Result<()> {
             runs.push((name, input.clone()));
         }
     }
-    curves::plot_labelled(&runs, metrics, out)
+    curves::plot_labelled(&runs, metrics, title, out)
 }
 
 /// `compare --plot`: the validation skill per epoch where the runs computed it
@@ -48,7 +48,7 @@ pub fn validation_curves(runs: &[(String, PathBuf)], out: &Path) -> Result<()> {
     if !has_skill {
         eprintln!("[compare] --plot: no run computed val_skill; plotting val_loss");
     }
-    curves::plot_labelled(runs, &[metric.to_string()], out)
+    curves::plot_labelled(runs, &[metric.to_string()], None, out)
 }
 
 /// The tasks of the sweep at `dir` that have metrics rows, labelled by their varied settings.

@@ -172,6 +172,7 @@ fn grouped_tables_keep_configurations_apart_and_name_what_is_wrong() {
     );
 
     pictures_people_can_read(t.path(), &runs[0]);
+    strata_of_several_runs(t.path(), &runs);
 
     // A run whose test results are cut short: named under missing, in no group of its own.
     let file = runs[1].join("test_metrics.json");
@@ -218,13 +219,28 @@ fn pictures_people_can_read(dir: &Path, run: &Path) {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let texts = svg_texts(&fig);
-    let lows: std::collections::BTreeSet<&String> =
-        texts.iter().filter(|t| t.starts_with('-')).collect();
-    assert_eq!(lows.len(), 2, "two error scales, each its own: {texts:?}");
+    let lows: Vec<&String> = texts.iter().filter(|t| t.starts_with('-')).collect();
+    assert!(
+        lows.len() == 2 && lows[0] == lows[1],
+        "the two error panels share one scale: {texts:?}"
+    );
+    assert_eq!(
+        texts.iter().filter(|t| t.contains(", rms ")).count(),
+        2,
+        "each error panel titled with its rms: {texts:?}"
+    );
     assert_eq!(
         texts.iter().filter(|t| *t == "0").count(),
         3,
         "the three weight panels' bars start at 0: {texts:?}"
+    );
+    assert!(
+        texts.iter().all(|t| !t.contains("checkpoints")),
+        "no checkpoint path in the title: {texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.ends_with("best checkpoint)")),
+        "{texts:?}"
     );
 
     let fig = dir.join("new/strata.svg");
@@ -259,5 +275,84 @@ fn pictures_people_can_read(dir: &Path, run: &Path) {
     for label in ["Δt short", "Δt middle", "Δt long"] {
         assert!(texts.iter().any(|t| t == label), "{label}: {texts:?}");
     }
+    let p33 = strata["dt_terciles"]["p33_years"].as_f64().unwrap();
+    assert!(
+        texts.contains(&format!("≤ {p33:.2} y")),
+        "the short tercile's threshold under its name: {texts:?}"
+    );
     assert!(texts.iter().any(|t| t.starts_with("warning:")), "{texts:?}");
+}
+
+/// Several runs' strata in one chart (issue 58, item 4): one bar and one colour per run, an n
+/// over each bar, the runs named in a legend right of the bars, and `--title`; the same strata
+/// as CSV rows that parse, one per run and stratum (item 3).
+fn strata_of_several_runs(dir: &Path, runs: &[PathBuf]) {
+    let fig = dir.join("multi.svg");
+    let mut args = vec!["plot-sc".to_string()];
+    args.extend(runs.iter().map(|r| r.display().to_string()));
+    args.extend(["--strata", "--title", "Three models", "--out"].map(String::from));
+    args.push(fig.display().to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = run_in(dir, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let texts = svg_texts(&fig);
+    let bars: usize = runs
+        .iter()
+        .map(|r| {
+            let s: Value =
+                serde_json::from_str(&std::fs::read_to_string(r.join("strata.json")).unwrap())
+                    .unwrap();
+            s["dt_terciles"]
+                .as_object()
+                .unwrap()
+                .values()
+                .chain(s["horizons"].as_object().unwrap().values())
+                .filter(|s| s["skill"]["skill"].is_number())
+                .count()
+        })
+        .sum();
+    let n_labels = texts.iter().filter(|t| t.starts_with("n=")).count();
+    assert_eq!(
+        n_labels, bars,
+        "an n over every bar of every run: {texts:?}"
+    );
+    for name in ["ref", "res", "lin"] {
+        assert!(
+            texts.iter().any(|t| t == name),
+            "{name} in the legend: {texts:?}"
+        );
+    }
+    assert!(texts.iter().any(|t| t == "Three models"), "{texts:?}");
+
+    let o = compare(dir, runs, &["--strata", "--format", "csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "run,stratum,range,n,mse,identity_mse,skill,few"
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 3 * 6, "six strata of three runs: {out}");
+    assert!(
+        rows.iter()
+            .all(|r| r.split(',').nth(3).unwrap().parse::<u64>().is_ok())
+    );
+
+    // Heatmaps draw one run.
+    let o = run_in(
+        dir,
+        &[
+            "plot-sc",
+            runs[0].to_str().unwrap(),
+            runs[1].to_str().unwrap(),
+            "--out",
+            "x.svg",
+        ],
+    );
+    assert!(
+        !o.status.success() && stderr(&o).contains("only with --strata"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -111,3 +111,34 @@ fn a_run_keeps_its_colour_in_every_panel_and_the_legend_is_beside_the_data() {
         text_x("b")
     );
 }
+
+#[test]
+fn a_metric_spanning_decades_gets_a_log_axis_labelled_in_values_and_a_title_is_drawn() {
+    let chart = |ys: &[f64]| Chart {
+        title: "val_loss".into(),
+        lines: vec![Line {
+            label: "a".into(),
+            points: ys.iter().enumerate().map(|(i, &y)| (i as f64, y)).collect(),
+            dashed: false,
+        }],
+    };
+    let wide = chart(&[1.0, 0.1, 0.01, 0.001]);
+    let narrow = chart(&[1.0, 0.5, 0.2]);
+    let signed = chart(&[1.0, -0.001, 100.0]);
+    assert!(spans_decades(&wide));
+    assert!(!spans_decades(&narrow) && !spans_decades(&signed));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("c.svg");
+    render_titled(&[wide], Some("My experiment"), &out).unwrap();
+    let svg = std::fs::read_to_string(&out).unwrap();
+    assert!(svg.contains("val_loss (log scale)"), "{svg}");
+    assert!(svg.contains("My experiment"), "no title");
+    // Ticks name values (0.01000, 0.03162), not their logarithms (-2, -1.5).
+    assert!(
+        svg.contains(">\n0.01000\n<") && svg.contains(">\n0.03162\n<"),
+        "{svg}"
+    );
+    render(&[narrow], &out).unwrap();
+    let svg = std::fs::read_to_string(&out).unwrap();
+    assert!(!svg.contains("log scale"));
+}

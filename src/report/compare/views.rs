@@ -55,29 +55,19 @@ pub(super) fn against(runs: &[Run], s: &CompareSettings, model: &str) -> Result<
     Ok(())
 }
 
-/// `--strata`: each run's strata as a table (JSON: run → strata), runs without `strata.json`
-/// named.
-pub(super) fn strata_tables(runs: &[Run], json: bool) -> Result<()> {
+/// `--strata`: each run's strata as `format` (a table per run, or one table of rows run ×
+/// stratum), runs without `strata.json` named.
+pub(super) fn strata_tables(runs: &[Run], format: Format) -> Result<()> {
     use crate::outputs::strata;
-    let mut all = serde_json::Map::new();
+    let mut all = Vec::new();
     let mut missing = Vec::new();
     for r in runs.iter().filter(|r| r.reference.is_none()) {
-        let Some(v) = read_json(&r.dir.strata_json()) else {
-            missing.push(r.name.as_str());
-            continue;
-        };
-        let rows = strata::read(&v);
-        if json {
-            all.insert(r.name.clone(), v);
-        } else {
-            println!("{}", r.name);
-            print!("{}", strata::table(&rows));
-            println!();
+        match read_json(&r.dir.strata_json()) {
+            Some(v) => all.push((r.name.clone(), strata::read(&v))),
+            None => missing.push(r.name.as_str()),
         }
     }
-    if json {
-        println!("{}", serde_json::to_string_pretty(&all)?);
-    }
+    print!("{}", strata::render(&all, format)?);
     if !missing.is_empty() {
         eprintln!(
             "[compare] {} run(s) without strata.json: {}",

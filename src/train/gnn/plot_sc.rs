@@ -1,11 +1,12 @@
 //! `trainer plot-sc RUN_DIR --out FIG.(png|svg)`: a run's prediction for one subject as
-//! heatmaps (truth, prediction, identity, both errors; `--subject`, default the first test
-//! subject with two scans), or with `--strata` the skill per stratum of the run's
-//! `strata.json` (Δt terciles, horizons) as bars.
+//! heatmaps (truth, prediction, identity, both errors on one scale; `--subject`, default the
+//! first test subject with two scans), or with `--strata` the skill per stratum of the
+//! `strata.json` of one run or several side by side (Δt terciles with their thresholds,
+//! horizons) as bars.
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 use super::reopen::{DataOverrides, Forecast};
 use super::saved_run::{Horizon, SavedRun};
@@ -17,8 +18,10 @@ use crate::outputs::strata::{self, StrataSkill};
 /// `trainer plot-sc`'s settings.
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlotScSettings {
-    /// The run directory of a `train-gnn` run.
-    pub run_dir: PathBuf,
+    /// The run directory of a `train-gnn` run (several only with `--strata`: their bars side by
+    /// side, one colour per run).
+    #[arg(required = true)]
+    pub runs: Vec<PathBuf>,
     /// The figure file, `.png` or `.svg`.
     #[arg(long)]
     pub out: PathBuf,
@@ -28,6 +31,10 @@ pub struct PlotScSettings {
     /// Draw the skill per stratum of `strata.json` instead.
     #[arg(long)]
     pub strata: bool,
+    /// The figure's title (default: the subject's scans and the model; with `--strata`, "skill
+    /// by stratum").
+    #[arg(long)]
+    pub title: Option<String>,
     /// `best`, `last` or a checkpoint file (as eval-gnn).
     #[arg(long, default_value = "best")]
     pub checkpoint: String,
@@ -43,21 +50,15 @@ pub struct PlotScSettings {
 /// `trainer plot-sc`.
 pub fn run(s: PlotScSettings) -> Result<()> {
     if s.strata {
-        let path = RunDir::new(&s.run_dir).strata_json();
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("{}: the run has no strata yet", path.display()))?;
-        let strata: serde_json::Value =
-            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
-        let title = format!("skill by stratum: {}", s.run_dir.display());
-        let chart = StrataSkill::from_json(&title, &strata);
-        if let Some(w) = strata::small_warning(&chart.strata) {
-            eprintln!("[plot-sc] warning: {w}");
-        }
-        heatmap::render(&chart, &s.out)?;
-        eprintln!("[plot-sc] wrote {}", s.out.display());
-        return Ok(());
+        return strata_chart(&s);
     }
-    let run = SavedRun::open(&s.run_dir, &s.checkpoint, &s.paths)?;
+    let [run_dir] = s.runs.as_slice() else {
+        bail!(
+            "{} run directories: heatmaps draw one run (several only with --strata)",
+            s.runs.len()
+        );
+    };
+    let run = SavedRun::open(run_dir, &s.checkpoint, &s.paths)?;
     let cohort = &run.prep.cohort;
     let subject = match &s.subject {
         Some(id) => cohort
@@ -88,20 +89,79 @@ pub fn run(s: PlotScSettings) -> Result<()> {
         horizon: Horizon::NextVisit,
     };
     let preds = backend::dispatch_checked(s.device.placement()?, job)?;
-    let fig = Comparison {
-        title: format!(
-            "{} → {} ({}, {})",
+    let title = s.title.clone().unwrap_or_else(|| {
+        format!(
+            "{} → {} ({}, {} checkpoint)",
             scans[0].scan_id,
             scans[1].session,
             run.config.settings.model_kind.file_stem(),
-            run.ck_path.display()
-        ),
+            s.checkpoint_name()
+        )
+    });
+    let fig = Comparison {
+        title,
         truth: &scans[1].a_raw,
         prediction: &preds.matrices[0],
         start: &scans[0].a_raw,
         roi_names: names.as_deref(),
     };
     heatmap::render(&fig, &s.out)?;
+    eprintln!("[plot-sc] wrote {}", s.out.display());
+    Ok(())
+}
+
+impl PlotScSettings {
+    /// The checkpoint as a title names it: `best`, `last` or the file's name (not its path).
+    fn checkpoint_name(&self) -> String {
+        std::path::Path::new(&self.checkpoint)
+            .file_name()
+            .map_or(self.checkpoint.clone(), |n| {
+                n.to_string_lossy().into_owned()
+            })
+    }
+}
+
+/// `--strata`: the strata of every run, side by side; runs labelled by their directory's name
+/// (their path where two names are alike).
+fn strata_chart(s: &PlotScSettings) -> Result<()> {
+    let names: Vec<String> = s
+        .runs
+        .iter()
+        .map(|d| {
+            d.file_name().map_or(d.display().to_string(), |n| {
+                n.to_string_lossy().into_owned()
+            })
+        })
+        .collect();
+    let unique = names
+        .iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+        == names.len();
+    let mut runs = Vec::new();
+    for (dir, name) in s.runs.iter().zip(names) {
+        let path = RunDir::new(dir).strata_json();
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("{}: the run has no strata yet", path.display()))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+        let label = if unique {
+            name
+        } else {
+            dir.display().to_string()
+        };
+        runs.push((label, strata::read(&v)));
+    }
+    let chart = StrataSkill {
+        title: s.title.clone().unwrap_or_else(|| "skill by stratum".into()),
+        runs,
+    };
+    for (name, st) in &chart.runs {
+        if let Some(w) = strata::small_warning(st) {
+            eprintln!("[plot-sc] warning: {name}: {w}");
+        }
+    }
+    heatmap::render(&chart, &s.out)?;
     eprintln!("[plot-sc] wrote {}", s.out.display());
     Ok(())
 }

@@ -1,0 +1,229 @@
+//! The skill per stratum as bars (`plot-sc --strata`): grouped by stratum, one bar per run, its
+//! n above it and the Δt thresholds under the stratum's name; with several runs one colour per
+//! run and a legend beside the chart (outside the data), with one run bars coloured by sign.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::{MIN_N, Stratum};
+use crate::outputs::figure::{Figure, plot_err};
+use crate::outputs::legend;
+
+/// The strata of one run or several (their runs' labels beside them).
+pub struct StrataSkill {
+    pub title: String,
+    pub runs: Vec<(String, Vec<Stratum>)>,
+}
+
+/// The chart's height: the bars, the two rows of labels under them and the warning line.
+const HEIGHT: u32 = 440;
+const FOOT: u32 = 30;
+
+impl StrataSkill {
+    /// The strata labels in order of first appearance, each with its Δt range when every run
+    /// that has it gives the same one (`by run` when they differ: the legend gives each run's).
+    fn columns(&self) -> Vec<(String, String)> {
+        let mut ranges: Vec<(String, Vec<&str>)> = Vec::new();
+        for s in self.runs.iter().flat_map(|(_, st)| st) {
+            if s.skill.is_none() {
+                continue;
+            }
+            match ranges.iter_mut().find(|(l, _)| *l == s.label) {
+                Some((_, r)) => r.push(&s.range),
+                None => ranges.push((s.label.clone(), vec![&s.range])),
+            }
+        }
+        ranges
+            .into_iter()
+            .map(|(label, r)| {
+                let same = r.iter().all(|x| *x == r[0]);
+                let range = if same {
+                    r[0].to_string()
+                } else {
+                    "by run".into()
+                };
+                (label, range)
+            })
+            .collect()
+    }
+
+    /// The legend's labels: each run's, with its Δt thresholds where the runs' differ.
+    fn run_labels(&self) -> Vec<String> {
+        let differ = self.columns().iter().any(|(_, r)| r == "by run");
+        self.runs
+            .iter()
+            .map(|(name, strata)| {
+                let ranges: Vec<String> = strata
+                    .iter()
+                    .filter(|s| differ && !s.range.is_empty() && s.label != "Δt middle")
+                    .map(|s| s.range.clone())
+                    .collect();
+                if ranges.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{name} (Δt {})", ranges.join(", "))
+                }
+            })
+            .collect()
+    }
+
+    fn several(&self) -> bool {
+        self.runs.len() > 1
+    }
+
+    fn legend_width(&self) -> u32 {
+        if self.several() {
+            legend::width(self.run_labels().iter().map(String::as_str))
+        } else {
+            0
+        }
+    }
+}
+
+impl Figure for StrataSkill {
+    fn size(&self) -> (u32, u32) {
+        let k = self.columns().len().max(1) as u32;
+        let per = (60 * self.runs.len() as u32).max(170);
+        (per * k + 120 + self.legend_width(), HEIGHT)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, _: bool) -> Result<()> {
+        root.fill(&WHITE).map_err(plot_err)?;
+        let width = root.dim_in_pixel().0;
+        let (plot, key) = root.split_horizontally(width - self.legend_width());
+        let (body, foot) = plot.split_vertically(HEIGHT - FOOT);
+        let all: Vec<&Stratum> = self.runs.iter().flat_map(|(_, s)| s).collect();
+        let small = all.iter().filter(|s| s.n < MIN_N).count();
+        if small > 0 {
+            foot.draw(&Text::new(
+                format!(
+                    "warning: {small} of {} strata have fewer than {MIN_N} forecasts (faint \
+                     bars): their skill is a subject or two",
+                    all.len()
+                ),
+                (12, 4),
+                ("sans-serif", 13).into_font().color(&RGBColor(178, 24, 43)),
+            ))
+            .map_err(plot_err)?;
+        }
+        let columns = self.columns();
+        let skills = all.iter().filter_map(|s| s.skill);
+        let lo = skills.clone().fold(0.0f64, f64::min);
+        let hi = skills.fold(0.0f64, f64::max);
+        let pad = ((hi - lo) * 0.15).max(0.05);
+        let k = columns.len().max(1) as i32;
+        let mut chart = ChartBuilder::on(&body)
+            .caption(&self.title, ("sans-serif", 16))
+            .margin(12)
+            .x_label_area_size(48)
+            .y_label_area_size(56)
+            // `into_segmented` makes a segment of each end: 0..k - 1 gives k segments.
+            .build_cartesian_2d((0..k - 1).into_segmented(), (lo - pad)..(hi + pad))
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(columns.len().max(1))
+            .x_label_formatter(&|x| match x {
+                SegmentValue::CenterOf(i) => columns
+                    .get(*i as usize)
+                    .map(|c| c.0.clone())
+                    .unwrap_or_default(),
+                _ => String::new(),
+            })
+            .y_desc("skill (1 − mse/identity)")
+            .draw()
+            .map_err(plot_err)?;
+        // The Δt range under a tercile's name (the plot sits at the figure's top left, so the
+        // chart's pixel coordinates are the body's).
+        let under = ("sans-serif", 12)
+            .into_font()
+            .color(&BLACK.mix(0.7))
+            .pos(Pos::new(HPos::Center, VPos::Top));
+        for (i, (_, range)) in columns.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(SegmentValue::CenterOf(i as i32), lo - pad));
+            body.draw(&Text::new(range.clone(), (x, y + 24), under.clone()))
+                .map_err(plot_err)?;
+        }
+        let segment = chart.plotting_area().dim_in_pixel().0 as f64 / k as f64;
+        let r_count = self.runs.len().max(1) as f64;
+        let gap = segment * 0.12;
+        let slot = (segment - 2.0 * gap) / r_count;
+        let font = if r_count > 2.0 { 11 } else { 13 };
+        for (r, (_, strata)) in self.runs.iter().enumerate() {
+            let bars: Vec<(i32, &Stratum, f64)> = strata
+                .iter()
+                .filter_map(|s| {
+                    let i = columns.iter().position(|c| c.0 == s.label)?;
+                    Some((i as i32, s, s.skill?))
+                })
+                .collect();
+            let left = gap + r as f64 * slot;
+            let right = segment - left - slot;
+            let colour = |v: f64| {
+                if self.several() {
+                    legend::colour(r)
+                } else if v >= 0.0 {
+                    RGBColor(33, 145, 140).to_rgba()
+                } else {
+                    RGBColor(178, 24, 43).to_rgba()
+                }
+            };
+            chart
+                .draw_series(bars.iter().map(|&(i, s, v)| {
+                    let c = colour(v);
+                    let style = if s.n < MIN_N {
+                        c.mix(0.45).filled()
+                    } else {
+                        c.filled()
+                    };
+                    let mut bar = Rectangle::new(
+                        [
+                            (SegmentValue::Exact(i), 0.0),
+                            (SegmentValue::Exact(i + 1), v),
+                        ],
+                        style,
+                    );
+                    bar.set_margin(0, 0, left.round() as u32, right.max(0.0).round() as u32);
+                    bar
+                }))
+                .map_err(plot_err)?;
+            let dx = (left + slot / 2.0 - segment / 2.0).round() as i32;
+            chart
+                .draw_series(bars.iter().map(|&(i, s, v)| {
+                    let mark = if s.n < MIN_N && !self.several() {
+                        " (few)"
+                    } else {
+                        ""
+                    };
+                    let anchor = if v >= 0.0 { VPos::Bottom } else { VPos::Top };
+                    let style = TextStyle::from(("sans-serif", font).into_font())
+                        .pos(Pos::new(HPos::Center, anchor));
+                    EmptyElement::at((SegmentValue::CenterOf(i), v))
+                        + Text::new(format!("n={}{mark}", s.n), (dx, 0), style)
+                }))
+                .map_err(plot_err)?;
+        }
+        if self.several() {
+            let labels = self.run_labels();
+            let colours: BTreeMap<String, usize> = labels
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (l.clone(), i))
+                .collect();
+            let entries: Vec<legend::Entry> = labels
+                .iter()
+                .map(|l| legend::Entry {
+                    label: l,
+                    dashed: false,
+                })
+                .collect();
+            legend::draw(&key, &entries, &colours, 48)?;
+        }
+        Ok(())
+    }
+}
