@@ -6,7 +6,10 @@
 //! * a monitor flat over a whole stage (the best epoch was picked by order alone);
 //! * the stages' (cross-validation folds') best values identical;
 //! * the best epoch before a phase of the schedule ended (a warm-up, a term switched on later):
-//!   the model kept never trained with it, so its setting had no effect on the result.
+//!   the model kept never trained with it, so its setting had no effect on the result;
+//! * every stage kept the model as it was before training, for a job that starts at a fitted
+//!   baseline and keeps it unless training beats it ([`super::JobSpec::validate_initial`]): the
+//!   forecast is that baseline's, and training added nothing.
 //!
 //! "Identical" and "flat" mean within [`REL_TOL`] of the values' size: float noise across folds
 //! with different validation subjects is far above it, a degenerate metric is below it.
@@ -47,15 +50,34 @@ pub fn identical(values: &[f64]) -> bool {
     hi - lo <= REL_TOL * size || hi == lo
 }
 
-/// The warnings of a finished run: its metrics rows, its stages' results, its monitor and the
-/// phases of its schedule.
+/// The warnings of a finished run: its metrics rows, its stages' results, its monitor, the
+/// phases of its schedule and the starting point it evaluated before training (`initial`).
 pub fn check(
     rows: &[Map<String, Value>],
     stages: &[StageResult],
     monitor: Option<&Monitor>,
     phases: &[Phase],
+    initial: Option<&str>,
 ) -> Vec<String> {
     let mut out = Vec::new();
+    let kept_initial = |s: &StageResult| s.best_epoch == 0 && s.best_value.is_some();
+    if let (Some(start), Some(m)) = (initial, monitor)
+        && !stages.is_empty()
+        && stages.iter().all(kept_initial)
+    {
+        let which = if stages.len() > 1 {
+            format!("all {} stages (folds)", stages.len())
+        } else {
+            "the run".to_string()
+        };
+        out.push(format!(
+            "{which} kept the model as it was before training (epoch 0, by {}): the forecast is \
+             its starting point's, {start}, and training added nothing; report that baseline \
+             as such, or give training a chance to beat it (more epochs, another learning rate, \
+             a smaller --min_delta)",
+            m.metric
+        ));
+    }
     let label = |s: &StageResult| {
         if stages.len() > 1 {
             format!("stage {}: ", s.stage + 1)
@@ -192,6 +214,7 @@ mod tests {
             &[stage(0, 0.7, 1, 3)],
             Some(&m),
             &[],
+            None,
         );
         assert_eq!(flat.len(), 1);
         assert!(
@@ -203,17 +226,27 @@ mod tests {
             &[stage(0, 0.6, 2, 3)],
             Some(&m),
             &[],
+            None,
         );
         assert!(moving.is_empty(), "{moving:?}");
         // Two epochs are not enough to call a monitor flat.
-        assert!(check(&rows(&[0.7, 0.7]), &[stage(0, 0.7, 1, 2)], Some(&m), &[]).is_empty());
+        assert!(
+            check(
+                &rows(&[0.7, 0.7]),
+                &[stage(0, 0.7, 1, 2)],
+                Some(&m),
+                &[],
+                None
+            )
+            .is_empty()
+        );
     }
 
     #[test]
     fn identical_folds_and_a_best_epoch_before_a_warm_up_are_named() {
         let m = monitor();
         let folds: Vec<StageResult> = (0..5).map(|f| stage(f, 0.25, 8, 40)).collect();
-        let w = check(&[], &folds, Some(&m), &[]);
+        let w = check(&[], &folds, Some(&m), &[], None);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
             w[0].contains("5 stages (folds) have the same best val_loss"),
@@ -225,7 +258,7 @@ mod tests {
             setting: "--lambda-density".into(),
         };
         let one = [stage(0, 0.3, 8, 40)];
-        let w = check(&[], &one, Some(&m), std::slice::from_ref(&phase));
+        let w = check(&[], &one, Some(&m), std::slice::from_ref(&phase), None);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
             w[0].contains("best epoch (8) came before the density penalty"),
@@ -238,10 +271,31 @@ mod tests {
                 &[],
                 &[stage(0, 0.3, 12, 40)],
                 Some(&m),
-                std::slice::from_ref(&phase)
+                std::slice::from_ref(&phase),
+                None
             )
             .is_empty()
         );
-        assert!(check(&[], &[stage(0, 0.3, 8, 9)], Some(&m), &[phase]).is_empty());
+        assert!(check(&[], &[stage(0, 0.3, 8, 9)], Some(&m), &[phase], None).is_empty());
+    }
+
+    #[test]
+    fn a_run_that_kept_its_starting_point_in_every_stage_is_named_and_one_that_trained_is_not() {
+        let m = monitor();
+        let start = Some("the eb-drift closed form");
+        let kept: Vec<StageResult> = (0..3).map(|f| stage(f, 0.2 + f as f64, 0, 12)).collect();
+        let w = check(&[], &kept, Some(&m), &[], start);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("all 3 stages (folds) kept the model as it was before training")
+                && w[0].contains("the eb-drift closed form"),
+            "{w:?}"
+        );
+        // One fold trained past its starting point: not degenerate.
+        let mut mixed = kept.clone();
+        mixed[1].best_epoch = 4;
+        assert!(check(&[], &mixed, Some(&m), &[], start).is_empty());
+        // A job without a starting point: epoch 0 means nothing here.
+        assert!(check(&[], &kept, Some(&m), &[], None).is_empty());
     }
 }

@@ -58,7 +58,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         mut model: J::Model,
     ) -> Result<(J::Model, Option<ExitCode>)> {
         let stage_index = pos.stage;
-        if ctx.spec.validate_initial && pos.epoch == 0 && pos.epoch_items == 0 {
+        if ctx.spec.validate_initial.is_some() && pos.epoch == 0 && pos.epoch_items == 0 {
             self.validate_initial(ctx, pos, &model)?;
         }
         while pos.stage == stage_index {

@@ -96,9 +96,11 @@ pub struct JobSpec {
     pub cpu_columns: bool,
     /// The panels of `curves.svg`.
     pub plot: Vec<Panel>,
-    /// Evaluate the model as initialised before each stage's first epoch and keep it as the
-    /// best unless training beats it (for models that start at a fitted baseline).
-    pub validate_initial: bool,
+    /// For a model that starts at a fitted baseline: that baseline, named
+    /// (`the closed-form eb-drift forecast`). The model as initialised is evaluated before each
+    /// stage's first epoch and kept as the best unless training beats it; a run that kept it in
+    /// every stage is warned about (its forecast is the baseline's).
+    pub validate_initial: Option<String>,
     /// The resolved configuration, written to `args.json` and into every checkpoint.
     pub config: Value,
     /// The settings a resumed run must share with its checkpoint.
@@ -128,7 +130,7 @@ impl Default for JobSpec {
             unit: "items",
             cpu_columns: false,
             plot: Vec::new(),
-            validate_initial: false,
+            validate_initial: None,
             config: Value::Null,
             fingerprint: Value::Null,
             meta: Row::new(),

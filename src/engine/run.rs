@@ -176,6 +176,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
             &pos.finished,
             ctx.spec.monitor.as_ref(),
             &ctx.spec.phases,
+            ctx.spec.validate_initial.as_deref(),
         );
         for w in &warnings {
             eprintln!("{} warning: {w}", ctx.tag);

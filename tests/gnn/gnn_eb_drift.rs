@@ -285,6 +285,20 @@ fn eb_residual_keeps_the_eb_forecast_unless_training_beats_it() {
     let run = t.path().join("results/runs/eb-residual");
     let results = json(&run.join("clg_ode_results.json"));
     assert_eq!(results["cv_folds"][0]["best_epoch"], 0, "{results}");
+    // Said in the log and kept in finished.json (issue 58, item 1): the preset's forecast is its
+    // baseline's. (Quiet when a stage trains past epoch 0: engine::degeneracy's unit test.)
+    let said = "kept the model as it was before training";
+    assert!(stderr(&o).contains(said), "{}", stderr(&o));
+    let finished = json(&run.join("finished.json"));
+    assert!(
+        finished["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains(said)
+                && w.as_str().unwrap().contains("--model eb-drift")),
+        "{finished}"
+    );
     let test = json(&run.join("test_metrics.json"));
     let eb = json(&t.path().join("results/runs/eb-drift/test_metrics.json"));
     for key in [

@@ -98,7 +98,13 @@ impl<B: AutodiffBackend> GnnJob<B> {
             monitor,
             unit: "subjects",
             cpu_columns: true,
-            validate_initial: settings.decoder.drift_head || settings.decoder.eb_head,
+            validate_initial: if settings.decoder.eb_head {
+                Some("the closed-form eb-drift forecast it starts from (`--model eb-drift`)".into())
+            } else if settings.decoder.drift_head {
+                Some("the per-edge linear drift it starts from (`--model linear-drift`)".into())
+            } else {
+                None
+            },
             plot: panels,
             config: serde_json::to_value(&config)?,
             fingerprint: config.fingerprint(),

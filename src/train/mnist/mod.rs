@@ -279,7 +279,7 @@ impl JobFactory for Factory {
             monitor,
             unit: "img",
             cpu_columns: false,
-            validate_initial: false,
+            validate_initial: None,
             plot: vec![
                 Panel::new("loss", &["train_loss", "test_loss"], &[]),
                 Panel::new("test accuracy", &["test_accuracy"], &[]),
