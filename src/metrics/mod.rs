@@ -1,10 +1,12 @@
 //! Evaluation metrics, one file per family.
 //!
 //! * [`sc`]: the CLG-ODE test metrics on structural-connectivity predictions (docs/clg-ode-model.md §5.2).
+//! * [`pr`]: precision–recall of a ranking (new edges scored by a forecast).
 //! * [`skill`]: a forecast against the identity forecast.
 //! * [`topology`]: exact Betti curves, degree and strength correlations.
 
 pub mod paired;
+pub mod pr;
 pub mod sc;
 pub mod skill;
 pub mod topology;

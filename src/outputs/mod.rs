@@ -8,6 +8,7 @@ pub mod group_table;
 pub mod heatmap;
 pub mod legend;
 pub mod metrics;
+pub mod pr_chart;
 pub mod run_files;
 pub mod rundir;
 pub mod strata;

@@ -17,3 +17,4 @@ mod gnn_predict;
 mod gnn_rescore;
 mod gnn_safety;
 mod gnn_train;
+mod new_edges;

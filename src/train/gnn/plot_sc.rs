@@ -2,9 +2,10 @@
 //! heatmaps (truth, prediction, identity, both errors on one scale; `--subject`, default the
 //! first test subject with two scans), or with `--strata` the skill per stratum of the
 //! `strata.json` of one run or several side by side (Δt terciles with their thresholds,
-//! horizons) as bars.
+//! horizons) as bars, or with `--new-edges` the precision–recall curves of the edges that
+//! appear ([`new_edges`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
@@ -15,22 +16,32 @@ use crate::outputs::RunDir;
 use crate::outputs::heatmap::{self, Comparison};
 use crate::outputs::strata::{self, StrataSkill};
 
+mod new_edges;
+
 /// `trainer plot-sc`'s settings.
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlotScSettings {
-    /// The run directory of a `train-gnn` run (several only with `--strata`: their bars side by
-    /// side, one colour per run).
+    /// The run directory of a `train-gnn` run (several only with `--strata` or `--new-edges`:
+    /// one colour per run).
     #[arg(required = true)]
     pub runs: Vec<PathBuf>,
     /// The figure file, `.png` or `.svg`.
     #[arg(long)]
     pub out: PathBuf,
     /// The subject (default: the first test subject with two scans or more).
-    #[arg(long, conflicts_with = "strata")]
+    #[arg(long, conflicts_with_all = ["strata", "new_edges"])]
     pub subject: Option<String>,
     /// Draw the skill per stratum of `strata.json` instead.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "new_edges")]
     pub strata: bool,
+    /// Draw how well the forecast ranks the edges that appear instead: precision–recall curves
+    /// over the test subjects' edges absent at visit 0, scored by the forecast's weight.
+    #[arg(long)]
+    pub new_edges: bool,
+    /// With `--new-edges`: also write every scored edge to this CSV (run, subject, i, j, score,
+    /// appeared).
+    #[arg(long, requires = "new_edges")]
+    pub scores: Option<PathBuf>,
     /// The figure's title (default: the subject's scans and the model; with `--strata`, "skill
     /// by stratum").
     #[arg(long)]
@@ -52,9 +63,13 @@ pub fn run(s: PlotScSettings) -> Result<()> {
     if s.strata {
         return strata_chart(&s);
     }
+    if s.new_edges {
+        return new_edges::run(&s);
+    }
     let [run_dir] = s.runs.as_slice() else {
         bail!(
-            "{} run directories: heatmaps draw one run (several only with --strata)",
+            "{} run directories: heatmaps draw one run (several only with --strata or \
+             --new-edges)",
             s.runs.len()
         );
     };
@@ -121,35 +136,35 @@ impl PlotScSettings {
     }
 }
 
-/// `--strata`: the strata of every run, side by side; runs labelled by their directory's name
-/// (their path where two names are alike).
-fn strata_chart(s: &PlotScSettings) -> Result<()> {
-    let names: Vec<String> = s
-        .runs
-        .iter()
-        .map(|d| {
-            d.file_name().map_or(d.display().to_string(), |n| {
-                n.to_string_lossy().into_owned()
-            })
+/// The runs' labels: their directories' names (their paths where two names are alike).
+fn run_labels(dirs: &[PathBuf]) -> Vec<String> {
+    let name = |d: &Path| {
+        d.file_name().map_or(d.display().to_string(), |n| {
+            n.to_string_lossy().into_owned()
         })
-        .collect();
+    };
+    let names: Vec<String> = dirs.iter().map(|d| name(d)).collect();
     let unique = names
         .iter()
         .collect::<std::collections::BTreeSet<_>>()
         .len()
         == names.len();
+    if unique {
+        names
+    } else {
+        dirs.iter().map(|d| d.display().to_string()).collect()
+    }
+}
+
+/// `--strata`: the strata of every run, side by side.
+fn strata_chart(s: &PlotScSettings) -> Result<()> {
     let mut runs = Vec::new();
-    for (dir, name) in s.runs.iter().zip(names) {
+    for (dir, label) in s.runs.iter().zip(run_labels(&s.runs)) {
         let path = RunDir::new(dir).strata_json();
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("{}: the run has no strata yet", path.display()))?;
         let v: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
-        let label = if unique {
-            name
-        } else {
-            dir.display().to_string()
-        };
         runs.push((label, strata::read(&v)));
     }
     let chart = StrataSkill {

@@ -1,0 +1,235 @@
+//! `plot-sc --new-edges` (issue 58, item 4): how each run's forecast ranks the edges that appear,
+//! checked against the run's own files. numpy reads the exported scores beside `trainer
+//! predict`'s matrices of the same run and the cohort's scans: every candidate is an edge absent
+//! from the start scan, scored by the predicted log1p weight, marked by its presence in the
+//! true next scan; and the average precision (scikit-learn's definition, written out in numpy)
+//! is the one the command reports. Needs python3 with numpy (scripts/setup.sh).
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+/// Reads the scores CSV, predict's output of one run and the cohort; checks every row and
+/// prints the average precision of the run's rows.
+const CHECK: &str = r#"
+import csv, sys
+import numpy as np
+scores, pred_dir, sc_dir, run = sys.argv[1:5]
+rows = [r for r in csv.DictReader(open(scores)) if r["run"] == run]
+by_subject = {}
+for r in rows:
+    by_subject.setdefault(r["subject"], []).append(r)
+def scan(name):
+    m = np.loadtxt(f"{sc_dir}/{name}.csv", delimiter=",", dtype=np.float32)
+    m = (0.5 * (m + m.T)).astype(np.float32)
+    np.fill_diagonal(m, 0)
+    return m
+checked = 0
+for p in csv.DictReader(open(f"{pred_dir}/predictions.csv")):
+    if not p["true_scan"]:
+        continue
+    pred = np.loadtxt(f"{pred_dir}/{p['file']}", delimiter=",", dtype=np.float64)
+    start, true = scan(p["start_scan"]), scan(p["true_scan"])
+    iu = np.triu_indices(pred.shape[0], 1)
+    absent = start[iu] <= 0
+    want_i, want_j = iu[0][absent], iu[1][absent]
+    got = by_subject.pop(p["subject"])
+    assert [(int(r["i"]), int(r["j"])) for r in got] == list(zip(want_i, want_j)), p["subject"]
+    score = np.array([float(r["score"]) for r in got])
+    want = np.log1p(np.maximum(pred[want_i, want_j], 0))
+    # predict writes the f32 forecast in decimals within half an f32 ulp; log1p keeps that.
+    assert np.allclose(score, want, rtol=1e-6, atol=1e-7), (p["subject"], np.abs(score - want).max())
+    appeared = np.array([r["appeared"] == "1" for r in got])
+    assert (appeared == (true[want_i, want_j] > 0)).all(), p["subject"]
+    checked += 1
+assert checked > 0 and not by_subject, (checked, list(by_subject))
+s = np.array([float(r["score"]) for r in rows])
+y = np.array([r["appeared"] == "1" for r in rows])
+order = np.argsort(-s, kind="stable")
+s, y = s[order], y[order]
+last = np.r_[np.nonzero(np.diff(s))[0], len(s) - 1]   # the last row of each distinct score
+tp = np.cumsum(y)[last]
+precision, recall = tp / (last + 1), tp / y.sum()
+ap = np.sum(np.diff(np.r_[0, recall]) * precision)
+print(f"{ap:.4f} {checked}")
+"#;
+
+#[test]
+fn new_edge_scores_and_their_curves_are_the_runs_forecasts_of_absent_edges() {
+    let t = tempfile::tempdir().unwrap();
+    let noisy = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/synth_noisy_cohort.py");
+    let o = Command::new("python3")
+        .arg(&noisy)
+        .args([
+            "--subjects",
+            "40",
+            "--nodes",
+            "20",
+            "--seed",
+            "5",
+            "--out",
+            "cohort",
+        ])
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for model in ["eb-drift", "linear-drift"] {
+        let o = run_in(
+            t.path(),
+            &[
+                "train-gnn",
+                "--model",
+                model,
+                "--sc_dir",
+                "cohort/sc",
+                "--morph_root",
+                "cohort/morph",
+                "--subject_info_csv",
+                "cohort/subject_info_sc.csv",
+                "--results_dir",
+                "res",
+                "--run_name",
+                model,
+                "--cv_fold",
+                "0",
+            ],
+        );
+        assert!(o.status.success(), "{model}: {}", stderr(&o));
+        let o = run_in(
+            t.path(),
+            &[
+                "predict",
+                &format!("res/runs/{model}"),
+                "--next-visit",
+                "--split",
+                "test",
+                "--out",
+                &format!("pred-{model}"),
+            ],
+        );
+        assert!(o.status.success(), "{model}: {}", stderr(&o));
+    }
+    let o = run_in(
+        t.path(),
+        &[
+            "plot-sc",
+            "res/runs/eb-drift",
+            "res/runs/linear-drift",
+            "--new-edges",
+            "--scores",
+            "out/scores.csv",
+            "--title",
+            "New edges",
+            "--out",
+            "out/pr.svg",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let log = stderr(&o);
+    let svg = std::fs::read_to_string(t.path().join("out/pr.svg")).unwrap();
+    assert!(
+        svg.contains("New edges") && svg.contains("chance "),
+        "{svg}"
+    );
+    for model in ["eb-drift", "linear-drift"] {
+        let o = Command::new("python3")
+            .args([
+                "-c",
+                CHECK,
+                "out/scores.csv",
+                &format!("pred-{model}"),
+                "cohort/sc",
+                model,
+            ])
+            .current_dir(t.path())
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{model}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let out = String::from_utf8_lossy(&o.stdout);
+        let (ap, subjects) = out.trim().split_once(' ').unwrap();
+        assert!(subjects.parse::<usize>().unwrap() > 0);
+        let said = log
+            .lines()
+            .find(|l| l.starts_with(&format!("[plot-sc] {model}:")))
+            .unwrap_or_else(|| panic!("{log}"));
+        assert!(
+            said.ends_with(&format!("average precision {ap}")),
+            "{said} vs numpy {ap}"
+        );
+        assert!(
+            svg.contains(&format!("{model} (AP ")),
+            "{model} in the legend"
+        );
+    }
+
+    // A cohort where edges are only pruned (trainer synth-connectome's) has no curve: one error
+    // line, no figure, no scores.
+    let p = t.path().join("pruned");
+    std::fs::create_dir(&p).unwrap();
+    synth_cohort(&p, 16, 12, 1);
+    let o = run_in(
+        &p,
+        &[
+            "train-gnn",
+            "--model",
+            "linear-drift",
+            "--sc_dir",
+            "cohort/sc",
+            "--morph_root",
+            "cohort/morph",
+            "--subject_info_csv",
+            "cohort/subject_info_sc.csv",
+            "--results_dir",
+            "res",
+            "--run_name",
+            "lin",
+            "--cv_fold",
+            "0",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run_in(
+        &p,
+        &[
+            "plot-sc",
+            "res/runs/lin",
+            "--new-edges",
+            "--scores",
+            "s.csv",
+            "--out",
+            "x.svg",
+        ],
+    );
+    assert!(
+        !o.status.success() && stderr(&o).contains("there is no precision–recall curve"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!p.join("x.svg").exists() && !p.join("s.csv").exists());
+    // --scores without --new-edges is refused.
+    let o = run_in(
+        t.path(),
+        &[
+            "plot-sc",
+            "res/runs/eb-drift",
+            "--scores",
+            "s.csv",
+            "--out",
+            "y.svg",
+        ],
+    );
+    assert!(
+        !o.status.success() && stderr(&o).contains("--new-edges"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!t.path().join("y.svg").exists() && !t.path().join("s.csv").exists());
+}
