@@ -13,5 +13,6 @@ pub mod run_files;
 pub mod rundir;
 pub mod strata;
 pub mod tensorboard;
+pub mod trajectory;
 
 pub use run_files::RunDir;

@@ -276,6 +276,82 @@ fn plot_sc_draws_heatmaps_and_the_strata_chart() {
     assert!(o.status.success(), "{}", stderr(&o));
     let (inked, _) = ink(&t.path().join("strata.png"));
     assert!(inked > 0.02, "blank strata chart: {inked}");
+    // Trajectories (issue 58, item 4): two chosen subjects in two panels, each subject's
+    // scans as dots and one forecast line per subject and panel, the subjects in the legend.
+    let cohort: Vec<String> = std::fs::read_to_string(t.path().join("cohort/subject_info_sc.csv"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap().to_string())
+        .collect();
+    let scans = |id: &str| cohort.iter().filter(|s| *s == id).count();
+    let mut two: Vec<&String> = cohort.iter().filter(|id| scans(id) >= 2).collect();
+    two.dedup();
+    let (a, b) = (two[0], two[1]);
+    let o = run_in(
+        t.path(),
+        &[
+            "plot-sc",
+            run,
+            "--trajectories",
+            "--subject",
+            &format!("{a},{b}"),
+            "--measure",
+            "mean",
+            "--measure",
+            "edge:0-1",
+            "--out",
+            "traj.svg",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(t.path().join("traj.svg")).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let texts: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text().map(|t| t.trim().to_string()))
+        .collect();
+    for want in [
+        a.as_str(),
+        b.as_str(),
+        "mean log1p weight (all edges)",
+        "log1p weight of edge 0–1",
+    ] {
+        assert!(texts.iter().any(|t| t == want), "{want}: {texts:?}");
+    }
+    let dots = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("circle"))
+        .count();
+    assert_eq!(
+        dots,
+        2 * (scans(a) + scans(b)),
+        "every scan a dot in both panels"
+    );
+    let forecasts = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke-width") == Some("2"))
+        .filter(|n| n.attribute("points").unwrap().split_whitespace().count() > 2)
+        .count();
+    assert_eq!(forecasts, 4, "one forecast line per subject and panel");
+    let o = run_in(
+        t.path(),
+        &[
+            "plot-sc",
+            run,
+            "--trajectories",
+            "--measure",
+            "edge:0-12",
+            "--out",
+            "x.png",
+        ],
+    );
+    assert!(
+        !o.status.success() && stderr(&o).contains("--measure edge:0-12: node 12"),
+        "{}",
+        stderr(&o)
+    );
     let o = run_in(
         t.path(),
         &["plot-sc", run, "--subject", "sub-nobody", "--out", "x.png"],

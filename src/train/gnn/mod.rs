@@ -37,6 +37,7 @@ mod closed_form;
 pub mod cohort;
 mod columns;
 pub mod config;
+mod coverage;
 mod drift;
 mod eb_drift;
 pub mod eval_gnn;

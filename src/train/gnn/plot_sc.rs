@@ -17,6 +17,7 @@ use crate::outputs::heatmap::{self, Comparison};
 use crate::outputs::strata::{self, StrataSkill};
 
 mod new_edges;
+mod trajectories;
 
 /// `trainer plot-sc`'s settings.
 #[derive(clap::Args, Debug, Clone)]
@@ -28,9 +29,10 @@ pub struct PlotScSettings {
     /// The figure file, `.png` or `.svg`.
     #[arg(long)]
     pub out: PathBuf,
-    /// The subject (default: the first test subject with two scans or more).
-    #[arg(long, conflicts_with_all = ["strata", "new_edges"])]
-    pub subject: Option<String>,
+    /// The subject (default: the first test subject with two scans or more); with
+    /// `--trajectories` several, comma-separated (default: the first 4 such subjects).
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["strata", "new_edges"])]
+    pub subject: Vec<String>,
     /// Draw the skill per stratum of `strata.json` instead.
     #[arg(long, conflicts_with = "new_edges")]
     pub strata: bool,
@@ -38,6 +40,14 @@ pub struct PlotScSettings {
     /// over the test subjects' edges absent at visit 0, scored by the forecast's weight.
     #[arg(long)]
     pub new_edges: bool,
+    /// Draw subjects' observed scans and the forecast from each one's first scan over age
+    /// instead (one panel per `--measure`).
+    #[arg(long, conflicts_with_all = ["strata", "new_edges"])]
+    pub trajectories: bool,
+    /// With `--trajectories`: what a panel shows, `mean` (the mean log1p weight, default),
+    /// `node:K` (node K's edges) or `edge:I-J` (0-based nodes); repeatable.
+    #[arg(long, requires = "trajectories")]
+    pub measure: Vec<String>,
     /// With `--new-edges`: also write every scored edge to this CSV (run, subject, i, j, score,
     /// appeared).
     #[arg(long, requires = "new_edges")]
@@ -66,6 +76,9 @@ pub fn run(s: PlotScSettings) -> Result<()> {
     if s.new_edges {
         return new_edges::run(&s);
     }
+    if s.trajectories {
+        return trajectories::run(&s);
+    }
     let [run_dir] = s.runs.as_slice() else {
         bail!(
             "{} run directories: heatmaps draw one run (several only with --strata or \
@@ -75,18 +88,22 @@ pub fn run(s: PlotScSettings) -> Result<()> {
     };
     let run = SavedRun::open(run_dir, &s.checkpoint, &s.paths)?;
     let cohort = &run.prep.cohort;
-    let subject = match &s.subject {
-        Some(id) => cohort
-            .subjects
-            .iter()
-            .position(|x| &x.id == id)
-            .with_context(|| format!("--subject {id}: not a subject of the cohort"))?,
-        None => *run
+    let subject = match s.subject.as_slice() {
+        [] => *run
             .prep
             .test
             .iter()
             .find(|&&t| cohort.subjects[t].scans.len() >= 2)
             .context("no test subject has two scans: pass --subject")?,
+        [id] => cohort
+            .subjects
+            .iter()
+            .position(|x| &x.id == id)
+            .with_context(|| format!("--subject {id}: not a subject of the cohort"))?,
+        several => bail!(
+            "--subject: {} subjects; heatmaps draw one (several only with --trajectories)",
+            several.len()
+        ),
     };
     let scans = &cohort.subjects[subject].scans;
     anyhow::ensure!(

@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 
 use super::PredictSettings;
 use crate::train::gnn::batch::delta_t;
+use crate::train::gnn::coverage::Coverage;
 use crate::train::gnn::saved_run::SavedRun;
 
 /// One prediction to make.
@@ -67,60 +68,6 @@ pub(super) fn named_subjects(run: &SavedRun, spec: &str) -> Result<Vec<usize>> {
 fn visit_at(run: &SavedRun, subject: usize, dt: f64) -> Option<usize> {
     let scans = run.data.scans(subject);
     (1..scans.len()).find(|&v| (delta_t(scans, 0, v) - dt).abs() < 1e-3)
-}
-
-/// What the fold's training subjects cover: their longest Δt from visit 0, and the range of
-/// their scan ages.
-struct Coverage {
-    dt_max: f64,
-    age_min: f64,
-    age_max: f64,
-}
-
-impl Coverage {
-    fn of(run: &SavedRun) -> Self {
-        let train = run
-            .prep
-            .folds
-            .iter()
-            .find(|f| f.fold == run.fold)
-            .map_or_else(Vec::new, |f| f.train.clone());
-        let mut c = Coverage {
-            dt_max: 0.0,
-            age_min: f64::INFINITY,
-            age_max: f64::NEG_INFINITY,
-        };
-        for &s in &train {
-            let scans = run.data.scans(s);
-            for (v, scan) in scans.iter().enumerate() {
-                c.age_min = c.age_min.min(scan.age);
-                c.age_max = c.age_max.max(scan.age);
-                if v > 0 {
-                    c.dt_max = c.dt_max.max(delta_t(scans, 0, v));
-                }
-            }
-        }
-        c
-    }
-
-    /// Refuses `dt` (years after a start at `age0`) beyond the coverage, unless extrapolating.
-    fn check(&self, dt: f64, age0: f64, extrapolate: bool, who: &str) -> Result<()> {
-        let target = age0 + dt;
-        let (dt_ok, age_ok) = (
-            dt <= self.dt_max + 1e-9,
-            target >= self.age_min - 1e-9 && target <= self.age_max + 1e-9,
-        );
-        if extrapolate || (dt_ok && age_ok) {
-            return Ok(());
-        }
-        bail!(
-            "{who}: Δt {dt} y to age {target} is outside what the fold's training subjects cover \
-             (Δt up to {:.2} y, ages {:.2}–{:.2}); pass --extrapolate to predict there anyway",
-            self.dt_max,
-            self.age_min,
-            self.age_max
-        )
-    }
 }
 
 /// `age` as a file-name part: at most three decimals, trailing zeros dropped (`12`, `12.001`).

@@ -1,0 +1,150 @@
+//! Subject trajectories over age (`plot-sc --trajectories`): one panel per measure, in each the
+//! observed scans of every subject (dots joined by a thin dashed line) and the forecast from its
+//! first scan (a solid line), one colour per subject across the panels, the subjects named in a
+//! legend beside the panels (outside the data).
+
+use anyhow::Result;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::figure::{Figure, plot_err};
+use super::legend;
+
+/// One subject in one panel.
+pub struct Track {
+    pub subject: String,
+    /// (age, value) of each observed scan.
+    pub observed: Vec<(f64, f64)>,
+    /// (age, value) of the forecast, from the first scan on.
+    pub forecast: Vec<(f64, f64)>,
+}
+
+/// One panel: a measure and every subject's track.
+pub struct Panel {
+    pub measure: String,
+    pub tracks: Vec<Track>,
+}
+
+/// The figure: a title and its panels side by side.
+pub struct Trajectories {
+    pub title: String,
+    pub panels: Vec<Panel>,
+}
+
+const PANEL_W: u32 = 460;
+const HEIGHT: u32 = 420;
+const TITLE_BAND: u32 = 34;
+
+impl Trajectories {
+    fn subjects(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for t in self.panels.iter().flat_map(|p| &p.tracks) {
+            if !out.contains(&t.subject.as_str()) {
+                out.push(&t.subject);
+            }
+        }
+        out
+    }
+}
+
+/// The padded range of `values` (a flat one widened so it can be drawn).
+fn span(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+    if lo > hi {
+        return 0.0..1.0;
+    }
+    let pad = if hi - lo > 1e-12 * lo.abs().max(hi.abs()) {
+        0.08 * (hi - lo)
+    } else {
+        0.05 * lo.abs().max(1e-3)
+    };
+    lo - pad..hi + pad
+}
+
+impl Figure for Trajectories {
+    fn size(&self) -> (u32, u32) {
+        let mut labels = self.subjects();
+        labels.push("forecast from the first scan");
+        (
+            PANEL_W * self.panels.len().max(1) as u32 + legend::width(labels),
+            HEIGHT + TITLE_BAND,
+        )
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, _: bool) -> Result<()> {
+        root.fill(&WHITE).map_err(plot_err)?;
+        let (head, body) = root.split_vertically(TITLE_BAND);
+        head.draw(&Text::new(
+            self.title.clone(),
+            (12, 8),
+            ("sans-serif", 18).into_font(),
+        ))
+        .map_err(plot_err)?;
+        let subjects = self.subjects();
+        let colours = legend::colours(subjects.iter().copied());
+        let (plots, key) = body.split_horizontally(PANEL_W * self.panels.len().max(1) as u32);
+        let areas = plots.split_evenly((1, self.panels.len().max(1)));
+        for (area, panel) in areas.iter().zip(&self.panels) {
+            let pts = || {
+                panel
+                    .tracks
+                    .iter()
+                    .flat_map(|t| t.observed.iter().chain(&t.forecast))
+            };
+            let (xr, yr) = (span(pts().map(|p| p.0)), span(pts().map(|p| p.1)));
+            let mut c = ChartBuilder::on(area)
+                .caption(&panel.measure, ("sans-serif", 15))
+                .margin(12)
+                .x_label_area_size(36)
+                .y_label_area_size(60)
+                .build_cartesian_2d(xr, yr)
+                .map_err(plot_err)?;
+            c.configure_mesh()
+                .x_desc("age (years)")
+                .light_line_style(WHITE)
+                .draw()
+                .map_err(plot_err)?;
+            for t in &panel.tracks {
+                let colour = legend::colour(colours[t.subject.as_str()]);
+                c.draw_series(DashedLineSeries::new(
+                    t.observed.clone(),
+                    4,
+                    4,
+                    colour.mix(0.6).stroke_width(1),
+                ))
+                .map_err(plot_err)?;
+                c.draw_series(LineSeries::new(t.forecast.clone(), colour.stroke_width(2)))
+                    .map_err(plot_err)?;
+                c.draw_series(
+                    t.observed
+                        .iter()
+                        .map(|&p| Circle::new(p, 4, colour.filled())),
+                )
+                .map_err(plot_err)?;
+            }
+        }
+        let mut entries: Vec<legend::Entry> = subjects
+            .iter()
+            .map(|s| legend::Entry {
+                label: s,
+                dashed: false,
+            })
+            .collect();
+        let mut keyed = colours.clone();
+        keyed.insert("forecast from the first scan".into(), 7);
+        keyed.insert("observed scans (dots)".into(), 7);
+        entries.push(legend::Entry {
+            label: "forecast from the first scan",
+            dashed: false,
+        });
+        entries.push(legend::Entry {
+            label: "observed scans (dots)",
+            dashed: true,
+        });
+        legend::draw(&key, &entries, &keyed, 48)
+    }
+}
