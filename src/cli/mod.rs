@@ -41,8 +41,10 @@ pub enum Command {
     /// Predicted connectomes of a train-gnn run's model as CSV matrices (the input format) with
     /// an index predictions.csv: the next visit, an age, a Δt or a trajectory of ages.
     Predict(crate::train::gnn::predict::PredictSettings),
-    /// Heatmaps of a subject's truth, prediction, identity and errors (or, with --strata, the
-    /// skill per Δt/horizon stratum) of a train-gnn run, as PNG or SVG.
+    /// Heatmaps of a subject's truth, prediction, identity and errors of a train-gnn run; or
+    /// the skill per Δt/horizon stratum of several runs (--strata), precision–recall of the
+    /// edges that appear (--new-edges), subjects' trajectories over age (--trajectories). PNG
+    /// or SVG.
     PlotSc(crate::train::gnn::plot_sc::PlotScSettings),
     /// Throughput benchmarks over every compiled backend and usable device.
     Bench(crate::bench::BenchSettings),

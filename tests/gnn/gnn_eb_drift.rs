@@ -335,3 +335,56 @@ fn eb_residual_keeps_the_eb_forecast_unless_training_beats_it() {
     // The same computation in another process of the same binary: measured equal.
     assert!((a - b).abs() <= 1e-6 * b, "eval-gnn {a}, run {b}");
 }
+
+/// `scripts/frontier.py` (docs/frontier.md) compares simple forecasters with a finished eb-drift
+/// run on the run's own split: the eb-drift skill it reads is the run's (to 1e-6: the script's
+/// identity errors are f64 numpy over the scans, the run's f32 host arithmetic; measured gaps
+/// are ~1e-8), and every other forecaster gets a skill and a paired interval around its
+/// difference.
+#[test]
+fn the_frontier_script_scores_on_the_runs_own_split() {
+    let t = tempfile::tempdir().unwrap();
+    noisy_cohort(t.path(), &[]);
+    train(t.path(), "eb-drift");
+    python(
+        &[
+            &script("frontier.py"),
+            "--cohort",
+            "cohort",
+            "--run",
+            "results/runs/eb-drift",
+            "--boot",
+            "300",
+            "--json",
+            "frontier.json",
+        ],
+        t.path(),
+    );
+    let f = json(&t.path().join("frontier.json"));
+    let run = json(&t.path().join("results/runs/eb-drift/test_metrics.json"));
+    let rows = f["rows"].as_array().unwrap();
+    let row = |name: &str| {
+        rows.iter()
+            .find(|r| r["forecaster"] == name)
+            .unwrap_or_else(|| panic!("{name}: {f}"))
+    };
+    let (a, b) = (
+        row("eb-drift (the run)")["skill"].as_f64().unwrap(),
+        run["skill"]["skill"].as_f64().unwrap(),
+    );
+    assert!((a - b).abs() <= 1e-6, "frontier.py {a}, the run {b}");
+    assert_eq!(row("identity")["skill"].as_f64().unwrap(), 0.0);
+    for name in ["linear drift", "global-shrink EB", "two-part"] {
+        let r = row(name);
+        let (d, lo, hi) = (
+            r["minus_eb_drift"].as_f64().unwrap(),
+            r["ci_low"].as_f64().unwrap(),
+            r["ci_high"].as_f64().unwrap(),
+        );
+        assert!(r["skill"].as_f64().unwrap().is_finite(), "{r}");
+        assert!(
+            lo <= d && d <= hi && lo < hi,
+            "{name}: {d} not in [{lo}, {hi}]"
+        );
+    }
+}

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Simple forecasters beside a trained `--model eb-drift` run, on the run's own split.
+
+    scripts/frontier.py --cohort DIR --run RUN_DIR [--boot 2000] [--json OUT]
+
+Reads the cohort (`DIR/sc/*.csv`, `DIR/subject_info_sc.csv`) and the run's split
+(`run_meta.json`: the test subjects and fold 0's training subjects), fits on the training
+subjects only, and forecasts visit 1 from visit 0 of every test subject with two scans, scored
+as the run scores it: sc_log_mse over the upper triangle in log1p(max(w, 0)) of the symmetrised
+scans. eb-drift's own errors are read from the run's `per_subject.csv`. Printed: each
+forecaster's skill (1 - sum mse / sum identity mse over the test subjects) and its difference
+from eb-drift's with a 95 % paired bootstrap interval over subjects, and its fit seconds.
+
+Forecasters (all in the log1p domain y, t the age):
+* identity: y1 = y0.
+* linear drift: per edge b = sum dy dt / sum dt^2 over the training pairs; y1 = y0 + b dt.
+  (This and the next are floored at 0: a log1p weight is never negative.)
+* global-shrink EB: per edge a population line m(t) = alpha + beta (t - mean age), least squares
+  over all training scans (absent edges count as 0); one shrinkage factor for every edge,
+  k = sum r0 r1 / sum r0^2 over the training pairs' residuals r = y - m(t);
+  y1 = m(t1) + k (y0 - m(t0)).
+* two-part: y1 = p * w. p = P(present at visit 1 | presence at visit 0), per edge from the
+  training pairs, shrunk to the all-edge rate of its start state (beta prior, strength 20), its
+  logit shifted by gamma (logit d0 - mean logit d0), d0 the subject's visit-0 density (gamma by
+  grid search on the training pairs' log-likelihood). w, when present: for an edge present at
+  visit 0, the global-shrink EB line fitted on present entries only; for one absent, that line
+  at t1 plus the mean training gap of appearing edges below it.
+"""
+
+import argparse
+import csv
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def load(cohort: Path, subjects):
+    ages = {}
+    for r in csv.DictReader(open(cohort / "subject_info_sc.csv")):
+        ages.setdefault(r["subid"], []).append((float(r["age"]), r["scanid"]))
+    out = {}
+    for s in subjects:
+        scans = sorted(ages.get(s, []))
+        mats = []
+        for age, scan in scans:
+            m = np.loadtxt(cohort / "sc" / f"{scan}.csv", delimiter=",", dtype=np.float32)
+            m = (0.5 * (m + m.T)).astype(np.float32)
+            np.fill_diagonal(m, 0)
+            iu = np.triu_indices(m.shape[0], 1)
+            mats.append((age, np.log1p(np.maximum(m[iu].astype(np.float64), 0))))
+        out[s] = mats
+    return out
+
+
+def pairs(data):
+    for s, scans in data.items():
+        for (a0, y0), (a1, y1) in zip(scans, scans[1:]):
+            yield s, a0, y0, a1, y1
+
+
+def logit(p):
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
+
+
+def fit_line(data, weight=None):
+    """Per-edge least-squares line y = alpha + beta (t - abar) over all scans (weight: mask)."""
+    t = np.array([a for sc in data.values() for a, _ in sc])
+    y = np.array([v for sc in data.values() for _, v in sc])
+    w = np.ones_like(y) if weight is None else weight(y).astype(float)
+    abar = t.mean()
+    tc = (t - abar)[:, None]
+    sw, st, stt = w.sum(0), (w * tc).sum(0), (w * tc * tc).sum(0)
+    sy, sty = (w * y).sum(0), (w * tc * y).sum(0)
+    det = sw * stt - st * st
+    ok = det > 1e-9
+    beta = np.where(ok, (sw * sty - st * sy) / np.where(ok, det, 1), 0.0)
+    alpha = np.where(sw > 0, (sy - beta * st) / np.maximum(sw, 1e-12), 0.0)
+    return lambda a: alpha + beta * (a - abar)
+
+
+def fit(train):
+    fits = {}
+    t0 = time.process_time()
+    num = sum((y1 - y0) * (a1 - a0) for _, a0, y0, a1, y1 in pairs(train))
+    den = sum((a1 - a0) ** 2 for _, a0, _, a1, _ in pairs(train))
+    b = num / den
+    fits["linear drift"] = (lambda a0, y0, a1: np.maximum(y0 + b * (a1 - a0), 0), time.process_time() - t0)
+
+    t0 = time.process_time()
+    m = fit_line(train)
+    r01 = [(y0 - m(a0), y1 - m(a1)) for _, a0, y0, a1, y1 in pairs(train)]
+    k = sum((r0 * r1).sum() for r0, r1 in r01) / sum((r0 * r0).sum() for r0, _ in r01)
+    fits["global-shrink EB"] = (lambda a0, y0, a1: np.maximum(m(a1) + k * (y0 - m(a0)), 0), time.process_time() - t0)
+
+    t0 = time.process_time()
+    mp = fit_line(train, weight=lambda y: y > 0)
+    P = list(pairs(train))
+    z0 = np.array([y0 > 0 for _, _, y0, _, _ in P])
+    z1 = np.array([y1 > 0 for _, _, _, _, y1 in P])
+    dens = np.array([(y0 > 0).mean() for _, _, y0, _, _ in P])
+    rate = {}
+    for state in (True, False):
+        sel = z0 == state
+        n = sel.sum(0)
+        hits = (sel & z1).sum(0)
+        glob = hits.sum() / max(n.sum(), 1)
+        rate[state] = (hits + 20 * glob) / (n + 20)
+    base = np.where(z0, logit(rate[True]), logit(rate[False]))
+    ld = logit(dens)[:, None] - logit(dens).mean()
+    best = (-np.inf, 0.0)
+    for g in np.linspace(-2, 2, 41):
+        p = 1 / (1 + np.exp(-(base + g * ld)))
+        ll = np.where(z1, np.log(p + 1e-12), np.log(1 - p + 1e-12)).sum()
+        best = max(best, (ll, g))
+    gamma, mean_ld = best[1], logit(dens).mean()
+    both = [(y0 - mp(a0), y1 - mp(a1)) for _, a0, y0, a1, y1 in P]
+    num = sum(np.where((y0 > 0) & (y1 > 0), r0 * r1, 0).sum() for (r0, r1), (_, _, y0, _, y1) in zip(both, P))
+    den = sum(np.where((y0 > 0) & (y1 > 0), r0 * r0, 0).sum() for (r0, _), (_, _, y0, _, y1) in zip(both, P))
+    kw = num / den
+    gaps = [(y1 - mp(a1))[(y0 <= 0) & (y1 > 0)] for _, a0, y0, a1, y1 in P]
+    gap = float(np.concatenate(gaps).mean()) if sum(len(g) for g in gaps) else 0.0
+
+    def two_part(a0, y0, a1):
+        z = y0 > 0
+        lb = np.where(z, logit(rate[True]), logit(rate[False]))
+        p = 1 / (1 + np.exp(-(lb + gamma * (logit(z.mean()) - mean_ld))))
+        w = np.where(z, mp(a1) + kw * (y0 - mp(a0)), mp(a1) + gap)
+        return p * np.maximum(w, 0)
+
+    fits["two-part"] = (two_part, time.process_time() - t0)
+    return fits
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cohort", type=Path, required=True)
+    ap.add_argument("--run", type=Path, required=True)
+    ap.add_argument("--boot", type=int, default=2000)
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    split = json.load(open(a.run / "run_meta.json"))["extra"]["split"]
+    train_ids = next(f["train"] for f in split["folds"] if f["fold"] == 0)
+    train, test = load(a.cohort, train_ids), load(a.cohort, split["test"])
+    eb = {r["subject"]: float(r["model_sc_log_mse"]) for r in csv.DictReader(open(a.run / "per_subject.csv"))
+          if r["forecast"] == "1"}
+    fits = fit(train)
+    subjects = [s for s, sc in test.items() if len(sc) >= 2]
+    mse = {"identity": [], "eb-drift (the run)": []}
+    for name in fits:
+        mse[name] = []
+    for s in subjects:
+        (a0, y0), (a1, y1) = test[s][0], test[s][1]
+        mse["identity"].append(np.mean((y0 - y1) ** 2))
+        mse["eb-drift (the run)"].append(eb[s])
+        for name, (f, _) in fits.items():
+            mse[name].append(np.mean((f(a0, y0, a1) - y1) ** 2))
+    mse = {k: np.array(v) for k, v in mse.items()}
+    ident = mse["identity"]
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, len(subjects), size=(a.boot, len(subjects)))
+    skill = lambda m, i=slice(None): 1 - m[i].sum(-1) / ident[i].sum(-1)
+    ref = mse["eb-drift (the run)"]
+    rows = []
+    print(f"{len(subjects)} test forecasts, {len(train)} training subjects")
+    print(f"{'forecaster':<22} {'skill':>8} {'- eb-drift':>10} {'95% CI':>20} {'fit s':>7}")
+    for name, m in mse.items():
+        d = skill(m) - skill(ref)
+        boot = skill(m, idx) - skill(ref, idx)
+        lo, hi = np.percentile(boot, [2.5, 97.5])
+        secs = fits[name][1] if name in fits else None
+        rows.append({"forecaster": name, "skill": float(skill(m)), "minus_eb_drift": float(d),
+                     "ci_low": float(lo), "ci_high": float(hi), "fit_cpu_seconds": secs})
+        sec = f"{secs:7.2f}" if secs is not None else "      -"
+        print(f"{name:<22} {skill(m):+8.4f} {d:+10.4f} [{lo:+8.4f}, {hi:+8.4f}] {sec}")
+    if a.json:
+        a.json.write_text(json.dumps({"n_test": len(subjects), "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
