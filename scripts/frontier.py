@@ -25,6 +25,17 @@ Forecasters (all in the log1p domain y, t the age):
   grid search on the training pairs' log-likelihood). w, when present: for an edge present at
   visit 0, the global-shrink EB line fitted on present entries only; for one absent, that line
   at t1 plus the mean training gap of appearing edges below it.
+* edge-wise oracle (`--truth`, cohorts of scripts/synth_noisy_cohort.py, which writes
+  truth.npy): the generator's true parameters and the start scan only, each edge on its own.
+  The latent log1p weights of visits 0 and 1 are jointly normal: means level + slope t +
+  curv t^2 (t = age - ref age), variances var(o + dev + g t) + noise_sd^2 and covariance
+  var(o + dev) + var(g) t0 t1 (o the subject offset, dev the edge deviation, g the subject
+  slope, the scan noises independent); the scan shows max(latent, 0) above the threshold, 0
+  below. The forecast is E[observed visit 1 | observed visit 0]: a censored normal's mean given
+  the latent value when the edge is present, and that averaged over the latent's normal tail
+  below the threshold when it is absent (64-point quadrature). The best forecast uses every
+  edge of the scan at once (the subject offset and the scan-wide noise are shared), so this is
+  a lower bound on the Bayes ceiling's skill, not the ceiling.
 """
 
 import argparse
@@ -134,12 +145,58 @@ def fit(train):
     return fits
 
 
+def oracle(cohort: Path):
+    """The edge-wise oracle of `cohort` (see the module's docstring)."""
+    from math import erf, sqrt, pi
+    truth = np.load(cohort / "truth.npy")
+    summary = json.load(open(cohort / "summary.json"))
+    level, slope, curv, noise = truth
+    c, thr = summary["constants"], summary["threshold"]
+    shared = c["subject_offset_sd"] ** 2 + c["dev_lowrank_sd"] ** 2 + c["dev_indep_sd"] ** 2
+    gvar = 0.0 if summary["no_noise"] else c["slope_subject_sd"] ** 2 + c["slope_edge_sd"] ** 2
+    ncdf = np.vectorize(lambda x: 0.5 * (1 + erf(x / sqrt(2))))
+    npdf = lambda x: np.exp(-0.5 * x * x) / sqrt(2 * pi)
+    z, w = np.polynomial.legendre.leggauss(64)
+
+    def cens_mean(mu, sd):
+        """E[X 1{X > thr}] for X ~ N(mu, sd^2)."""
+        a = (mu - thr) / np.maximum(sd, 1e-12)
+        return mu * ncdf(a) + sd * npdf(a)
+
+    def forecast(a0, y0, a1):
+        t0, t1 = a0 - c["ref_age"], a1 - c["ref_age"]
+        m0 = level + slope * t0 + curv * t0 * t0
+        m1 = level + slope * t1 + curv * t1 * t1
+        v0 = shared + gvar * t0 * t0 + noise**2
+        v1 = shared + gvar * t1 * t1 + noise**2
+        cov = shared + gvar * t0 * t1
+        beta, sc = cov / v0, np.sqrt(np.maximum(v1 - cov**2 / v0, 1e-12))
+        out = cens_mean(m1 + beta * (y0 - m0), sc)
+        absent = y0 <= 0
+        if absent.any():
+            # L0 below the threshold: Gauss-Legendre over its standardised tail [-8, zt].
+            s0 = np.sqrt(v0[absent])
+            zt = np.clip((thr - m0[absent]) / s0, -8, 8)
+            lo = -8.0
+            nodes = lo + (zt[None, :] - lo) * (z[:, None] + 1) / 2
+            wts = w[:, None] * (zt[None, :] - lo) / 2 * npdf(nodes)
+            l0 = m0[absent][None, :] + s0[None, :] * nodes
+            e = cens_mean(m1[absent][None, :] + beta[absent][None, :] * (l0 - m0[absent][None, :]),
+                          sc[absent][None, :])
+            out[absent] = (wts * e).sum(0) / np.maximum(wts.sum(0), 1e-300)
+        return out
+
+    return forecast
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cohort", type=Path, required=True)
     ap.add_argument("--run", type=Path, required=True)
     ap.add_argument("--boot", type=int, default=2000)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--truth", action="store_true",
+                    help="add the edge-wise oracle (the cohort's truth.npy, synth_noisy_cohort.py)")
     a = ap.parse_args()
     split = json.load(open(a.run / "run_meta.json"))["extra"]["split"]
     train_ids = next(f["train"] for f in split["folds"] if f["fold"] == 0)
@@ -147,6 +204,8 @@ def main():
     eb = {r["subject"]: float(r["model_sc_log_mse"]) for r in csv.DictReader(open(a.run / "per_subject.csv"))
           if r["forecast"] == "1"}
     fits = fit(train)
+    if a.truth:
+        fits["edge-wise oracle"] = (oracle(a.cohort), 0.0)
     subjects = [s for s, sc in test.items() if len(sc) >= 2]
     mse = {"identity": [], "eb-drift (the run)": []}
     for name in fits:

@@ -73,8 +73,9 @@ Writes the layout of scripts/synth_drift_cohort.py: <out>/sc/<subid>_<ses>.csv (
 comma-separated, no header, '%.6g'), <out>/morph/<ses>/<site>/Schaefer400_Morphology_<subid>.csv
 (SubjectID + <roi>_<metric>, metrics Thickness, Area, Curv, GWC; per-ROI means, weak linear age
 trends, subject offsets, visit noise), <out>/subject_info_sc.csv
-(subid,sesid,scanid,age,sex,siteid,icv) and <out>/summary.json (every parameter and the realised
-density, existence flips, visit counts, ICC, identity error). Subject ids sub-NOISY00001...
+(subid,sesid,scanid,age,sex,siteid,icv), <out>/summary.json (every parameter and the realised
+density, existence flips, visit counts, ICC, identity error) and <out>/truth.npy (the true level,
+age slope, curvature and noise sd of every upper-triangle pair, one row each, for oracles). Subject ids sub-NOISY00001...
 Do not put a session token (e.g. "baseline", "2year") in --out: the loader infers a morphology
 file's session from its whole path.
 
@@ -298,6 +299,10 @@ def generate(a):
     if os.path.exists(staging):
         sys.exit(f"synth_noisy_cohort.py: {staging} exists (a failed run?); remove it first")
     os.makedirs(os.path.join(staging, "sc"))
+    # The true per-edge parameters, for oracles (scripts/frontier.py --truth): rows level,
+    # slope, curvature, noise sd over the upper triangle (row-major); a plain .npy (byte-stable).
+    np.save(os.path.join(staging, "truth.npy"),
+            np.stack([t["level"], t["slope"], t["curv"], t["noise_sd"]]))
     table = ["subid,sesid,scanid,age,sex,siteid,icv"]
     header = ["SubjectID"] + [f"{r}_{k}" for r in t["rois"] for k in METRICS]
     densities, flips, identity, truth_err, change_sq = [], [], [], [], []

@@ -6,6 +6,7 @@
   symmetric, zero diagonal, non-negative, morphology header SubjectID + <roi>_<metric>;
 * determinism: the same seed writes byte-identical files, another seed does not;
 * --no-noise: every subject has >= 2 visits, every off-diagonal entry is present (density 1);
+  truth.npy's slope and curvature rows are the ones the written scans follow;
   with --curvature 0 the per-edge slope of log1p(weight) on age is the same for every subject
   and every visit pair (exactly linear trajectories, common slope); with the default curvature
   the second divided difference is the same for every 3-visit subject (exactly quadratic);
@@ -201,6 +202,12 @@ def test_no_noise(tmp):
     # (%.6g weights: ~5e-7 relative in the weight, so ~1e-6 in the slope).
     assert np.max(np.abs(slopes - slopes[0])) < 1e-5, np.max(np.abs(slopes - slopes[0]))
     assert np.std(slopes[0]) > 0.01  # and the slopes do differ between edges
+    # truth.npy holds the generator's own parameters: the common slope is its slope row, and
+    # without noise its noise row is 0.
+    truth = np.load(os.path.join(a, "truth.npy"))
+    assert truth.shape == (4, 40 * 39 // 2), truth.shape
+    assert np.max(np.abs(truth[1] - slopes[0])) < 1e-5, np.max(np.abs(truth[1] - slopes[0]))
+    assert not truth[3].any() and not truth[2].any()
     # Each subject its own trajectory: the intercepts at age 10 differ between subjects by the
     # subject offset and edge deviations (sd sqrt(0.10^2 + 0.15^2 + 0.20^2) = 0.27).
     intercepts = np.stack([v[0][1] - slopes[0] * (v[0][0] - 10.0) for v in subs.values()])
@@ -223,6 +230,9 @@ def test_no_noise(tmp):
     second = np.stack(second)
     assert np.max(np.abs(second - second[0])) < 1e-5, np.max(np.abs(second - second[0]))
     assert np.max(np.abs(second[0])) > 1e-4  # curvature is really there
+    # The second divided difference of a + b t + c t^2 is c: truth.npy's curvature row.
+    curv = np.load(os.path.join(b, "truth.npy"))[2]
+    assert np.max(np.abs(second[0] - curv)) < 1e-5, np.max(np.abs(second[0] - curv))
 
 
 def main():

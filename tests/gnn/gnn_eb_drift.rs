@@ -336,16 +336,8 @@ fn eb_residual_keeps_the_eb_forecast_unless_training_beats_it() {
     assert!((a - b).abs() <= 1e-6 * b, "eval-gnn {a}, run {b}");
 }
 
-/// `scripts/frontier.py` (docs/frontier.md) compares simple forecasters with a finished eb-drift
-/// run on the run's own split: the eb-drift skill it reads is the run's (to 1e-6: the script's
-/// identity errors are f64 numpy over the scans, the run's f32 host arithmetic; measured gaps
-/// are ~1e-8), and every other forecaster gets a skill and a paired interval around its
-/// difference.
-#[test]
-fn the_frontier_script_scores_on_the_runs_own_split() {
-    let t = tempfile::tempdir().unwrap();
-    noisy_cohort(t.path(), &[]);
-    train(t.path(), "eb-drift");
+/// `scripts/frontier.py --truth` on `dir`'s cohort and eb-drift run: its JSON.
+fn frontier(dir: &Path) -> serde_json::Value {
     python(
         &[
             &script("frontier.py"),
@@ -353,14 +345,47 @@ fn the_frontier_script_scores_on_the_runs_own_split() {
             "cohort",
             "--run",
             "results/runs/eb-drift",
+            "--truth",
             "--boot",
             "300",
             "--json",
             "frontier.json",
         ],
-        t.path(),
+        dir,
     );
-    let f = json(&t.path().join("frontier.json"));
+    json(&dir.join("frontier.json"))
+}
+
+/// `scripts/frontier.py` (docs/frontier.md) compares simple forecasters with a finished eb-drift
+/// run on the run's own split: the eb-drift skill it reads is the run's (to 1e-6: the script's
+/// identity errors are f64 numpy over the scans, the run's f32 host arithmetic; measured gaps
+/// are ~1e-8), and every other forecaster gets a skill and a paired interval around its
+/// difference. The edge-wise oracle knows the generator: without visit noise it forecasts each
+/// next scan exactly (skill 1 up to the files' %.6g decimals).
+#[test]
+fn the_frontier_script_scores_on_the_runs_own_split() {
+    let t = tempfile::tempdir().unwrap();
+    let exact = t.path().join("no-noise");
+    std::fs::create_dir(&exact).unwrap();
+    noisy_cohort(&exact, &["--no-noise"]);
+    train(&exact, "eb-drift");
+    let f = frontier(&exact);
+    let oracle = f["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["forecaster"] == "edge-wise oracle")
+        .unwrap()["skill"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        oracle > 1.0 - 1e-6,
+        "the oracle without noise: skill {oracle}"
+    );
+
+    noisy_cohort(t.path(), &[]);
+    train(t.path(), "eb-drift");
+    let f = frontier(t.path());
     let run = json(&t.path().join("results/runs/eb-drift/test_metrics.json"));
     let rows = f["rows"].as_array().unwrap();
     let row = |name: &str| {
@@ -374,7 +399,12 @@ fn the_frontier_script_scores_on_the_runs_own_split() {
     );
     assert!((a - b).abs() <= 1e-6, "frontier.py {a}, the run {b}");
     assert_eq!(row("identity")["skill"].as_f64().unwrap(), 0.0);
-    for name in ["linear drift", "global-shrink EB", "two-part"] {
+    for name in [
+        "linear drift",
+        "global-shrink EB",
+        "two-part",
+        "edge-wise oracle",
+    ] {
         let r = row(name);
         let (d, lo, hi) = (
             r["minus_eb_drift"].as_f64().unwrap(),
