@@ -360,8 +360,8 @@ fn frontier(dir: &Path) -> serde_json::Value {
 /// run on the run's own split: the eb-drift skill it reads is the run's (to 1e-6: the script's
 /// identity errors are f64 numpy over the scans, the run's f32 host arithmetic; measured gaps
 /// are ~1e-8), and every other forecaster gets a skill and a paired interval around its
-/// difference. The edge-wise oracle knows the generator: without visit noise it forecasts each
-/// next scan exactly (skill 1 up to the files' %.6g decimals).
+/// difference. The oracles know the generator: without visit noise each forecasts every next
+/// scan exactly (skill 1 up to the files' %.6g decimals).
 #[test]
 fn the_frontier_script_scores_on_the_runs_own_split() {
     let t = tempfile::tempdir().unwrap();
@@ -370,18 +370,17 @@ fn the_frontier_script_scores_on_the_runs_own_split() {
     noisy_cohort(&exact, &["--no-noise"]);
     train(&exact, "eb-drift");
     let f = frontier(&exact);
-    let oracle = f["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["forecaster"] == "edge-wise oracle")
-        .unwrap()["skill"]
-        .as_f64()
-        .unwrap();
-    assert!(
-        oracle > 1.0 - 1e-6,
-        "the oracle without noise: skill {oracle}"
-    );
+    for name in ["edge-wise oracle", "pooled oracle"] {
+        let oracle = f["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["forecaster"] == name)
+            .unwrap()["skill"]
+            .as_f64()
+            .unwrap();
+        assert!(oracle > 1.0 - 1e-6, "{name} without noise: skill {oracle}");
+    }
 
     noisy_cohort(t.path(), &[]);
     train(t.path(), "eb-drift");
@@ -404,6 +403,7 @@ fn the_frontier_script_scores_on_the_runs_own_split() {
         "global-shrink EB",
         "two-part",
         "edge-wise oracle",
+        "pooled oracle",
     ] {
         let r = row(name);
         let (d, lo, hi) = (
