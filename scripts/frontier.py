@@ -151,21 +151,13 @@ def fit(train):
 
 def oracle(cohort: Path):
     """The edge-wise oracle of `cohort` (see the module's docstring)."""
-    from math import erf, sqrt, pi
     truth = np.load(cohort / "truth.npy")
     summary = json.load(open(cohort / "summary.json"))
     level, slope, curv, noise = truth
     c, thr = summary["constants"], summary["threshold"]
     shared = c["subject_offset_sd"] ** 2 + c["dev_lowrank_sd"] ** 2 + c["dev_indep_sd"] ** 2
     gvar = 0.0 if summary["no_noise"] else c["slope_subject_sd"] ** 2 + c["slope_edge_sd"] ** 2
-    ncdf = np.vectorize(lambda x: 0.5 * (1 + erf(x / sqrt(2))))
-    npdf = lambda x: np.exp(-0.5 * x * x) / sqrt(2 * pi)
-    z, w = np.polynomial.legendre.leggauss(64)
-
-    def cens_mean(mu, sd):
-        """E[X 1{X > thr}] for X ~ N(mu, sd^2)."""
-        a = (mu - thr) / np.maximum(sd, 1e-12)
-        return mu * ncdf(a) + sd * npdf(a)
+    edge = oracle_core(thr)
 
     def forecast(a0, y0, a1):
         t0, t1 = a0 - c["ref_age"], a1 - c["ref_age"]
@@ -173,22 +165,7 @@ def oracle(cohort: Path):
         m1 = level + slope * t1 + curv * t1 * t1
         v0 = shared + gvar * t0 * t0 + noise**2
         v1 = shared + gvar * t1 * t1 + noise**2
-        cov = shared + gvar * t0 * t1
-        beta, sc = cov / v0, np.sqrt(np.maximum(v1 - cov**2 / v0, 1e-12))
-        out = cens_mean(m1 + beta * (y0 - m0), sc)
-        absent = y0 <= 0
-        if absent.any():
-            # L0 below the threshold: Gauss-Legendre over its standardised tail [-8, zt].
-            s0 = np.sqrt(v0[absent])
-            zt = np.clip((thr - m0[absent]) / s0, -8, 8)
-            lo = -8.0
-            nodes = lo + (zt[None, :] - lo) * (z[:, None] + 1) / 2
-            wts = w[:, None] * (zt[None, :] - lo) / 2 * npdf(nodes)
-            l0 = m0[absent][None, :] + s0[None, :] * nodes
-            e = cens_mean(m1[absent][None, :] + beta[absent][None, :] * (l0 - m0[absent][None, :]),
-                          sc[absent][None, :])
-            out[absent] = (wts * e).sum(0) / np.maximum(wts.sum(0), 1e-300)
-        return out
+        return edge(y0, m0, m1, v0, v1, shared + gvar * t0 * t1)
 
     return forecast
 

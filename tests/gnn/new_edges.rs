@@ -57,6 +57,31 @@ ap = np.sum(np.diff(np.r_[0, recall]) * precision)
 print(f"{ap:.4f} {checked}")
 "#;
 
+/// Trains `--model model` on fold 0 of `dir/cohort` as run `res/runs/<model>`.
+fn train(dir: &Path, model: &str) {
+    let o = run_in(
+        dir,
+        &[
+            "train-gnn",
+            "--model",
+            model,
+            "--sc_dir",
+            "cohort/sc",
+            "--morph_root",
+            "cohort/morph",
+            "--subject_info_csv",
+            "cohort/subject_info_sc.csv",
+            "--results_dir",
+            "res",
+            "--run_name",
+            model,
+            "--cv_fold",
+            "0",
+        ],
+    );
+    assert!(o.status.success(), "{model}: {}", stderr(&o));
+}
+
 #[test]
 fn new_edge_scores_and_their_curves_are_the_runs_forecasts_of_absent_edges() {
     let t = tempfile::tempdir().unwrap();
@@ -78,27 +103,7 @@ fn new_edge_scores_and_their_curves_are_the_runs_forecasts_of_absent_edges() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for model in ["eb-drift", "linear-drift"] {
-        let o = run_in(
-            t.path(),
-            &[
-                "train-gnn",
-                "--model",
-                model,
-                "--sc_dir",
-                "cohort/sc",
-                "--morph_root",
-                "cohort/morph",
-                "--subject_info_csv",
-                "cohort/subject_info_sc.csv",
-                "--results_dir",
-                "res",
-                "--run_name",
-                model,
-                "--cv_fold",
-                "0",
-            ],
-        );
-        assert!(o.status.success(), "{model}: {}", stderr(&o));
+        train(t.path(), model);
         let o = run_in(
             t.path(),
             &[
@@ -175,32 +180,12 @@ fn new_edge_scores_and_their_curves_are_the_runs_forecasts_of_absent_edges() {
     let p = t.path().join("pruned");
     std::fs::create_dir(&p).unwrap();
     synth_cohort(&p, 16, 12, 1);
-    let o = run_in(
-        &p,
-        &[
-            "train-gnn",
-            "--model",
-            "linear-drift",
-            "--sc_dir",
-            "cohort/sc",
-            "--morph_root",
-            "cohort/morph",
-            "--subject_info_csv",
-            "cohort/subject_info_sc.csv",
-            "--results_dir",
-            "res",
-            "--run_name",
-            "lin",
-            "--cv_fold",
-            "0",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    train(&p, "linear-drift");
     let o = run_in(
         &p,
         &[
             "plot-sc",
-            "res/runs/lin",
+            "res/runs/linear-drift",
             "--new-edges",
             "--scores",
             "s.csv",
