@@ -130,3 +130,43 @@ pub fn synth_cohort(dir: &Path, subjects: usize, nodes: usize, seed: u64) {
     );
     assert!(o.status.success(), "synth-connectome: {}", stderr(&o));
 }
+
+/// `scripts/synth_noisy_cohort.py ARGS… --out cohort` in `dir`, which must succeed (python3 with
+/// numpy: scripts/setup.sh installs it): a cohort with visit noise and edges that appear.
+pub fn noisy_cohort(dir: &Path, args: &[&str]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/synth_noisy_cohort.py");
+    let o = Command::new("python3")
+        .arg(&script)
+        .args(args)
+        .args(["--out", "cohort"])
+        .current_dir(dir)
+        .output()
+        .expect("python3 runs (scripts/setup.sh installs numpy)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `train-gnn --model MODEL` on fold 0 of `dir/cohort`, as run `<results>/runs/<model>`, which
+/// must succeed.
+pub fn train_model(dir: &Path, model: &str, results: &str) {
+    let o = run_in(
+        dir,
+        &[
+            "train-gnn",
+            "--model",
+            model,
+            "--sc_dir",
+            "cohort/sc",
+            "--morph_root",
+            "cohort/morph",
+            "--subject_info_csv",
+            "cohort/subject_info_sc.csv",
+            "--results_dir",
+            results,
+            "--run_name",
+            model,
+            "--cv_fold",
+            "0",
+        ],
+    );
+    assert!(o.status.success(), "{model}: {}", stderr(&o));
+}

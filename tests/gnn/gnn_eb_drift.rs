@@ -32,47 +32,16 @@ fn script(name: &str) -> String {
         .to_string()
 }
 
-/// A cohort of `scripts/synth_noisy_cohort.py` in `dir/cohort`.
+/// A 40-subject, 24-node cohort of `scripts/synth_noisy_cohort.py` (seed 3) in `dir/cohort`.
 fn noisy_cohort(dir: &Path, extra: &[&str]) {
-    let mut args = vec![
-        script("synth_noisy_cohort.py"),
-        "--subjects".into(),
-        "40".into(),
-        "--nodes".into(),
-        "24".into(),
-        "--seed".into(),
-        "3".into(),
-        "--out".into(),
-        "cohort".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    python(&refs, dir);
+    let mut args = vec!["--subjects", "40", "--nodes", "24", "--seed", "3"];
+    args.extend_from_slice(extra);
+    common::noisy_cohort(dir, &args);
 }
 
-/// Trains `--model model` on fold 0 of `dir/cohort` as run `model`.
+/// Trains `--model model` on fold 0 of `dir/cohort` as run `results/runs/<model>`.
 fn train(dir: &Path, model: &str) {
-    let o = run_in(
-        dir,
-        &[
-            "train-gnn",
-            "--model",
-            model,
-            "--sc_dir",
-            "cohort/sc",
-            "--morph_root",
-            "cohort/morph",
-            "--subject_info_csv",
-            "cohort/subject_info_sc.csv",
-            "--results_dir",
-            "results",
-            "--run_name",
-            model,
-            "--cv_fold",
-            "0",
-        ],
-    );
-    assert!(o.status.success(), "{model}: {}", stderr(&o));
+    train_model(dir, model, "results");
 }
 
 /// One row of `predictions.csv` with its matrix.

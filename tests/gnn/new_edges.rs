@@ -7,7 +7,6 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::process::Command;
 
 use common::*;
@@ -57,53 +56,15 @@ ap = np.sum(np.diff(np.r_[0, recall]) * precision)
 print(f"{ap:.4f} {checked}")
 "#;
 
-/// Trains `--model model` on fold 0 of `dir/cohort` as run `res/runs/<model>`.
-fn train(dir: &Path, model: &str) {
-    let o = run_in(
-        dir,
-        &[
-            "train-gnn",
-            "--model",
-            model,
-            "--sc_dir",
-            "cohort/sc",
-            "--morph_root",
-            "cohort/morph",
-            "--subject_info_csv",
-            "cohort/subject_info_sc.csv",
-            "--results_dir",
-            "res",
-            "--run_name",
-            model,
-            "--cv_fold",
-            "0",
-        ],
-    );
-    assert!(o.status.success(), "{model}: {}", stderr(&o));
-}
-
 #[test]
 fn new_edge_scores_and_their_curves_are_the_runs_forecasts_of_absent_edges() {
     let t = tempfile::tempdir().unwrap();
-    let noisy = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/synth_noisy_cohort.py");
-    let o = Command::new("python3")
-        .arg(&noisy)
-        .args([
-            "--subjects",
-            "40",
-            "--nodes",
-            "20",
-            "--seed",
-            "5",
-            "--out",
-            "cohort",
-        ])
-        .current_dir(t.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    noisy_cohort(
+        t.path(),
+        &["--subjects", "40", "--nodes", "20", "--seed", "5"],
+    );
     for model in ["eb-drift", "linear-drift"] {
-        train(t.path(), model);
+        train_model(t.path(), model, "res");
         let o = run_in(
             t.path(),
             &[
@@ -180,7 +141,7 @@ fn new_edge_scores_and_their_curves_are_the_runs_forecasts_of_absent_edges() {
     let p = t.path().join("pruned");
     std::fs::create_dir(&p).unwrap();
     synth_cohort(&p, 16, 12, 1);
-    train(&p, "linear-drift");
+    train_model(&p, "linear-drift", "res");
     let o = run_in(
         &p,
         &[

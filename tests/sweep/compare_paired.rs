@@ -6,7 +6,6 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::process::Command;
 
 use common::*;
@@ -111,45 +110,12 @@ fn wilcoxon_and_bootstrap_match_scipy() {
 #[test]
 fn compare_against_pairs_real_runs_by_subject() {
     let t = tempfile::tempdir().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/synth_noisy_cohort.py");
-    let o = Command::new("python3")
-        .arg(&script)
-        .args([
-            "--subjects",
-            "40",
-            "--nodes",
-            "20",
-            "--seed",
-            "4",
-            "--out",
-            "cohort",
-        ])
-        .current_dir(t.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    noisy_cohort(
+        t.path(),
+        &["--subjects", "40", "--nodes", "20", "--seed", "4"],
+    );
     for model in ["linear-drift", "eb-drift"] {
-        let o = run_in(
-            t.path(),
-            &[
-                "train-gnn",
-                "--model",
-                model,
-                "--sc_dir",
-                "cohort/sc",
-                "--morph_root",
-                "cohort/morph",
-                "--subject_info_csv",
-                "cohort/subject_info_sc.csv",
-                "--results_dir",
-                "res",
-                "--run_name",
-                model,
-                "--cv_fold",
-                "0",
-            ],
-        );
-        assert!(o.status.success(), "{model}: {}", stderr(&o));
+        train_model(t.path(), model, "res");
     }
     let runs = t.path().join("res/runs");
     let (drift_run, eb_run) = (runs.join("linear-drift"), runs.join("eb-drift"));

@@ -90,16 +90,10 @@ pub fn run(s: PlotScSettings) -> Result<()> {
     let cohort = &run.prep.cohort;
     let subject = match s.subject.as_slice() {
         [] => *run
-            .prep
-            .test
-            .iter()
-            .find(|&&t| cohort.subjects[t].scans.len() >= 2)
+            .forecast_test_subjects()
+            .first()
             .context("no test subject has two scans: pass --subject")?,
-        [id] => cohort
-            .subjects
-            .iter()
-            .position(|x| &x.id == id)
-            .with_context(|| format!("--subject {id}: not a subject of the cohort"))?,
+        [id] => run.subject_index(id)?,
         several => bail!(
             "--subject: {} subjects; heatmaps draw one (several only with --trajectories)",
             several.len()

@@ -36,6 +36,27 @@ impl SavedRun {
             );
         }
     }
+
+    /// The test subjects with a visit-1 forecast (two scans or more), in split order.
+    pub fn forecast_test_subjects(&self) -> Vec<usize> {
+        let cohort = &self.prep.cohort;
+        self.prep
+            .test
+            .iter()
+            .copied()
+            .filter(|&t| cohort.subjects[t].scans.len() >= 2)
+            .collect()
+    }
+
+    /// The cohort index of subject `id` (`--subject`).
+    pub fn subject_index(&self, id: &str) -> anyhow::Result<usize> {
+        self.prep
+            .cohort
+            .subjects
+            .iter()
+            .position(|x| x.id == id)
+            .ok_or_else(|| anyhow::anyhow!("--subject {id}: not a subject of the cohort"))
+    }
 }
 
 /// How far ahead a prediction goes.

@@ -30,13 +30,7 @@ struct Candidate {
 /// The candidates of `run`'s test subjects with two scans, scored by its forecast of visit 1.
 fn candidates(run: &SavedRun, s: &PlotScSettings) -> Result<Vec<Candidate>> {
     let cohort = &run.prep.cohort;
-    let subjects: Vec<usize> = run
-        .prep
-        .test
-        .iter()
-        .copied()
-        .filter(|&t| cohort.subjects[t].scans.len() >= 2)
-        .collect();
+    let subjects = run.forecast_test_subjects();
     if subjects.is_empty() {
         bail!("no test subject has two scans: no edge can appear");
     }

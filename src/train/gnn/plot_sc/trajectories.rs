@@ -103,23 +103,13 @@ pub(super) fn run(s: &PlotScSettings) -> Result<()> {
     }
     let cohort = &run.prep.cohort;
     let subjects: Vec<usize> = if s.subject.is_empty() {
-        run.prep
-            .test
-            .iter()
-            .copied()
-            .filter(|&t| cohort.subjects[t].scans.len() >= 2)
-            .take(DEFAULT_SUBJECTS)
-            .collect()
+        let mut all = run.forecast_test_subjects();
+        all.truncate(DEFAULT_SUBJECTS);
+        all
     } else {
         s.subject
             .iter()
-            .map(|id| {
-                cohort
-                    .subjects
-                    .iter()
-                    .position(|x| &x.id == id)
-                    .with_context(|| format!("--subject {id}: not a subject of the cohort"))
-            })
+            .map(|id| run.subject_index(id))
             .collect::<Result<_>>()?
     };
     if subjects.is_empty() {
