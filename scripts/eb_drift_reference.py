@@ -81,6 +81,9 @@ MAX_BINS = 10
 EPS_DEN = 1e-12
 M_MAX = 1e6
 DT_MIN = 1e-3
+EXIST_RIDGE = 1.0
+EXIST_STEPS = 100
+EXIST_TOL = 1e-9
 
 
 class CohortError(Exception):
@@ -177,9 +180,16 @@ def parse_float(cell):
         return math.nan
 
 
+def sex_id(cell):
+    """The loader's sex id: m/male/1 -> 1, f/female/2 -> 2 (trimmed, any case), else 0."""
+    v = cell.strip().lower()
+    return 1 if v in ("m", "male", "1") else 2 if v in ("f", "female", "2") else 0
+
+
 def read_ages(path):
-    """{scan_id: age (float, possibly NaN)}; the last row of a duplicated scanid wins."""
-    ages = {}
+    """({scan_id: age (float, possibly NaN)}, {scan_id: sex id}); the last row of a duplicated
+    scanid wins. Sex from a `sex` column (case-sensitive, as the loader), else 0."""
+    ages, sexes = {}, {}
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         header = next(reader, None)
@@ -189,6 +199,7 @@ def read_ages(path):
         if "age" not in header:
             raise CohortError(f"{path}: no `age` column")
         age_col = header.index("age")
+        sex_col = header.index("sex") if "sex" in header else None
         scan_col = header.index("scanid") if "scanid" in header else None
         if scan_col is None and not ("subid" in header and "sesid" in header):
             raise CohortError(f"{path}: neither `scanid` nor `subid` + `sesid` columns")
@@ -206,7 +217,8 @@ def read_ages(path):
             if key.strip() in NA_STRINGS:
                 continue
             ages[key] = parse_float(cell(row, age_col))
-    return ages
+            sexes[key] = sex_id(cell(row, sex_col))
+    return ages, sexes
 
 
 def read_matrix(path):
@@ -232,8 +244,9 @@ class Cohort:
 
     def __init__(self, sc_dir, subject_info_csv):
         seqs = list_sequences(sc_dir)
-        ages = read_ages(subject_info_csv)
+        ages, sexes = read_ages(subject_info_csv)
         self.subjects = {}
+        self.sex = {}
         for subject, scans in seqs.items():
             rows = []
             for visit, (sid, path) in enumerate(scans):
@@ -242,6 +255,8 @@ class Cohort:
                     age = float(visit)
                 rows.append((sid, path, float(age)))
             self.subjects[subject] = rows
+            # The subject's sex: the first non-zero id along its scans (the loader's rule).
+            self.sex[subject] = next((sexes[sid] for sid, _ in scans if sexes.get(sid)), 0)
         self.n_nodes = None
 
     def scans(self, subject):
@@ -320,7 +335,7 @@ def fit(cohort, train_ids):
     train_ids = sorted(set(train_ids), key=lambda s: s.encode())
     if not train_ids:
         raise CohortError("no training subjects")
-    ys, zs, ages, pairs = [], [], [], []  # pairs: (scan index v-1, scan index v, dt)
+    ys, zs, ages, pairs = [], [], [], []  # pairs: (scan index v-1, scan index v, dt, sex)
     for subject in train_ids:
         rows = cohort.scans(subject)
         first = len(ys)
@@ -330,7 +345,8 @@ def fit(cohort, train_ids):
             zs.append(z)
             ages.append(age)
             if v > 0:
-                pairs.append((first + v - 1, first + v, delta_t(ages[-2], age)))
+                pairs.append((first + v - 1, first + v, delta_t(ages[-2], age),
+                              cohort.sex[subject]))
     n_scans = len(ys)
     m_edges = len(ys[0])
     edge = np.arange(m_edges, dtype=np.int64)
@@ -338,7 +354,7 @@ def fit(cohort, train_ids):
     # 1. Drift over the pairs where the edge is present at both visits.
     num = np.zeros(m_edges)
     den = np.zeros(m_edges)
-    for i0, i1, dt in pairs:
+    for i0, i1, dt, _ in pairs:
         both = zs[i0] & zs[i1]
         num += np.where(both, (ys[i1] - ys[i0]) * dt, 0.0)
         den += np.where(both, dt * dt, 0.0)
@@ -376,7 +392,7 @@ def fit(cohort, train_ids):
 
     # 4. Persistence of the subject-wide offset.
     sgg = sg0 = 0.0
-    for i0, i1, _ in pairs:
+    for i0, i1, _, _ in pairs:
         sgg += gs[i0] * gs[i1]
         sg0 += gs[i0] * gs[i0]
     k_g = 1.0 if sg0 <= EPS_DEN else min(max(sgg / sg0, 0.0), 1.0)
@@ -388,7 +404,7 @@ def fit(cohort, train_ids):
     wbin[seen_idx] = rank_bins(alpha[seen_idx], seen_idx, n_wbins)
     suu = np.zeros(n_wbins)
     su0 = np.zeros(n_wbins)
-    for i0, i1, _ in pairs:
+    for i0, i1, _, _ in pairs:
         both = zs[i0] & zs[i1] & seen
         b = wbin[both]
         u0, u1 = us[i0][both], us[i1][both]
@@ -407,7 +423,7 @@ def fit(cohort, train_ids):
     # 7. Level of a new edge: mean y1 over the 0 -> 1 transitions of the bin's edges.
     nu_sum = np.zeros(n_ebins)
     nu_cnt = np.zeros(n_ebins, dtype=np.int64)
-    for i0, i1, _ in pairs:
+    for i0, i1, _, _ in pairs:
         z0, z1 = zs[i0], zs[i1]
         n1 += z0
         s11 += z0 & z1
@@ -420,39 +436,120 @@ def fit(cohort, train_ids):
     p01, pool01, m01 = shrink(s01, n0, ebin, n_ebins, 0.0)
     nu = np.where(nu_cnt > 0, nu_sum / np.where(nu_cnt > 0, nu_cnt, 1), 0.0)
 
-    return dict(
+    model = dict(
         n_nodes=cohort.n_nodes, a_bar=a_bar, d=d, alpha=alpha, n_plus=n_plus, rho=rho,
         k_g=k_g, k_bins=k_bins, wbin=wbin, ebin=ebin, n1=n1, s11=s11, n0=n0, s01=s01,
         p11=p11, p01=p01, pool11=pool11, pool01=pool01, m11=m11, m01=m01, nu=nu,
-        n_train_scans=n_scans, n_pairs=len(pairs), g=gs,
+        n_train_scans=n_scans, n_pairs=len(pairs), g=gs, drift_factors=(0.0, 0.0), exist=None,
     )
+
+    # 8. The drift's age and sex factors: least squares of r = dy - x (x = d dt) on
+    # x (mid - a_bar) and x sex over the entries present at both visits of a pair.
+    a = np.zeros((2, 2))
+    b = np.zeros(2)
+    for i0, i1, dt, sex in pairs:
+        both = zs[i0] & zs[i1] & seen
+        x = d[both] * dt
+        r = ys[i1][both] - ys[i0][both] - x
+        u, v = x * (ages[i0] + 0.5 * dt - a_bar), x * sex_sign(sex)
+        a += [[u @ u, u @ v], [u @ v, v @ v]]
+        b += [u @ r, v @ r]
+    model["drift_factors"] = solve_factors(a, b)
+
+    # 9. Existence of an edge present at the start given its forecast level E.
+    rows, label = [], []
+    for i0, i1, dt, sex in pairs:
+        level = levels(model, ys[i0], zs[i0], ages[i0], ages[i0] + dt, sex)
+        z = zs[i0]
+        rows.append(features(model, level[z], ages[i0], ages[i0] + dt, z))
+        label.append(zs[i1][z])
+    if rows:
+        model["exist"] = fit_existence(np.concatenate(rows), np.concatenate(label))
+    return model
+
+
+def sex_sign(sex):
+    return 1.0 if sex == 1 else -1.0 if sex == 2 else 0.0
+
+
+def solve_factors(a, b):
+    """(beta_age, beta_sex): both when the 2x2 system is well conditioned, else the age factor
+    alone, else the sex factor alone, else none (docs/eb-drift.md step 8)."""
+    det = a[0, 0] * a[1, 1] - a[0, 1] * a[0, 1]
+    if a[0, 0] > EPS_DEN and a[1, 1] > EPS_DEN and det > EPS_DEN * a[0, 0] * a[1, 1]:
+        return ((a[1, 1] * b[0] - a[0, 1] * b[1]) / det, (a[0, 0] * b[1] - a[0, 1] * b[0]) / det)
+    if a[0, 0] > EPS_DEN:
+        return (b[0] / a[0, 0], 0.0)
+    if a[1, 1] > EPS_DEN:
+        return (0.0, b[1] / a[1, 1])
+    return (0.0, 0.0)
+
+
+def features(model, level, a0, t, z):
+    """Rows (1, logit p11, E, E^2, t - a_bar, t - a0) of the edges `z` present at the start."""
+    p = np.clip(model["p11"][z], 1e-6, 1 - 1e-6)
+    k = len(level)
+    return np.stack([np.ones(k), np.log(p / (1 - p)), level, level * level,
+                     np.full(k, t - model["a_bar"]), np.full(k, t - a0)], axis=1)
+
+
+def sigmoid(x):
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def fit_existence(x, z):
+    """Logistic regression by Newton steps from 0, each damped by a ridge of 1, until the
+    largest step is below 1e-9 (100 at most); None with fewer rows than features or one label."""
+    if len(z) < x.shape[1] or z.all() or not z.any():
+        return None
+    w = np.zeros(x.shape[1])
+    for _ in range(EXIST_STEPS):
+        p = sigmoid(x @ w)
+        h = x.T @ (x * (p * (1 - p))[:, None]) + EXIST_RIDGE * np.eye(len(w))
+        g = x.T @ (z - p) - EXIST_RIDGE * w
+        step = np.linalg.solve(h, g)
+        w = w + step
+        if np.abs(step).max() < EXIST_TOL:
+            break
+    return w
 
 
 # ---------------------------------------------------------------------------------------------
 # The forecast (docs/eb-drift.md, "Forecast")
 
 
-def forecast_log(model, y0, z0, a0, t):
-    """y_hat (upper triangle, log1p domain) from a start scan (y0, z0, age a0) to age t."""
+def levels(model, y0, z0, a0, t, sex):
+    """The forecast level E of every edge from a start scan (y0, z0, age a0) to age t."""
     alpha, d, a_bar = model["alpha"], model["d"], model["a_bar"]
     seen = model["n_plus"] > 0
     mu0 = alpha + d * (a0 - a_bar)
-    mut = alpha + d * (t - a_bar)
     r0 = y0 - mu0
     use = z0 & seen
     g0 = float(r0[use].sum() / use.sum()) if use.any() else 0.0
     k_b = np.ones(len(y0))
     if len(model["k_bins"]):
         k_b[seen] = model["k_bins"][model["wbin"][seen]]
-    e_seen = mut + model["k_g"] * g0 + k_b * (r0 - g0)
-    e_val = np.where(z0, np.where(seen, e_seen, y0), model["nu"][model["ebin"]])
+    beta_age, beta_sex = model["drift_factors"]
+    mult = min(max(1.0 + beta_age * (0.5 * (a0 + t) - a_bar) + beta_sex * sex_sign(sex), 0.0), 2.0)
+    e_seen = mu0 + mult * d * (t - a0) + model["k_g"] * g0 + k_b * (r0 - g0)
+    return np.where(z0, np.where(seen, e_seen, y0), model["nu"][model["ebin"]])
+
+
+def forecast_log(model, y0, z0, a0, t, sex):
+    """y_hat (upper triangle, log1p domain) from a start scan (y0, z0, age a0) to age t of a
+    subject of sex id `sex`."""
+    e_val = levels(model, y0, z0, a0, t, sex)
     p = np.where(z0, model["p11"], model["p01"])
+    if model["exist"] is not None:
+        p = p.copy()
+        p[z0] = sigmoid(features(model, e_val[z0], a0, t, z0) @ model["exist"])
     return p * np.maximum(e_val, 0.0)
 
 
-def forecast_matrix(model, y0, z0, a0, t):
+def forecast_matrix(model, y0, z0, a0, t, sex):
     n = model["n_nodes"]
-    w = np.expm1(forecast_log(model, y0, z0, a0, t))
+    w = np.expm1(forecast_log(model, y0, z0, a0, t, sex))
     out = np.zeros((n, n))
     iu = np.triu_indices(n, 1)
     out[iu] = w
@@ -491,7 +588,7 @@ def run(args):
     for subject, target in requests:
         _, path, a0 = cohort.scans(subject)[0]
         y0, z0 = cohort.upper(path)
-        m = forecast_matrix(model, y0, z0, a0, target)
+        m = forecast_matrix(model, y0, z0, a0, target, cohort.sex[subject])
         predictions.append(dict(subject=subject, start_age=a0, target_age=target,
                                 matrix=m.tolist()))
     result = dict(
@@ -501,6 +598,8 @@ def run(args):
             k_bins=[float(k) for k in model["k_bins"]],
             n_train_scans=int(model["n_train_scans"]),
             n_pairs=int(model["n_pairs"]),
+            drift_factors=[float(b) for b in model["drift_factors"]],
+            exist=None if model["exist"] is None else [float(w) for w in model["exist"]],
         ),
         predictions=predictions,
     )

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Simple forecasters beside a trained `--model eb-drift` run, on the run's own split.
 
-    scripts/frontier.py --cohort DIR --run RUN_DIR [--boot 2000] [--json OUT]
+    scripts/frontier.py --cohort DIR --run RUN_DIR [--truth [--ceiling-sweeps 400]]
+                        [--boot 2000] [--json OUT]
 
 Reads the cohort (`DIR/sc/*.csv`, `DIR/subject_info_sc.csv`) and the run's split
 (`run_meta.json`: the test subjects and fold 0's training subjects), fits on the training
@@ -9,7 +10,8 @@ subjects only, and forecasts visit 1 from visit 0 of every test subject with two
 as the run scores it: sc_log_mse over the upper triangle in log1p(max(w, 0)) of the symmetrised
 scans. eb-drift's own errors are read from the run's `per_subject.csv`. Printed: each
 forecaster's skill (1 - sum mse / sum identity mse over the test subjects) and its difference
-from eb-drift's with a 95 % paired bootstrap interval over subjects, and its fit seconds.
+from eb-drift's with a 95 % paired bootstrap interval over subjects, and its CPU seconds (fit
+and forecasts; the JSON keeps both, and every forecaster's per-subject errors).
 
 Forecasters (all in the log1p domain y, t the age):
 * identity: y1 = y0.
@@ -40,6 +42,10 @@ Forecasters (all in the log1p domain y, t the age):
   edges share (the persistent subject level and the scan-wide noise; `pooled_oracle`). Still a
   forecast from the start scan alone, so still a lower bound on the ceiling, a higher one; the
   node-factor structure of the edge deviations is not used.
+* Bayes ceiling (`--truth`, cohorts of synth_noisy_cohort.py, synth_drift_cohort.py and
+  synth_cohort.py): E[observed visit 1 | the whole visit-0 scan] under the generator's own
+  model, every shared term integrated over (scripts/ceiling.py): the best any forecaster can do
+  from the start scan, so the ceiling itself (up to its Monte Carlo error on the noisy cohorts).
 """
 
 import argparse
@@ -49,6 +55,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+import ceiling
 
 
 def load(cohort: Path, subjects):
@@ -251,7 +259,15 @@ def main():
     ap.add_argument("--boot", type=int, default=2000)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--truth", action="store_true",
-                    help="add the edge-wise oracle (the cohort's truth.npy, synth_noisy_cohort.py)")
+                    help="add the oracles: the edge-wise and pooled ones (the cohort's truth.npy, "
+                         "synth_noisy_cohort.py) and the Bayes ceiling (scripts/ceiling.py: the "
+                         "Python generators)")
+    ap.add_argument("--ceiling-sweeps", type=int, default=400,
+                    help="sweeps of the Bayes ceiling's sampler on synth_noisy_cohort.py cohorts "
+                         "(a quarter of them burn-in)")
+    ap.add_argument("--ceiling-from", type=Path, metavar="JSON",
+                    help="take the Bayes ceiling's per-subject errors from an earlier --json "
+                         "of the same cohort instead of sampling them again")
     a = ap.parse_args()
     split = json.load(open(a.run / "run_meta.json"))["extra"]["split"]
     train_ids = next(f["train"] for f in split["folds"] if f["fold"] == 0)
@@ -259,19 +275,41 @@ def main():
     eb = {r["subject"]: float(r["model_sc_log_mse"]) for r in csv.DictReader(open(a.run / "per_subject.csv"))
           if r["forecast"] == "1"}
     fits = fit(train)
-    if a.truth:
-        fits["edge-wise oracle"] = (oracle(a.cohort), 0.0)
-        fits["pooled oracle"] = (pooled_oracle(a.cohort), 0.0)
     subjects = [s for s, sc in test.items() if len(sc) >= 2]
+    male = {r["subid"]: r["sex"] == "1" for r in csv.DictReader(open(a.cohort / "subject_info_sc.csv"))}
+    if a.truth:
+        if (a.cohort / "truth.npy").exists():
+            fits["edge-wise oracle"] = (oracle(a.cohort), 0.0)
+            fits["pooled oracle"] = (pooled_oracle(a.cohort), 0.0)
+        bayes = ceiling.for_cohort(a.cohort, sweeps=a.ceiling_sweeps,
+                                   burn=a.ceiling_sweeps // 4)
+        if a.ceiling_from is not None:
+            # The ceiling of these subjects from an earlier run (it does not depend on the run:
+            # the generator's truth and each subject's start scan; its sampler is seeded by
+            # the subject's id), checked to cover every test subject.
+            old = json.load(open(a.ceiling_from))["per_subject"]["Bayes ceiling"]
+            missing = [s for s in subjects if s not in old]
+            if missing:
+                raise SystemExit(f"frontier.py: {a.ceiling_from} has no ceiling for {missing[:3]}")
+            fits["Bayes ceiling"] = ("cached", old)
+        elif bayes is not None:
+            fits["Bayes ceiling"] = (lambda a0, y0, a1, s: bayes(s, a0, y0, a1, male[s]), 0.0)
     mse = {"identity": [], "eb-drift (the run)": []}
+    forecast_secs = {}
     for name in fits:
         mse[name] = []
     for s in subjects:
         (a0, y0), (a1, y1) = test[s][0], test[s][1]
         mse["identity"].append(np.mean((y0 - y1) ** 2))
         mse["eb-drift (the run)"].append(eb[s])
-        for name, (f, _) in fits.items():
-            mse[name].append(np.mean((f(a0, y0, a1) - y1) ** 2))
+        for name, (f, cached) in fits.items():
+            t0 = time.process_time()
+            if f == "cached":
+                mse[name].append(cached[s])
+                continue
+            y = f(a0, y0, a1, s) if name == "Bayes ceiling" else f(a0, y0, a1)
+            mse[name].append(np.mean((y - y1) ** 2))
+            forecast_secs[name] = forecast_secs.get(name, 0.0) + time.process_time() - t0
     mse = {k: np.array(v) for k, v in mse.items()}
     ident = mse["identity"]
     rng = np.random.default_rng(0)
@@ -280,18 +318,22 @@ def main():
     ref = mse["eb-drift (the run)"]
     rows = []
     print(f"{len(subjects)} test forecasts, {len(train)} training subjects")
-    print(f"{'forecaster':<22} {'skill':>8} {'- eb-drift':>10} {'95% CI':>20} {'fit s':>7}")
+    print(f"{'forecaster':<22} {'skill':>8} {'- eb-drift':>10} {'95% CI':>20} {'cpu s':>7}")
     for name, m in mse.items():
         d = skill(m) - skill(ref)
         boot = skill(m, idx) - skill(ref, idx)
         lo, hi = np.percentile(boot, [2.5, 97.5])
-        secs = fits[name][1] if name in fits else None
+        secs = fits[name][1] if name in fits and fits[name][0] != "cached" else None
         rows.append({"forecaster": name, "skill": float(skill(m)), "minus_eb_drift": float(d),
-                     "ci_low": float(lo), "ci_high": float(hi), "fit_cpu_seconds": secs})
-        sec = f"{secs:7.2f}" if secs is not None else "      -"
+                     "ci_low": float(lo), "ci_high": float(hi), "fit_cpu_seconds": secs,
+                     "forecast_cpu_seconds": forecast_secs.get(name)})
+        total = (secs or 0.0) + forecast_secs.get(name, 0.0)
+        sec = f"{total:7.2f}" if secs is not None or name in forecast_secs else "      -"
         print(f"{name:<22} {skill(m):+8.4f} {d:+10.4f} [{lo:+8.4f}, {hi:+8.4f}] {sec}")
     if a.json:
-        a.json.write_text(json.dumps({"n_test": len(subjects), "rows": rows}, indent=1))
+        per_subject = {name: dict(zip(subjects, map(float, m))) for name, m in mse.items()}
+        a.json.write_text(json.dumps({"n_test": len(subjects), "rows": rows,
+                                      "per_subject": per_subject}, indent=1))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #      path tested; wgpu runs the same CubeCL kernels on Mesa's software Vulkan, lavapipe,
 #      installed by scripts/setup-vulkan.sh), and tests/backends/pt_checkpoint.rs
 #      (scripts/pt2safetensors.py: needs torch in python3).
+# Stage 3's downloads (PyTorch, Mesa) run in the background from the end of the set-up on.
 # Each stage prints its wall time. TRAINER_SKIP_FEATURES=1 skips stage 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,32 @@ fi
 eval "$(scripts/slurm-up.sh)"
 trap 'scripts/slurm-down.sh || true' EXIT
 export TRAINER_REQUIRE_SLURM=1
+# Stage 3's downloads (PyTorch's CUDA wheel, ~3 GB, and Mesa's lavapipe: about 5 minutes each
+# on a fresh machine) wait on the network, not the CPU: they run in the background from here,
+# beside the default build and tests, and stage 3 waits for them. Mesa comes from apt, so it
+# starts after this stage's apt work and is waited for before scripts/test-jobs.sh's
+# (scripts/apptainer-up.sh) can take apt's lock.
+BG_PIDS=()
+mkdir -p target
+if [ "${TRAINER_SKIP_FEATURES:-0}" != 1 ]; then
+  scripts/setup-vulkan.sh >target/ci-setup-vulkan.log 2>&1 &
+  VULKAN_PID=$!
+  scripts/setup-torch.sh >target/ci-torch-env.sh 2>target/ci-setup-torch.log &
+  TORCH_PID=$!
+  BG_PIDS=("$VULKAN_PID" "$TORCH_PID")
+  trap 'kill "${BG_PIDS[@]}" 2>/dev/null || true; scripts/slurm-down.sh || true' EXIT
+fi
+# Waits for one of those background set-ups: its log on failure, and the script's status.
+wait_setup() {
+  local pid=$1 log=$2 t0
+  t0=$(date +%s)
+  if ! wait "$pid"; then
+    echo "=== $log: the set-up failed:" >&2
+    cat "$log" >&2
+    return 1
+  fi
+  echo "=== $log: set up in the background (waited $(( $(date +%s) - t0 )) s for it here)"
+}
 done_stage
 
 stage "build (default backend + mpi)"
@@ -45,7 +72,7 @@ mapfile -t others < <(test_flags "${OTHER_TEST_BINARIES[@]}")
 mapfile -t skipped < <(skip_flags "${SLURM_WAITING_TESTS[@]}")
 CARGO_TEST_ARGS=(--release --features mpi)
 start_beside "${SLURM_WAITING_TESTS[@]}"
-trap 'kill "${BESIDE_PIDS[@]}" 2>/dev/null || true; scripts/slurm-down.sh || true' EXIT
+trap 'kill "${BESIDE_PIDS[@]}" "${BG_PIDS[@]}" 2>/dev/null || true; scripts/slurm-down.sh || true' EXIT
 # (host_memory has no libtest harness: it ignores the --skip filters and runs whole.)
 cargo test "${CARGO_TEST_ARGS[@]}" --lib --bins "${others[@]}" -- "${skipped[@]}"
 cargo test "${CARGO_TEST_ARGS[@]}" --doc
@@ -61,6 +88,10 @@ for threads in 1 4; do
 done
 done_stage
 
+if [ -n "${VULKAN_PID:-}" ]; then
+  wait_setup "$VULKAN_PID" target/ci-setup-vulkan.log
+fi
+
 if [ -x scripts/test-jobs.sh ]; then
   stage "job templates and containers"
   scripts/test-jobs.sh
@@ -68,10 +99,9 @@ if [ -x scripts/test-jobs.sh ]; then
 fi
 
 if [ "${TRAINER_SKIP_FEATURES:-0}" != 1 ]; then
-  stage "PyTorch 2.9.0 for the tch backend, lavapipe for wgpu"
-  eval "$(scripts/setup-torch.sh)"
-  done_stage
-  scripts/setup-vulkan.sh
+  stage "PyTorch 2.9.0 for the tch backend, lavapipe for wgpu (downloaded in the background)"
+  wait_setup "$TORCH_PID" target/ci-setup-torch.log
+  eval "$(cat target/ci-torch-env.sh)"
   done_stage
   stage "build (tch + cuda + wgpu + mpi)"
   # A separate target dir keeps the default build's artefacts (Burn's features differ). One

@@ -188,13 +188,28 @@ def check_three_nodes(tmp):
     assert 0.0 < k_g < 1.0, k_g  # the unclamped branch
     assert abs(out["params"]["k_g"] - k_g) < 1e-12, (out["params"]["k_g"], k_g)
     assert abs(out["params"]["a_bar"] - a_bar) < 1e-12
+    # Step 8, the drift's two factors (every subject "M": sex +1): least squares of
+    # r = dy - d dt on u = x (mid - a_bar) and v = x (x = d dt) over the entries present at
+    # both visits: e0 of every pair, e1 of sub-C's (r = 0 there: d1 is that pair's own slope).
+    entries = [(d0 * (q - p), (p + q) / 2, lg(b) - lg(a)) for (a, b), (p, q) in zip(w0, ages)]
+    entries.append((d1 * 2.0, 11.5, lg(3.0) - lg(2.0)))
+    a11 = a12 = a22 = b1 = b2 = 0.0
+    for x, mid, dy in entries:
+        u, v, r = x * (mid - a_bar), x, dy - x
+        a11, a12, a22, b1, b2 = a11 + u * u, a12 + u * v, a22 + v * v, b1 + u * r, b2 + v * r
+    det = a11 * a22 - a12 * a12
+    beta = ((a22 * b1 - a12 * b2) / det, (a11 * b2 - a12 * b1) / det)
+    assert np.allclose(out["params"]["drift_factors"], beta, rtol=0, atol=1e-12), beta
+    assert out["params"]["exist"] is None  # 5 rows present at the start: fewer than 6
+    mult = min(max(1 + beta[0] * ((10.0 + t) / 2 - a_bar) + beta[1], 0.0), 2.0)
     mu0 = alpha0 + d0 * (10.0 - a_bar)
-    e0_hat = max(alpha0 + d0 * (t - a_bar) + k_g * (lg(3.5) - mu0), 0.0)
+    e0_hat = max(mu0 + mult * d0 * (t - 10.0) + k_g * (lg(3.5) - mu0), 0.0)
     pred = np.asarray(out["predictions"][0]["matrix"])
     want = np.array(mat(math.expm1(e0_hat), 7.0, 0.5))  # e1: p01 expm1(nu); e2: E = y0, p = 1
     assert np.allclose(pred, want, rtol=1e-12, atol=0), (pred, want)
     print(f"2a. 3-node existence: p11 = {model['p11'].tolist()}, p01 = {model['p01'].tolist()}, "
-          f"nu = {model['nu'].tolist()}, k_g = {k_g!r}; forecast matches by hand")
+          f"nu = {model['nu'].tolist()}, k_g = {k_g!r}, drift factors = {beta!r}; forecast matches by "
+          "hand")
 
 
 def check_shrinkage(tmp):
@@ -236,7 +251,7 @@ def check_shrinkage(tmp):
     # A forecast: an absent edge in bin 0 gets p01 * max(nu0, 0).
     y0 = np.zeros(m_edges)
     z0 = np.zeros(m_edges, dtype=bool)
-    yhat = ref.forecast_log(model, y0, z0, 10.0, 12.0)
+    yhat = ref.forecast_log(model, y0, z0, 10.0, 12.0, 0)
     assert np.allclose(yhat[:3], np.array([2.5 / 7, 4.5 / 7, 0.5]) * nu0, rtol=1e-14, atol=0)
     # m clamped to 0 with an n = 0 edge in the bin: 0/0 -> the pooled P (documented choice).
     p, pool, m = ref.shrink(np.array([0, 1, 0]), np.array([100, 1, 0]), np.zeros(3, int), 1, 1.0)

@@ -202,13 +202,15 @@ fn without_visit_noise_eb_drift_is_the_linear_drift() {
     }
 }
 
-/// The two Python scripts' own checks (the generator's format, determinism and ICC; the
-/// reference's no-noise property and hand-computed cases).
+/// The Python scripts' own checks (the generator's format, determinism and ICC; the reference's
+/// no-noise property and hand-computed cases; the Bayes ceiling's pieces, its sampler's
+/// gradient and each generator's ceiling on a small cohort).
 #[test]
 fn the_python_scripts_pass_their_own_checks() {
     let t = tempfile::tempdir().unwrap();
     python(&[&script("test_synth_noisy_cohort.py")], t.path());
     python(&[&script("test_eb_drift_reference.py")], t.path());
+    python(&[&script("test_ceiling.py"), "."], t.path());
 }
 
 fn json(path: &Path) -> serde_json::Value {
@@ -315,6 +317,8 @@ fn frontier(dir: &Path) -> serde_json::Value {
             "--run",
             "results/runs/eb-drift",
             "--truth",
+            "--ceiling-sweeps",
+            "60",
             "--boot",
             "300",
             "--json",
@@ -329,8 +333,10 @@ fn frontier(dir: &Path) -> serde_json::Value {
 /// run on the run's own split: the eb-drift skill it reads is the run's (to 1e-6: the script's
 /// identity errors are f64 numpy over the scans, the run's f32 host arithmetic; measured gaps
 /// are ~1e-8), and every other forecaster gets a skill and a paired interval around its
-/// difference. The oracles know the generator: without visit noise each forecasts every next
-/// scan exactly (skill 1 up to the files' %.6g decimals).
+/// difference. The oracles and the Bayes ceiling (scripts/ceiling.py) know the generator:
+/// without visit noise each forecasts every next scan exactly (skill 1 up to the files' %.6g
+/// decimals); with it, the ceiling's sampler runs (60 sweeps here: a check that it runs on the
+/// run's subjects, not a measurement).
 #[test]
 fn the_frontier_script_scores_on_the_runs_own_split() {
     let t = tempfile::tempdir().unwrap();
@@ -339,7 +345,7 @@ fn the_frontier_script_scores_on_the_runs_own_split() {
     noisy_cohort(&exact, &["--no-noise"]);
     train(&exact, "eb-drift");
     let f = frontier(&exact);
-    for name in ["edge-wise oracle", "pooled oracle"] {
+    for name in ["edge-wise oracle", "pooled oracle", "Bayes ceiling"] {
         let oracle = f["rows"]
             .as_array()
             .unwrap()
@@ -373,6 +379,7 @@ fn the_frontier_script_scores_on_the_runs_own_split() {
         "two-part",
         "edge-wise oracle",
         "pooled oracle",
+        "Bayes ceiling",
     ] {
         let r = row(name);
         let (d, lo, hi) = (

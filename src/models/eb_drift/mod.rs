@@ -11,26 +11,24 @@
 use ndarray::Array2;
 
 mod module;
+mod pooling;
+mod refine;
 #[cfg(test)]
 mod tests;
 
 pub use module::{EbDrift, params_from};
+use pooling::{persistence, rank_bins, shrink};
 
 /// Name of the model in checkpoint metadata.
 pub const MODEL_NAME: &str = "eb_drift";
-
-/// Bins of the persistence and existence pooling.
-const BINS: usize = 10;
-/// Prior strength of a fully pooled existence rate.
-const FULL_POOLING: f64 = 1e6;
-/// Below this a sum of squares is zero.
-const TINY: f64 = 1e-12;
 
 /// One scan of a training subject: its age (years; the visit index when unknown) and matrix.
 #[derive(Debug, Clone, Copy)]
 pub struct EbScan<'a> {
     pub age: f64,
     pub a_raw: &'a Array2<f32>,
+    /// The subject's sex id (the loader's: 1 male, 2 female, 0 unknown).
+    pub sex: usize,
 }
 
 /// The fitted forecaster (docs/eb-drift.md "Fit"); per-edge vectors are indexed by the
@@ -54,6 +52,10 @@ pub struct EbParams {
     pub p01: Vec<f64>,
     /// Expected log1p weight of an edge that appears (its existence bin's).
     pub nu: Vec<f64>,
+    /// The drift's age and sex factors `(β_age, β_sex)` (0, 0: the drift alone).
+    pub drift_factors: [f64; 2],
+    /// Weights of the existence regression of present edges (`None`: `p11` alone).
+    pub exist: Option<[f64; refine::EXIST_FEATURES]>,
 }
 
 /// Δt of a visit pair as `--model linear-drift` takes it: the age difference if finite and
@@ -71,6 +73,7 @@ fn pair_dt(a0: f64, a1: f64, visits: usize) -> f64 {
 /// One training scan as the fit reads it: its age and its upper triangle.
 struct Visit {
     age: f64,
+    sex: usize,
     /// log1p(max(a, 0)) of every upper-triangle entry.
     y: Vec<f64>,
     /// a > 0.
@@ -92,59 +95,6 @@ fn upper(a: &Array2<f32>) -> (Vec<f64>, Vec<bool>) {
     (y, z)
 }
 
-/// Bin of each of `edges` (sorted by `(value, edge)`, cut by rank into `min(BINS, K)` bins);
-/// `None` for edges not listed.
-fn rank_bins(edges: &[usize], value: &[f64], m: usize) -> (Vec<Option<usize>>, usize) {
-    let mut order = edges.to_vec();
-    order.sort_by(|&a, &b| value[a].total_cmp(&value[b]).then(a.cmp(&b)));
-    let k = order.len();
-    let bins = BINS.min(k);
-    let mut bin = vec![None; m];
-    for (q, &e) in order.iter().enumerate() {
-        bin[e] = Some(q * bins / k);
-    }
-    (bin, bins)
-}
-
-/// `Σ x·y / Σ x²` clamped to [0, 1]; 1 when `Σ x² ≤ TINY`.
-fn persistence(xy: f64, xx: f64) -> f64 {
-    if xx <= TINY {
-        1.0
-    } else {
-        (xy / xx).clamp(0.0, 1.0)
-    }
-}
-
-/// Beta-binomial shrinkage of the rates `s/n` of a bin's edges to the bin's pooled rate.
-fn shrink(edges: &[usize], s: &[f64], n: &[f64], empty: f64, out: &mut [f64]) {
-    let with: Vec<usize> = edges.iter().copied().filter(|&e| n[e] > 0.0).collect();
-    if with.is_empty() {
-        for &e in edges {
-            out[e] = empty;
-        }
-        return;
-    }
-    let p = with.iter().map(|&e| s[e]).sum::<f64>() / with.iter().map(|&e| n[e]).sum::<f64>();
-    let k = with.len() as f64;
-    let v = with.iter().map(|&e| (s[e] / n[e] - p).powi(2)).sum::<f64>() / k;
-    let w = with.iter().map(|&e| p * (1.0 - p) / n[e]).sum::<f64>() / k;
-    let pq = p * (1.0 - p);
-    let m = if pq <= 0.0 || v - w <= 0.0 {
-        FULL_POOLING
-    } else {
-        (pq / (v - w) - 1.0).clamp(0.0, FULL_POOLING)
-    };
-    for &e in edges {
-        // m = 0 (rates spread wider than binomial noise) and no pair: the pooled rate, the
-        // limit m → 0⁺.
-        out[e] = if n[e] + m > 0.0 {
-            (s[e] + m * p) / (n[e] + m)
-        } else {
-            p
-        };
-    }
-}
-
 impl EbParams {
     /// Fits the forecaster on the training subjects (each its scans in visit order).
     pub fn fit(subjects: &[Vec<EbScan<'_>>]) -> Self {
@@ -163,7 +113,12 @@ impl EbParams {
                     .map(|(v, sc)| {
                         let (y, z) = upper(sc.a_raw);
                         let age = if sc.age.is_finite() { sc.age } else { v as f64 };
-                        Visit { age, y, z }
+                        Visit {
+                            age,
+                            sex: sc.sex,
+                            y,
+                            z,
+                        }
                     })
                     .collect()
             })
@@ -223,6 +178,8 @@ impl EbParams {
             p11: vec![1.0; m],
             p01: vec![0.0; m],
             nu: vec![0.0; m],
+            drift_factors: [0.0, 0.0],
+            exist: None,
         };
         // 3–5. Persistence of the subject-wide offset and, per weight bin, of edge deviations.
         let seen_edges: Vec<usize> = (0..m).filter(|&e| partial.seen[e]).collect();
@@ -290,14 +247,67 @@ impl EbParams {
                 nu[e] = level;
             }
         }
-        EbParams {
+        let fitted = EbParams {
             k_g: persistence(g01, gg),
             k_edge,
             p11,
             p01,
             nu,
             ..partial
+        };
+        // 8. The drift's age and sex factors.
+        let mut sums = refine::FactorSums::default();
+        for (s0, s1, dt) in pairs() {
+            for e in 0..m {
+                if s0.z[e] && s1.z[e] && fitted.seen[e] {
+                    let x = fitted.drift[e] * dt;
+                    let r = s1.y[e] - s0.y[e] - x;
+                    sums.add(x, r, s0.age + 0.5 * dt - a_bar, s0.sex);
+                }
+            }
         }
+        let fitted = EbParams {
+            drift_factors: sums.solve(),
+            ..fitted
+        };
+        // 9. Existence of a present edge given its forecast level.
+        let (mut rows, mut label) = (Vec::new(), Vec::new());
+        for (s0, s1, dt) in pairs() {
+            let levels = fitted.levels(&s0.y, &s0.z, s0.age, s0.age + dt, s0.sex);
+            for (e, &level) in levels.iter().enumerate() {
+                if s0.z[e] {
+                    rows.push(fitted.features(e, level, s0.age, s0.age + dt));
+                    label.push(s1.z[e]);
+                }
+            }
+        }
+        EbParams {
+            exist: refine::fit_existence(&rows, &label),
+            ..fitted
+        }
+    }
+
+    /// The existence regression's features of present edge `e` at forecast level `level`.
+    fn features(&self, e: usize, level: f64, age0: f64, target: f64) -> [f64; 6] {
+        refine::features(self.p11[e], level, target - self.a_bar, target - age0)
+    }
+
+    /// The forecast level `E` of every upper-triangle edge (before `p·max(E, 0)`).
+    fn levels(&self, y0: &[f64], z0: &[bool], age0: f64, target: f64, sex: usize) -> Vec<f64> {
+        let g0 = self.offset(age0, y0, z0);
+        let mult = refine::multiplier(self.drift_factors, self.a_bar, age0, target, sex);
+        (0..y0.len())
+            .map(|e| match (z0[e], self.seen[e]) {
+                (true, true) => {
+                    self.mu(e, age0)
+                        + mult * self.drift[e] * (target - age0)
+                        + self.k_g * g0
+                        + self.k_edge[e] * (y0[e] - self.mu(e, age0) - g0)
+                }
+                (true, false) => y0[e],
+                (false, _) => self.nu[e],
+            })
+            .collect()
     }
 
     /// The population trajectory of present edge `e` at `age`.
@@ -318,31 +328,28 @@ impl EbParams {
     }
 
     /// The expected log1p weight `ŷ = p·max(E, 0)` of every upper-triangle edge, from a start
-    /// scan's upper triangle (`y0` = log1p weights, `z0` = presence) at age `age0`, at `target`.
-    fn expected(&self, y0: &[f64], z0: &[bool], age0: f64, target: f64) -> Vec<f64> {
-        let g0 = self.offset(age0, y0, z0);
+    /// scan's upper triangle (`y0` = log1p weights, `z0` = presence) at age `age0`, at `target`,
+    /// of a subject of sex id `sex`.
+    fn expected(&self, y0: &[f64], z0: &[bool], age0: f64, target: f64, sex: usize) -> Vec<f64> {
+        let levels = self.levels(y0, z0, age0, target, sex);
         (0..y0.len())
             .map(|e| {
-                let (expected, p) = match (z0[e], self.seen[e]) {
-                    (true, true) => (
-                        self.mu(e, target)
-                            + self.k_g * g0
-                            + self.k_edge[e] * (y0[e] - self.mu(e, age0) - g0),
-                        self.p11[e],
-                    ),
-                    (true, false) => (y0[e], self.p11[e]),
-                    (false, _) => (self.nu[e], self.p01[e]),
+                let level = levels[e];
+                let p = match (z0[e], &self.exist) {
+                    (true, Some(w)) => refine::existence(w, &self.features(e, level, age0, target)),
+                    (true, None) => self.p11[e],
+                    (false, _) => self.p01[e],
                 };
-                p * expected.max(0.0)
+                p * level.max(0.0)
             })
             .collect()
     }
 
     /// The forecast of the raw matrix `a0` (taken at age `age0`) at age `target`.
-    pub fn forecast(&self, a0: &Array2<f32>, age0: f64, target: f64) -> Array2<f32> {
+    pub fn forecast(&self, a0: &Array2<f32>, age0: f64, target: f64, sex: usize) -> Array2<f32> {
         let n = self.n;
         let (y0, z0) = upper(a0);
-        let expected = self.expected(&y0, &z0, age0, target);
+        let expected = self.expected(&y0, &z0, age0, target, sex);
         let mut out = Array2::<f32>::zeros((n, n));
         let mut e = 0;
         for i in 0..n {
@@ -359,7 +366,7 @@ impl EbParams {
     /// The forecast in the log1p domain, row-major N×N with a zero diagonal, from a start scan
     /// given in the log1p domain (row-major N×N, as CLG-ODE's inputs): the base of CLG-ODE's
     /// residual under `--eb-head`.
-    pub fn forecast_log(&self, start_log: &[f32], age0: f64, target: f64) -> Vec<f32> {
+    pub fn forecast_log(&self, start_log: &[f32], age0: f64, target: f64, sex: usize) -> Vec<f32> {
         let n = self.n;
         let (mut y0, mut z0) = (Vec::new(), Vec::new());
         for i in 0..n {
@@ -369,7 +376,7 @@ impl EbParams {
                 z0.push(v > 0.0);
             }
         }
-        let expected = self.expected(&y0, &z0, age0, target);
+        let expected = self.expected(&y0, &z0, age0, target, sex);
         let mut out = vec![0.0f32; n * n];
         let mut e = 0;
         for i in 0..n {

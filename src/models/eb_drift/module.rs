@@ -5,6 +5,10 @@ use burn::module::Param;
 use burn::prelude::*;
 
 use super::EbParams;
+use super::refine::EXIST_FEATURES;
+
+/// Length of the checkpoint's `exist`: the weights, then 1 when there is a regression.
+const EXIST_LEN: usize = EXIST_FEATURES + 1;
 
 /// The fitted parameters as a module (per-edge vectors `[M]`, scalars `[1]`), so that
 /// checkpoints carry them like any model's weights.
@@ -19,6 +23,10 @@ pub struct EbDrift<B: Backend> {
     pub p11: Param<Tensor<B, 1>>,
     pub p01: Param<Tensor<B, 1>>,
     pub nu: Param<Tensor<B, 1>>,
+    /// `[β_age, β_sex]`.
+    pub drift_factors: Param<Tensor<B, 1>>,
+    /// The existence regression's weights and 1, or 7 zeros when there is none.
+    pub exist: Param<Tensor<B, 1>>,
 }
 
 fn param<B: Backend>(v: &[f64], device: &B::Device) -> Param<Tensor<B, 1>> {
@@ -43,6 +51,8 @@ impl<B: Backend> EbDrift<B> {
                 p11: vec![1.0; m],
                 p01: vec![0.0; m],
                 nu: vec![0.0; m],
+                drift_factors: [0.0, 0.0],
+                exist: None,
             },
             device,
         )
@@ -50,6 +60,11 @@ impl<B: Backend> EbDrift<B> {
 
     pub fn from_params(p: &EbParams, device: &B::Device) -> Self {
         let seen: Vec<f64> = p.seen.iter().map(|&s| f64::from(u8::from(s))).collect();
+        let mut exist = [0.0; EXIST_LEN];
+        if let Some(w) = &p.exist {
+            exist[..w.len()].copy_from_slice(w);
+            exist[w.len()] = 1.0;
+        }
         Self {
             a_bar: param(&[p.a_bar], device),
             k_g: param(&[p.k_g], device),
@@ -60,12 +75,16 @@ impl<B: Backend> EbDrift<B> {
             p11: param(&p.p11, device),
             p01: param(&p.p01, device),
             nu: param(&p.nu, device),
+            drift_factors: param(&p.drift_factors, device),
+            exist: param(&exist, device),
         }
     }
 }
 
 /// The parameters of named checkpoint tensors `[M]`/`[1]` (`get` returns a tensor's values by
-/// its field name), for `n` nodes.
+/// its field name), for `n` nodes. A checkpoint written before the drift factors and the
+/// existence regression (docs/eb-drift.md steps 8–9) has neither: its forecast is the one it
+/// was trained with (no factors, `p11`).
 pub fn params_from(
     n: usize,
     get: impl Fn(&str) -> anyhow::Result<Vec<f32>>,
@@ -91,5 +110,23 @@ pub fn params_from(
         p11: vec("p11", m)?,
         p01: vec("p01", m)?,
         nu: vec("nu", m)?,
+        drift_factors: match get("drift_factors") {
+            Ok(_) => {
+                let v = vec("drift_factors", 2)?;
+                [v[0], v[1]]
+            }
+            Err(_) => [0.0, 0.0],
+        },
+        exist: match get("exist") {
+            Ok(_) => {
+                let v = vec("exist", EXIST_LEN)?;
+                (v[EXIST_FEATURES] > 0.5).then(|| {
+                    let mut w = [0.0; EXIST_FEATURES];
+                    w.copy_from_slice(&v[..EXIST_FEATURES]);
+                    w
+                })
+            }
+            Err(_) => None,
+        },
     })
 }

@@ -41,6 +41,7 @@ fn without_visit_noise_it_is_the_linear_drift() {
                 .map(|(age, a)| EbScan {
                     age: *age,
                     a_raw: a,
+                    sex: 0,
                 })
                 .collect()
         })
@@ -49,7 +50,7 @@ fn without_visit_noise_it_is_the_linear_drift() {
     assert!((p.k_g - 1.0).abs() < 1e-9, "{}", p.k_g);
     assert!(p.p11.iter().all(|&x| x == 1.0));
     let (a0, age0) = (&subjects[3][0].1, subjects[3][0].0);
-    let f = p.forecast(a0, age0, age0 + 3.5);
+    let f = p.forecast(a0, age0, age0 + 3.5, 0);
     let (y0, _) = upper(a0);
     let mut e = 0;
     for i in 0..n {
@@ -80,6 +81,7 @@ fn existence_is_shrunk_to_the_bin_and_absent_edges_are_hedged() {
                 .map(|(age, a)| EbScan {
                     age: *age,
                     a_raw: a,
+                    sex: 0,
                 })
                 .collect()
         })
@@ -89,7 +91,73 @@ fn existence_is_shrunk_to_the_bin_and_absent_edges_are_hedged() {
     // Edge 1 appeared once out of one absent pair: p01 > 0, and an absent edge 1 is
     // forecast as a hedged, positive weight; edge 2 never appeared: 0.
     assert!(p.p01[1] > 0.0 && p.p01[2] == 0.0, "{:?}", p.p01);
-    let f = p.forecast(&a([1.0, 0.0, 0.0]), 10.0, 12.0);
+    let f = p.forecast(&a([1.0, 0.0, 0.0]), 10.0, 12.0, 0);
     assert!(f[(0, 2)] > 0.0 && f[(1, 2)] == 0.0, "{f:?}");
     assert!(f.iter().all(|v| v.is_finite() && *v >= 0.0));
+}
+
+#[test]
+fn a_drift_that_differs_by_sex_and_slows_with_age_gives_the_two_factors() {
+    // Every edge present, no noise; over a pair, edge e moves d_e·Δt·(1 − 0.1·(mid − ā) ± 0.3)
+    // (+ males, − females; mid the pair's mid-age, ā the mean scan age): step 8's model,
+    // exactly (the sexes balanced and the mean mid-age ā, so the per-edge drift is d_e).
+    let n = 5;
+    let drift = |e: usize| 0.04 * (e as f64 % 4.0) - 0.05;
+    let age0 = |s: usize| 9.0 + 0.3 * s as f64;
+    let a_bar = (0..12).map(|s| age0(s) + 2.0).sum::<f64>() / 12.0;
+    let step = |e: usize, sex: usize, mid: f64| {
+        let sign = if sex == 1 { 1.0 } else { -1.0 };
+        drift(e) * 2.0 * (1.0 - 0.1 * (mid - a_bar) + 0.3 * sign)
+    };
+    type Scans = Vec<(f64, Array2<f32>)>;
+    let subjects: Vec<(usize, Scans)> = (0..12)
+        .map(|s| {
+            let sex = 1 + s % 2;
+            let base = |e: usize| 1.5 + 0.1 * s as f64 + 0.05 * ((e * 3 + s) % 4) as f64;
+            let scans = (0..3)
+                .map(|v| {
+                    let moved = |e: usize| {
+                        (0..v)
+                            .map(|k| step(e, sex, age0(s) + 2.0 * k as f64 + 1.0))
+                            .sum::<f64>()
+                    };
+                    (age0(s) + 2.0 * v as f64, matrix(n, |e| base(e) + moved(e)))
+                })
+                .collect();
+            (sex, scans)
+        })
+        .collect();
+    let scans: Vec<Vec<EbScan>> = subjects
+        .iter()
+        .map(|(sex, s)| {
+            s.iter()
+                .map(|(age, a)| EbScan {
+                    age: *age,
+                    a_raw: a,
+                    sex: *sex,
+                })
+                .collect()
+        })
+        .collect();
+    let p = EbParams::fit(&scans);
+    // f32 weights (6e-8 relative) of log1p levels up to ~3 against changes of ~0.1: 1e-4.
+    let [age, sex] = p.drift_factors;
+    assert!(
+        (age + 0.1).abs() < 1e-4 && (sex - 0.3).abs() < 1e-4,
+        "{:?}",
+        p.drift_factors
+    );
+    assert!(
+        p.exist.is_none(),
+        "every edge always present: one label value"
+    );
+    // The same start scan of a male and of a female: the forecasts differ by the factor alone.
+    let (a, a0) = (&subjects[0].1[0].1, subjects[0].1[0].0);
+    let (male, _) = upper(&p.forecast(a, a0, a0 + 2.0, 1));
+    let (female, _) = upper(&p.forecast(a, a0, a0 + 2.0, 2));
+    for e in 0..male.len() {
+        // mult differs by 2·β_sex; the f32 forecasts (6e-8 relative of ~3): 1e-6.
+        let want = p.drift[e] * 2.0 * 2.0 * sex;
+        assert!((male[e] - female[e] - want).abs() < 1e-6, "edge {e}");
+    }
 }

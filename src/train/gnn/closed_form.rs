@@ -206,14 +206,14 @@ pub(super) trait Forecast:
 
 impl<F: Fn(&FoldData, &[usize], Option<&[f64]>) -> Vec<Array2<f32>>> Forecast for F {}
 
-/// The forecast of each subject of `subjects` from its visit 0 by `one(scan 0, dt)`: `dts[i]`
-/// years later, or (`dts` = `None`) at its visit 1 (a one-scan subject: its scan, as every
-/// model).
+/// The forecast of each subject of `subjects` from its visit 0 by `one(scan 0, dt, sex id)`:
+/// `dts[i]` years later, or (`dts` = `None`) at its visit 1 (a one-scan subject: its scan, as
+/// every model).
 pub(super) fn from_visit_0(
     data: &FoldData,
     subjects: &[usize],
     dts: Option<&[f64]>,
-    one: impl Fn(&Scan, f64) -> Array2<f32>,
+    one: impl Fn(&Scan, f64, usize) -> Array2<f32>,
 ) -> Vec<Array2<f32>> {
     subjects
         .iter()
@@ -225,7 +225,7 @@ pub(super) fn from_visit_0(
                 None if scans.len() < 2 => return scans[0].a_raw.clone(),
                 None => delta_t(scans, 0, 1),
             };
-            one(&scans[0], dt)
+            one(&scans[0], dt, data.cohort.subjects[s].sex)
         })
         .collect()
 }

@@ -129,7 +129,7 @@ impl<B: AutodiffBackend> DriftJob<B> {
 /// The linear-drift forecaster of drift `d` (see [`Forecast`]).
 fn drift_forecaster(d: Vec<f32>, support: DriftSupport) -> impl Forecast {
     move |data: &FoldData, subjects: &[usize], dts: Option<&[f64]>| {
-        from_visit_0(data, subjects, dts, |scan, dt| {
+        from_visit_0(data, subjects, dts, |scan, dt, _sex| {
             forecast(&scan.a_raw, &d, dt, support)
         })
     }

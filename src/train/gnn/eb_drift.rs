@@ -65,8 +65,8 @@ impl GnnModel for EbDriftModel {
 /// The forecaster of `params` (see [`Forecast`]).
 fn forecaster(params: EbParams) -> impl Forecast {
     move |data: &FoldData, subjects: &[usize], dts: Option<&[f64]>| {
-        from_visit_0(data, subjects, dts, |scan, dt| {
-            params.forecast(&scan.a_raw, scan.age, scan.age + dt)
+        from_visit_0(data, subjects, dts, |scan, dt, sex| {
+            params.forecast(&scan.a_raw, scan.age, scan.age + dt, sex)
         })
     }
 }
@@ -126,6 +126,8 @@ impl<B: AutodiffBackend> EbDriftJob<B> {
                 "seen" => model.seen.val(),
                 "p11" => model.p11.val(),
                 "p01" => model.p01.val(),
+                "drift_factors" => model.drift_factors.val(),
+                "exist" => model.exist.val(),
                 _ => model.nu.val(),
             };
             Ok(crate::host_reads::data(t)
@@ -185,17 +187,19 @@ impl<B: AutodiffBackend> Job<B> for EbDriftJob<B> {
             let scans = data.scans(s);
             for v in 1..scans.len() {
                 let dt = delta_t(scans, v - 1, v);
-                let f =
-                    params.forecast(&scans[v - 1].a_raw, scans[v - 1].age, scans[v - 1].age + dt);
+                let (start, sex) = (&scans[v - 1], data.cohort.subjects[s].sex);
+                let f = params.forecast(&start.a_raw, start.age, start.age + dt, sex);
                 let (sum, count) = squared_error(&f, &scans[v].a_raw);
                 err = (err.0 + sum, err.1 + count);
             }
         }
         self.core.train_loss = if err.1 > 0.0 { err.0 / err.1 } else { f64::NAN };
         if self.core.main {
+            let [age, sex] = params.drift_factors;
             eprintln!(
                 "[train-gnn] eb-drift fit: subject offset kept {:.3}, edge deviations kept \
-                 {:.3}..{:.3}",
+                 {:.3}..{:.3}; drift x(1 {age:+.3}/year from age {:.2}, {sex:+.3} for males, \
+                 {:+.3} for females); existence {}",
                 params.k_g,
                 params.k_edge.iter().copied().fold(f64::INFINITY, f64::min),
                 params
@@ -203,6 +207,13 @@ impl<B: AutodiffBackend> Job<B> for EbDriftJob<B> {
                     .iter()
                     .copied()
                     .fold(f64::NEG_INFINITY, f64::max),
+                params.a_bar,
+                -sex,
+                if params.exist.is_some() {
+                    "by the forecast level (a logistic regression)"
+                } else {
+                    "per edge (p11)"
+                },
             );
         }
         Ok(EbDrift::from_params(&params, device))

@@ -46,6 +46,7 @@ pub fn training_scans<'a>(data: &'a FoldData, subjects: &[usize]) -> Vec<Vec<EbS
                 .map(|scan| EbScan {
                     age: scan.age,
                     a_raw: &scan.a_raw,
+                    sex: data.cohort.subjects[s].sex,
                 })
                 .collect()
         })

@@ -98,7 +98,8 @@ pub fn decode<B: Backend>(
             for (q, pr) in x.preds.iter().enumerate() {
                 let age0 = x.start_age[q];
                 if pr.forecast {
-                    base.extend(eb.forecast_log(x.start(q), age0, age0 + f64::from(pr.t)));
+                    let sex = usize::try_from(x.sex[pr.b]).unwrap_or(0);
+                    base.extend(eb.forecast_log(x.start(q), age0, age0 + f64::from(pr.t), sex));
                 } else {
                     base.extend_from_slice(x.start(q));
                 }
