@@ -3,7 +3,7 @@
 
 Fits the empirical-Bayes drift forecaster on a fold's training subjects and forecasts requested
 subjects from their first scan (visit 0) to a target age. `tests/gnn/gnn_eb_drift.rs` compares the
-Rust model (`src/models/eb_drift.rs`) with this script to 1e-6, so every step follows the
+Rust model (`src/models/eb_drift/`) with this script to 1e-6, so every step follows the
 specification literally, in float64.
 
 Usage:
@@ -441,6 +441,7 @@ def fit(cohort, train_ids):
         k_g=k_g, k_bins=k_bins, wbin=wbin, ebin=ebin, n1=n1, s11=s11, n0=n0, s01=s01,
         p11=p11, p01=p01, pool11=pool11, pool01=pool01, m11=m11, m01=m01, nu=nu,
         n_train_scans=n_scans, n_pairs=len(pairs), g=gs, drift_factors=(0.0, 0.0), exist=None,
+        node_sim=None, codev=0.0,
     )
 
     # 8. The drift's age and sex factors: least squares of r = dy - x (x = d dt) on
@@ -456,7 +457,34 @@ def fit(cohort, train_ids):
         b += [u @ r, v @ r]
     model["drift_factors"] = solve_factors(a, b)
 
-    # 9. Existence of an edge present at the start given its forecast level E.
+    # 9. Co-deviations of edges that share a node: the node similarity S over every training
+    # scan, then gamma over the pairs' edges present (and seen) at both visits.
+    n = cohort.n_nodes
+    c_sum, k_sum = np.zeros((n, n)), np.zeros((n, n))
+    for y, z, a_ in zip(ys, zs, ages):
+        u, used = deviations(model, y, z, a_)
+        uu, zz = square(n, u), square(n, used)
+        c_sum += uu.T @ uu
+        k_sum += zz.T @ zz
+    sim = c_sum / np.maximum(k_sum, 1.0)
+    np.fill_diagonal(sim, 0.0)
+    norm = np.abs(sim).sum(1, keepdims=True)
+    sim = np.where(norm > EPS_DEN, sim / np.where(norm > EPS_DEN, norm, 1.0), sim)
+    k_edge = np.ones(m_edges)
+    if len(k_bins):
+        k_edge[seen] = k_bins[wbin[seen]]
+    pu = pp = 0.0
+    for i0, i1, _, _ in pairs:
+        u0, _ = deviations(model, ys[i0], zs[i0], ages[i0])
+        u1, _ = deviations(model, ys[i1], zs[i1], ages[i1])
+        p = pooled(sim, u0)
+        both = zs[i0] & zs[i1] & seen
+        pu += p[both] @ (u1 - k_edge * u0)[both]
+        pp += p[both] @ p[both]
+    model["node_sim"] = sim
+    model["codev"] = pu / pp if pp > EPS_DEN else 0.0
+
+    # 10. Existence of an edge present at the start given its forecast level E.
     rows, label = [], []
     for i0, i1, dt, sex in pairs:
         level = levels(model, ys[i0], zs[i0], ages[i0], ages[i0] + dt, sex)
@@ -466,6 +494,32 @@ def fit(cohort, train_ids):
     if rows:
         model["exist"] = fit_existence(np.concatenate(rows), np.concatenate(label))
     return model
+
+
+def deviations(model, y, z, a):
+    """A scan's edge deviations u = y - mu_e(a) - g on its present, seen edges (0 elsewhere),
+    and 1.0 where used."""
+    seen = model["n_plus"] > 0
+    r = y - (model["alpha"] + model["d"] * (a - model["a_bar"]))
+    use = z & seen
+    g = float(r[use].sum() / use.sum()) if use.any() else 0.0
+    return np.where(use, r - g, 0.0), use.astype(np.float64)
+
+
+def square(n, v):
+    """The symmetric n x n matrix of upper-triangle values v (row-major), zero diagonal."""
+    out = np.zeros((n, n))
+    iu = np.triu_indices(n, 1)
+    out[iu] = v
+    out[(iu[1], iu[0])] = v
+    return out
+
+
+def pooled(sim, u):
+    """p_ij = sum_l S_jl u_il + sum_l S_il u_lj: the deviations u pooled through S."""
+    n = sim.shape[0]
+    uu = square(n, u)
+    return (uu @ sim.T + sim @ uu)[np.triu_indices(n, 1)]
 
 
 def sex_sign(sex):
@@ -533,6 +587,8 @@ def levels(model, y0, z0, a0, t, sex):
     beta_age, beta_sex = model["drift_factors"]
     mult = min(max(1.0 + beta_age * (0.5 * (a0 + t) - a_bar) + beta_sex * sex_sign(sex), 0.0), 2.0)
     e_seen = mu0 + mult * d * (t - a0) + model["k_g"] * g0 + k_b * (r0 - g0)
+    if model["codev"] != 0.0 and model["node_sim"] is not None:
+        e_seen = e_seen + model["codev"] * pooled(model["node_sim"], deviations(model, y0, z0, a0)[0])
     return np.where(z0, np.where(seen, e_seen, y0), model["nu"][model["ebin"]])
 
 
@@ -599,6 +655,7 @@ def run(args):
             n_train_scans=int(model["n_train_scans"]),
             n_pairs=int(model["n_pairs"]),
             drift_factors=[float(b) for b in model["drift_factors"]],
+            codev=float(model["codev"]),
             exist=None if model["exist"] is None else [float(w) for w in model["exist"]],
         ),
         predictions=predictions,

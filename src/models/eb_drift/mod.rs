@@ -10,6 +10,7 @@
 
 use ndarray::Array2;
 
+mod codev;
 mod module;
 mod pooling;
 mod refine;
@@ -54,6 +55,9 @@ pub struct EbParams {
     pub nu: Vec<f64>,
     /// The drift's age and sex factors `(β_age, β_sex)` (0, 0: the drift alone).
     pub drift_factors: [f64; 2],
+    /// Node similarity of the co-deviations (N×N row-major; empty: none) and its factor `γ`.
+    pub node_sim: Vec<f64>,
+    pub codev: f64,
     /// Weights of the existence regression of present edges (`None`: `p11` alone).
     pub exist: Option<[f64; refine::EXIST_FEATURES]>,
 }
@@ -179,6 +183,8 @@ impl EbParams {
             p01: vec![0.0; m],
             nu: vec![0.0; m],
             drift_factors: [0.0, 0.0],
+            node_sim: Vec::new(),
+            codev: 0.0,
             exist: None,
         };
         // 3–5. Persistence of the subject-wide offset and, per weight bin, of edge deviations.
@@ -270,7 +276,9 @@ impl EbParams {
             drift_factors: sums.solve(),
             ..fitted
         };
-        // 9. Existence of a present edge given its forecast level.
+        // 9. Co-deviations of edges that share a node (codev.rs).
+        let fitted = fitted.with_co_deviations(&scans);
+        // 10. Existence of a present edge given its forecast level.
         let (mut rows, mut label) = (Vec::new(), Vec::new());
         for (s0, s1, dt) in pairs() {
             let levels = fitted.levels(&s0.y, &s0.z, s0.age, s0.age + dt, s0.sex);
@@ -296,6 +304,7 @@ impl EbParams {
     fn levels(&self, y0: &[f64], z0: &[bool], age0: f64, target: f64, sex: usize) -> Vec<f64> {
         let g0 = self.offset(age0, y0, z0);
         let mult = refine::multiplier(self.drift_factors, self.a_bar, age0, target, sex);
+        let pooled = self.co_deviation(age0, y0, z0);
         (0..y0.len())
             .map(|e| match (z0[e], self.seen[e]) {
                 (true, true) => {
@@ -303,6 +312,7 @@ impl EbParams {
                         + mult * self.drift[e] * (target - age0)
                         + self.k_g * g0
                         + self.k_edge[e] * (y0[e] - self.mu(e, age0) - g0)
+                        + pooled[e]
                 }
                 (true, false) => y0[e],
                 (false, _) => self.nu[e],

@@ -25,6 +25,9 @@ pub struct EbDrift<B: Backend> {
     pub nu: Param<Tensor<B, 1>>,
     /// `[β_age, β_sex]`.
     pub drift_factors: Param<Tensor<B, 1>>,
+    /// The node similarity of the co-deviations `[N·N]` (zeros: none) and `γ` `[1]`.
+    pub node_sim: Param<Tensor<B, 1>>,
+    pub codev: Param<Tensor<B, 1>>,
     /// The existence regression's weights and 1, or 7 zeros when there is none.
     pub exist: Param<Tensor<B, 1>>,
 }
@@ -52,6 +55,8 @@ impl<B: Backend> EbDrift<B> {
                 p01: vec![0.0; m],
                 nu: vec![0.0; m],
                 drift_factors: [0.0, 0.0],
+                node_sim: vec![0.0; n * n],
+                codev: 0.0,
                 exist: None,
             },
             device,
@@ -76,15 +81,21 @@ impl<B: Backend> EbDrift<B> {
             p01: param(&p.p01, device),
             nu: param(&p.nu, device),
             drift_factors: param(&p.drift_factors, device),
+            node_sim: if p.node_sim.len() == p.n * p.n {
+                param(&p.node_sim, device)
+            } else {
+                param(&vec![0.0; p.n * p.n], device)
+            },
+            codev: param(&[p.codev], device),
             exist: param(&exist, device),
         }
     }
 }
 
 /// The parameters of named checkpoint tensors `[M]`/`[1]` (`get` returns a tensor's values by
-/// its field name), for `n` nodes. A checkpoint written before the drift factors and the
-/// existence regression (docs/eb-drift.md steps 8–9) has neither: its forecast is the one it
-/// was trained with (no factors, `p11`).
+/// its field name), for `n` nodes. A checkpoint written before the drift factors, the
+/// co-deviations and the existence regression (docs/eb-drift.md steps 8–10) has none of them:
+/// its forecast is the one it was trained with (no factors, no pooling, `p11`).
 pub fn params_from(
     n: usize,
     get: impl Fn(&str) -> anyhow::Result<Vec<f32>>,
@@ -116,6 +127,14 @@ pub fn params_from(
                 [v[0], v[1]]
             }
             Err(_) => [0.0, 0.0],
+        },
+        node_sim: match get("node_sim") {
+            Ok(_) => vec("node_sim", n * n)?,
+            Err(_) => Vec::new(),
+        },
+        codev: match get("codev") {
+            Ok(_) => vec("codev", 1)?[0],
+            Err(_) => 0.0,
         },
         exist: match get("exist") {
             Ok(_) => {

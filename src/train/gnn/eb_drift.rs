@@ -127,6 +127,8 @@ impl<B: AutodiffBackend> EbDriftJob<B> {
                 "p11" => model.p11.val(),
                 "p01" => model.p01.val(),
                 "drift_factors" => model.drift_factors.val(),
+                "node_sim" => model.node_sim.val(),
+                "codev" => model.codev.val(),
                 "exist" => model.exist.val(),
                 _ => model.nu.val(),
             };
@@ -199,7 +201,7 @@ impl<B: AutodiffBackend> Job<B> for EbDriftJob<B> {
             eprintln!(
                 "[train-gnn] eb-drift fit: subject offset kept {:.3}, edge deviations kept \
                  {:.3}..{:.3}; drift x(1 {age:+.3}/year from age {:.2}, {sex:+.3} for males, \
-                 {:+.3} for females); existence {}",
+                 {:+.3} for females); co-deviations of edges sharing a node x{:.3}; existence {}",
                 params.k_g,
                 params.k_edge.iter().copied().fold(f64::INFINITY, f64::min),
                 params
@@ -209,6 +211,7 @@ impl<B: AutodiffBackend> Job<B> for EbDriftJob<B> {
                     .fold(f64::NEG_INFINITY, f64::max),
                 params.a_bar,
                 -sex,
+                params.codev,
                 if params.exist.is_some() {
                     "by the forecast level (a logistic regression)"
                 } else {
