@@ -84,21 +84,31 @@ impl EbParams {
     pub(super) fn with_co_deviations(self, scans: &[Vec<Visit>]) -> Self {
         let n = self.n;
         let mut sums = SimilaritySums::new(n);
-        for s in scans.iter().flatten() {
-            let (u, used) = self.deviations(s.age, &s.y, &s.z);
-            sums.add(n, &u, &used);
-        }
+        // Each scan's deviations once: the similarity's sums, then the pairs they make.
+        let devs: Vec<Vec<Vec<f64>>> = scans
+            .iter()
+            .map(|subject| {
+                subject
+                    .iter()
+                    .map(|s| {
+                        let (u, used) = self.deviations(s.age, &s.y, &s.z);
+                        sums.add(n, &u, &used);
+                        u
+                    })
+                    .collect()
+            })
+            .collect();
         let sim = sums.similarity();
         let (mut pu, mut pp) = (0.0, 0.0);
-        for pair in scans.iter().flat_map(|s| s.windows(2)) {
-            let (s0, s1) = (&pair[0], &pair[1]);
-            let (u0, _) = self.deviations(s0.age, &s0.y, &s0.z);
-            let (u1, _) = self.deviations(s1.age, &s1.y, &s1.z);
-            let p = pooled(n, &sim, &u0);
-            for e in 0..u0.len() {
-                if s0.z[e] && s1.z[e] && self.seen[e] {
-                    pu += p[e] * (u1[e] - self.k_edge[e] * u0[e]);
-                    pp += p[e] * p[e];
+        for (subject, u) in scans.iter().zip(&devs) {
+            for v in 1..subject.len() {
+                let (s0, s1, u0, u1) = (&subject[v - 1], &subject[v], &u[v - 1], &u[v]);
+                let p = pooled(n, &sim, u0);
+                for e in 0..u0.len() {
+                    if s0.z[e] && s1.z[e] && self.seen[e] {
+                        pu += p[e] * (u1[e] - self.k_edge[e] * u0[e]);
+                        pp += p[e] * p[e];
+                    }
                 }
             }
         }
