@@ -3,9 +3,10 @@
 
 For a cohort written by one of our Python generators, rebuilds the generator's true population
 (its template, from the seed and the options in summary.json, through the generator's own
-code; checked against truth.npy where the cohort has one) and returns, for one subject,
-E[observed log1p weight at visit 1 | the whole observed scan at visit 0, both ages, the sex]
-under the generator's model: the forecast with the least expected squared error that any
+code; checked against truth.npy where the cohort has one); for one of `trainer
+synth-connectome`, reads the synth_truth.json it writes. Returns, for one subject,
+E[observed log1p weight at visit 1 | the whole observed scan at visit 0, both ages, the sex
+and the site] under the generator's model: the forecast with the least expected squared error that any
 forecaster, however trained, can make from the start scan. Its skill on a test set is the
 ceiling `scripts/frontier.py --truth` reports beside the fitted forecasters.
 
@@ -29,9 +30,11 @@ draws, 0.006 % of their mass, and the float32 rounding of the written weights ar
   and the pruning threshold below which it could not show; absent: below that threshold, or
   dropped), moved by the known change and pruned at visit 1's threshold, by quadrature.
 
-`trainer synth-connectome` (Rust) has no ceiling here.
+* trainer synth-connectome (`rustsyn`, from the synth_truth.json it writes): as synth_cohort.py,
+  the drift known from the sex and the site, plus the rare subject-only edges off the template.
 """
 
+import csv
 import importlib.util
 import json
 import zlib
@@ -72,8 +75,10 @@ def trunc_normal_upper(rng, mean, sd, upper):
 def for_cohort(cohort: Path, sweeps=400, burn=100):
     """The ceiling forecaster of `cohort`, f(subject id, age 0, y0, age 1, male) -> y1 (log1p
     weights over the upper triangle), or None for a generator without one."""
+    if (cohort / "synth_truth.json").exists():
+        return rustsyn(cohort)
     if not (cohort / "summary.json").exists():
-        return None  # not one of the Python generators' cohorts
+        return None  # not one of our generators' cohorts (or a Rust one written before its truth)
     summary = json.load(open(cohort / "summary.json"))
     gen = summary.get("generator", "")
     if gen.endswith("synth_noisy_cohort.py"):
@@ -258,6 +263,43 @@ def grid_average(loglik, forecasts):
     return out / w[keep].sum()
 
 
+def edge_forecast(mu0, off_sd, noise, keep, l0, present, change, p0, p1):
+    """Each edge's E[log1p weight at visit 1 | its visit-0 scan value] when its true log weight
+    at visit 0 is N(mu0, off_sd^2) if the subject has the edge (probability `keep`), the scan
+    shows it (log w0 = l0 = lw0 + noise) only if lw0 >= p0, and visit 1's true log weight is
+    lw0 + change, shown (with fresh noise) only if >= p1."""
+    n = len(mu0)
+    sd = np.hypot(off_sd, noise)
+    out = np.zeros(n)
+    # Present: lw0 | l0 is N(pm, ps) truncated to [p0, inf); shown at visit 1 iff
+    # lw0 >= p1 - change; then log1p(exp(lw1 + noise)).
+    pm = mu0 + off_sd**2 / sd**2 * (l0 - mu0)
+    ps = np.broadcast_to(off_sd * noise / sd, (n,)).astype(float)
+    p0 = np.broadcast_to(p0, (n,)).astype(float)
+    p1 = np.broadcast_to(p1, (n,)).astype(float)
+    show = lambda lw, ch: gauss(softplus, lw + ch, np.broadcast_to(noise, lw.shape).astype(float))
+    lo = np.maximum(p0, p1 - change)
+    mass_all, _ = truncated(lambda l: l * 0, pm, ps, p0, np.inf)
+    _, val = truncated(lambda l: show(l, change[:, None]), pm, ps, lo, np.inf)
+    out[present] = (val / np.maximum(mass_all, 1e-300))[present]
+    # Absent: the subject has it with lw0 < p0 (shown at visit 1 iff lw0 >= p1 - change), or not.
+    s0 = np.broadcast_to(off_sd, (n,)).astype(float)
+    mass, _ = truncated(lambda l: l * 0, mu0, s0, -np.inf, p0)
+    _, val = truncated(lambda l: show(l, change[:, None]), mu0, s0, p1 - change, p0)
+    ab = ~present
+    out[ab] = (keep * val / ((1 - keep) + keep * mass))[ab]
+    return out
+
+
+def edge_loglik(mu0, off_sd, noise, keep, l0, present, p0):
+    """Each edge's log-likelihood of its visit-0 scan value under edge_forecast's model."""
+    sd = np.hypot(off_sd, noise)
+    tail = log_ndtr(((l0 - mu0) * off_sd**2 / sd**2 + mu0 - p0) / (off_sd * noise / sd))
+    lp_present = np.log(keep) - 0.5 * ((l0 - mu0) / sd) ** 2 - np.log(sd) + tail
+    lp_absent = np.log((1 - keep) + keep * ndtr((p0 - mu0) / off_sd))
+    return np.where(present, lp_present, lp_absent)
+
+
 def drift(summary):
     gen = _module("synth_drift_cohort")
     seed, n = summary["seed"], summary["nodes"]
@@ -317,7 +359,6 @@ def pysyn(summary):
     edge, base, rate = t["edge"], t["base"], t["rate"]
     noise, keep, off_sd, goff_sd = gen.NOISE, 0.93, 0.2, 0.08
     g_off = np.linspace(-4, 4, 33) * goff_sd
-    obs_fn = lambda x: softplus(x)
 
     def forecast(subject, a0, y0, a1, male):
         gain = 1.15 if male else 0.85
@@ -327,39 +368,83 @@ def pysyn(summary):
         y = y0[edge]
         present = y > 0
         l0 = np.log(np.expm1(np.where(present, y, 1.0)))
-        ll = np.empty(len(g_off))
-        for k, o in enumerate(g_off):
-            mu0 = base[edge] + o + dev0  # prior mean of the true log weight at visit 0
-            # Present: log w0 = lw0 + noise with lw0 >= p0 (the scan shows it only then).
-            sd = np.hypot(off_sd, noise)
-            tail = log_ndtr(((l0 - mu0) * off_sd**2 / sd**2 + mu0 - p0) / (off_sd * noise / sd))
-            lp_present = -0.5 * ((l0 - mu0) / sd) ** 2 - np.log(sd) + tail
-            lp_absent = np.log((1 - keep) + keep * ndtr((p0 - mu0) / off_sd))
-            ll[k] = np.where(present, lp_present, lp_absent).sum() - 0.5 * (o / goff_sd) ** 2
+        ll = np.array([edge_loglik(base[edge] + o + dev0, off_sd, noise, keep, l0, present, p0).sum()
+                       - 0.5 * (o / goff_sd) ** 2 for o in g_off])
 
         def at(k):
             mu0 = base[edge] + g_off[k] + dev0
-            out = np.zeros(len(y))
-            # lw0 | present: N(post_mean, post_sd) truncated to [p0, inf); lw1 = lw0 + change,
-            # shown iff lw1 >= p1; then log1p(exp(lw1 + noise)).
-            sd = np.hypot(off_sd, noise)
-            pm = mu0 + off_sd**2 / sd**2 * (l0 - mu0)
-            ps = np.full(len(y), off_sd * noise / sd)
-            show = lambda lw, ch: gauss(obs_fn, lw + ch, np.full(lw.shape, noise))
-            lo = np.maximum(p0, p1 - change)
-            mass_all, _ = truncated(lambda l: l * 0, pm, ps, p0, np.inf)
-            _, val = truncated(lambda l: show(l, change[:, None]), pm, ps, lo, np.inf)
-            out[present] = (val / np.maximum(mass_all, 1e-300))[present]
-            # Absent: kept with lw0 < p0 (shown at visit 1 iff lw0 >= p1 - change), or dropped.
-            s0 = np.full(len(y), off_sd)
-            mass, _ = truncated(lambda l: l * 0, mu0, s0, -np.inf, p0)
-            _, val = truncated(lambda l: show(l, change[:, None]), mu0, s0, p1 - change, p0)
-            ab = ~present
-            out[ab] = (keep * val / ((1 - keep) + keep * mass))[ab]
-            return out
+            return edge_forecast(mu0, off_sd, noise, keep, l0, present, change, p0, p1)
 
         y1 = np.zeros_like(y0)
         y1[edge] = grid_average(ll, at)
+        return y1
+
+    return forecast
+
+
+# --- trainer synth-connectome (Rust): its synth_truth.json -----------------------------------
+
+
+def rustsyn(cohort):
+    """The ceiling of a `trainer synth-connectome` cohort, from the template and constants it
+    wrote to synth_truth.json (src/data/connectome/synth). Its subject's rate of change is
+    known from the sex and the site (both in the subject table) and the ages; what the scan
+    leaves unknown is the global offset (a grid, its exact posterior from every template edge's
+    likelihood) and each edge's own offset, whether the subject has it, and its true log weight
+    (edge_forecast, the pruning threshold the same at both visits). Pairs outside the template
+    are subject-only edges (rare, no global offset). The table's ages are rounded to 1e-4
+    years: an error of up to 5e-5 years of change, ignored."""
+    truth = json.load(open(cohort / "synth_truth.json"))
+    c = truth["constants"]
+    n, noise = truth["nodes"], truth["noise_sigma"]
+    v = np.array(truth["maturity_v"])
+    iu = np.triu_indices(n, 1)
+    rate = c["global_rate"] + c["rate"] * (v[iu[0]] * v[iu[1]] - c["theta"])
+    base = np.array([np.nan if w is None else w for w in truth["template_log_weight"]])
+    edge = ~np.isnan(base)
+    thr = c["prune_log_weight"]
+    info = {}
+    for r in csv.DictReader(open(cohort / "subject_info_sc.csv")):
+        sex = c["sex_effect"] if r["sex"] == "F" else -c["sex_effect"]
+        info[r["subid"]] = (1 + sex) * truth["site_gain"][r["siteid"]]
+    goff_sd = c["global_offset_sd"]
+    fine = np.linspace(-5, 5, 801) * goff_sd
+    gh_x, gh_w = np.polynomial.hermite_e.hermegauss(15)
+
+    def developed(a):
+        return c["age_scale"] * (1 - np.exp(-(a - c["age_origin"]) / c["age_scale"]))
+
+    def forecast(subject, a0, y0, a1, male):
+        gain = info[subject]
+        dev0 = rate * gain * developed(a0)
+        change = rate * gain * (developed(a1) - developed(a0))
+        present = y0 > 0
+        l0 = np.log(np.expm1(np.where(present, y0, 1.0)))
+        y1 = np.zeros_like(y0)
+        # Subject-only edges: no shared term.
+        x = ~edge
+        y1[x] = edge_forecast(c["extra_edge_mean"] + dev0[x], c["extra_edge_sd"], noise,
+                              c["extra_edge_prob"], l0[x], present[x], change[x], thr, thr)
+        # Template edges: the global offset's posterior on a fine grid, then a Gauss-Hermite
+        # rule around its mean and sd, each node weighted by posterior / its normal.
+        args = (c["edge_offset_sd"], noise, c["edge_keep"], l0[edge], present[edge])
+
+        def loglik(o):
+            return (edge_loglik(base[edge] + o + dev0[edge], *args, thr).sum()
+                    - 0.5 * (o / goff_sd) ** 2)
+
+        ll = np.array([loglik(o) for o in fine])
+        w = np.exp(ll - ll.max())
+        w /= w.sum()
+        mean = (w * fine).sum()
+        sd = max(np.sqrt((w * (fine - mean) ** 2).sum()), fine[1] - fine[0])
+        nodes = mean + sd * gh_x
+        logw = np.log(gh_w) + np.array([loglik(o) for o in nodes]) + 0.5 * gh_x**2
+        wts = np.exp(logw - logw.max())
+        wts /= wts.sum()
+        y1[edge] = sum(wk * edge_forecast(base[edge] + o + dev0[edge], *args[:2], args[2],
+                                          args[3], args[4], change[edge], thr, thr)
+                       for o, wk in zip(nodes, wts) if wk > 1e-9)
         return y1
 
     return forecast

@@ -42,8 +42,8 @@ Forecasters (all in the log1p domain y, t the age):
   edges share (the persistent subject level and the scan-wide noise; `pooled_oracle`). Still a
   forecast from the start scan alone, so still a lower bound on the ceiling, a higher one; the
   node-factor structure of the edge deviations is not used.
-* Bayes ceiling (`--truth`, cohorts of synth_noisy_cohort.py, synth_drift_cohort.py and
-  synth_cohort.py): E[observed visit 1 | the whole visit-0 scan] under the generator's own
+* Bayes ceiling (`--truth`, cohorts of synth_noisy_cohort.py, synth_drift_cohort.py,
+  synth_cohort.py and `trainer synth-connectome`): E[observed visit 1 | the whole visit-0 scan] under the generator's own
   model, every shared term integrated over (scripts/ceiling.py): the best any forecaster can do
   from the start scan, so the ceiling itself (up to its Monte Carlo error on the noisy cohorts).
 """
@@ -260,8 +260,8 @@ def main():
     ap.add_argument("--json", type=Path)
     ap.add_argument("--truth", action="store_true",
                     help="add the oracles: the edge-wise and pooled ones (the cohort's truth.npy, "
-                         "synth_noisy_cohort.py) and the Bayes ceiling (scripts/ceiling.py: the "
-                         "Python generators)")
+                         "synth_noisy_cohort.py) and the Bayes ceiling (scripts/ceiling.py: our "
+                         "generators)")
     ap.add_argument("--ceiling-sweeps", type=int, default=400,
                     help="sweeps of the Bayes ceiling's sampler on synth_noisy_cohort.py cohorts "
                          "(a quarter of them burn-in)")
@@ -276,7 +276,7 @@ def main():
           if r["forecast"] == "1"}
     fits = fit(train)
     subjects = [s for s, sc in test.items() if len(sc) >= 2]
-    male = {r["subid"]: r["sex"] == "1" for r in csv.DictReader(open(a.cohort / "subject_info_sc.csv"))}
+    male = {r["subid"]: r["sex"] in ("1", "M") for r in csv.DictReader(open(a.cohort / "subject_info_sc.csv"))}
     if a.truth:
         if (a.cohort / "truth.npy").exists():
             fits["edge-wise oracle"] = (oracle(a.cohort), 0.0)

@@ -7,13 +7,16 @@
   gradient would leave the sampler's target right but its acceptance near 0);
 * each generator's ceiling on a small cohort of its own: finite, never negative, 0 wherever the
   generator never puts an edge, the rebuilt template equal to the cohort's truth.npy; and with
-  synth_noisy_cohort.py --no-noise, visit 1 exactly.
+  synth_noisy_cohort.py --no-noise, visit 1 exactly;
+* `trainer synth-connectome`'s ceiling (from the synth_truth.json it writes): finite, never
+  negative, and visit 1 itself when the scan noise is all but gone.
 
     python3 scripts/test_ceiling.py [WORKDIR]
 """
 
 import csv
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -130,6 +133,31 @@ def generators(tmp):
     check(gap < 2e-5, f"synth_noisy_cohort.py --no-noise: the ceiling forecasts visit 1 (gap {gap:.1e})")
 
 
+def rust_generator(tmp):
+    """`trainer synth-connectome` (the binary in TRAINER_BIN, else target/release/trainer):
+    finite, never negative; and with the scan noise all but gone (--snr 1e8: sigma about 1e-5
+    of a log weight), visit 1 itself up to the edges that cross the pruning threshold, which
+    the start scan cannot tell: skill > 0.99 against the identity. A wrong rate, maturity,
+    sex or site gain would move every forecast by a fraction of the change and miss that."""
+    exe = os.environ.get("TRAINER_BIN", str(HERE.parent / "target" / "release" / "trainer"))
+    if not Path(exe).exists():
+        raise SystemExit(f"test_ceiling.py: no trainer binary at {exe} (set TRAINER_BIN)")
+    for snr, name in (("4", "rust"), ("1e8", "rust-quiet")):
+        out = tmp / name
+        subprocess.run([exe, "synth-connectome", "--subjects", "24", "--nodes", "30", "--seed",
+                        "5", "--snr", snr, "--out", str(out)], check=True,
+                       stdout=subprocess.DEVNULL)
+        rows = forecasts(out)
+        ok = all(np.all(np.isfinite(p)) and p.min() >= 0 for _, _, p in rows)
+        check(ok, f"synth-connectome --snr {snr}: the ceiling's forecasts are finite and never negative")
+        if name == "rust-quiet":
+            data = frontier.load(out, [s for s, _, _ in rows])
+            ident = sum(np.sum((d[0][1] - d[1][1]) ** 2) for d in data.values())
+            err = sum(np.sum((p - y1) ** 2) for _, y1, p in rows)
+            check(1 - err / ident > 0.99,
+                  f"synth-connectome --snr 1e8: the ceiling forecasts visit 1 (skill {1 - err / ident:.4f})")
+
+
 def main():
     pieces()
     gradient()
@@ -137,6 +165,7 @@ def main():
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         (Path(tmp) / "quiet").mkdir()
         generators(Path(tmp))
+        rust_generator(Path(tmp))
     print("test_ceiling.py: all checks passed")
 
 

@@ -38,7 +38,16 @@ pub struct Paired {
     /// where `p_wilcoxon` is); `None` outside a table (not serialised).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p_holm: Option<f64>,
+    /// Every pair of values agrees to [`ROUNDING`] of itself: the two forecasts are one forecast
+    /// up to float rounding, so no test is made (`p_wilcoxon` NaN) and tables say so.
+    pub rounding_only: bool,
 }
+
+/// Relative gap below which two per-subject values are one value up to float rounding. A
+/// forecast kept in f32 and scored in f64 moves a subject's metric by about 1e-7 of itself per
+/// rounding (at most 8e-7 measured between `--preset eb-residual` and the eb-drift forecast it
+/// kept, docs/frontier.md); a real difference between forecasters is orders larger.
+pub const ROUNDING: f64 = 1e-5;
 
 impl Paired {
     /// Whether the mean and its interval could be computed (at least one difference, all
@@ -62,6 +71,7 @@ pub fn paired(d: &[f64], seed: u64) -> Paired {
             above: d.iter().filter(|&&x| x > 0.0).count(),
             p_wilcoxon: f64::NAN,
             p_holm: None,
+            rounding_only: false,
         };
     }
     let mean = d.iter().sum::<f64>() / n as f64;
@@ -75,7 +85,25 @@ pub fn paired(d: &[f64], seed: u64) -> Paired {
         above: d.iter().filter(|&&x| x > 0.0).count(),
         p_wilcoxon: wilcoxon(d),
         p_holm: None,
+        rounding_only: false,
     }
+}
+
+/// [`paired`] of `d_i = a_i − b_i`, marked [`Paired::rounding_only`] (and without a p-value)
+/// when every `|a_i − b_i| ≤ ROUNDING · max(|a_i|, |b_i|)` and at least one differs.
+pub fn paired_values(ab: &[(f64, f64)], seed: u64) -> Paired {
+    let d: Vec<f64> = ab.iter().map(|(a, b)| a - b).collect();
+    let mut p = paired(&d, seed);
+    let rounding = p.computable()
+        && d.iter().any(|&x| x != 0.0)
+        && ab
+            .iter()
+            .all(|(a, b)| (a - b).abs() <= ROUNDING * a.abs().max(b.abs()));
+    if rounding {
+        p.rounding_only = true;
+        p.p_wilcoxon = f64::NAN;
+    }
+    p
 }
 
 /// Holm's step-down adjustment of the p-values `p`, as statsmodels'
@@ -256,6 +284,33 @@ mod tests {
             "{json}"
         );
         assert!(paired(&[0.5], 1).computable());
+    }
+
+    #[test]
+    fn rounding_only_differences_are_marked_and_not_tested() {
+        // Eight subjects, the second value one f32 rounding (1.2e-7 relative) off the first.
+        let ab: Vec<(f64, f64)> = (1..=8)
+            .map(|i| {
+                let a = 0.01 * i as f64;
+                (a, a * (1.0 + 1.2e-7 * if i % 3 == 0 { -1.0 } else { 1.0 }))
+            })
+            .collect();
+        let p = paired_values(&ab, 1);
+        assert!(
+            p.rounding_only && p.p_wilcoxon.is_nan() && p.computable(),
+            "{p:?}"
+        );
+        // A real difference (1e-3 relative on one subject) is tested.
+        let mut real = ab.clone();
+        real[0].1 = real[0].0 * (1.0 + 1e-3);
+        let p = paired_values(&real, 1);
+        assert!(!p.rounding_only && p.p_wilcoxon.is_finite(), "{p:?}");
+        // Identical values are no rounding: their p-value is NaN already (no non-zero d).
+        let same: Vec<(f64, f64)> = ab.iter().map(|&(a, _)| (a, a)).collect();
+        let p = paired_values(&same, 1);
+        assert!(!p.rounding_only && p.p_wilcoxon.is_nan(), "{p:?}");
+        let json = serde_json::to_value(paired_values(&ab, 1)).unwrap();
+        assert_eq!(json["rounding_only"], true, "{json}");
     }
 
     #[test]

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::metrics::paired::{Paired, SEED, holm, paired};
+use crate::metrics::paired::{Paired, SEED, holm, paired_values};
 use crate::outputs::RunDir;
 
 mod export;
@@ -184,13 +184,13 @@ pub fn against_lines(
         };
         for metric in &metrics {
             has_column(s, metric)?;
-            let (d, dropped_vs_identity) = versus_identity(s, metric);
-            let vs_identity = paired(&d, SEED);
+            let (ab, dropped_vs_identity) = versus_identity(s, metric);
+            let vs_identity = paired_values(&ab, SEED);
             let (vs_against, dropped_vs_against) = match &partner {
                 Ok(Some(j)) => {
                     has_column(&loaded[*j], metric)?;
-                    let (d, dropped) = versus(s, &loaded[*j], metric);
-                    (Some(paired(&d, SEED)), dropped)
+                    let (ab, dropped) = versus(s, &loaded[*j], metric);
+                    (Some(paired_values(&ab, SEED)), dropped)
                 }
                 _ if own_identity => (Some(vs_identity), dropped_vs_identity),
                 _ => (None, 0),
@@ -298,9 +298,9 @@ fn has_column(s: &Subjects, metric: &str) -> Result<()> {
     Ok(())
 }
 
-/// The differences run − partner of `metric` over the subjects both have a finite value for,
-/// and how many subjects of either were left out.
-fn versus(own: &Subjects, other: &Subjects, metric: &str) -> (Vec<f64>, usize) {
+/// The values (run, partner) of `metric` over the subjects both have a finite value for, and
+/// how many subjects of either were left out.
+fn versus(own: &Subjects, other: &Subjects, metric: &str) -> (Vec<(f64, f64)>, usize) {
     let subjects: BTreeSet<&String> = own.values.keys().chain(other.values.keys()).collect();
     let value =
         |x: &Subjects, s: &String| x.values.get(s)?.get(metric)?.0.filter(|v| v.is_finite());
@@ -308,21 +308,21 @@ fn versus(own: &Subjects, other: &Subjects, metric: &str) -> (Vec<f64>, usize) {
     let mut dropped = 0;
     for s in subjects {
         match (value(own, s), value(other, s)) {
-            (Some(a), Some(b)) => d.push(a - b),
+            (Some(a), Some(b)) => d.push((a, b)),
             _ => dropped += 1,
         }
     }
     (d, dropped)
 }
 
-/// The differences model − identity of `metric` over the run's subjects with both finite, and
-/// how many were left out.
-fn versus_identity(own: &Subjects, metric: &str) -> (Vec<f64>, usize) {
+/// The values (model, identity) of `metric` over the run's subjects with both finite, and how
+/// many were left out.
+fn versus_identity(own: &Subjects, metric: &str) -> (Vec<(f64, f64)>, usize) {
     let mut d = Vec::new();
     let mut dropped = 0;
     for m in own.values.values() {
         match m.get(metric) {
-            Some((Some(a), Some(b))) if a.is_finite() && b.is_finite() => d.push(a - b),
+            Some((Some(a), Some(b))) if a.is_finite() && b.is_finite() => d.push((*a, *b)),
             _ => dropped += 1,
         }
     }

@@ -13,6 +13,7 @@ use common::*;
 fn python(args: &[&str], cwd: &Path) -> String {
     let o = Command::new("python3")
         .args(args)
+        .env("TRAINER_BIN", env!("CARGO_BIN_EXE_trainer"))
         .current_dir(cwd)
         .output()
         .expect("python3 runs (scripts/setup.sh installs numpy)");
@@ -204,7 +205,7 @@ fn without_visit_noise_eb_drift_is_the_linear_drift() {
 
 /// The Python scripts' own checks (the generator's format, determinism and ICC; the reference's
 /// no-noise property and hand-computed cases; the Bayes ceiling's pieces, its sampler's
-/// gradient and each generator's ceiling on a small cohort).
+/// gradient and each generator's ceiling on a small cohort, `trainer synth-connectome`'s too).
 #[test]
 fn the_python_scripts_pass_their_own_checks() {
     let t = tempfile::tempdir().unwrap();
@@ -305,6 +306,34 @@ fn eb_residual_keeps_the_eb_forecast_unless_training_beats_it() {
     );
     // The same computation in another process of the same binary: measured equal.
     assert!((a - b).abs() <= 1e-6 * b, "eval-gnn {a}, run {b}");
+    // compare --against eb-drift: per subject the two runs differ by f32 rounding at most, so
+    // no Wilcoxon test is made on that noise (metrics::paired::ROUNDING) and the table says so.
+    let eb_run = t.path().join("results/runs/eb-drift");
+    let o = run_in(
+        t.path(),
+        &[
+            "compare",
+            run.to_str().unwrap(),
+            eb_run.to_str().unwrap(),
+            "--against",
+            "eb-drift",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let line = out["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["is_against"] == false)
+        .unwrap_or_else(|| panic!("{out}"));
+    let vs = &line["vs_against"];
+    assert!(vs["p_wilcoxon"].is_null(), "{out}");
+    let differs = vs["below"].as_u64().unwrap() + vs["above"].as_u64().unwrap() > 0;
+    assert_eq!(vs["rounding_only"], differs, "{out}");
+    eprintln!("compare --against eb-drift: {vs}");
 }
 
 /// `scripts/frontier.py --truth` on `dir`'s cohort and eb-drift run: its JSON.

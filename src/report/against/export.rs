@@ -10,7 +10,7 @@ use crate::metrics::paired::Paired;
 use crate::outputs::group_table::{Format, csv_text};
 
 /// The statistics of a comparison in CSV, in order (after `<side>_`).
-const STATS: [&str; 9] = [
+const STATS: [&str; 10] = [
     "n",
     "dropped",
     "mean",
@@ -20,6 +20,7 @@ const STATS: [&str; 9] = [
     "higher",
     "p_wilcoxon",
     "p_holm",
+    "rounding_only",
 ];
 
 /// A finite number as itself, anything else (not computed) as an empty cell.
@@ -46,6 +47,7 @@ fn stats(p: Option<&Paired>, dropped: usize) -> Vec<String> {
         p.above.to_string(),
         number(p.p_wilcoxon),
         number(p.p_holm.unwrap_or(f64::NAN)),
+        p.rounding_only.to_string(),
     ]
 }
 

@@ -15,7 +15,8 @@ fn sig(x: f64) -> String {
 }
 
 /// A comparison's cells: mean [low, high], lower/higher, p, Holm-adjusted p ("not computable"
-/// without a finite difference).
+/// without a finite difference; "same forecast (rounding)" for differences of float rounding
+/// only).
 fn cells(p: &Paired) -> [String; 4] {
     let counts = format!("{}/{}", p.below, p.above);
     if !p.computable() {
@@ -33,6 +34,15 @@ fn cells(p: &Paired) -> [String; 4] {
             "N/A".into()
         }
     };
+    if p.rounding_only {
+        // One forecast up to float rounding: no test (metrics::paired::ROUNDING).
+        return [
+            format!("{} [{}, {}]", sig(p.mean), sig(p.ci_low), sig(p.ci_high)),
+            counts,
+            "same forecast (rounding)".into(),
+            String::new(),
+        ];
+    }
     [
         format!("{} [{}, {}]", sig(p.mean), sig(p.ci_low), sig(p.ci_high)),
         counts,

@@ -13,6 +13,7 @@ fn line(configuration: &str, against: Option<f64>, identity: f64) -> AgainstLine
         above: 5,
         p_wilcoxon: 0.0625,
         p_holm: None,
+        rounding_only: false,
     };
     AgainstLine {
         run: format!("{configuration}/fold"),

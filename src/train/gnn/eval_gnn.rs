@@ -39,19 +39,19 @@ pub enum EvalSplit {
 /// Per metric, the paired statistics of model − identity over the forecast subjects (mean with
 /// its bootstrap 95% interval over subjects, Wilcoxon p: [`crate::metrics::paired`]).
 fn paired_vs_identity(rows: &[SubjectScore]) -> serde_json::Value {
-    use crate::metrics::paired::{SEED, paired};
+    use crate::metrics::paired::{SEED, paired_values};
     let forecasts: Vec<&SubjectScore> = rows.iter().filter(|r| r.forecast).collect();
     if forecasts.is_empty() {
         return serde_json::Value::Null;
     }
     let mut out = serde_json::Map::new();
     for (i, name) in ScMetrics::NAMES.iter().enumerate() {
-        let d: Vec<f64> = forecasts
+        let ab: Vec<(f64, f64)> = forecasts
             .iter()
-            .map(|r| r.model.values()[i] - r.identity.values()[i])
+            .map(|r| (r.model.values()[i], r.identity.values()[i]))
             .collect();
-        if d.iter().all(|x| x.is_finite()) {
-            out.insert(name.to_string(), json!(paired(&d, SEED)));
+        if ab.iter().all(|(a, b)| (a - b).is_finite()) {
+            out.insert(name.to_string(), json!(paired_values(&ab, SEED)));
         }
     }
     serde_json::Value::Object(out)

@@ -170,3 +170,39 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     f.write_all(bytes)
         .with_context(|| format!("writing {}", path.display()))
 }
+
+/// `synth_truth.json`: what the cohort was drawn from, for scripts/ceiling.py's Bayes ceiling.
+/// The template's base log weights are per upper-triangle pair in atlas order (row-major, the
+/// order of the written matrices), `null` off the template; every constant of the subject and
+/// scan draws is named, so the posterior never copies a number from the Rust source.
+pub fn write_truth(root: &Path, t: &Template, seed: u64, sigma: f64) -> anyhow::Result<()> {
+    use super::truth::*;
+    let truth = serde_json::json!({
+        "generator": "trainer synth-connectome",
+        "seed": seed,
+        "nodes": t.rois.len(),
+        "noise_sigma": sigma,
+        "constants": {
+            "global_rate": GLOBAL_RATE,
+            "rate": RATE,
+            "theta": THETA,
+            "sex_effect": SEX_EFFECT,
+            "age_scale": AGE_SCALE,
+            "age_origin": 9.0,
+            "prune_log_weight": PRUNE_LOG_WEIGHT,
+            "edge_keep": EDGE_KEEP,
+            "edge_offset_sd": EDGE_OFFSET_SD,
+            "global_offset_sd": GLOBAL_OFFSET_SD,
+            "extra_edge_prob": EXTRA_EDGE_PROB,
+            "extra_edge_mean": EXTRA_EDGE_MEAN,
+            "extra_edge_sd": EXTRA_EDGE_SD,
+        },
+        "site_gain": SITES.iter().map(|(s, g)| (s.to_string(), *g)).collect::<std::collections::BTreeMap<_, _>>(),
+        "maturity_v": t.v,
+        "template_log_weight": t.edges,
+    });
+    write_file(
+        &root.join("synth_truth.json"),
+        serde_json::to_string(&truth)?.as_bytes(),
+    )
+}

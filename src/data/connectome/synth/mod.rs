@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dataset::CohortPaths;
 use super::par_map;
-use files::{write_file, write_subject, write_table};
+use files::{write_file, write_subject, write_table, write_truth};
 pub use truth::{NETWORKS, PRUNE_LOG_WEIGHT, SITES};
 
 /// What the generator is asked for.
@@ -115,7 +115,8 @@ pub fn write_synthetic_cohort(
 /// Write a synthetic cohort of `subjects` subjects with `nodes`-node SC matrices under `out`:
 /// `<out>/sc/<sub>_<ses>.csv`, `<out>/morph/<ses>/<site>/Schaefer400_Morphology_<sub>.csv`,
 /// `<out>/subject_info_sc.csv` (columns `subid,sesid,scanid,age,sex,siteid,icv`) and
-/// `<out>/synth_summary.json`. See the module docs for the ground truth.
+/// `<out>/synth_summary.json` and `<out>/synth_truth.json` (the template and constants it was
+/// drawn from). See the module docs for the ground truth.
 ///
 /// All files are first written into a hidden staging directory beside `out`, which is renamed
 /// to `out` only when complete; on error it is removed, so no partial output is ever left.
@@ -203,6 +204,7 @@ fn write_into(root: &Path, o: &SynthOptions) -> anyhow::Result<SynthSummary> {
         subjects.push(subject);
     }
     write_table(root, &subjects)?;
+    write_truth(root, &t, o.seed, sigma)?;
     let sites: std::collections::BTreeSet<String> = subjects
         .iter()
         .map(|s| SITES[s.site].0.to_string())

@@ -171,3 +171,25 @@ fn full_size_is_fast() {
     // Generous bound for debug builds on two cores; release takes well under a second.
     assert!(secs < 60.0, "{secs} s");
 }
+
+#[test]
+fn the_truth_file_holds_the_template_it_was_drawn_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("c");
+    let s = write_synthetic_cohort(&out, 3, 12, 4).unwrap();
+    let text = std::fs::read_to_string(out.join("synth_truth.json")).unwrap();
+    let truth: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let t = truth::template(12, 4);
+    let edges: Vec<Option<f64>> =
+        serde_json::from_value(truth["template_log_weight"].clone()).unwrap();
+    assert_eq!(edges, t.edges);
+    assert_eq!(edges.len(), 12 * 11 / 2);
+    let v: Vec<f64> = serde_json::from_value(truth["maturity_v"].clone()).unwrap();
+    assert_eq!(v, t.v);
+    assert_eq!(truth["noise_sigma"].as_f64(), Some(s.noise_sigma));
+    assert_eq!(
+        truth["constants"]["edge_keep"].as_f64(),
+        Some(truth::EDGE_KEEP)
+    );
+    assert_eq!(truth["site_gain"]["site05"].as_f64(), Some(SITES[4].1));
+}

@@ -35,6 +35,17 @@ pub const SEX_EFFECT: f64 = 0.3;
 pub const AGE_SCALE: f64 = 6.0;
 /// An edge whose true log weight falls below this is pruned (weight 0).
 pub const PRUNE_LOG_WEIGHT: f64 = -0.9;
+/// A subject keeps each template edge with this probability.
+pub const EDGE_KEEP: f64 = 0.92;
+/// Sd of a subject's own offset on a template edge's log weight.
+pub const EDGE_OFFSET_SD: f64 = 0.25;
+/// Sd of a subject's global offset on every template edge.
+pub const GLOBAL_OFFSET_SD: f64 = 0.1;
+/// A pair outside the template is a subject-only edge with this probability, its base log
+/// weight N(EXTRA_EDGE_MEAN, EXTRA_EDGE_SD²) (no global offset).
+pub const EXTRA_EDGE_PROB: f64 = 0.008;
+pub const EXTRA_EDGE_MEAN: f64 = 0.5;
+pub const EXTRA_EDGE_SD: f64 = 0.4;
 
 pub fn normal(rng: &mut impl Rng) -> f64 {
     let u1 = 1.0 - rng.random::<f64>();
@@ -165,14 +176,18 @@ pub fn subject(t: &Template, s: usize, rng: &mut ChaCha8Rng) -> Subject {
     let female = rng.random_bool(0.5);
     let site = rng.random_range(0..SITES.len());
     let icv = 1.45e6 + 1.2e5 * normal(rng);
-    let global = 0.1 * normal(rng);
+    let global = GLOBAL_OFFSET_SD * normal(rng);
     let edges = t
         .edges
         .iter()
         .map(|e| match e {
-            Some(mu) if rng.random_bool(0.92) => Some(mu + global + 0.25 * normal(rng)),
+            Some(mu) if rng.random_bool(EDGE_KEEP) => {
+                Some(mu + global + EDGE_OFFSET_SD * normal(rng))
+            }
             Some(_) => None,
-            None if rng.random_bool(0.008) => Some(0.5 + 0.4 * normal(rng)),
+            None if rng.random_bool(EXTRA_EDGE_PROB) => {
+                Some(EXTRA_EDGE_MEAN + EXTRA_EDGE_SD * normal(rng))
+            }
             None => None,
         })
         .collect();
