@@ -103,7 +103,7 @@ impl Ranks {
 
 /// Job identity common to all schedulers.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct JobInfo {
+pub struct JobInfo {
     pub job_id: Option<String>,
     pub array_job_id: Option<String>,
     pub array_task_id: Option<u32>,

@@ -19,6 +19,10 @@ impl SchedulerEnv for Gflow {
         vars.has("GFLOW_ARRAY_TASK_ID")
     }
 
+    fn job_info(&self, vars: &Vars) -> Option<Result<JobInfo, EnvError>> {
+        Some(job_info(vars))
+    }
+
     fn resolve(&self, vars: &Vars) -> Result<ClusterEnv, EnvError> {
         let job = job_info(vars)?;
         let mut notes = Vec::new();
@@ -45,7 +49,7 @@ impl SchedulerEnv for Gflow {
 }
 
 /// Array task (0 = none) and, where gflow provides it, the job id (`GFLOW_JOB_ID`).
-pub(crate) fn job_info(vars: &Vars) -> Result<JobInfo, EnvError> {
+fn job_info(vars: &Vars) -> Result<JobInfo, EnvError> {
     let task = vars.parse_u32("GFLOW_ARRAY_TASK_ID")?.filter(|&t| t > 0);
     let job_id = vars.get("GFLOW_JOB_ID").map(str::to_string);
     Ok(JobInfo {

@@ -54,6 +54,27 @@ fn torchrun_inside_slurm_keeps_the_job_ids() {
 }
 
 #[test]
+fn torchrun_inside_lsf_or_gflow_keeps_the_job_ids() {
+    let torchrun = [("RANK", "0"), ("WORLD_SIZE", "1")];
+    let e = ok(&[torchrun[0], torchrun[1], ("LSB_JOBID", "31337")]);
+    assert_eq!(e.scheduler, SchedulerKind::Torchrun);
+    assert_eq!(e.job_id.as_deref(), Some("31337"));
+    let e = ok(&[torchrun[0], torchrun[1], ("GFLOW_ARRAY_TASK_ID", "4")]);
+    assert_eq!(e.scheduler, SchedulerKind::Torchrun);
+    assert_eq!(e.array_task_id, Some(4));
+    // Slurm first when two schedulers' variables are set (the detection order).
+    let e = ok(&[
+        torchrun[0],
+        torchrun[1],
+        ("LSB_JOBID", "7"),
+        ("SLURM_JOB_ID", "8"),
+    ]);
+    assert_eq!(e.job_id.as_deref(), Some("8"));
+    let e = ok(&[torchrun[0], torchrun[1]]);
+    assert_eq!((e.job_id, e.array_task_id), (None, None));
+}
+
+#[test]
 fn torchrun_missing_or_contradictory() {
     let msg = err(&[("RANK", "0")]);
     assert!(msg.contains("WORLD_SIZE"), "{msg}");

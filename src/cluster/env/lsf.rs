@@ -24,6 +24,10 @@ impl SchedulerEnv for Lsf {
         vars.has("LSB_JOBID")
     }
 
+    fn job_info(&self, vars: &Vars) -> Option<Result<JobInfo, EnvError>> {
+        Some(job_info(vars))
+    }
+
     fn resolve(&self, vars: &Vars) -> Result<ClusterEnv, EnvError> {
         let job = job_info(vars)?;
         let mut notes = Vec::new();
@@ -118,7 +122,7 @@ fn hosts(vars: &Vars) -> Result<Vec<String>, EnvError> {
 }
 
 /// Job id, array index and queue from LSF variables (`LSB_JOBINDEX=0` means no array).
-pub(crate) fn job_info(vars: &Vars) -> Result<JobInfo, EnvError> {
+fn job_info(vars: &Vars) -> Result<JobInfo, EnvError> {
     let job_id = vars.get("LSB_JOBID").map(str::to_string);
     let index = vars.parse_u32("LSB_JOBINDEX")?.filter(|&i| i > 0);
     Ok(JobInfo {

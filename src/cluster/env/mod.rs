@@ -129,6 +129,11 @@ pub trait SchedulerEnv {
     fn detect(&self, vars: &Vars) -> bool;
     /// Reads ranks, hosts, port, job ids and devices; errors name the variables at fault.
     fn resolve(&self, vars: &Vars) -> Result<ClusterEnv, EnvError>;
+    /// The job's identity (ids, restarts, partition) when this is a scheduler that has jobs
+    /// (`None`: a launcher or no scheduler).
+    fn job_info(&self, _vars: &Vars) -> Option<Result<common::JobInfo, EnvError>> {
+        None
+    }
 }
 
 /// All schedulers in detection order; [`Local`] comes last and always applies.
@@ -146,18 +151,18 @@ pub fn detect(vars: &Vars) -> Result<ClusterEnv, EnvError> {
     Local.resolve(vars)
 }
 
-/// Job identity from whichever scheduler variables are present (Slurm, then LSF, then gflow),
-/// so a torchrun launch inside a Slurm job still records the job.
+/// Job identity from the first scheduler with jobs that the variables name, in [`schedulers`]
+/// order (Slurm, then LSF, then gflow), so a torchrun launch inside a Slurm job still records
+/// the job.
 pub(crate) fn job_info_from_any(vars: &Vars) -> Result<common::JobInfo, EnvError> {
-    if vars.has("SLURM_JOB_ID") || vars.has("SLURM_JOBID") {
-        slurm::job_info(vars)
-    } else if vars.has("LSB_JOBID") {
-        lsf::job_info(vars)
-    } else if vars.has("GFLOW_ARRAY_TASK_ID") {
-        gflow::job_info(vars)
-    } else {
-        Ok(common::JobInfo::default())
+    for s in schedulers() {
+        if s.detect(vars)
+            && let Some(info) = s.job_info(vars)
+        {
+            return info;
+        }
     }
+    Ok(common::JobInfo::default())
 }
 
 #[cfg(test)]

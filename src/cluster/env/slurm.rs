@@ -25,6 +25,10 @@ impl SchedulerEnv for Slurm {
         vars.has("SLURM_JOB_ID") || vars.has("SLURM_JOBID")
     }
 
+    fn job_info(&self, vars: &Vars) -> Option<Result<JobInfo, EnvError>> {
+        Some(job_info(vars))
+    }
+
     fn resolve(&self, vars: &Vars) -> Result<ClusterEnv, EnvError> {
         let job = job_info(vars)?;
         let job_id = job.job_id.clone().unwrap_or_default();
@@ -229,7 +233,7 @@ pub fn parse_tasks_per_node(s: &str) -> Option<Vec<u32>> {
 }
 
 /// Job id, array ids, restart count and partition from Slurm variables.
-pub(crate) fn job_info(vars: &Vars) -> Result<JobInfo, EnvError> {
+fn job_info(vars: &Vars) -> Result<JobInfo, EnvError> {
     let job_id = match (vars.get("SLURM_JOB_ID"), vars.get("SLURM_JOBID")) {
         (Some(a), Some(b)) if a != b => {
             return Err(EnvError::Contradiction(format!(
