@@ -8,10 +8,53 @@ use std::path::Path;
 
 use super::Manifest;
 use super::quote::{comment, sh, sh_path};
+use super::resources::{Resources, format_time};
+use super::scheduler::{Scripts, Submission, SweepScheduler, stem};
 use super::script_parts::{Array, choose_trainer, job_name, ranges_list, run_task};
 
 /// How often gflow starts a failed or timed-out task again (each start resumes its checkpoint).
 const RETRIES: usize = 3;
+
+/// gflow submissions (`# GFLOW` lines in the task script: GPUs, time, memory, project; one GPU when none is asked for, as before resources existed, `--gpus 0` on the submit command line wins; of the optional keys only `extra`).
+pub struct Gflow;
+
+impl SweepScheduler for Gflow {
+    fn has_directive(&self, key: &str) -> bool {
+        key == "extra"
+    }
+
+    fn directives(&self, r: &Resources) -> Vec<String> {
+        let mut out = vec![format!("# GFLOW --gpus {}", r.gpus.unwrap_or(1))];
+        if let Some(t) = r.time_secs {
+            out.push(format!("# GFLOW --time {}", format_time(t)));
+        }
+        if let Some(m) = r.mem_mb {
+            out.push(format!("# GFLOW --memory {m}M"));
+        }
+        if let Some(a) = &r.account {
+            out.push(format!("# GFLOW --project {a}"));
+        }
+        for e in &r.extra {
+            out.push(format!("# GFLOW {e}"));
+        }
+        out
+    }
+
+    fn scripts(&self, s: &Submission<'_>) -> Scripts {
+        let task = s.dir.join("task.gflow");
+        let sh = s
+            .dir
+            .join(format!("{}.gflow.sh", stem(s.which, &s.arrays[0])));
+        let files = vec![
+            (task.clone(), task_script(s.dir, s.manifest)),
+            (
+                sh.clone(),
+                submit_script(s.dir, s.manifest, s.arrays, &task),
+            ),
+        ];
+        (files, vec!["bash".into(), sh.display().to_string()])
+    }
+}
 
 /// `task.gflow`: runs the task given as its argument.
 pub fn task_script(dir: &Path, m: &Manifest) -> String {
@@ -31,7 +74,7 @@ trap 'forward INT' INT
 {run}echo "=== $(date '+%T') task $TASK exit code $rc"
 exit "$rc"
 "#,
-        resources = m.resources.gflow_lines().join("\n"),
+        resources = Gflow.directives(&m.resources).join("\n"),
         command = m.command,
         spec = comment(&m.spec.display().to_string()),
         choose = choose_trainer(m),

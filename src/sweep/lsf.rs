@@ -4,8 +4,70 @@
 use std::path::Path;
 
 use super::Manifest;
-use super::quote::{comment, directive};
+use super::quote::{comment, directive, sh_path};
+use super::resources::Resources;
+use super::scheduler::{Scripts, Submission, SweepScheduler, array_job, stem};
 use super::script_parts::{Array, choose_trainer, lines, ranges, run_task, task_line, throttle};
+
+/// LSF arrays (`#BSUB` directives; every `[resources]` key but `qos`).
+pub struct Lsf;
+
+impl SweepScheduler for Lsf {
+    fn has_directive(&self, key: &str) -> bool {
+        key != "qos"
+    }
+
+    fn directives(&self, r: &Resources) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut push = |s: String| out.push(format!("#BSUB {s}"));
+        if let Some(p) = &r.partition {
+            push(format!("-q {p}"));
+        }
+        if r.gpus() > 0 {
+            let mut spec = format!("num={}", r.gpus());
+            if let Some(t) = &r.gpu_type {
+                spec.push_str(&format!(":gmodel={t}"));
+            }
+            if let Some(m) = &r.mig {
+                spec.push_str(&format!(":mig={m}"));
+            }
+            push(format!("-gpu \"{spec}\""));
+        }
+        if let Some(c) = r.cpus {
+            push(format!("-n {c}"));
+        }
+        if let Some(m) = r.mem_mb {
+            push(format!("-R \"rusage[mem={m}MB]\""));
+        }
+        if let Some(t) = r.time_secs {
+            // LSF's run limit is [hours:]minutes.
+            let minutes = t.div_ceil(60);
+            push(format!("-W {}:{:02}", minutes / 60, minutes % 60));
+        }
+        if let Some(a) = &r.account {
+            push(format!("-P {a}"));
+        }
+        if let Some(c) = &r.constraint {
+            push(format!("-R \"select[{c}]\""));
+        }
+        for e in &r.extra {
+            push(e.clone());
+        }
+        out
+    }
+
+    fn scripts(&self, s: &Submission<'_>) -> Scripts {
+        let (mut files, mut cmds) = (Vec::new(), Vec::new());
+        for a in s.arrays {
+            let after = a.chained.then_some(s.name);
+            let file = s.dir.join(format!("{}.lsf", stem(s.which, a)));
+            cmds.push(format!("bsub < {}", sh_path(&file)));
+            let text = script(s.dir, s.manifest, a, &array_job(s.name, a), after);
+            files.push((file, text));
+        }
+        (files, vec!["bash".into(), "-c".into(), cmds.join(" && ")])
+    }
+}
 
 /// The LSF array script of `a`, job name `name`; `after`: the phase-1 array it waits for.
 pub fn script(dir: &Path, m: &Manifest, a: &Array, name: &str, after: Option<&str>) -> String {
@@ -41,7 +103,7 @@ echo "=== $(date '+%F %T') task $TASK on $(hostname)"
 {run}echo "=== $(date '+%T') task $TASK exit code $rc"
 exit "$rc"
 "#,
-        resources = lines(m.resources.lsf_lines()),
+        resources = lines(Lsf.directives(&m.resources)),
         margin = m.resources.margin_secs().map_or(5, |s| s.div_ceil(60)),
         n = indices.len(),
         command = m.command,

@@ -10,11 +10,13 @@
 
 pub mod expand;
 mod gflow;
+mod local;
 mod lsf;
 mod plan;
 pub mod progress;
 pub mod quote;
 pub mod resources;
+mod scheduler;
 mod script_parts;
 pub mod scripts;
 mod slurm;

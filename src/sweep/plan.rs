@@ -83,7 +83,7 @@ fn resolve_resources(base: Resources, s: &PlanSettings, scheduler: Scheduler) ->
         r.set(key, value)
             .map_err(|e| anyhow::anyhow!("--{}: {e}", key.replace('_', "-")))?;
     }
-    let ignored = r.ignored_by(scheduler);
+    let ignored = scripts::ignored(&r, scheduler);
     if !ignored.is_empty() {
         eprintln!(
             "[sweep] warning: {scheduler:?} has no directive for resources {}: left out",

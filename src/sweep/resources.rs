@@ -1,6 +1,7 @@
 //! What a sweep's tasks ask of the queue: the `[resources]` table of a spec, overridden by the
 //! flags of `sweep plan` (`--partition q_ai4 --gpus 1 --time 12:00:00 …`), kept in the manifest
-//! (`plan --missing` asks for the same), and rendered as each scheduler's directives.
+//! (`plan --missing` asks for the same); each scheduler renders it as its directives
+//! (`SweepScheduler::directives` in `slurm.rs`, `lsf.rs`, `gflow.rs`).
 //!
 //! ```toml
 //! [resources]
@@ -26,7 +27,6 @@
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::Scheduler;
 use super::quote::sh;
 
 mod values;
@@ -193,123 +193,19 @@ impl Resources {
             .map(|t| (t / 10).clamp(60, 600).min(t / 2).max(1))
     }
 
-    /// The keys set here that `scheduler` has no directive for (left out, with a warning).
-    pub fn ignored_by(&self, scheduler: Scheduler) -> Vec<&'static str> {
-        let set = [
-            ("partition", self.partition.is_some()),
-            ("gpu_type", self.gpu_type.is_some()),
-            ("mig", self.mig.is_some()),
-            ("cpus", self.cpus.is_some()),
-            ("qos", self.qos.is_some()),
-            ("constraint", self.constraint.is_some()),
-            ("extra", !self.extra.is_empty()),
-        ];
-        let has = |k: &str| match scheduler {
-            Scheduler::Slurm => k != "mig",
-            Scheduler::Lsf => k != "qos",
-            Scheduler::Gflow => k == "extra",
-            Scheduler::Local => false,
-        };
-        set.iter()
-            .filter(|(k, on)| *on && !has(k))
-            .map(|(k, _)| *k)
-            .collect()
-    }
-
-    /// `#SBATCH` lines (without the signal line).
-    pub fn slurm_lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut push = |s: String| out.push(format!("#SBATCH {s}"));
-        if let Some(p) = &self.partition {
-            push(format!("--partition={p}"));
+    /// Whether `key`, one of the keys a scheduler may have no directive for
+    /// (`scheduler::OPTIONAL_KEYS`), is set.
+    pub fn has(&self, key: &str) -> bool {
+        match key {
+            "partition" => self.partition.is_some(),
+            "gpu_type" => self.gpu_type.is_some(),
+            "mig" => self.mig.is_some(),
+            "cpus" => self.cpus.is_some(),
+            "qos" => self.qos.is_some(),
+            "constraint" => self.constraint.is_some(),
+            "extra" => !self.extra.is_empty(),
+            _ => false,
         }
-        if self.gpus() > 0 {
-            match &self.gpu_type {
-                Some(t) => push(format!("--gres=gpu:{t}:{}", self.gpus())),
-                None => push(format!("--gres=gpu:{}", self.gpus())),
-            }
-        }
-        if let Some(c) = self.cpus {
-            push(format!("--cpus-per-task={c}"));
-        }
-        if let Some(m) = self.mem_mb {
-            push(format!("--mem={m}M"));
-        }
-        if let Some(t) = self.time_secs {
-            push(format!("--time={}", format_time(t)));
-        }
-        for (flag, v) in [
-            ("account", &self.account),
-            ("qos", &self.qos),
-            ("constraint", &self.constraint),
-        ] {
-            if let Some(v) = v {
-                push(format!("--{flag}={v}"));
-            }
-        }
-        for e in &self.extra {
-            push(e.clone());
-        }
-        out
-    }
-
-    /// `#BSUB` lines (without the warning lines).
-    pub fn lsf_lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut push = |s: String| out.push(format!("#BSUB {s}"));
-        if let Some(p) = &self.partition {
-            push(format!("-q {p}"));
-        }
-        if self.gpus() > 0 {
-            let mut spec = format!("num={}", self.gpus());
-            if let Some(t) = &self.gpu_type {
-                spec.push_str(&format!(":gmodel={t}"));
-            }
-            if let Some(m) = &self.mig {
-                spec.push_str(&format!(":mig={m}"));
-            }
-            push(format!("-gpu \"{spec}\""));
-        }
-        if let Some(c) = self.cpus {
-            push(format!("-n {c}"));
-        }
-        if let Some(m) = self.mem_mb {
-            push(format!("-R \"rusage[mem={m}MB]\""));
-        }
-        if let Some(t) = self.time_secs {
-            // LSF's run limit is [hours:]minutes.
-            let minutes = t.div_ceil(60);
-            push(format!("-W {}:{:02}", minutes / 60, minutes % 60));
-        }
-        if let Some(a) = &self.account {
-            push(format!("-P {a}"));
-        }
-        if let Some(c) = &self.constraint {
-            push(format!("-R \"select[{c}]\""));
-        }
-        for e in &self.extra {
-            push(e.clone());
-        }
-        out
-    }
-
-    /// `# GFLOW` lines (gflow reads them from the task script); one GPU when none is asked for,
-    /// as before resources existed (`--gpus 0` on the submit command line wins).
-    pub fn gflow_lines(&self) -> Vec<String> {
-        let mut out = vec![format!("# GFLOW --gpus {}", self.gpus.unwrap_or(1))];
-        if let Some(t) = self.time_secs {
-            out.push(format!("# GFLOW --time {}", format_time(t)));
-        }
-        if let Some(m) = self.mem_mb {
-            out.push(format!("# GFLOW --memory {m}M"));
-        }
-        if let Some(a) = &self.account {
-            out.push(format!("# GFLOW --project {a}"));
-        }
-        for e in &self.extra {
-            out.push(format!("# GFLOW {e}"));
-        }
-        out
     }
 
     /// Shell lines before the trainer is chosen: `module load` each module (a failure ends the

@@ -1,42 +1,40 @@
-//! The scheduler's scripts of a sweep, written into its directory: what they share (the arrays
-//! a submission is made of, [`arrays`]; the trainer choice; running the task with the
-//! scheduler's signal forwarded) is in `super::script_parts`. Each scheduler's text is in its file: a Slurm array
-//! with a throttle (`super::slurm`), an LSF array (`super::lsf`), gflow submissions
-//! (`super::gflow`); or the local plan (`trainer sweep run DIR --jobs N`). A two-stage sweep
-//! is submitted as arrays ([`arrays`]) by a small `submit.sh`: phase 2 of each task waits for
-//! its own phase-1 task (Slurm `aftercorr`, a gflow dependency per task; LSF: the whole phase-1
-//! array has ended).
+//! The scheduler's scripts of a sweep, written into its directory. Each scheduler is a type
+//! implementing [`SweepScheduler`] in its own file (a Slurm array with a throttle, `slurm.rs`; an
+//! LSF array, `lsf.rs`; gflow submissions, `gflow.rs`; the local plan, `trainer sweep run DIR
+//! --jobs N`, `local.rs`), listed here once ([`of`]); what their scripts share (the arrays a
+//! submission is made of, the trainer choice, running the task with the scheduler's signal
+//! forwarded) is `script_parts.rs`. A two-stage sweep is submitted as arrays by a small
+//! `submit.sh`: phase 2 of each task waits for its own phase-1 task (Slurm `aftercorr`, a gflow
+//! dependency per task; LSF: the whole phase-1 array has ended).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::quote::{check_path, comment, sh_path};
-use super::script_parts::{Array, arrays, job_name};
+use super::quote::check_path;
+use super::resources::Resources;
+use super::scheduler::{OPTIONAL_KEYS, Submission, SweepScheduler};
+use super::script_parts::{arrays, job_name};
 use super::{Manifest, Scheduler};
 use crate::files::write_atomic;
 
-/// The file stem of array `a` of a submission (`submit`, `submit-phase2`, …).
-fn stem(which: &str, a: &Array) -> String {
-    let base = if which == "all" {
-        "submit".to_string()
-    } else {
-        format!("submit-{which}")
-    };
-    match (a.offset, a.chained) {
-        (0, _) => base,
-        (_, true) => format!("{base}-phase2"),
-        (_, false) => format!("{base}-phase2-now"),
+/// The scheduler of `s`: one line each (a new scheduler: its file implementing
+/// [`SweepScheduler`], its variant of [`Scheduler`], its line here).
+pub fn of(s: Scheduler) -> &'static dyn SweepScheduler {
+    match s {
+        Scheduler::Slurm => &super::slurm::Slurm,
+        Scheduler::Lsf => &super::lsf::Lsf,
+        Scheduler::Gflow => &super::gflow::Gflow,
+        Scheduler::Local => &super::local::Local,
     }
 }
 
-/// The scheduler's job name of array `a` of the sweep named `name`.
-fn array_job(name: &str, a: &Array) -> String {
-    if a.offset == 0 {
-        name.to_string()
-    } else {
-        format!("{name}-phase2")
-    }
+/// The keys set in `r` that `s` has no directive for (left out, with a warning).
+pub fn ignored(r: &Resources, s: Scheduler) -> Vec<&'static str> {
+    OPTIONAL_KEYS
+        .into_iter()
+        .filter(|k| r.has(k) && !of(s).has_directive(k))
+        .collect()
 }
 
 /// Writes the scripts of `indices` (`which`: `all` or `missing`) into the sweep directory and
@@ -51,58 +49,13 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let arrays = arrays(m, indices);
     let name = job_name(dir);
-    let mut files: Vec<(PathBuf, String)> = Vec::new();
-    let submit = match m.scheduler {
-        Scheduler::Slurm => {
-            for a in &arrays {
-                files.push((
-                    dir.join(format!("{}.slurm", stem(which, a))),
-                    super::slurm::script(dir, m, a, &array_job(&name, a)),
-                ));
-            }
-            if let [(only, _)] = files.as_slice() {
-                vec!["sbatch".into(), only.display().to_string()]
-            } else {
-                let sh = dir.join(format!("{}.sh", stem(which, &arrays[0])));
-                files.push((sh.clone(), super::slurm::chain(&arrays, &files)));
-                vec!["bash".into(), sh.display().to_string()]
-            }
-        }
-        Scheduler::Lsf => {
-            let mut cmds = Vec::new();
-            for a in &arrays {
-                let after = a.chained.then_some(name.as_str());
-                let file = dir.join(format!("{}.lsf", stem(which, a)));
-                cmds.push(format!("bsub < {}", sh_path(&file)));
-                let text = super::lsf::script(dir, m, a, &array_job(&name, a), after);
-                files.push((file, text));
-            }
-            vec!["bash".into(), "-c".into(), cmds.join(" && ")]
-        }
-        Scheduler::Gflow => {
-            let task = dir.join("task.gflow");
-            files.push((task.clone(), super::gflow::task_script(dir, m)));
-            let sh = dir.join(format!("{}.gflow.sh", stem(which, &arrays[0])));
-            files.push((
-                sh.clone(),
-                super::gflow::submit_script(dir, m, &arrays, &task),
-            ));
-            vec!["bash".into(), sh.display().to_string()]
-        }
-        Scheduler::Local => {
-            let path = dir.join("run-local.sh");
-            let jobs = if m.throttle > 0 { m.throttle } else { 1 };
-            let text = format!(
-                "#!/bin/bash\n# trainer sweep: the pending tasks of {} on this machine, {jobs} at \
-                 a time.\nexec \"${{TRAINER:-trainer}}\" sweep run {} --jobs {jobs}\n",
-                comment(&dir.display().to_string()),
-                sh_path(dir)
-            );
-            let submit = vec!["bash".into(), path.display().to_string()];
-            files.push((path, text));
-            submit
-        }
-    };
+    let (files, submit) = of(m.scheduler).scripts(&Submission {
+        dir,
+        manifest: m,
+        arrays: &arrays,
+        which,
+        name: &name,
+    });
     for (file, text) in &files {
         write_atomic(file, |w| Ok(w.write_all(text.as_bytes())?))?;
         // Executable: gflow runs a script by its path.

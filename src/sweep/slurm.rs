@@ -6,7 +6,72 @@ use std::path::{Path, PathBuf};
 
 use super::Manifest;
 use super::quote::{comment, directive, sh_path};
+use super::resources::{Resources, format_time};
+use super::scheduler::{Scripts, Submission, SweepScheduler, array_job, stem};
 use super::script_parts::{Array, choose_trainer, lines, ranges, run_task, task_line, throttle};
+
+/// Slurm arrays (`#SBATCH` directives; every `[resources]` key but `mig`).
+pub struct Slurm;
+
+impl SweepScheduler for Slurm {
+    fn has_directive(&self, key: &str) -> bool {
+        key != "mig"
+    }
+
+    fn directives(&self, r: &Resources) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut push = |s: String| out.push(format!("#SBATCH {s}"));
+        if let Some(p) = &r.partition {
+            push(format!("--partition={p}"));
+        }
+        if r.gpus() > 0 {
+            match &r.gpu_type {
+                Some(t) => push(format!("--gres=gpu:{t}:{}", r.gpus())),
+                None => push(format!("--gres=gpu:{}", r.gpus())),
+            }
+        }
+        if let Some(c) = r.cpus {
+            push(format!("--cpus-per-task={c}"));
+        }
+        if let Some(m) = r.mem_mb {
+            push(format!("--mem={m}M"));
+        }
+        if let Some(t) = r.time_secs {
+            push(format!("--time={}", format_time(t)));
+        }
+        for (flag, v) in [
+            ("account", &r.account),
+            ("qos", &r.qos),
+            ("constraint", &r.constraint),
+        ] {
+            if let Some(v) = v {
+                push(format!("--{flag}={v}"));
+            }
+        }
+        for e in &r.extra {
+            push(e.clone());
+        }
+        out
+    }
+
+    fn scripts(&self, s: &Submission<'_>) -> Scripts {
+        let mut files = Vec::new();
+        for a in s.arrays {
+            files.push((
+                s.dir.join(format!("{}.slurm", stem(s.which, a))),
+                script(s.dir, s.manifest, a, &array_job(s.name, a)),
+            ));
+        }
+        let submit = if let [(only, _)] = files.as_slice() {
+            vec!["sbatch".into(), only.display().to_string()]
+        } else {
+            let sh = s.dir.join(format!("{}.sh", stem(s.which, &s.arrays[0])));
+            files.push((sh.clone(), chain(s.arrays, &files)));
+            vec!["bash".into(), sh.display().to_string()]
+        };
+        (files, submit)
+    }
+}
 
 /// The array script of `a`, job name `name`: each array task runs `trainer sweep task DIR
 /// $TASK` with the queue rules of `jobs/` (signal before the limit, forward it, requeue on 75,
@@ -44,7 +109,7 @@ if [[ $rc -eq 75 ]]; then
 fi
 exit "$rc"
 "#,
-        resources = lines(m.resources.slurm_lines()),
+        resources = lines(Slurm.directives(&m.resources)),
         margin = m.resources.margin_secs().unwrap_or(120),
         why = if m.resources.time_secs.is_some() {
             " (a tenth of the limit, 1 to 10 min)"

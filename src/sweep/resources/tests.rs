@@ -1,4 +1,10 @@
 use super::*;
+use crate::sweep::Scheduler;
+use crate::sweep::gflow::Gflow;
+use crate::sweep::lsf::Lsf;
+use crate::sweep::scheduler::SweepScheduler;
+use crate::sweep::scripts::ignored;
+use crate::sweep::slurm::Slurm;
 
 fn table(text: &str) -> toml::Table {
     text.parse().unwrap()
@@ -75,7 +81,7 @@ extra = ["--exclusive"]
     ))
     .unwrap();
     assert_eq!(
-        r.slurm_lines(),
+        Slurm.directives(&r),
         [
             "#SBATCH --partition=q_ai4",
             "#SBATCH --gres=gpu:a100:2",
@@ -88,7 +94,7 @@ extra = ["--exclusive"]
             "#SBATCH --exclusive",
         ]
     );
-    let lsf = r.lsf_lines().join("\n");
+    let lsf = Lsf.directives(&r).join("\n");
     for want in [
         "#BSUB -q q_ai4",
         "#BSUB -gpu \"num=2:gmodel=a100\"",
@@ -100,11 +106,11 @@ extra = ["--exclusive"]
     ] {
         assert!(lsf.contains(want), "{want}\n{lsf}");
     }
-    assert_eq!(r.ignored_by(Scheduler::Lsf), ["qos"]);
-    let gflow = r.gflow_lines().join("\n");
+    assert_eq!(ignored(&r, Scheduler::Lsf), ["qos"]);
+    let gflow = Gflow.directives(&r).join("\n");
     assert!(gflow.contains("# GFLOW --gpus 2\n# GFLOW --time 12:00:00\n# GFLOW --memory 32768M"));
     assert_eq!(
-        r.ignored_by(Scheduler::Gflow),
+        ignored(&r, Scheduler::Gflow),
         ["partition", "gpu_type", "cpus", "qos", "constraint"]
     );
     let shell = r.setup_shell();
