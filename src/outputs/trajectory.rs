@@ -47,7 +47,8 @@ impl Trajectories {
     }
 }
 
-/// The padded range of `values` (a flat one widened so it can be drawn).
+/// The padded range of `values`: 8 % of the spread each side; a flat one widened by 5 % of its
+/// value, at least 0.05, so that its tick labels read (a panel of zeros spans ±0.05).
 fn span(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
     let (lo, hi) = values
         .filter(|v| v.is_finite())
@@ -60,7 +61,7 @@ fn span(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
     let pad = if hi - lo > 1e-12 * lo.abs().max(hi.abs()) {
         0.08 * (hi - lo)
     } else {
-        0.05 * lo.abs().max(1e-3)
+        0.05 * lo.abs().max(1.0)
     };
     lo - pad..hi + pad
 }
@@ -146,5 +147,50 @@ impl Figure for Trajectories {
             dashed: true,
         });
         legend::draw(&key, &entries, &keyed, 48)
+    }
+}
+
+/// Whether every value of the panel (observed and forecast) is the same: nothing to see.
+pub fn flat(panel: &Panel) -> bool {
+    let mut values = panel
+        .tracks
+        .iter()
+        .flat_map(|t| t.observed.iter().chain(&t.forecast))
+        .map(|p| p.1);
+    match values.next() {
+        Some(first) => values.all(|v| v == first),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flat_panel_gets_a_readable_range_and_is_named_flat() {
+        let r = span([0.0, 0.0, 0.0].into_iter());
+        assert_eq!((r.start, r.end), (-0.05, 0.05));
+        let r = span([2.0, 2.0].into_iter());
+        assert!(
+            (r.start - 1.9).abs() < 1e-12 && (r.end - 2.1).abs() < 1e-12,
+            "{r:?}"
+        );
+        let r = span([1.0, 2.0].into_iter());
+        assert!(
+            (r.start - 0.92).abs() < 1e-12 && (r.end - 2.08).abs() < 1e-12,
+            "{r:?}"
+        );
+        let track = |v: f64| Track {
+            subject: "s".into(),
+            observed: vec![(9.0, v), (11.0, 0.0)],
+            forecast: vec![(10.0, 0.0)],
+        };
+        let panel = |v| Panel {
+            measure: "m".into(),
+            tracks: vec![track(v)],
+        };
+        assert!(flat(&panel(0.0)));
+        assert!(!flat(&panel(0.3)));
     }
 }

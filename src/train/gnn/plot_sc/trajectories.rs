@@ -15,7 +15,7 @@ use super::super::saved_run::{Horizon, SavedRun};
 use super::PlotScSettings;
 use crate::backend;
 use crate::outputs::heatmap;
-use crate::outputs::trajectory::{Panel, Track, Trajectories};
+use crate::outputs::trajectory::{self, Panel, Track, Trajectories};
 
 /// Forecast points per subject.
 const STEPS: usize = 12;
@@ -168,7 +168,7 @@ pub(super) fn run(s: &PlotScSettings) -> Result<()> {
     {
         bail!("the forecast is not finite at some horizon: nothing drawn");
     }
-    let panels = measures
+    let panels: Vec<Panel> = measures
         .iter()
         .map(|&m| Panel {
             measure: m.label(),
@@ -195,6 +195,13 @@ pub(super) fn run(s: &PlotScSettings) -> Result<()> {
                 .collect(),
         })
         .collect();
+    for p in panels.iter().filter(|p| trajectory::flat(p)) {
+        eprintln!(
+            "[plot-sc] warning: the panel \"{}\" is flat (one value in every scan and forecast \
+             shown; an edge these subjects never have?): choose another measure",
+            p.measure
+        );
+    }
     let fig = Trajectories {
         title: s
             .title
