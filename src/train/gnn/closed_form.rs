@@ -1,7 +1,8 @@
-//! What the closed-form forecasters' jobs (`--model linear-drift` in [`drift`](super::drift),
-//! `--model eb-drift` in [`eb_drift`](super::eb_drift)) share: one epoch per fold, the same
-//! loader, split, folds, validation columns, test protocol and result files as CLG-ODE. Each job
-//! keeps only its own sums, fit and forecast.
+//! The state every closed-form forecaster's job shares ([`ClosedFormJob`](super::closed_form_job)
+//! runs `--model linear-drift`, [`drift`](super::drift), and `--model eb-drift`,
+//! [`eb_drift`](super::eb_drift)): one epoch per fold, the same loader, split, folds, validation
+//! columns, test protocol and result files as CLG-ODE; the fitted forecaster as a function
+//! ([`Forecast`]). Each model keeps only its own sums, fit and forecast.
 
 use std::collections::BTreeMap;
 
@@ -27,7 +28,7 @@ use crate::toolbox::checkpoint::Checkpoint;
 
 /// The state of a closed-form forecaster's job: its settings, the cohort, the spec and the fold
 /// in progress.
-pub(super) struct ClosedForm {
+pub struct ClosedForm {
     pub settings: GnnSettings,
     pub prep: Prepared,
     fold_ids: Vec<usize>,
@@ -199,10 +200,7 @@ impl ClosedForm {
 
 /// A fitted forecaster: the forecast of each subject of `subjects` of a fold from its visit 0,
 /// `dts[i]` years later, or (`dts` = `None`) at its visit 1 (a one-scan subject: its scan).
-pub(super) trait Forecast:
-    Fn(&FoldData, &[usize], Option<&[f64]>) -> Vec<Array2<f32>>
-{
-}
+pub trait Forecast: Fn(&FoldData, &[usize], Option<&[f64]>) -> Vec<Array2<f32>> {}
 
 impl<F: Fn(&FoldData, &[usize], Option<&[f64]>) -> Vec<Array2<f32>>> Forecast for F {}
 

@@ -1,14 +1,12 @@
-//! `train-gnn --model eb-drift` as a job of the engine (docs/eb-drift.md): the loader, split,
-//! folds, validation columns, test protocol and result files of every model; one epoch per
-//! fold whose steps add up the identity's error over the training subjects' visit pairs, and
-//! whose end fits the empirical-Bayes forecaster on the fold's training subjects (on every rank
-//! alike: a closed form on data every rank holds).
-
-use std::collections::BTreeMap;
-use std::marker::PhantomData;
+//! `train-gnn --model eb-drift` (docs/eb-drift.md): a closed-form forecaster ([`ClosedFormFit`])
+//! run by the shared [`ClosedFormJob`] on the loader, split, folds, validation columns, test
+//! protocol and result files of every model; one epoch per fold whose steps add up the
+//! identity's error over the training subjects' visit pairs, and whose end fits the
+//! empirical-Bayes forecaster on the fold's training subjects (on every rank alike: a closed
+//! form on data every rank holds).
 
 use anyhow::{Context, Result};
-use burn::optim::GradientsParams;
+use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
 
@@ -16,16 +14,14 @@ use super::Prepared;
 use super::batch::delta_t;
 use super::breakdown::Predictions;
 use super::closed_form::{ClosedForm, Forecast, from_visit_0};
+use super::closed_form_job::{ClosedFormFit, ClosedFormJob, saved_forecast};
 use super::fits::training_scans;
 use super::fold_data::FoldData;
 use super::kind::ModelKind;
 use super::model::GnnModel;
 use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
-use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, LossSums, Monitor, RunContext, Stage,
-    StepOut, Valid,
-};
+use crate::engine::{LossSums, Monitor, RunContext};
 use crate::models::eb_drift::{EbDrift, EbParams, MODEL_NAME, params_from};
 use crate::toolbox::checkpoint::Checkpoint;
 
@@ -36,15 +32,15 @@ impl GnnModel for EbDriftModel {
     const KIND: ModelKind = ModelKind::EbDrift;
     const FILE_STEM: &'static str = MODEL_NAME;
     const TIME_INPUT: bool = true;
-    type Job<B: AutodiffBackend> = EbDriftJob<B>;
+    type Job<B: AutodiffBackend> = ClosedFormJob<B, Self>;
 
     fn job<B: AutodiffBackend>(
         settings: GnnSettings,
         monitor: Option<Monitor>,
         prep: Prepared,
         ctx: &RunContext<B>,
-    ) -> Result<EbDriftJob<B>> {
-        EbDriftJob::new(settings, monitor, prep, ctx)
+    ) -> Result<Self::Job<B>> {
+        ClosedFormJob::new(settings, monitor, prep, ctx)
     }
 
     fn forecast<B: AutodiffBackend>(
@@ -53,12 +49,113 @@ impl GnnModel for EbDriftModel {
         horizon: &Horizon<'_>,
         _device: &B::Device,
     ) -> Result<Predictions> {
-        let params = checkpoint_params(&run.ck, run.data.n_nodes())?;
-        let dts = match horizon {
-            Horizon::NextVisit => None,
-            Horizon::Years { dts, .. } => Some(*dts),
-        };
-        Ok(forecaster(params)(&run.data, subjects, dts).into())
+        saved_forecast::<Self>(run, subjects, horizon)
+    }
+}
+
+impl ClosedFormFit for EbDriftModel {
+    const MODEL_NAME: &'static str = MODEL_NAME;
+    type Module<B: AutodiffBackend> = EbDrift<B>;
+    type Sums = LossSums;
+    type Params = EbParams;
+
+    fn init<B: AutodiffBackend>(n: usize, device: &B::Device) -> EbDrift<B> {
+        EbDrift::new(n, device)
+    }
+
+    /// The identity's error over the subjects' training pairs (what the forecaster improves
+    /// on).
+    fn sums(data: &FoldData, subjects: impl Iterator<Item = usize>) -> LossSums {
+        let mut sums = LossSums::default();
+        for s in subjects {
+            let scans = data.scans(s);
+            for v in 1..scans.len() {
+                let (sum, count) = squared_error(&scans[v - 1].a_raw, &scans[v].a_raw);
+                sums.sum += sum;
+                sums.count += count;
+            }
+        }
+        sums
+    }
+
+    fn fit<B: AutodiffBackend>(
+        core: &mut ClosedForm,
+        _sums: &LossSums,
+        device: &B::Device,
+    ) -> Result<EbDrift<B>> {
+        let (data, train) = core.training()?;
+        let params = EbParams::fit(&training_scans(data, train));
+        let mut err = (0.0, 0.0);
+        for &s in train {
+            let scans = data.scans(s);
+            for v in 1..scans.len() {
+                let dt = delta_t(scans, v - 1, v);
+                let (start, sex) = (&scans[v - 1], data.cohort.subjects[s].sex);
+                let f = params.forecast(&start.a_raw, start.age, start.age + dt, sex);
+                let (sum, count) = squared_error(&f, &scans[v].a_raw);
+                err = (err.0 + sum, err.1 + count);
+            }
+        }
+        core.train_loss = if err.1 > 0.0 { err.0 / err.1 } else { f64::NAN };
+        if core.main {
+            let [age, sex] = params.drift_factors;
+            eprintln!(
+                "[train-gnn] eb-drift fit: subject offset kept {:.3}, edge deviations kept \
+                 {:.3}..{:.3}; drift x(1 {age:+.3}/year from age {:.2}, {sex:+.3} for males, \
+                 {:+.3} for females); co-deviations of edges sharing a node x{:.3}; existence {}",
+                params.k_g,
+                params.k_edge.iter().copied().fold(f64::INFINITY, f64::min),
+                params
+                    .k_edge
+                    .iter()
+                    .copied()
+                    .fold(f64::NEG_INFINITY, f64::max),
+                params.a_bar,
+                -sex,
+                params.codev,
+                if params.exist.is_some() {
+                    "by the forecast level (a logistic regression)"
+                } else {
+                    "per edge (p11)"
+                },
+            );
+        }
+        Ok(EbDrift::from_params(&params, device))
+    }
+
+    fn valid_params<B: AutodiffBackend>(
+        m: &<EbDrift<B> as AutodiffModule<B>>::InnerModule,
+        n: usize,
+    ) -> Result<EbParams> {
+        params_from(n, |name| {
+            let t = match name {
+                "a_bar" => m.a_bar.val(),
+                "k_g" => m.k_g.val(),
+                "k_edge" => m.k_edge.val(),
+                "alpha" => m.alpha.val(),
+                "drift" => m.drift.val(),
+                "seen" => m.seen.val(),
+                "p11" => m.p11.val(),
+                "p01" => m.p01.val(),
+                "drift_factors" => m.drift_factors.val(),
+                "node_sim" => m.node_sim.val(),
+                "codev" => m.codev.val(),
+                "exist" => m.exist.val(),
+                _ => m.nu.val(),
+            };
+            Ok(crate::host_reads::data(t)
+                .convert::<f32>()
+                .to_vec()
+                .unwrap_or_default())
+        })
+    }
+
+    fn checkpoint_params(ck: &Checkpoint, n: usize) -> Result<EbParams> {
+        checkpoint_params(ck, n)
+    }
+
+    fn forecaster(params: EbParams, _settings: &GnnSettings) -> impl Forecast {
+        forecaster(params)
     }
 }
 
@@ -95,146 +192,4 @@ fn squared_error(pred: &Array2<f32>, truth: &Array2<f32>) -> (f64, f64) {
         }
     }
     (sum, (n * n.saturating_sub(1) / 2) as f64)
-}
-
-pub struct EbDriftJob<B: AutodiffBackend> {
-    core: ClosedForm,
-    _b: PhantomData<B>,
-}
-
-impl<B: AutodiffBackend> EbDriftJob<B> {
-    pub fn new(
-        settings: GnnSettings,
-        monitor: Option<Monitor>,
-        prep: Prepared,
-        ctx: &RunContext<B>,
-    ) -> Result<Self> {
-        Ok(Self {
-            core: ClosedForm::new(settings, monitor, prep, ctx, MODEL_NAME)?,
-            _b: PhantomData,
-        })
-    }
-
-    fn params(model: &Valid<B, Self>, n: usize) -> Result<EbParams> {
-        params_from(n, |name| {
-            let t = match name {
-                "a_bar" => model.a_bar.val(),
-                "k_g" => model.k_g.val(),
-                "k_edge" => model.k_edge.val(),
-                "alpha" => model.alpha.val(),
-                "drift" => model.drift.val(),
-                "seen" => model.seen.val(),
-                "p11" => model.p11.val(),
-                "p01" => model.p01.val(),
-                "drift_factors" => model.drift_factors.val(),
-                "node_sim" => model.node_sim.val(),
-                "codev" => model.codev.val(),
-                "exist" => model.exist.val(),
-                _ => model.nu.val(),
-            };
-            Ok(crate::host_reads::data(t)
-                .convert::<f32>()
-                .to_vec()
-                .unwrap_or_default())
-        })
-    }
-}
-
-impl<B: AutodiffBackend> Job<B> for EbDriftJob<B> {
-    type Model = EbDrift<B>;
-    type Step = LossSums;
-    type Epoch = LossSums;
-    type State = ();
-
-    fn spec(&self) -> &JobSpec {
-        &self.core.spec
-    }
-
-    fn begin_stage(&mut self, stage: usize, _resumed: bool) -> Result<Stage> {
-        self.core.begin_stage(stage, BTreeMap::new())
-    }
-
-    fn init_model(&self, _stage: usize, device: &B::Device) -> Result<EbDrift<B>> {
-        Ok(EbDrift::new(self.core.n, device))
-    }
-
-    /// The identity's error over the shard's training pairs (what the forecaster improves on).
-    fn step(&mut self, _model: &EbDrift<B>, b: &Batch<'_, B>) -> Result<StepOut<LossSums>> {
-        let (data, train) = self.core.training()?;
-        let mut sums = LossSums::default();
-        for &i in &b.order[b.lo..b.hi] {
-            let scans = data.scans(train[i]);
-            for v in 1..scans.len() {
-                let (sum, count) = squared_error(&scans[v - 1].a_raw, &scans[v].a_raw);
-                sums.sum += sum;
-                sums.count += count;
-            }
-        }
-        Ok(StepOut {
-            grads: GradientsParams::new(),
-            sums,
-        })
-    }
-
-    fn refit(
-        &mut self,
-        _model: EbDrift<B>,
-        _sums: &LossSums,
-        device: &B::Device,
-    ) -> Result<EbDrift<B>> {
-        let (data, train) = self.core.training()?;
-        let params = EbParams::fit(&training_scans(data, train));
-        let mut err = (0.0, 0.0);
-        for &s in train {
-            let scans = data.scans(s);
-            for v in 1..scans.len() {
-                let dt = delta_t(scans, v - 1, v);
-                let (start, sex) = (&scans[v - 1], data.cohort.subjects[s].sex);
-                let f = params.forecast(&start.a_raw, start.age, start.age + dt, sex);
-                let (sum, count) = squared_error(&f, &scans[v].a_raw);
-                err = (err.0 + sum, err.1 + count);
-            }
-        }
-        self.core.train_loss = if err.1 > 0.0 { err.0 / err.1 } else { f64::NAN };
-        if self.core.main {
-            let [age, sex] = params.drift_factors;
-            eprintln!(
-                "[train-gnn] eb-drift fit: subject offset kept {:.3}, edge deviations kept \
-                 {:.3}..{:.3}; drift x(1 {age:+.3}/year from age {:.2}, {sex:+.3} for males, \
-                 {:+.3} for females); co-deviations of edges sharing a node x{:.3}; existence {}",
-                params.k_g,
-                params.k_edge.iter().copied().fold(f64::INFINITY, f64::min),
-                params
-                    .k_edge
-                    .iter()
-                    .copied()
-                    .fold(f64::NEG_INFINITY, f64::max),
-                params.a_bar,
-                -sex,
-                params.codev,
-                if params.exist.is_some() {
-                    "by the forecast level (a logistic regression)"
-                } else {
-                    "per edge (p11)"
-                },
-            );
-        }
-        Ok(EbDrift::from_params(&params, device))
-    }
-
-    fn end_epoch(
-        &mut self,
-        model: &Valid<B, Self>,
-        _sums: &LossSums,
-        _ctx: &EpochCtx<'_, B>,
-    ) -> Result<EpochReport> {
-        let params = Self::params(model, self.core.n)?;
-        self.core.report(forecaster(params))
-    }
-
-    fn finish(&mut self, done: &Done<'_, B>) -> Result<()> {
-        let n = self.core.n;
-        self.core
-            .finish(done, |ck| Ok(forecaster(checkpoint_params(ck, n)?)))
-    }
 }

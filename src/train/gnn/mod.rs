@@ -34,6 +34,7 @@ pub mod batch;
 pub mod breakdown;
 mod clg_ode;
 mod closed_form;
+mod closed_form_job;
 pub mod cohort;
 mod columns;
 pub mod config;
