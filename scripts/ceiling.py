@@ -442,8 +442,8 @@ def rustsyn(cohort):
         logw = np.log(gh_w) + np.array([loglik(o) for o in nodes]) + 0.5 * gh_x**2
         wts = np.exp(logw - logw.max())
         wts /= wts.sum()
-        y1[edge] = sum(wk * edge_forecast(base[edge] + o + dev0[edge], *args[:2], args[2],
-                                          args[3], args[4], change[edge], thr, thr)
+        y1[edge] = sum(wk * edge_forecast(base[edge] + o + dev0[edge], *args, change[edge],
+                                          thr, thr)
                        for o, wk in zip(nodes, wts) if wk > 1e-9)
         return y1
 

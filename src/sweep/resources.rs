@@ -193,19 +193,18 @@ impl Resources {
             .map(|t| (t / 10).clamp(60, 600).min(t / 2).max(1))
     }
 
-    /// Whether `key`, one of the keys a scheduler may have no directive for
-    /// (`scheduler::OPTIONAL_KEYS`), is set.
-    pub fn has(&self, key: &str) -> bool {
-        match key {
-            "partition" => self.partition.is_some(),
-            "gpu_type" => self.gpu_type.is_some(),
-            "mig" => self.mig.is_some(),
-            "cpus" => self.cpus.is_some(),
-            "qos" => self.qos.is_some(),
-            "constraint" => self.constraint.is_some(),
-            "extra" => !self.extra.is_empty(),
-            _ => false,
-        }
+    /// The keys a scheduler may have no directive for, each with whether it is set here (the
+    /// other keys every scheduler takes, or the task script handles).
+    pub fn optional_keys(&self) -> [(&'static str, bool); 7] {
+        [
+            ("partition", self.partition.is_some()),
+            ("gpu_type", self.gpu_type.is_some()),
+            ("mig", self.mig.is_some()),
+            ("cpus", self.cpus.is_some()),
+            ("qos", self.qos.is_some()),
+            ("constraint", self.constraint.is_some()),
+            ("extra", !self.extra.is_empty()),
+        ]
     }
 
     /// Shell lines before the trainer is chosen: `module load` each module (a failure ends the

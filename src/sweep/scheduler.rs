@@ -10,18 +10,6 @@ use super::Manifest;
 use super::resources::Resources;
 use super::script_parts::Array;
 
-/// The `[resources]` keys a scheduler may have no directive for ([`SweepScheduler::has_directive`];
-/// the others every scheduler takes, or the task script handles).
-pub const OPTIONAL_KEYS: [&str; 7] = [
-    "partition",
-    "gpu_type",
-    "mig",
-    "cpus",
-    "qos",
-    "constraint",
-    "extra",
-];
-
 /// A submission to write: the sweep directory (absolute), its manifest, the arrays of the
 /// tasks, `all` or `missing`, and the sweep's job name.
 pub struct Submission<'a> {
@@ -37,7 +25,8 @@ pub type Scripts = (Vec<(PathBuf, String)>, Vec<String>);
 
 /// One scheduler a sweep can be written for.
 pub trait SweepScheduler {
-    /// Whether it has a directive for `[resources]` key `key` (one of [`OPTIONAL_KEYS`]).
+    /// Whether it has a directive for `[resources]` key `key` (one of
+    /// `Resources::optional_keys`).
     fn has_directive(&self, key: &str) -> bool;
     /// The directive lines of `r` (without the warning-signal lines of the script).
     fn directives(&self, r: &Resources) -> Vec<String>;

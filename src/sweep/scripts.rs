@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 
 use super::quote::check_path;
 use super::resources::Resources;
-use super::scheduler::{OPTIONAL_KEYS, Submission, SweepScheduler};
+use super::scheduler::{Submission, SweepScheduler};
 use super::script_parts::{arrays, job_name};
 use super::{Manifest, Scheduler};
 use crate::files::write_atomic;
@@ -31,9 +31,10 @@ pub fn of(s: Scheduler) -> &'static dyn SweepScheduler {
 
 /// The keys set in `r` that `s` has no directive for (left out, with a warning).
 pub fn ignored(r: &Resources, s: Scheduler) -> Vec<&'static str> {
-    OPTIONAL_KEYS
+    r.optional_keys()
         .into_iter()
-        .filter(|k| r.has(k) && !of(s).has_directive(k))
+        .filter(|(k, set)| *set && !of(s).has_directive(k))
+        .map(|(k, _)| k)
         .collect()
 }
 

@@ -151,33 +151,23 @@ impl ClosedFormFit for EbDriftModel {
     }
 
     fn checkpoint_params(ck: &Checkpoint, n: usize) -> Result<EbParams> {
-        checkpoint_params(ck, n)
+        let weights = ck.with_prefix("model");
+        params_from(n, |name| {
+            Ok(weights
+                .get(name)
+                .with_context(|| format!("the eb-drift model file has no {name}"))?
+                .data
+                .clone())
+        })
     }
 
     fn forecaster(params: EbParams, _settings: &GnnSettings) -> impl Forecast {
-        forecaster(params)
+        move |data: &FoldData, subjects: &[usize], dts: Option<&[f64]>| {
+            from_visit_0(data, subjects, dts, |scan, dt, sex| {
+                params.forecast(&scan.a_raw, scan.age, scan.age + dt, sex)
+            })
+        }
     }
-}
-
-/// The forecaster of `params` (see [`Forecast`]).
-fn forecaster(params: EbParams) -> impl Forecast {
-    move |data: &FoldData, subjects: &[usize], dts: Option<&[f64]>| {
-        from_visit_0(data, subjects, dts, |scan, dt, sex| {
-            params.forecast(&scan.a_raw, scan.age, scan.age + dt, sex)
-        })
-    }
-}
-
-/// The forecaster's parameters in the model file `ck` of a cohort of `n` nodes.
-fn checkpoint_params(ck: &Checkpoint, n: usize) -> Result<EbParams> {
-    let weights = ck.with_prefix("model");
-    params_from(n, |name| {
-        Ok(weights
-            .get(name)
-            .with_context(|| format!("the eb-drift model file has no {name}"))?
-            .data
-            .clone())
-    })
 }
 
 /// Mean squared log1p error over the upper triangle, and the number of entries.
