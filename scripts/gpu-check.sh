@@ -22,7 +22,8 @@
 #                   cuda-fusion against flex, step by step (TRAINER_REQUIRE_GPU=1)
 #   --pytorch PYTHON  bench with PyTorch on the CPU and on the GPU in the same run
 #
-# Steps, in order; the first failure stops the script with that step's exit code and names it:
+# Steps, in order; the first failure stops the script with that step's exit code and names it.
+# The report is rewritten after every step ("exit_code": null until the script ends):
 #   nvrtc            find libnvrtc as cudarc will: the binary's CUDA 12.8 bindings look for
 #                    libnvrtc.so / .so.12 / .so.11 …, never .so.13; a node with only CUDA 13's
 #                    libnvrtc.so.13 (driver 580) gets a directory with a libnvrtc.so symlink
@@ -31,19 +32,22 @@
 #                    with doctor's exit code (10 no driver, 11 missing --nv, …)
 #   doctor-features  the same with the features binary, plus one rank's NCCL all-reduce
 #                    (TRAINER_CHECK_NCCL=1); its NVRTC finding says which library loaded
+#   synth-cohort     a 20-subject, 100-node synthetic cohort for the CLG-ODE steps
+#   mnist-tch        train-mnist, 1 epoch, --backend tch --device cuda (the default GPU path)
+#   gnn-tch          train-gnn, 2 epochs of fold 0 on that cohort, --backend tch --device cuda
+#   (figures: a failure is recorded in the report and the script goes on; each has a timeout;
+#   the ones a run cut short needs most come first)
+#   bench-mnist-64   trainer bench mnist at batch 64: flex on all the host's cores, tch, cuda,
+#                    cuda-fusion on the GPU (PyTorch on CPU and GPU with --pytorch), same data and
+#                    steps, 3 interleaved rounds
+#   bench-gnn        trainer bench gnn, 1000 subjects x 400 nodes, batch 2 and 16: CLG-ODE
+#                    seconds per epoch, flex (all cores) and tch, 6 timed steps after 2 warm-up
 #   mnist-cuda       train-mnist, 1 epoch, --backend cuda --device cuda
-#   mnist-tch        train-mnist, 1 epoch, --backend tch --device cuda
-#   gnn-cuda         train-gnn, 2 epochs on a synthetic cohort, --backend cuda --device cuda
+#   gnn-cuda         train-gnn, 2 epochs, --backend cuda --device cuda
+#   bench-gnn-cuda   bench-gnn on the cuda backend
 #   cuda-tests       (with --cuda-tests) the agreement tests on the GPU
-#   (figures: a failure is recorded in the report and the script goes on; each has a timeout,
-#   about 7 minutes in all on an H100/H200 machine)
-#   bench-mnist-64, bench-mnist-512
-#                    trainer bench mnist at batch 64 and 512: flex on all the host's cores, tch,
-#                    cuda, cuda-fusion on the GPU (PyTorch on CPU and GPU with --pytorch), same
-#                    data and steps, 3 interleaved rounds
-#   bench-gnn        trainer bench gnn at 200 and 1000 subjects: CLG-ODE seconds per epoch,
-#                    flex (all cores) vs tch vs cuda, 10 timed steps after 3 warm-up ones
-#   bench-gnn-2cores the same, flex on 2 cores (RAYON_NUM_THREADS=2: a CPU-queue job)
+#   bench-mnist-512  the same as bench-mnist-64 at batch 512
+#   bench-gnn-2cores bench-gnn's flex on 2 cores at batch 2 (RAYON_NUM_THREADS=2: a CPU-queue job)
 #   mig-pick         trainer mig-pick, a dry run: 0 (a free slice), 20 (MIG off) or 21 (all busy)
 set -uo pipefail
 
@@ -85,7 +89,9 @@ jstr() {
     | tr -d '\000-\010\013-\037' | awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }')"
 }
 
-# The report so far; $1 = the failed step or empty, $2 = exit code.
+# The report so far; $1 = the failed step or empty, $2 = exit code ("null" while the script
+# runs: the report is rewritten after every step, so a run cut short by a time limit still leaves
+# the steps it finished).
 write_report() {
   local failed=null
   [ -n "$1" ] && failed=$(jstr "$1")
@@ -107,6 +113,7 @@ judge() {
     echo "gpu-check: FAILED at step '$name' (exit $rc); report in $OUT, logs in $WORK" >&2
     exit "$code"
   fi
+  write_report "" null
 }
 
 # step NAME "OK_CODES" CMD...: runs CMD (output in $WORK/NAME.log) and judges it.
@@ -131,6 +138,7 @@ soft_step() {
   [ -n "$STEPS" ] && STEPS="$STEPS,"
   STEPS="$STEPS{\"name\":$(jstr "$name"),\"command\":$(jstr "$*"),\"exit_code\":$rc,\"ok\":$([ $rc = 0 ] && echo true || echo false),\"seconds\":$(( $(date +%s) - STEP_T0 )),\"log_tail\":$(jstr "$(tail -n 15 "$WORK/$name.log")")}"
   [ $rc = 0 ] || { SOFT_FAILED="$SOFT_FAILED $name"; echo "gpu-check: $name failed (exit $rc), going on" >&2; }
+  write_report "" null
 }
 
 # --- nvrtc: what cudarc (CUDA 12.8 bindings) will load ----------------------------------------
@@ -195,39 +203,65 @@ fi
 EXTRA="$EXTRA\"data_dir\":$(jstr "$DATA"),"
 
 MNIST=(train-mnist --data-dir "$DATA" --epochs 1 --limit-train 2000 --limit-test 500)
-step mnist-cuda 0 "$FBIN" "${MNIST[@]}" --backend cuda --device cuda --out "$WORK/mnist-cuda"
-[ "$TCH" = 1 ] && step mnist-tch 0 "$FBIN" "${MNIST[@]}" --backend tch --device cuda --out "$WORK/mnist-tch"
+GNN_DATA=(--sc-dir "$WORK/cohort/sc" --morph-root "$WORK/cohort/morph"
+  --subject-info-csv "$WORK/cohort/subject_info_sc.csv" --cv-fold 0 --max-epochs 2)
 step synth-cohort 0 "$FBIN" synth-connectome --subjects 20 --nodes 100 --seed 1 --out "$WORK/cohort"
-step gnn-cuda 0 "$FBIN" train-gnn --sc-dir "$WORK/cohort/sc" --morph-root "$WORK/cohort/morph" \
-  --subject-info-csv "$WORK/cohort/subject_info_sc.csv" --results-dir "$WORK/gnn" \
-  --cv-fold 0 --max-epochs 2 --backend cuda --device cuda
-if [ -n "$CUDA_TESTS" ]; then
-  step cuda-tests 0 env TRAINER_REQUIRE_GPU=1 "$CUDA_TESTS" backend_cuda:: --test-threads 1 --nocapture
+if [ "$TCH" = 1 ]; then
+  step mnist-tch 0 "$FBIN" "${MNIST[@]}" --backend tch --device cuda --out "$WORK/mnist-tch"
+  step gnn-tch 0 "$FBIN" train-gnn "${GNN_DATA[@]}" --results-dir "$WORK/gnn-tch" --backend tch \
+    --device cuda
 fi
 # --- the figures (a failure is recorded and the next one runs: every figure counts) --------------
+# The ones a run cut short should still have come first: MNIST at batch 64 and CLG-ODE at 200 and
+# 1000 subjects, then the cuda backend's own training steps, then batch 512 and flex on 2 cores.
 # MNIST, same run, side by side: PyTorch (CPU and GPU, with --pytorch), flex on all the host's
-# cores, tch, cuda and cuda-fusion on the GPU, at batch 64 and 512.
+# cores, tch, cuda and cuda-fusion on the GPU.
 GPU_BACKENDS=cuda,cuda-fusion
 [ "$TCH" = 1 ] && GPU_BACKENDS=tch,$GPU_BACKENDS
 BENCH=""
-for bs in 64 512; do
-  soft_step "bench-mnist-$bs" timeout 150 "$FBIN" bench mnist --data-dir "$DATA" --batch-size "$bs" \
+bench_mnist() {
+  soft_step "bench-mnist-$1" timeout 150 "$FBIN" bench mnist --data-dir "$DATA" --batch-size "$1" \
     --steps 20 --rounds 3 --backends "flex,$GPU_BACKENDS" ${PYTORCH:+--pytorch "$PYTORCH"} \
-    --json "$WORK/bench-$bs.json"
-  [ -s "$WORK/bench-$bs.json" ] && BENCH="${BENCH:+$BENCH,}\"$bs\":$(tr -d '\n' <"$WORK/bench-$bs.json")"
-done
-EXTRA="$EXTRA\"bench_mnist\":{$BENCH},"
-# CLG-ODE at 200 and 1000 subjects (100 nodes, reference sizes otherwise): the GPU backends and
-# flex on all the host's cores, then flex on 2 cores (a CPU-queue job); 10 timed steps each after
-# 3 warm-up steps (the GPU compiles there), extrapolated to an epoch.
-GNN=(bench gnn --subjects 200,1000 --nodes 100 --steps 10 --warmup 3)
-soft_step bench-gnn timeout 150 "$FBIN" "${GNN[@]}" --backends "flex,${GPU_BACKENDS%,cuda-fusion}" \
-  --json "$WORK/bench-gnn.json"
-soft_step bench-gnn-2cores timeout 120 env RAYON_NUM_THREADS=2 "$FBIN" "${GNN[@]}" --backends flex \
-  --json "$WORK/bench-gnn-2cores.json"
-for f in bench-gnn bench-gnn-2cores; do
-  [ -s "$WORK/$f.json" ] && EXTRA="$EXTRA\"${f//-/_}\":$(tr -d '\n' <"$WORK/$f.json"),"
-done
+    --json "$WORK/bench-$1.json"
+  [ -s "$WORK/bench-$1.json" ] && BENCH="${BENCH:+$BENCH,}\"$1\":$(tr -d '\n' <"$WORK/bench-$1.json")"
+  EXTRA_MNIST="\"bench_mnist\":{$BENCH},"
+}
+# CLG-ODE on a 1000-subject, 400-node cohort at the reference's batch of 2 and at 16 (a GPU runs
+# a batch's subjects as one computation): 6 timed steps after 2 warm-up steps (the GPU compiles
+# there), extrapolated to an epoch; $1 = step name, $2 = its timeout, then env and flags. One
+# run per backend, so that a slow one cannot take the others' figures with it.
+GNN=(bench gnn --subjects 1000 --nodes 400 --batch-size 2,16 --steps 6 --warmup 2)
+EXTRA_MNIST="" EXTRA_GNN=""
+bench_gnn() {
+  local name=$1 limit=$2
+  shift 2
+  soft_step "$name" timeout "$limit" env "$@" --json "$WORK/$name.json"
+  [ -s "$WORK/$name.json" ] && EXTRA_GNN="$EXTRA_GNN\"${name//-/_}\":$(tr -d '\n' <"$WORK/$name.json"),"
+}
+EXTRA_BASE=$EXTRA
+figures() { EXTRA="$EXTRA_BASE$EXTRA_MNIST$EXTRA_GNN"; write_report "" null; }
+bench_mnist 64
+figures
+GNN_BACKENDS=flex
+[ "$TCH" = 1 ] && GNN_BACKENDS=flex,tch
+bench_gnn bench-gnn 150 "$FBIN" "${GNN[@]}" --backends "$GNN_BACKENDS"
+figures
+# --- the cuda backend trains (the tch steps above are the default GPU path) ----------------------
+step mnist-cuda 0 "$FBIN" "${MNIST[@]}" --backend cuda --device cuda --out "$WORK/mnist-cuda"
+step gnn-cuda 0 "$FBIN" train-gnn "${GNN_DATA[@]}" --results-dir "$WORK/gnn-cuda" --backend cuda \
+  --device cuda
+if [ -n "$CUDA_TESTS" ]; then
+  step cuda-tests 0 env TRAINER_REQUIRE_GPU=1 "$CUDA_TESTS" backend_cuda:: --test-threads 1 --nocapture
+fi
+bench_gnn bench-gnn-cuda 150 "$FBIN" "${GNN[@]}" --backends cuda
+figures
+bench_mnist 512
+figures
+# flex on 2 cores: a CPU-queue job
+# (batch 2 only: on a CPU the cost per subject hardly depends on the batch)
+bench_gnn bench-gnn-2cores 150 RAYON_NUM_THREADS=2 "$FBIN" bench gnn --subjects 1000 --nodes 400 \
+  --steps 6 --warmup 1 --backends flex
+figures
 step mig-pick "0 20 21" "$FBIN" mig-pick
 
 EXTRA="$EXTRA\"failed_figures\":$(jstr "${SOFT_FAILED# }"),"

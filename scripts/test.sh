@@ -9,7 +9,8 @@
 #      path tested; wgpu runs the same CubeCL kernels on Mesa's software Vulkan, lavapipe,
 #      installed by scripts/setup-vulkan.sh), and tests/backends/pt_checkpoint.rs
 #      (scripts/pt2safetensors.py: needs torch in python3).
-# Stage 3's downloads (PyTorch, Mesa) run in the background from the end of the set-up on.
+# Stage 3's downloads (PyTorch, Mesa) run in the background from the end of the set-up on, and
+# its build (at nice 19) from the end of the default build on, beside the default tests.
 # Each stage prints its wall time. TRAINER_SKIP_FEATURES=1 skips stage 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +62,25 @@ stage "build (default backend + mpi)"
 cargo build --release --features mpi --all-targets
 done_stage
 
+# Stage 3's build starts here, in the background at the lowest priority (nice 19): the default
+# tests below often leave a core idle (waiting on Slurm, on processes they start, on images), and
+# the build takes that time instead of running after them. Its own environment (PyTorch's
+# variables) stays in its subshell, so the default tests run as before.
+if [ "${TRAINER_SKIP_FEATURES:-0}" != 1 ]; then
+  wait_setup "$TORCH_PID" target/ci-setup-torch.log
+  FEATURES_T0=$(date +%s)
+  # The binary and the backend tests only: the library's unit tests and the other integration
+  # tests run in the default build (a second compile of the library with five backends in test
+  # mode, and forty more test binaries, would add about ten minutes). A session of its own
+  # (setsid), so that a failed run stops the whole build (kill -- -PID).
+  setsid nice -n 19 bash -c 'eval "$(cat target/ci-torch-env.sh)"
+    CARGO_TARGET_DIR=target/features exec cargo build --profile ci-features \
+      --features tch,cuda,wgpu,mpi --bins --test backends' >target/ci-features-build.log 2>&1 &
+  FEATURES_PID=$!
+  BG_PIDS+=("-$FEATURES_PID")
+  trap 'kill -- "${BG_PIDS[@]}" 2>/dev/null || true; scripts/slurm-down.sh || true' EXIT
+fi
+
 stage "tests (default backend + mpi)"
 # Case budgets of the fuzz properties (tests/fuzz_*.rs, ~30 s at 2000 per parser) and of the
 # hostlist property test against scontrol (tests/cluster/cluster_hostlist_slurm.rs, ~20 s at 2500).
@@ -72,7 +92,7 @@ mapfile -t others < <(test_flags "${OTHER_TEST_BINARIES[@]}")
 mapfile -t skipped < <(skip_flags "${SLURM_WAITING_TESTS[@]}")
 CARGO_TEST_ARGS=(--release --features mpi)
 start_beside "${SLURM_WAITING_TESTS[@]}"
-trap 'kill "${BESIDE_PIDS[@]}" "${BG_PIDS[@]}" 2>/dev/null || true; scripts/slurm-down.sh || true' EXIT
+trap 'kill -- "${BESIDE_PIDS[@]}" "${BG_PIDS[@]}" 2>/dev/null || true; scripts/slurm-down.sh || true' EXIT
 # (host_memory has no libtest harness: it ignores the --skip filters and runs whole.)
 cargo test "${CARGO_TEST_ARGS[@]}" --lib --bins "${others[@]}" -- "${skipped[@]}"
 cargo test "${CARGO_TEST_ARGS[@]}" --doc
@@ -99,21 +119,21 @@ if [ -x scripts/test-jobs.sh ]; then
 fi
 
 if [ "${TRAINER_SKIP_FEATURES:-0}" != 1 ]; then
-  stage "PyTorch 2.9.0 for the tch backend, lavapipe for wgpu (downloaded in the background)"
-  wait_setup "$TORCH_PID" target/ci-setup-torch.log
-  eval "$(cat target/ci-torch-env.sh)"
-  done_stage
-  stage "build (tch + cuda + wgpu + mpi)"
+  stage "build (tch + cuda + wgpu + mpi), started in the background after the default build"
   # A separate target dir keeps the default build's artefacts (Burn's features differ). One
   # build for the three backends: cuda and wgpu share Burn's CubeCL crates (one compile).
   # Cargo.toml's `ci-features` profile: release with LLVM's quick optimisations and no debug
   # info, built in 18 minutes instead of 25 on the 2-core CI machine; its tests run as fast.
+  if ! wait "$FEATURES_PID"; then
+    cat target/ci-features-build.log >&2
+    echo "=== the tch + cuda + wgpu build failed" >&2
+    exit 1
+  fi
+  grep -E '^ *(Finished|warning|error)' target/ci-features-build.log || true
+  echo "=== the build took $(( $(date +%s) - FEATURES_T0 )) s from its start (waited $(( $(date +%s) - STAGE_T0 )) s for it here)"
+  eval "$(cat target/ci-torch-env.sh)"
   export CARGO_TARGET_DIR=target/features
   profile=(--profile ci-features)
-  # The binary and the backend tests only: the library's unit tests and the other integration
-  # tests ran in the default build (a second compile of the library with five backends in test
-  # mode, and forty more test binaries, would add about ten minutes).
-  cargo build "${profile[@]}" --features tch,cuda,wgpu,mpi --bins --test backends
   done_stage
   stage "tests (tch + cuda + mpi)"
   # tests/backends/pt_checkpoint.rs needs python3 with torch (on PATH since setup-torch.sh): required here.

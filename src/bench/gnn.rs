@@ -2,7 +2,9 @@
 //! the minimal core (no topology loss, no GradNorm) and the reference's default objective
 //! (topology loss + GradNorm), with every term of the schedule on (epoch 20): wall seconds per
 //! epoch, CPU seconds per training subject per epoch and peak resident memory, for every
-//! compiled backend and usable device, on one or several cohort sizes (`--subjects 200,1000`).
+//! compiled backend and usable device, on one or several cohort sizes (`--subjects 200,1000`)
+//! and batches (`--batch-size 2,16`: the reference's 2 by default; a GPU runs a batch's
+//! subjects as one computation, so its cost per subject falls as the batch grows).
 //! After `--warmup` steps (a GPU compiles its kernels there), at most `--steps` steps are timed
 //! and the epoch's seconds extrapolated from them.
 
@@ -41,8 +43,10 @@ pub struct GnnBenchRow {
     pub objective: &'static str,
     /// Subjects of the synthetic cohort, and of its fold-0 training split.
     pub subjects: usize,
+    /// Subjects per step.
+    pub batch_size: usize,
     pub training_subjects: usize,
-    /// Steps of 2 subjects in an epoch, and how many of them were timed (after the warm-up).
+    /// Steps of `batch_size` subjects in an epoch, and how many were timed (after the warm-up).
     pub steps_per_epoch: usize,
     pub timed_steps: usize,
     /// Seconds of the timed steps × steps per epoch / timed steps.
@@ -74,7 +78,7 @@ struct Timed {
     secs: f64,
 }
 
-/// One training epoch of fold 0 (batch 2, in this process); no files written. The first `warmup`
+/// One training epoch of fold 0 (`batch` subjects a step, in this process); no files written. The first `warmup`
 /// steps (fewer when the epoch is short) are not timed, then at most `steps` are.
 #[allow(clippy::too_many_arguments)]
 fn bench_epoch<B: AutodiffBackend>(
@@ -82,6 +86,7 @@ fn bench_epoch<B: AutodiffBackend>(
     model_cfg: &ClgOdeConfig,
     obj: ObjectiveConfig,
     cut: Pieces,
+    batch: usize,
     (warmup, steps): (usize, usize),
     device: &B::Device,
 ) -> Result<Timed> {
@@ -102,7 +107,7 @@ fn bench_epoch<B: AutodiffBackend>(
         .into_iter()
         .map(|i| fold.train[i])
         .collect();
-    let starts: Vec<usize> = (0..order.len()).step_by(2).collect();
+    let starts: Vec<usize> = (0..order.len()).step_by(batch).collect();
     let warmup = warmup.min(starts.len().saturating_sub(1));
     let timed = steps.min(starts.len() - warmup);
     let mut t0 = Instant::now();
@@ -111,7 +116,7 @@ fn bench_epoch<B: AutodiffBackend>(
             B::sync(device)?;
             t0 = Instant::now();
         }
-        let end = (start + 2).min(order.len());
+        let end = (start + batch).min(order.len());
         let r = grads(
             &model,
             &mut objective,
@@ -139,6 +144,7 @@ fn bench_epoch<B: AutodiffBackend>(
 struct Job<'a> {
     cohort: &'a Arc<Cohort>,
     cfg: &'a ClgOdeConfig,
+    batch: usize,
     warmup_steps: (usize, usize),
 }
 
@@ -157,6 +163,7 @@ impl BackendJob for Job<'_> {
                 self.cfg,
                 obj,
                 cut,
+                self.batch,
                 self.warmup_steps,
                 &device,
             )?;
@@ -172,14 +179,16 @@ impl BackendJob for Job<'_> {
             let report = op_profile::take();
             if !report.ops.is_empty() {
                 eprintln!(
-                    "\n### {} CLG-ODE epoch ({name} objective): {done} steps of 2 subjects, \
+                    "\n### {} CLG-ODE epoch ({name} objective): {done} steps of {} subjects, \
                      {:.1} ms/timed step",
                     p.backend.name(),
+                    self.batch,
                     1e3 * timed.secs / timed.timed_steps.max(1) as f64
                 );
                 super::profile::print_ops(&report, done, 25);
             }
-            let cpu_per_subject = cpu / (2 * done).min(timed.training_subjects).max(1) as f64;
+            let cpu_per_subject =
+                cpu / (self.batch * done).min(timed.training_subjects).max(1) as f64;
             out.push((name, timed, cpu_per_subject, reads));
         }
         op_profile::enable(false);
@@ -215,33 +224,37 @@ fn bench_cohort(args: &BenchArgs, subjects: usize) -> Result<Vec<GnnBenchRow>> {
             placement.backend.name(),
             placement.device
         );
-        let job = Job {
-            cohort: &cohort,
-            cfg: &cfg,
-            warmup_steps: (args.warmup, args.steps),
-        };
-        let row = |objective, t: Option<&Timed>, cpu, reads, error| GnnBenchRow {
-            backend: placement.backend.name().into(),
-            device: placement.device.to_string(),
-            objective,
-            subjects,
-            training_subjects: t.map_or(0, |t| t.training_subjects),
-            steps_per_epoch: t.map_or(0, |t| t.steps_per_epoch),
-            timed_steps: t.map_or(0, |t| t.timed_steps),
-            seconds_per_epoch: t.map_or(f64::NAN, |t| {
-                t.secs * t.steps_per_epoch as f64 / t.timed_steps.max(1) as f64
-            }),
-            cpu_seconds_per_subject: cpu,
-            host_reads_per_step: reads,
-            error,
-        };
-        match backend::dispatch_checked(placement, job) {
-            Ok(v) => {
-                for (objective, t, cpu, reads) in v {
-                    rows.push(row(objective, Some(&t), cpu, reads, None));
+        for &batch in &args.gnn_batches() {
+            let job = Job {
+                cohort: &cohort,
+                cfg: &cfg,
+                batch,
+                warmup_steps: (args.warmup, args.steps),
+            };
+            let row = |objective, t: Option<&Timed>, cpu, reads, error| GnnBenchRow {
+                backend: placement.backend.name().into(),
+                device: placement.device.to_string(),
+                objective,
+                subjects,
+                batch_size: batch,
+                training_subjects: t.map_or(0, |t| t.training_subjects),
+                steps_per_epoch: t.map_or(0, |t| t.steps_per_epoch),
+                timed_steps: t.map_or(0, |t| t.timed_steps),
+                seconds_per_epoch: t.map_or(f64::NAN, |t| {
+                    t.secs * t.steps_per_epoch as f64 / t.timed_steps.max(1) as f64
+                }),
+                cpu_seconds_per_subject: cpu,
+                host_reads_per_step: reads,
+                error,
+            };
+            match backend::dispatch_checked(placement, job) {
+                Ok(v) => {
+                    for (objective, t, cpu, reads) in v {
+                        rows.push(row(objective, Some(&t), cpu, reads, None));
+                    }
                 }
+                Err(e) => rows.push(row("", None, f64::NAN, f64::NAN, Some(format!("{e:#}")))),
             }
-            Err(e) => rows.push(row("", None, f64::NAN, f64::NAN, Some(format!("{e:#}")))),
         }
     }
     Ok(rows)
@@ -254,11 +267,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let peak = peak_rss_bytes();
     println!(
-        "{:<12} {:<8} {:>9} {:>9} {:>9} {:>12} {:>14} {:>11}",
+        "{:<12} {:<8} {:>9} {:>9} {:>6} {:>9} {:>12} {:>14} {:>11}",
         "backend",
         "device",
         "objective",
         "subjects",
+        "batch",
         "steps",
         "s/epoch",
         "CPU s/subject",
@@ -266,11 +280,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     );
     for r in &rows {
         println!(
-            "{:<12} {:<8} {:>9} {:>9} {:>9} {:>12.2} {:>14.3} {:>11.1}{}",
+            "{:<12} {:<8} {:>9} {:>9} {:>6} {:>9} {:>12.2} {:>14.3} {:>11.1}{}",
             r.backend,
             r.device,
             r.objective,
             r.subjects,
+            r.batch_size,
             format!("{}/{}", r.timed_steps, r.steps_per_epoch),
             r.seconds_per_epoch,
             r.cpu_seconds_per_subject,
@@ -283,7 +298,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     println!("peak RSS {:.2} GB", peak as f64 / 1e9);
     let json = serde_json::json!({
-        "target": "gnn", "subjects": args.subjects, "nodes": args.nodes,
+        "target": "gnn", "subjects": args.subjects, "batch_sizes": args.gnn_batches(),
+        "nodes": args.nodes,
         "warmup_steps": args.warmup, "timed_steps": args.steps,
         "threads": rayon::current_num_threads(),
         "peak_rss_bytes": peak, "rows": rows,

@@ -30,6 +30,7 @@ use crate::models::cnn::MnistCnn;
 use crate::toolbox::optim::{Adam, Grads};
 
 struct BenchJob<'a> {
+    batch: usize,
     data: &'a MnistSplit,
     args: &'a BenchArgs,
 }
@@ -69,7 +70,7 @@ impl Clock {
 impl BackendJob for BenchJob<'_> {
     type Output = Measure;
     fn run<B: AutodiffBackend>(self, device: B::Device, p: Placement) -> Result<Measure> {
-        let (bs, steps, warmup) = (self.args.batch_size, self.args.steps, self.args.warmup);
+        let (bs, steps, warmup) = (self.batch, self.args.steps, self.args.warmup);
         op_profile::enable(op_profile::requested());
         B::seed(&device, 1);
         let mut model = MnistCnn::<B>::new(&device, true);
@@ -190,8 +191,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if args.target == super::BenchTarget::Gnn {
         return super::gnn::run(&args);
     }
-    if args.rounds == 0 || args.steps == 0 || args.batch_size == 0 {
-        bail!("--rounds, --steps and --batch-size must be at least 1");
+    let batch_size = args.mnist_batch()?;
+    if args.rounds == 0 || args.steps == 0 {
+        bail!("--rounds and --steps must be at least 1");
     }
     let data = match &args.data_dir {
         Some(d) => mnist::load_split(d, Split::Train)?,
@@ -232,17 +234,19 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 c.device
             );
             let job = BenchJob {
+                batch: batch_size,
                 data: &data,
                 args: &args,
             };
             let result = match (c.placement, &args.pytorch) {
                 (Some(p), _) => backend::dispatch_checked(p, job),
-                (None, Some(python)) => {
-                    super::pytorch::run(python, &args, threads, &c.device).map(|(m, label)| {
-                        c.backend = label;
-                        m
-                    })
-                }
+                (None, Some(python)) => super::pytorch::run(
+                    python, &args, batch_size, threads, &c.device,
+                )
+                .map(|(m, label)| {
+                    c.backend = label;
+                    m
+                }),
                 (None, None) => continue,
             };
             match result {
@@ -281,7 +285,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             BenchRow {
                 backend: c.backend,
                 device: c.device,
-                batch_size: args.batch_size,
+                batch_size,
                 steps: args.steps,
                 rounds: c.rounds.len(),
                 train_img_per_s: train.img_per_s.median,
@@ -302,7 +306,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     println!(
         "batch {}, {} steps after {} warm-up, {} rounds, {threads} threads; load average \
          before {}, after {}",
-        args.batch_size,
+        batch_size,
         args.steps,
         args.warmup,
         args.rounds,

@@ -20,6 +20,7 @@ const SCRIPT: &str = include_str!("../../benches/pytorch_mnist.py");
 pub fn run(
     python: &Path,
     args: &BenchArgs,
+    batch_size: usize,
     threads: usize,
     device: &str,
 ) -> Result<(Measure, String)> {
@@ -31,7 +32,7 @@ pub fn run(
     };
     cmd.args(["--steps", &args.steps.to_string()])
         .args(["--warmup", &args.warmup.to_string()])
-        .args(["--batch-size", &args.batch_size.to_string()])
+        .args(["--batch-size", &batch_size.to_string()])
         .args(["--threads", &threads.to_string(), "--json"])
         .args(["--device", device])
         // TRAINER_CPU_AVX512=0 stands for a CPU without AVX-512: PyTorch too.

@@ -22,8 +22,11 @@ pub struct BenchSettings {
     /// gnn: nodes per connectome of the synthetic cohort.
     #[arg(long, default_value_t = 400)]
     pub nodes: usize,
-    #[arg(long, default_value_t = 64)]
-    pub batch_size: usize,
+    /// Images (mnist) or subjects (gnn) per training step. mnist: one (default 64); gnn: one or
+    /// several, comma-separated (e.g. `2,16`), benched side by side (default 2, the reference's
+    /// `--batch_size`).
+    #[arg(long = "batch-size", value_delimiter = ',', value_parser = crate::settings::at_least_one)]
+    pub batch_sizes: Vec<usize>,
     /// Timed steps per backend, after the warm-up. gnn: at most this many steps of the epoch are
     /// timed and the epoch's seconds extrapolated from them (an epoch of a 1000-subject cohort
     /// has 320 steps of 2 subjects).
@@ -51,11 +54,34 @@ pub struct BenchSettings {
     pub json: Option<PathBuf>,
 }
 
+impl BenchSettings {
+    /// mnist's batch: the one `--batch-size` (64 without it).
+    pub fn mnist_batch(&self) -> anyhow::Result<usize> {
+        match self.batch_sizes.as_slice() {
+            [] => Ok(64),
+            [b] => Ok(*b),
+            more => anyhow::bail!(
+                "--batch-size: bench mnist takes one batch size, got {more:?} (several are for \
+                 bench gnn)"
+            ),
+        }
+    }
+
+    /// gnn's batches, in the order given (the reference's 2 without `--batch-size`).
+    pub fn gnn_batches(&self) -> Vec<usize> {
+        if self.batch_sizes.is_empty() {
+            vec![2]
+        } else {
+            self.batch_sizes.clone()
+        }
+    }
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BenchTarget {
     /// MNIST CNN: training and inference img/s.
     Mnist,
     /// CLG-ODE on a synthetic cohort: seconds per epoch, CPU seconds per training subject,
-    /// peak memory (reference defaults, batch 2).
+    /// peak memory (reference defaults; batch 2 unless `--batch-size`).
     Gnn,
 }

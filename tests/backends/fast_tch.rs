@@ -1,14 +1,17 @@
 //! The `tch` backend (`FastTch`: LibTorch with our convolution gradients) against burn-tch's
 //! `LibTorch` unchanged (`--backend tch-plain`): outputs and gradients of a convolution agree to
 //! a relative error of 1e-4 on the MNIST CNN's layer shapes and on odd ones (batch 1, padding,
-//! stride 2, dilation, 1×1, no bias), the CPU kernel really ran, relu's gradient is the same, and
+//! stride 2, dilation, 1×1, no bias), the CPU kernel really ran (and the GPU's way, LibTorch's
+//! autograd, gives the same gradients), relu's gradient is the same, and
 //! dropout's Bernoulli masks (drawn differently) have the asked frequency.
 #![cfg(feature = "tch")]
 
 use burn::backend::Autodiff;
 use burn::backend::libtorch::LibTorch;
 use burn::tensor::backend::AutodiffBackend;
-use trainer::backend::fast_tch::{FastTch, cpu_kernel_calls};
+use trainer::backend::fast_tch::{
+    FastTch, autograd_weight_calls, autograd_weight_gradient_on_cpu, cpu_kernel_calls,
+};
 
 use crate::common;
 
@@ -30,6 +33,25 @@ fn conv_gradients_match_burn_tch() {
         );
         Conv::assert_same(name, &fast, &conv.run::<Plain>(11));
     }
+}
+
+/// The weight gradient a GPU computes (LibTorch's own kernel, reached through its autograd: tch
+/// binds no `convolution_backward`), run here on the CPU: the same outputs and gradients as
+/// burn-tch's, within the same 1e-4, on the same shapes; the autograd path really ran.
+#[test]
+fn autograd_weight_gradient_matches_burn_tch() {
+    autograd_weight_gradient_on_cpu(true);
+    for (name, conv) in Conv::cnn_layers().into_iter().chain(Conv::odd_shapes()) {
+        let calls = autograd_weight_calls();
+        let fast = conv.run::<Fast>(13);
+        assert_eq!(
+            autograd_weight_calls(),
+            calls + 1,
+            "{name}: the autograd weight gradient did not run"
+        );
+        Conv::assert_same(name, &fast, &conv.run::<Plain>(13));
+    }
+    autograd_weight_gradient_on_cpu(false);
 }
 
 /// The gradient of `sum(relu(x) · r)`, with some inputs exactly 0 (where both give 0).

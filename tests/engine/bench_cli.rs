@@ -190,3 +190,60 @@ fn bench_gnn_times_several_cohort_sizes_on_a_few_steps() {
     let o = run_in(t.path(), &["bench", "gnn", "--subjects", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// `trainer bench gnn --batch-size 2,3`: each batch side by side, its steps cut from the same
+/// epoch (the rows say which batch); bench mnist takes one batch and refuses two.
+#[test]
+fn bench_gnn_times_several_batches_and_mnist_refuses_them() {
+    let t = tempfile::tempdir().unwrap();
+    let json_path = t.path().join("gnn.json");
+    let o = run_in(
+        t.path(),
+        &[
+            "bench",
+            "gnn",
+            "--subjects",
+            "16",
+            "--nodes",
+            "12",
+            "--batch-size",
+            "2,3",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--backends",
+            "flex",
+            "--json",
+            json_path.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(json["batch_sizes"], serde_json::json!([2, 3]));
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "2 batches x 2 objectives: {rows:?}");
+    for r in rows {
+        assert!(r["error"].is_null(), "{r}");
+        let batch = r["batch_size"].as_u64().unwrap();
+        let train = r["training_subjects"].as_u64().unwrap();
+        assert_eq!(
+            r["steps_per_epoch"].as_u64().unwrap(),
+            train.div_ceil(batch),
+            "{r}"
+        );
+    }
+    let batches: Vec<u64> = rows
+        .iter()
+        .map(|r| r["batch_size"].as_u64().unwrap())
+        .collect();
+    assert_eq!(batches, [2, 2, 3, 3]);
+    let o = run_in(t.path(), &["bench", "mnist", "--batch-size", "8,16"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("bench mnist takes one batch size"),
+        "{}",
+        stderr(&o)
+    );
+}

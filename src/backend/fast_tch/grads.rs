@@ -14,15 +14,57 @@ pub(super) fn conv2d_weight(
     dy: TchTensor,
     options: ConvOptions<2>,
 ) -> TchTensor {
-    match cpu_geom(&x.tensor, &weight.tensor, &dy.tensor, &options) {
+    let forced = super::AUTOGRAD_ON_CPU.with(std::cell::Cell::get);
+    match cpu_geom(&x.tensor, &weight.tensor, &dy.tensor, &options).filter(|_| !forced) {
         Some(g) => {
             super::CPU_CALLS.count();
             let (x, dy) = (x.tensor.contiguous(), dy.tensor.contiguous());
             let (dw, _) = conv_weight_backward(f32_slice(&x), f32_slice(&dy), &g);
             cpu_tensor(&dw, &[g.o, g.c, g.kh, g.kw])
         }
+        None if forced || off_cpu_f32(&[&x.tensor, &weight.tensor, &dy.tensor]) => {
+            super::DEVICE_CALLS.count();
+            TchTensor::new(autograd_weight(
+                &x.tensor,
+                &weight.tensor,
+                &dy.tensor,
+                &options,
+            ))
+        }
         None => <LibTorch as ModuleOps<LibTorch>>::conv2d_weight_backward(x, weight, dy, options),
     }
+}
+
+/// Off the CPU (a GPU): LibTorch's own weight gradient, the kernel PyTorch runs (cuDNN's on an
+/// NVIDIA GPU). tch 0.22 binds no `convolution_backward`, so it comes from LibTorch's autograd:
+/// the convolution of `x` by a copy of the weight that requires its gradient, then backward from
+/// `sum(y · dy)`, whose gradient with respect to the weight is the convolution's for `dy`. That
+/// costs one more forward convolution and a product, against Burn's generic weight gradient (a
+/// convolution with the batch as channels and the output as kernel: 24 × 24 on the CNN's second
+/// layer), which on an H200 left the CNN at 0.15× PyTorch's speed at batch 512.
+fn autograd_weight(x: &Tensor, w: &Tensor, dy: &Tensor, options: &ConvOptions<2>) -> Tensor {
+    tch::with_grad(|| {
+        let w = w.detach().set_requires_grad(true);
+        let y = Tensor::conv2d(
+            &x.detach(),
+            &w,
+            None::<Tensor>,
+            options.stride.map(|i| i as i64),
+            options.padding.map(|i| i as i64),
+            options.dilation.map(|i| i as i64),
+            options.groups as i64,
+        );
+        let total = (y * dy.detach()).sum(Kind::Float);
+        let mut grads = Tensor::run_backward(&[total], &[&w], false, false);
+        grads.remove(0)
+    })
+}
+
+/// Whether every tensor is an `f32` tensor off the CPU (on a GPU).
+fn off_cpu_f32(tensors: &[&Tensor]) -> bool {
+    tensors
+        .iter()
+        .all(|t| t.device() != Device::Cpu && t.kind() == Kind::Float)
 }
 
 /// The gradient with respect to the bias `[o]`: `dy` `[n, o, oh, ow]` summed over all but `o`.

@@ -10,6 +10,7 @@
 //!
 //! * `conv2d_weight_backward` on the CPU: the im2col + GEMM weight gradient of the `flex`
 //!   backend ([`fast_cpu`](super::fast_cpu)), read from and written to LibTorch's own memory;
+//!   on a GPU: LibTorch's own kernel (cuDNN's), reached through LibTorch's autograd;
 //! * `conv2d_bias_backward`: on the CPU the `flex` bias kernel, elsewhere one LibTorch `sum`
 //!   over batch and pixels, instead of Burn's transpose + copy + sum;
 //! * `relu_backward`: one LibTorch `threshold_backward`;
@@ -35,11 +36,29 @@ mod random;
 pub struct FastTch;
 
 static CPU_CALLS: CallCounter = CallCounter::new();
+static DEVICE_CALLS: CallCounter = CallCounter::new();
 
 /// How many weight gradients the CPU kernel computed so far (the others went to burn-tch): lets
 /// tests check that they exercise it.
 pub fn cpu_kernel_calls() -> u64 {
     CPU_CALLS.get()
+}
+
+/// How many weight gradients LibTorch's autograd computed so far (on a GPU, or on the CPU under
+/// [`autograd_weight_gradient_on_cpu`]).
+pub fn autograd_weight_calls() -> u64 {
+    DEVICE_CALLS.get()
+}
+
+thread_local! {
+    static AUTOGRAD_ON_CPU: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// For tests without a GPU: on this thread, convolution weight gradients on the CPU take the
+/// GPU's way (LibTorch's autograd) instead of the `flex` kernel.
+#[doc(hidden)]
+pub fn autograd_weight_gradient_on_cpu(on: bool) {
+    AUTOGRAD_ON_CPU.with(|f| f.set(on));
 }
 
 impl BackendTypes for FastTch {
