@@ -113,9 +113,9 @@ impl<F: JobFactory> BackendJob for Dispatched<F> {
         }
         let job_id = job_id(&cluster);
         let mut run = launch.run;
-        run.requeue.slurm_job = job_id
-            .clone()
-            .filter(|_| std::env::var_os("SLURM_JOB_ID").is_some());
+        run.requeue.job = job_id
+            .as_deref()
+            .and_then(|job| cluster::env::requeue_for(&cluster::Vars::from_process(), job));
         let naming = Naming {
             out: run.out.as_deref(),
             run_name: run.run_name.as_deref(),

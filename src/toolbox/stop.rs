@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::Result;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 
+use crate::cluster::env::Requeue;
 use crate::exit::Exit;
 
 /// Exit code of a run that stopped early after writing its checkpoint and wants to be requeued
@@ -123,26 +124,27 @@ pub fn parse_signal(s: &str) -> anyhow::Result<i32> {
     })
 }
 
-/// What to do after a stop: which signals ask for a requeue, whether to call `scontrol`, and
-/// the scheduler job to requeue.
+/// What to do after a stop: which signals ask for a requeue, whether to requeue the job itself
+/// (`--requeue`), and how its scheduler does that.
 #[derive(Debug, Clone, Default)]
 pub struct RequeuePolicy {
     pub signals: Vec<i32>,
-    pub scontrol: bool,
-    /// The Slurm job id (`<array job>_<task>` for array tasks), when under Slurm.
-    pub slurm_job: Option<String>,
+    /// `--requeue`.
+    pub requeue_itself: bool,
+    /// How the scheduler requeues this job ([`crate::cluster::env::requeue_for`]), when it can.
+    pub job: Option<Requeue>,
 }
 
 impl RequeuePolicy {
     /// From the signal names of `--requeue-signal` and `--requeue`.
-    pub fn new(signals: &[String], scontrol: bool) -> anyhow::Result<Self> {
+    pub fn new(signals: &[String], requeue_itself: bool) -> anyhow::Result<Self> {
         Ok(Self {
             signals: signals
                 .iter()
                 .map(|s| parse_signal(s))
                 .collect::<anyhow::Result<_>>()?,
-            scontrol,
-            slurm_job: None,
+            requeue_itself,
+            job: None,
         })
     }
 
@@ -172,32 +174,42 @@ impl RequeuePolicy {
             );
             return exit.into();
         }
-        if self.scontrol {
-            self.scontrol_requeue(log_prefix);
+        if self.requeue_itself {
+            self.requeue(log_prefix);
         }
         exit.into()
     }
 
-    fn scontrol_requeue(&self, log_prefix: &str) {
-        let Some(job) = &self.slurm_job else {
-            eprintln!("{log_prefix} --requeue: not a Slurm job; exiting with {REQUEUE_EXIT}");
+    /// Runs the scheduler's requeue command; on any failure the exit code (75) still asks the
+    /// batch script to requeue.
+    fn requeue(&self, log_prefix: &str) {
+        let Some(r) = &self.job else {
+            eprintln!(
+                "{log_prefix} --requeue: not in a job that its scheduler can requeue from inside \
+                 (Slurm's); exiting with {REQUEUE_EXIT}"
+            );
             return;
         };
-        match std::process::Command::new("scontrol")
-            .args(["requeue", job])
+        let command = r.command.join(" ");
+        match std::process::Command::new(&r.command[0])
+            .args(&r.command[1..])
             .status()
         {
             Ok(st) if st.success() => {
-                eprintln!("{log_prefix} requeued Slurm job {job} (scontrol requeue)")
+                eprintln!(
+                    "{log_prefix} requeued {} job {} ({command})",
+                    r.scheduler, r.job
+                )
             }
             Ok(st) => eprintln!(
-                "{log_prefix} `scontrol requeue {job}` failed ({st}); exiting with {REQUEUE_EXIT} \
-                 so that the batch script can requeue"
+                "{log_prefix} `{command}` failed ({st}); exiting with {REQUEUE_EXIT} so that the \
+                 batch script can requeue"
             ),
             Err(e) => eprintln!(
-                "{log_prefix} scontrol not available ({e}; inside a container?): exiting with \
+                "{log_prefix} {} not available ({e}; inside a container?): exiting with \
                  {REQUEUE_EXIT} so that the batch script requeues (`[ $? -eq {REQUEUE_EXIT} ] && \
-                 scontrol requeue $SLURM_JOB_ID`)"
+                 {}`)",
+                r.command[0], r.in_script
             ),
         }
     }

@@ -111,6 +111,20 @@ pub struct JobInfo {
     pub partition: Option<String>,
 }
 
+/// How a scheduler requeues one of its jobs from inside it (`--requeue`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requeue {
+    /// The scheduler's name in messages (`Slurm`).
+    pub scheduler: &'static str,
+    /// The job (`<array job>_<task>` for an array task).
+    pub job: String,
+    /// The command and its arguments (`scontrol requeue <job>`).
+    pub command: Vec<String>,
+    /// The batch script's line that requeues the job when the command cannot run here (inside
+    /// a container): `scontrol requeue $SLURM_JOB_ID`.
+    pub in_script: &'static str,
+}
+
 /// `MASTER_PORT` if set and valid, else `derived`.
 pub(crate) fn port_override(
     vars: &Vars,

@@ -25,7 +25,7 @@ use super::error::EnvError;
 use super::vars::Vars;
 use super::visible_devices::{DeviceAssignment, VisibleDevices};
 
-pub use common::{DEFAULT_PORT, PORT_BASE, gpu_allocation, port_from_job_id};
+pub use common::{DEFAULT_PORT, PORT_BASE, Requeue, gpu_allocation, port_from_job_id};
 pub use gflow::Gflow;
 pub use local::Local;
 pub use lsf::Lsf;
@@ -134,6 +134,10 @@ pub trait SchedulerEnv {
     fn job_info(&self, _vars: &Vars) -> Option<Result<common::JobInfo, EnvError>> {
         None
     }
+    /// `--requeue`: how this scheduler requeues job `job` from inside it (`None`: it does not).
+    fn requeue(&self, _job: &str) -> Option<Requeue> {
+        None
+    }
 }
 
 /// All schedulers in detection order; [`Local`] comes last and always applies.
@@ -163,6 +167,15 @@ pub(crate) fn job_info_from_any(vars: &Vars) -> Result<common::JobInfo, EnvError
         }
     }
     Ok(common::JobInfo::default())
+}
+
+/// `--requeue`: how job `job` is requeued, by the first scheduler with jobs that the variables
+/// name (the order of [`job_info_from_any`]); `None` when that one cannot, or there is none.
+pub fn requeue_for(vars: &Vars, job: &str) -> Option<Requeue> {
+    schedulers()
+        .into_iter()
+        .find(|s| s.detect(vars) && s.job_info(vars).is_some())?
+        .requeue(job)
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! shell sees `SLURM_NTASKS` but no `SLURM_PROCID`. Only `SLURM_STEP_ID` (set inside
 //! `srun`) marks a multi-rank launch.
 
-use super::common::{JobInfo, Ranks, address_override, build, port_from_job_id, port_override};
+use super::common::{
+    JobInfo, Ranks, Requeue, address_override, build, port_from_job_id, port_override,
+};
 use super::{ClusterEnv, SchedulerEnv, SchedulerKind};
 use crate::cluster::error::EnvError;
 use crate::cluster::hostlist;
@@ -27,6 +29,15 @@ impl SchedulerEnv for Slurm {
 
     fn job_info(&self, vars: &Vars) -> Option<Result<JobInfo, EnvError>> {
         Some(job_info(vars))
+    }
+
+    fn requeue(&self, job: &str) -> Option<Requeue> {
+        Some(Requeue {
+            scheduler: "Slurm",
+            job: job.to_string(),
+            command: ["scontrol", "requeue", job].map(String::from).to_vec(),
+            in_script: "scontrol requeue $SLURM_JOB_ID",
+        })
     }
 
     fn resolve(&self, vars: &Vars) -> Result<ClusterEnv, EnvError> {

@@ -244,3 +244,30 @@ fn mig_and_gpu_uuids_in_cuda_visible_devices() {
     )]);
     assert_eq!(e.visible_devices.form, VisibleForm::MigUuids);
 }
+
+/// `--requeue`: a Slurm job (also under torchrun inside it) is requeued with `scontrol requeue`;
+/// an LSF job, a gflow job and a run outside any scheduler have no requeue command.
+#[test]
+fn requeue_comes_from_the_scheduler_that_runs_the_job() {
+    let slurm = requeue_for(&vars(SRUN_STEP), "123456_7").expect("Slurm requeues");
+    assert_eq!(slurm.scheduler, "Slurm");
+    assert_eq!(slurm.command, ["scontrol", "requeue", "123456_7"]);
+    assert_eq!(slurm.job, "123456_7");
+    let torchrun_in_slurm = [
+        ("SLURM_JOB_ID", "77"),
+        ("TORCHELASTIC_RUN_ID", "none"),
+        ("RANK", "0"),
+        ("WORLD_SIZE", "1"),
+        ("LOCAL_RANK", "0"),
+    ];
+    assert_eq!(
+        requeue_for(&vars(&torchrun_in_slurm), "77").map(|r| r.command),
+        Some(["scontrol", "requeue", "77"].map(String::from).to_vec())
+    );
+    assert_eq!(requeue_for(&vars(&[("LSB_JOBID", "4242")]), "4242"), None);
+    assert_eq!(
+        requeue_for(&vars(&[("GFLOW_ARRAY_TASK_ID", "1")]), "1"),
+        None
+    );
+    assert_eq!(requeue_for(&vars(&[]), "1"), None);
+}
