@@ -190,11 +190,8 @@ impl RequeuePolicy {
             );
             return;
         };
-        let command = r.command.join(" ");
-        match std::process::Command::new(&r.command[0])
-            .args(&r.command[1..])
-            .status()
-        {
+        let command = format!("{} {}", r.program, r.args.join(" "));
+        match std::process::Command::new(r.program).args(&r.args).status() {
             Ok(st) if st.success() => {
                 eprintln!(
                     "{log_prefix} requeued {} job {} ({command})",
@@ -209,7 +206,7 @@ impl RequeuePolicy {
                 "{log_prefix} {} not available ({e}; inside a container?): exiting with \
                  {REQUEUE_EXIT} so that the batch script requeues (`[ $? -eq {REQUEUE_EXIT} ] && \
                  {}`)",
-                r.command[0], r.in_script
+                r.program, r.in_script
             ),
         }
     }

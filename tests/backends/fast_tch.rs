@@ -20,19 +20,21 @@ use common::numerics::{Conv, host, random, tensor};
 type Fast = Autodiff<FastTch>;
 type Plain = Autodiff<LibTorch>;
 
+/// Every test shape through `FastTch` and through burn-tch from seed `seed`: the same outputs and
+/// gradients (1e-4), and `calls` (a weight-gradient path's counter) counted each shape once.
+fn fast_matches_plain(seed: u64, calls: fn() -> u64, path: &str) {
+    for (name, conv) in Conv::cnn_layers().into_iter().chain(Conv::odd_shapes()) {
+        let before = calls();
+        let fast = conv.run::<Fast>(seed);
+        assert_eq!(calls(), before + 1, "{name}: {path} did not run");
+        Conv::assert_same(name, &fast, &conv.run::<Plain>(seed));
+    }
+}
+
 // One test: the kernel's call counter is process-wide.
 #[test]
 fn conv_gradients_match_burn_tch() {
-    for (name, conv) in Conv::cnn_layers().into_iter().chain(Conv::odd_shapes()) {
-        let calls = cpu_kernel_calls();
-        let fast = conv.run::<Fast>(11);
-        assert_eq!(
-            cpu_kernel_calls(),
-            calls + 1,
-            "{name}: the CPU weight gradient did not run"
-        );
-        Conv::assert_same(name, &fast, &conv.run::<Plain>(11));
-    }
+    fast_matches_plain(11, cpu_kernel_calls, "the CPU weight gradient");
 }
 
 /// The weight gradient a GPU computes (LibTorch's own kernel, reached through its autograd: tch
@@ -41,16 +43,7 @@ fn conv_gradients_match_burn_tch() {
 #[test]
 fn autograd_weight_gradient_matches_burn_tch() {
     autograd_weight_gradient_on_cpu(true);
-    for (name, conv) in Conv::cnn_layers().into_iter().chain(Conv::odd_shapes()) {
-        let calls = autograd_weight_calls();
-        let fast = conv.run::<Fast>(13);
-        assert_eq!(
-            autograd_weight_calls(),
-            calls + 1,
-            "{name}: the autograd weight gradient did not run"
-        );
-        Conv::assert_same(name, &fast, &conv.run::<Plain>(13));
-    }
+    fast_matches_plain(13, autograd_weight_calls, "the autograd weight gradient");
     autograd_weight_gradient_on_cpu(false);
 }
 

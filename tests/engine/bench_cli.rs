@@ -137,34 +137,33 @@ fn bench_mnist_compares_chosen_backends_with_spread_threads_and_floor() {
     );
 }
 
+/// `trainer bench gnn --nodes 12 --backends flex` with `flags` in `dir`: it succeeds, and its
+/// JSON result.
+fn bench_gnn_json(dir: &std::path::Path, flags: &[&str]) -> serde_json::Value {
+    let json_path = dir.join("gnn.json");
+    let mut args = vec![
+        "bench",
+        "gnn",
+        "--nodes",
+        "12",
+        "--backends",
+        "flex",
+        "--json",
+    ];
+    args.push(json_path.to_str().unwrap());
+    args.extend_from_slice(flags);
+    let o = run_in(dir, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap()
+}
+
 /// `trainer bench gnn` on two cohort sizes in one run: a row per size and objective, each epoch
 /// timed on at most `--steps` steps after `--warmup` and extrapolated to the whole epoch.
 #[test]
 fn bench_gnn_times_several_cohort_sizes_on_a_few_steps() {
     let t = tempfile::tempdir().unwrap();
-    let json_path = t.path().join("gnn.json");
-    let o = run_in(
-        t.path(),
-        &[
-            "bench",
-            "gnn",
-            "--subjects",
-            "16,30",
-            "--nodes",
-            "12",
-            "--steps",
-            "2",
-            "--warmup",
-            "1",
-            "--backends",
-            "flex",
-            "--json",
-            json_path.to_str().unwrap(),
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let flags = ["--subjects", "16,30", "--steps", "2", "--warmup", "1"];
+    let json = bench_gnn_json(t.path(), &flags);
     assert_eq!(json["subjects"], serde_json::json!([16, 30]));
     let rows = json["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4, "2 sizes x 2 objectives: {rows:?}");
@@ -196,31 +195,17 @@ fn bench_gnn_times_several_cohort_sizes_on_a_few_steps() {
 #[test]
 fn bench_gnn_times_several_batches_and_mnist_refuses_them() {
     let t = tempfile::tempdir().unwrap();
-    let json_path = t.path().join("gnn.json");
-    let o = run_in(
-        t.path(),
-        &[
-            "bench",
-            "gnn",
-            "--subjects",
-            "16",
-            "--nodes",
-            "12",
-            "--batch-size",
-            "2,3",
-            "--steps",
-            "1",
-            "--warmup",
-            "0",
-            "--backends",
-            "flex",
-            "--json",
-            json_path.to_str().unwrap(),
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let flags = [
+        "--subjects",
+        "16",
+        "--batch-size",
+        "2,3",
+        "--steps",
+        "1",
+        "--warmup",
+        "0",
+    ];
+    let json = bench_gnn_json(t.path(), &flags);
     assert_eq!(json["batch_sizes"], serde_json::json!([2, 3]));
     let rows = json["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4, "2 batches x 2 objectives: {rows:?}");

@@ -118,8 +118,9 @@ pub struct Requeue {
     pub scheduler: &'static str,
     /// The job (`<array job>_<task>` for an array task).
     pub job: String,
-    /// The command and its arguments (`scontrol requeue <job>`).
-    pub command: Vec<String>,
+    /// The command (`scontrol`) and its arguments (`requeue <job>`).
+    pub program: &'static str,
+    pub args: Vec<String>,
     /// The batch script's line that requeues the job when the command cannot run here (inside
     /// a container): `scontrol requeue $SLURM_JOB_ID`.
     pub in_script: &'static str,

@@ -159,23 +159,23 @@ pub fn detect(vars: &Vars) -> Result<ClusterEnv, EnvError> {
 /// order (Slurm, then LSF, then gflow), so a torchrun launch inside a Slurm job still records
 /// the job.
 pub(crate) fn job_info_from_any(vars: &Vars) -> Result<common::JobInfo, EnvError> {
-    for s in schedulers() {
-        if s.detect(vars)
-            && let Some(info) = s.job_info(vars)
-        {
-            return info;
-        }
-    }
-    Ok(common::JobInfo::default())
+    job_scheduler(vars).map_or(Ok(common::JobInfo::default()), |(_, info)| info)
+}
+
+/// The first scheduler, in [`schedulers`] order, with jobs that the variables name, and its job.
+fn job_scheduler(
+    vars: &Vars,
+) -> Option<(&'static dyn SchedulerEnv, Result<common::JobInfo, EnvError>)> {
+    schedulers()
+        .into_iter()
+        .filter(|s| s.detect(vars))
+        .find_map(|s| s.job_info(vars).map(|info| (s, info)))
 }
 
 /// `--requeue`: how job `job` is requeued, by the first scheduler with jobs that the variables
 /// name (the order of [`job_info_from_any`]); `None` when that one cannot, or there is none.
 pub fn requeue_for(vars: &Vars, job: &str) -> Option<Requeue> {
-    schedulers()
-        .into_iter()
-        .find(|s| s.detect(vars) && s.job_info(vars).is_some())?
-        .requeue(job)
+    job_scheduler(vars)?.0.requeue(job)
 }
 
 #[cfg(test)]

@@ -35,7 +35,8 @@ impl SchedulerEnv for Slurm {
         Some(Requeue {
             scheduler: "Slurm",
             job: job.to_string(),
-            command: ["scontrol", "requeue", job].map(String::from).to_vec(),
+            program: "scontrol",
+            args: vec!["requeue".into(), job.to_string()],
             in_script: "scontrol requeue $SLURM_JOB_ID",
         })
     }

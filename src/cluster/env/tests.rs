@@ -251,7 +251,10 @@ fn mig_and_gpu_uuids_in_cuda_visible_devices() {
 fn requeue_comes_from_the_scheduler_that_runs_the_job() {
     let slurm = requeue_for(&vars(SRUN_STEP), "123456_7").expect("Slurm requeues");
     assert_eq!(slurm.scheduler, "Slurm");
-    assert_eq!(slurm.command, ["scontrol", "requeue", "123456_7"]);
+    assert_eq!(
+        (slurm.program, &slurm.args[..]),
+        ("scontrol", &["requeue".to_string(), "123456_7".into()][..])
+    );
     assert_eq!(slurm.job, "123456_7");
     let torchrun_in_slurm = [
         ("SLURM_JOB_ID", "77"),
@@ -261,8 +264,8 @@ fn requeue_comes_from_the_scheduler_that_runs_the_job() {
         ("LOCAL_RANK", "0"),
     ];
     assert_eq!(
-        requeue_for(&vars(&torchrun_in_slurm), "77").map(|r| r.command),
-        Some(["scontrol", "requeue", "77"].map(String::from).to_vec())
+        requeue_for(&vars(&torchrun_in_slurm), "77").map(|r| (r.program, r.args)),
+        Some(("scontrol", vec!["requeue".to_string(), "77".into()]))
     );
     assert_eq!(requeue_for(&vars(&[("LSB_JOBID", "4242")]), "4242"), None);
     assert_eq!(
