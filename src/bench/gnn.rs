@@ -31,8 +31,8 @@ use crate::toolbox::seed::epoch_order;
 use crate::toolbox::usage::{cpu_seconds, peak_rss_bytes};
 use crate::train::gnn::TEST_SIZE;
 use crate::train::gnn::batch::Sampling;
-use crate::train::gnn::fold_data::FoldData;
 use crate::train::gnn::fold_seed;
+use crate::train::gnn::protocol::fold_data::FoldData;
 use crate::train::gnn::step::{Pieces, grads};
 
 #[derive(Debug, Clone, Serialize)]

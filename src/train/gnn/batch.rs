@@ -5,7 +5,7 @@ use ndarray::Array2;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use super::fold_data::FoldData;
+use super::protocol::fold_data::FoldData;
 use crate::data::connectome::Scan;
 use crate::models::clg_ode::objective::{
     AccItem, FORECAST_K_WEIGHT, ObjectiveConfig, ObjectiveInput, Pred, VelItem,

@@ -1,145 +1,202 @@
-//! The state every closed-form forecaster's job shares ([`ClosedFormJob`](super::closed_form_job)
-//! runs `--model linear-drift`, [`drift`](super::drift), and `--model eb-drift`,
-//! [`eb_drift`](super::eb_drift)): one epoch per fold, the same loader, split, folds, validation
-//! columns, test protocol and result files as CLG-ODE; the fitted forecaster as a function
-//! ([`Forecast`]). Each model keeps only its own sums, fit and forecast.
+//! The closed-form forecasters (`--model linear-drift`, [`drift`](super::drift), and
+//! `--model eb-drift`, [`eb_drift`](super::eb_drift)) as one forecaster, [`Fitted`]: a model is
+//! a [`ClosedFormFit`] (its sums, its fit, its parameters and their forecast, [`Forecast`]) and
+//! `Fitted` does the rest the same way for each, on the loader, split, folds, validation
+//! columns, test protocol and result files of every model: one epoch per fold whose steps add
+//! up the model's sums over the training subjects (summed over ranks like any step's sums), and
+//! whose end fits the model.
 
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
+use burn::module::AutodiffModule;
+use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
 use serde_json::json;
 
-use super::Prepared;
 use super::batch::delta_t;
-use super::breakdown::three_visit_subjects;
-use super::columns::val_sc_columns;
-use super::config::GnnConfig;
-use super::evaluate::versus_identity;
-use super::fold_data::{FoldData, FoldStart};
+use super::cv::{Cv, CvFold, Forecaster, Inner, Plan};
+use super::kind::ModelKind;
+use super::protocol::breakdown::{Predictions, three_visit_subjects};
+use super::protocol::columns::val_sc_columns;
+use super::protocol::evaluate::versus_identity;
+use super::protocol::fold_data::{FoldData, FoldStart};
+use super::protocol::test_set::{
+    FoldResult, TestRun, best_fold, best_fold_data, write_test_results,
+};
+use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
-use super::test_set::{TestRun, best_fold, best_fold_data, fold_results, write_test_results};
 use crate::data::connectome::Scan;
 use crate::engine::{
-    Done, EpochReport, JobSpec, LrSchedule, Monitor, Panel, Row, RunContext, Stage,
+    Batch, Done, EpochCtx, EpochReport, EpochSums, LrSchedule, Panel, Row, RunContext, StepOut,
+    StepSums,
 };
 use crate::toolbox::checkpoint::Checkpoint;
 
-/// The state of a closed-form forecaster's job: its settings, the cohort, the spec and the fold
-/// in progress.
-pub struct ClosedForm {
-    pub settings: GnnSettings,
-    pub prep: Prepared,
-    fold_ids: Vec<usize>,
-    config: GnnConfig,
-    /// Rank 0: the one that logs.
-    pub main: bool,
-    pub spec: JobSpec,
-    pub n: usize,
-    /// The fold in progress: its index in `fold_ids` and data.
-    fold: Option<(usize, FoldData)>,
-    /// The forecaster's error on the training pairs after the last fit (what the epoch
-    /// reports as its training loss).
-    pub train_loss: f64,
+/// A closed-form forecaster: what [`Fitted`] asks of it.
+pub trait ClosedFormFit: 'static {
+    /// Its `--model` value.
+    const KIND: ModelKind;
+    /// The stem of its model files.
+    const MODEL_NAME: &'static str;
+    /// The Burn module its fitted parameters are saved in.
+    type Module<B: AutodiffBackend>: AutodiffModule<B>;
+    /// What a step adds up over its training subjects (an epoch adds up the same).
+    type Sums: StepSums + EpochSums<Self::Sums>;
+    /// The fitted parameters.
+    type Params;
+
+    /// Metadata of the fold's model file beside `n_nodes`.
+    fn metadata(_settings: &GnnSettings) -> Result<BTreeMap<String, String>> {
+        Ok(BTreeMap::new())
+    }
+    /// The module before the fit, for a cohort of `n` nodes.
+    fn init<B: AutodiffBackend>(n: usize, device: &B::Device) -> Self::Module<B>;
+    /// The sums of `subjects` (a shard of the fold's training subjects).
+    fn sums(data: &FoldData, subjects: impl Iterator<Item = usize>) -> Self::Sums;
+    /// The fit on the fold in progress (its training subjects: `fold.items`) from the epoch's
+    /// `sums`, and its error on the training pairs (the epoch's training loss).
+    fn fit<B: AutodiffBackend>(
+        cv: &Cv,
+        fold: &CvFold,
+        sums: &Self::Sums,
+        device: &B::Device,
+    ) -> Result<(Self::Module<B>, f64)>;
+    /// The parameters of the validation-mode module `m` (a cohort of `n` nodes).
+    fn valid_params<B: AutodiffBackend>(
+        m: &<Self::Module<B> as AutodiffModule<B>>::InnerModule,
+        n: usize,
+    ) -> Result<Self::Params>;
+    /// The parameters in model file `ck` (a cohort of `n` nodes).
+    fn checkpoint_params(ck: &Checkpoint, n: usize) -> Result<Self::Params>;
+    /// The forecaster of `params` under the run's `settings`.
+    fn forecaster(params: Self::Params, settings: &GnnSettings) -> impl Forecast;
 }
 
-impl ClosedForm {
-    /// The job's state for the forecaster `model_name` (the model files' stem).
-    pub fn new<B: AutodiffBackend>(
-        settings: GnnSettings,
-        monitor: Option<Monitor>,
-        prep: Prepared,
-        ctx: &RunContext<B>,
-        model_name: &'static str,
-    ) -> Result<Self> {
-        let fold_ids = settings.fold_ids();
-        let config = GnnConfig::new(settings.clone(), monitor.clone(), &prep, ctx);
-        let spec = JobSpec {
-            name: "train-gnn",
-            model_name,
+/// `--model M` of a closed-form forecaster `M`, and its state during a run.
+pub struct Fitted<M> {
+    /// The forecaster's error on the training pairs after the last fit (what the epoch
+    /// reports as its training loss).
+    train_loss: f64,
+    _m: PhantomData<fn() -> M>,
+}
+
+impl<M: ClosedFormFit> Forecaster for Fitted<M> {
+    const KIND: ModelKind = M::KIND;
+    const FILE_STEM: &'static str = M::MODEL_NAME;
+    const TIME_INPUT: bool = true;
+    type Net<B: AutodiffBackend> = M::Module<B>;
+    type Step = M::Sums;
+    type Epoch = M::Sums;
+    type State = ();
+
+    fn new<B: AutodiffBackend>(_cv: &Cv, _ctx: &RunContext<B>) -> Result<Self> {
+        Ok(Self {
+            train_loss: f64::NAN,
+            _m: PhantomData,
+        })
+    }
+
+    fn plan(&self, _cv: &Cv) -> Plan {
+        Plan {
             // A closed-form fit: one pass over the training subjects.
             epochs: 1,
-            batch_size: settings.batch_size,
             lr: LrSchedule::Constant(0.0),
-            seed: settings.seed,
-            stages: fold_ids.len(),
-            monitor,
-            unit: "subjects",
-            cpu_columns: true,
-            plot: vec![Panel::new(
+            panels: vec![Panel::new(
                 "validation sc_log_mse",
                 &["val_sc_log_mse"],
                 &["val_identity_sc_log_mse"],
             )],
-            config: serde_json::to_value(&config)?,
-            fingerprint: config.fingerprint(),
-            meta: config.meta(&prep),
-            ..JobSpec::default()
-        };
-        Ok(Self {
-            n: prep.cohort.n_nodes,
-            main: ctx.is_main(),
-            settings,
-            prep,
-            fold_ids,
-            config,
-            spec,
-            fold: None,
-            train_loss: f64::NAN,
-        })
+            validate_initial: None,
+            phases: Vec::new(),
+        }
     }
 
-    /// Loads fold `stage` (with `metadata` beside `n_nodes` in its model file) and logs its
-    /// sizes on rank 0.
-    pub fn begin_stage(
+    fn metadata(&self, cv: &Cv) -> Result<BTreeMap<String, String>> {
+        let mut metadata = M::metadata(&cv.settings)?;
+        metadata.insert("n_nodes".into(), cv.n.to_string());
+        Ok(metadata)
+    }
+
+    /// Logs the fold's sizes on rank 0.
+    fn begin_fold(
         &mut self,
+        cv: &Cv,
         stage: usize,
-        mut metadata: BTreeMap<String, String>,
-    ) -> Result<Stage> {
-        metadata.insert("n_nodes".into(), self.n.to_string());
-        let start = FoldStart::new(
-            &self.prep,
-            stage,
-            self.settings.sampling.include_s_mean(),
-            self.settings.seed,
-            self.settings.model_kind.file_stem(),
-            self.spec.monitor.as_ref(),
-            metadata,
-        )?;
-        let split = &self.prep.folds[stage];
-        if self.main {
+        start: &mut FoldStart,
+        _resumed: bool,
+    ) -> Result<Option<Vec<usize>>> {
+        let split = &cv.prep.folds[stage];
+        if cv.main {
             eprintln!(
                 "[train-gnn] {} fold {}: {} train / {} val / {} test subjects",
-                self.settings.model_kind,
+                cv.settings.model_kind,
                 start.fold,
                 split.train.len(),
                 split.val.len(),
-                self.prep.test.len()
+                cv.prep.test.len()
             );
         }
-        self.fold = Some((stage, start.data));
-        Ok(start.stage)
+        Ok(None)
     }
 
-    /// The fold in progress: its data and its training subjects.
-    pub fn training(&self) -> Result<(&FoldData, &[usize])> {
-        let (stage, data) = self.fold.as_ref().context("no fold in progress")?;
-        Ok((data, &self.prep.folds[*stage].train))
+    fn init<B: AutodiffBackend>(
+        &self,
+        cv: &Cv,
+        _stage: usize,
+        device: &B::Device,
+    ) -> Result<M::Module<B>> {
+        Ok(M::init::<B>(cv.n, device))
     }
 
-    /// The epoch's report: the forecast `forecast` makes of the fold's validation subjects at
-    /// their visit 1, against the identity's.
-    pub fn report(&self, forecast: impl Forecast) -> Result<EpochReport> {
-        let (stage, data) = self.fold.as_ref().context("no fold in progress")?;
-        let val = &self.prep.folds[*stage].val;
+    fn step<B: AutodiffBackend>(
+        &mut self,
+        _cv: &Cv,
+        fold: &CvFold,
+        _net: &M::Module<B>,
+        b: &Batch<'_, B>,
+    ) -> Result<StepOut<M::Sums>> {
+        let shard = b.order[b.lo..b.hi].iter().map(|&i| fold.items[i]);
+        Ok(StepOut {
+            grads: GradientsParams::new(),
+            sums: M::sums(&fold.data, shard),
+        })
+    }
+
+    fn refit<B: AutodiffBackend>(
+        &mut self,
+        cv: &Cv,
+        fold: &CvFold,
+        _net: M::Module<B>,
+        sums: &M::Sums,
+        device: &B::Device,
+    ) -> Result<M::Module<B>> {
+        let (module, train_loss) = M::fit::<B>(cv, fold, sums, device)?;
+        self.train_loss = train_loss;
+        Ok(module)
+    }
+
+    /// The forecast of the fold's validation subjects at their visit 1, against the
+    /// identity's.
+    fn end_epoch<B: AutodiffBackend>(
+        &mut self,
+        cv: &Cv,
+        fold: &CvFold,
+        net: &Inner<Self, B>,
+        _sums: &M::Sums,
+        _ctx: &EpochCtx<'_, B>,
+    ) -> Result<EpochReport> {
+        let forecast = M::forecaster(M::valid_params::<B>(net, cv.n)?, &cv.settings);
+        let (data, val) = (&fold.data, &cv.split(fold).val);
         let preds = forecast(data, val, None);
-        let v = versus_identity(data, val, &preds.into(), self.settings.topo_bins);
+        let v = versus_identity(data, val, &preds.into(), cv.settings.topo_bins);
         let mut head = Row::new();
         head.insert("val_loss".into(), json!(v.model.sc_log_mse));
         let mut detail = Row::new();
         val_sc_columns(Some(&v), 0.0, 0.0, &mut detail);
-        detail.insert("model".into(), json!(self.settings.model_kind));
+        detail.insert("model".into(), json!(cv.settings.model_kind));
         Ok(EpochReport {
             train_loss: self.train_loss,
             head,
@@ -151,33 +208,30 @@ impl ClosedForm {
         })
     }
 
-    /// Rank 0's test results: the best fold's checkpoint, through `forecaster`, forecasts the
-    /// test subjects at their visit 1 and the three-visit ones at their visit 2. The test loss
-    /// of a closed-form forecast is its test sc_log_mse.
-    pub fn finish<B: AutodiffBackend, F: Forecast>(
-        &self,
+    /// The best fold's model file forecasts the test subjects at their visit 1 and the
+    /// three-visit ones at their visit 2. The test loss of a closed-form forecast is its test
+    /// sc_log_mse.
+    fn test<B: AutodiffBackend>(
+        &mut self,
+        cv: &Cv,
+        folds: &[FoldResult],
         done: &Done<'_, B>,
-        forecaster: impl FnOnce(&Checkpoint) -> Result<F>,
     ) -> Result<()> {
-        if done.comm.rank() != 0 {
-            return Ok(());
-        }
-        let folds = fold_results(done.stages, &self.fold_ids);
-        let best = best_fold(&self.config, &folds)?;
-        let (data, ck) = best_fold_data(&self.prep, &self.config, &best)?;
-        let forecast = forecaster(&ck)?;
-        let test_subjects = &self.prep.test;
+        let best = best_fold(&cv.config, folds)?;
+        let (data, ck) = best_fold_data(&cv.prep, &cv.config, &best)?;
+        let forecast = M::forecaster(M::checkpoint_params(&ck, cv.n)?, &cv.settings);
+        let test_subjects = &cv.prep.test;
         let preds = forecast(&data, test_subjects, None);
         let test = versus_identity(
             &data,
             test_subjects,
             &preds.clone().into(),
-            self.settings.topo_bins,
+            cv.settings.topo_bins,
         );
         let run = TestRun {
-            config: &self.config,
-            prep: &self.prep,
-            finished: &folds,
+            config: &cv.config,
+            prep: &cv.prep,
+            finished: folds,
             best: &best,
             test_loss: test.model.sc_log_mse,
         };
@@ -192,9 +246,24 @@ impl ClosedForm {
             &data,
             &preds.into(),
             Some(&far.into()),
-            self.settings.objective.topology.loss_bins,
+            cv.settings.objective.topology.loss_bins,
             done.run_dir,
         )
+    }
+
+    /// A saved run's forecast from its model file's parameters.
+    fn forecast<B: AutodiffBackend>(
+        run: &SavedRun,
+        subjects: &[usize],
+        horizon: &Horizon<'_>,
+        _device: &B::Device,
+    ) -> Result<Predictions> {
+        let params = M::checkpoint_params(&run.ck, run.data.n_nodes())?;
+        let dts = match horizon {
+            Horizon::NextVisit => None,
+            Horizon::Years { dts, .. } => Some(*dts),
+        };
+        Ok(M::forecaster(params, &run.config.settings)(&run.data, subjects, dts).into())
     }
 }
 

@@ -11,7 +11,7 @@ use anyhow::{Result, bail};
 use serde::Serialize;
 use serde_json::json;
 
-use super::{Prepared, Split, TEST_SIZE, prepare};
+use super::prepared::{Prepared, Split, TEST_SIZE, prepare};
 use crate::data::connectome::paths_yaml::PathsYaml;
 use crate::data::connectome::preprocess::quantile_linear;
 use crate::data::connectome::{CohortPaths, Subject};

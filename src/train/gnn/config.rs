@@ -8,10 +8,25 @@ use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::prepared::{Prepared, TEST_SIZE};
 use super::settings::GnnSettings;
-use super::{Prepared, TEST_SIZE};
 use crate::engine::{Monitor, Row, RunContext};
 use crate::models::clg_ode::ClgOdeConfig;
+
+/// Where this port differs from the reference on purpose (recorded in `args.json`; see
+/// docs/guide/forecasts.md, "Where we differ from the reference, and why").
+pub const DEVIATIONS: &[&str] = &[
+    "best checkpoint = copy of the best epoch's weights (reference: last weights)",
+    "validation/test loss: clean inputs, visits (0,1,2) (reference: augmented, sampled)",
+    "all randomness seeded from --seed/--random-state, torch-side draws included \
+     (reference: unseeded torch RNG; topology probes from ChaCha8, not numpy's PCG64)",
+    "GradNorm weights and the topology scale start afresh in every fold (reference: carried \
+     over from fold to fold)",
+    "mask diagnostics averaged over predictions (reference: sums of batch means divided by \
+     the number of predictions)",
+    "validation SC columns are null in epochs that do not compute them (reference: 0)",
+    "N comes from the data (reference: every matrix padded/truncated to 400)",
+];
 
 /// The resolved configuration, saved as `args.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -105,7 +120,7 @@ impl GnnConfig {
             monitor,
             test_size: TEST_SIZE,
             model,
-            deviations: super::DEVIATIONS.iter().map(|d| d.to_string()).collect(),
+            deviations: DEVIATIONS.iter().map(|d| d.to_string()).collect(),
             backend: ctx.placement.backend.name().into(),
             device: ctx.placement.device.to_string(),
             resume: ctx.run.resume.clone(),
@@ -175,7 +190,8 @@ impl GnnConfig {
         let fallbacks: Vec<serde_json::Value> = (0..prep.folds.len())
             .filter_map(|stage| {
                 let f =
-                    super::fold_data::fold_monitor(prep, stage, self.monitor.as_ref()).ok()??;
+                    super::protocol::fold_data::fold_monitor(prep, stage, self.monitor.as_ref())
+                        .ok()??;
                 Some(json!({
                     "fold": prep.folds[stage].fold,
                     "metric": f.metric,

@@ -1,6 +1,6 @@
-//! `train-gnn --model linear-drift`: a closed-form forecaster ([`ClosedFormFit`]) run by the
-//! shared [`ClosedFormJob`]: the same loader, split, folds, validation columns, test protocol
-//! and result files as CLG-ODE; one epoch per fold whose steps add up the closed-form fit's
+//! `train-gnn --model linear-drift`: a closed-form forecaster ([`ClosedFormFit`]) run as a
+//! [`Fitted`](super::closed_form::Fitted) forecaster: the same loader, split, folds, validation
+//! columns, test protocol and result files as CLG-ODE; one epoch per fold whose steps add up the closed-form fit's
 //! statistics over the training subjects' consecutive visit pairs (summed over ranks like any
 //! step's sums), and whose end fits the drift.
 
@@ -11,57 +11,29 @@ use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
-use super::Prepared;
-use super::breakdown::Predictions;
-use super::closed_form::{ClosedForm, Forecast, from_visit_0};
-use super::closed_form_job::{ClosedFormFit, ClosedFormJob, saved_forecast};
+use super::closed_form::{ClosedFormFit, Forecast, from_visit_0};
+use super::cv::{Cv, CvFold};
 use super::fits::pair_stats;
-use super::fold_data::FoldData;
 use super::kind::ModelKind;
-use super::model::GnnModel;
-use super::saved_run::{Horizon, SavedRun};
+use super::protocol::fold_data::FoldData;
 use super::settings::GnnSettings;
-use crate::engine::{EpochSums, Monitor, RunContext, StepSums};
+use crate::engine::{EpochSums, StepSums};
 use crate::models::linear_drift::{DriftStats, DriftSupport, LinearDrift, MODEL_NAME, forecast};
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// `--model linear-drift`.
 pub struct DriftModel;
 
-impl GnnModel for DriftModel {
-    const KIND: ModelKind = ModelKind::LinearDrift;
-    const FILE_STEM: &'static str = MODEL_NAME;
-    const TIME_INPUT: bool = true;
-    type Job<B: AutodiffBackend> = ClosedFormJob<B, Self>;
-
-    fn job<B: AutodiffBackend>(
-        settings: GnnSettings,
-        monitor: Option<Monitor>,
-        prep: Prepared,
-        ctx: &RunContext<B>,
-    ) -> Result<Self::Job<B>> {
-        ClosedFormJob::new(settings, monitor, prep, ctx)
-    }
-
-    fn forecast<B: AutodiffBackend>(
-        run: &SavedRun,
-        subjects: &[usize],
-        horizon: &Horizon<'_>,
-        _device: &B::Device,
-    ) -> Result<Predictions> {
-        saved_forecast::<Self>(run, subjects, horizon)
-    }
-}
-
 impl ClosedFormFit for DriftModel {
+    const KIND: ModelKind = ModelKind::LinearDrift;
     const MODEL_NAME: &'static str = MODEL_NAME;
     type Module<B: AutodiffBackend> = LinearDrift<B>;
     type Sums = DriftSums;
     /// The drift per matrix entry.
     type Params = Vec<f32>;
 
-    fn metadata(core: &ClosedForm) -> Result<BTreeMap<String, String>> {
-        let support = serde_json::to_string(&core.settings.drift.drift_support)?;
+    fn metadata(settings: &GnnSettings) -> Result<BTreeMap<String, String>> {
+        let support = serde_json::to_string(&settings.drift.drift_support)?;
         Ok(BTreeMap::from([("drift_support".to_string(), support)]))
     }
 
@@ -74,14 +46,15 @@ impl ClosedFormFit for DriftModel {
     }
 
     fn fit<B: AutodiffBackend>(
-        core: &mut ClosedForm,
+        cv: &Cv,
+        _fold: &CvFold,
         sums: &DriftSums,
         device: &B::Device,
-    ) -> Result<LinearDrift<B>> {
-        let n = core.n;
+    ) -> Result<(LinearDrift<B>, f64)> {
+        let n = cv.n;
         let d = sums.0.drift();
-        core.train_loss = sums.0.residual(&d, n);
-        Ok(LinearDrift::with_drift(n, d, device))
+        let train_loss = sums.0.residual(&d, n);
+        Ok((LinearDrift::with_drift(n, d, device), train_loss))
     }
 
     fn valid_params<B: AutodiffBackend>(

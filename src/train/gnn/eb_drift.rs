@@ -1,6 +1,6 @@
 //! `train-gnn --model eb-drift` (docs/eb-drift.md): a closed-form forecaster ([`ClosedFormFit`])
-//! run by the shared [`ClosedFormJob`] on the loader, split, folds, validation columns, test
-//! protocol and result files of every model; one epoch per fold whose steps add up the
+//! run as a [`Fitted`](super::closed_form::Fitted) forecaster on the loader, split, folds,
+//! validation columns, test protocol and result files of every model; one epoch per fold whose steps add up the
 //! identity's error over the training subjects' visit pairs, and whose end fits the
 //! empirical-Bayes forecaster on the fold's training subjects (on every rank alike: a closed
 //! form on data every rank holds).
@@ -10,50 +10,22 @@ use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
 
-use super::Prepared;
 use super::batch::delta_t;
-use super::breakdown::Predictions;
-use super::closed_form::{ClosedForm, Forecast, from_visit_0};
-use super::closed_form_job::{ClosedFormFit, ClosedFormJob, saved_forecast};
+use super::closed_form::{ClosedFormFit, Forecast, from_visit_0};
+use super::cv::{Cv, CvFold};
 use super::fits::training_scans;
-use super::fold_data::FoldData;
 use super::kind::ModelKind;
-use super::model::GnnModel;
-use super::saved_run::{Horizon, SavedRun};
+use super::protocol::fold_data::FoldData;
 use super::settings::GnnSettings;
-use crate::engine::{LossSums, Monitor, RunContext};
+use crate::engine::LossSums;
 use crate::models::eb_drift::{EbDrift, EbParams, MODEL_NAME, params_from};
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// `--model eb-drift`.
 pub struct EbDriftModel;
 
-impl GnnModel for EbDriftModel {
-    const KIND: ModelKind = ModelKind::EbDrift;
-    const FILE_STEM: &'static str = MODEL_NAME;
-    const TIME_INPUT: bool = true;
-    type Job<B: AutodiffBackend> = ClosedFormJob<B, Self>;
-
-    fn job<B: AutodiffBackend>(
-        settings: GnnSettings,
-        monitor: Option<Monitor>,
-        prep: Prepared,
-        ctx: &RunContext<B>,
-    ) -> Result<Self::Job<B>> {
-        ClosedFormJob::new(settings, monitor, prep, ctx)
-    }
-
-    fn forecast<B: AutodiffBackend>(
-        run: &SavedRun,
-        subjects: &[usize],
-        horizon: &Horizon<'_>,
-        _device: &B::Device,
-    ) -> Result<Predictions> {
-        saved_forecast::<Self>(run, subjects, horizon)
-    }
-}
-
 impl ClosedFormFit for EbDriftModel {
+    const KIND: ModelKind = ModelKind::EbDrift;
     const MODEL_NAME: &'static str = MODEL_NAME;
     type Module<B: AutodiffBackend> = EbDrift<B>;
     type Sums = LossSums;
@@ -79,11 +51,12 @@ impl ClosedFormFit for EbDriftModel {
     }
 
     fn fit<B: AutodiffBackend>(
-        core: &mut ClosedForm,
+        cv: &Cv,
+        fold: &CvFold,
         _sums: &LossSums,
         device: &B::Device,
-    ) -> Result<EbDrift<B>> {
-        let (data, train) = core.training()?;
+    ) -> Result<(EbDrift<B>, f64)> {
+        let (data, train) = (&fold.data, &fold.items);
         let params = EbParams::fit(&training_scans(data, train));
         let mut err = (0.0, 0.0);
         for &s in train {
@@ -96,8 +69,8 @@ impl ClosedFormFit for EbDriftModel {
                 err = (err.0 + sum, err.1 + count);
             }
         }
-        core.train_loss = if err.1 > 0.0 { err.0 / err.1 } else { f64::NAN };
-        if core.main {
+        let train_loss = if err.1 > 0.0 { err.0 / err.1 } else { f64::NAN };
+        if cv.main {
             let [age, sex] = params.drift_factors;
             eprintln!(
                 "[train-gnn] eb-drift fit: subject offset kept {:.3}, edge deviations kept \
@@ -120,7 +93,7 @@ impl ClosedFormFit for EbDriftModel {
                 },
             );
         }
-        Ok(EbDrift::from_params(&params, device))
+        Ok((EbDrift::from_params(&params, device), train_loss))
     }
 
     fn valid_params<B: AutodiffBackend>(

@@ -16,10 +16,10 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use super::batch::delta_t;
-use super::breakdown::{
+use super::protocol::breakdown::{
     SubjectScore, per_subject, per_subject_at, strata, three_visit_subjects, write_per_subject,
 };
-use super::evaluate::{TestMetrics, exact_topology};
+use super::protocol::evaluate::{TestMetrics, exact_topology};
 use super::reopen::{DataOverrides, Forecast};
 use super::saved_run::{Horizon, SavedRun};
 use crate::backend::{self, DeviceSettings};

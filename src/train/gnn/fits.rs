@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::batch::delta_t;
-use super::fold_data::FoldData;
+use super::protocol::fold_data::FoldData;
 use crate::models::eb_drift::{EbParams, EbScan};
 use crate::models::linear_drift::DriftStats;
 

@@ -26,8 +26,8 @@ use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
 
 use super::baseline::{GradBaseline, Inner};
-use super::fold_data::FoldData;
 use super::kind::ModelKind;
+use super::protocol::fold_data::FoldData;
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
 use crate::models::vector_lstm::{

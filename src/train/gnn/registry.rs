@@ -1,25 +1,29 @@
-//! The models of `train-gnn --model`, one line each: [`with_model`] turns a [`ModelKind`] into
-//! its model's type, the one place that happens. Every command asks the model through this
-//! file: `train-gnn` builds its job ([`GnnModel::job`]), `eval-gnn`, `predict` and `plot-sc` its
-//! forecast ([`GnnModel::forecast`]), and anything else reads [`ModelInfo`] (`kind.info()`).
+//! The forecasters of `train-gnn --model`, one line each: [`with_model`] turns a [`ModelKind`]
+//! into its forecaster's type, the one place that happens. Every command asks the model
+//! through this file: `train-gnn` runs it in the one cross-validation job
+//! ([`CvJob`](super::cv::CvJob)), `eval-gnn`, `predict` and `plot-sc` ask its forecast
+//! ([`Forecaster::forecast`]), and anything else reads [`ModelInfo`] (`kind.info()`).
 //!
-//! Adding a model: its folder or file with a type implementing [`GnnModel`] (or
-//! [`GradBaseline`](super::baseline::GradBaseline)), a variant of [`ModelKind`] (`kind.rs`) and
-//! its line in [`with_model`].
+//! Adding a model: its folder or file with a type implementing [`Forecaster`] (or a
+//! [`GradBaseline`](super::baseline::GradBaseline), run as `Grad<M>`, or a
+//! [`ClosedFormFit`](super::closed_form::ClosedFormFit), run as `Fitted<M>`), a variant of
+//! [`ModelKind`] (`kind.rs`) and its line in [`with_model`].
 
+use super::baseline::Grad;
+use super::closed_form::Fitted;
+use super::cv::{Forecaster, WithModel};
 use super::kind::ModelKind;
-use super::model::{GnnModel, WithModel};
 
 /// Calls `w` with the model type of `kind`.
 pub fn with_model<W: WithModel>(kind: ModelKind, w: W) -> W::Output {
     match kind {
         ModelKind::ClgOde => w.with::<super::clg_ode::ClgOdeModel>(),
-        ModelKind::LinearDrift => w.with::<super::drift::DriftModel>(),
-        ModelKind::EbDrift => w.with::<super::eb_drift::EbDriftModel>(),
-        ModelKind::Gcn => w.with::<super::gcn::GcnModel>(),
-        ModelKind::VectorLstm => w.with::<super::lstm::LstmModel>(),
+        ModelKind::LinearDrift => w.with::<Fitted<super::drift::DriftModel>>(),
+        ModelKind::EbDrift => w.with::<Fitted<super::eb_drift::EbDriftModel>>(),
+        ModelKind::Gcn => w.with::<Grad<super::gcn::GcnModel>>(),
+        ModelKind::VectorLstm => w.with::<Grad<super::lstm::LstmModel>>(),
         #[cfg(test)]
-        ModelKind::Identity => w.with::<super::toy_model::IdentityModel>(),
+        ModelKind::Identity => w.with::<Grad<super::toy_model::IdentityModel>>(),
     }
 }
 
@@ -27,11 +31,11 @@ pub fn with_model<W: WithModel>(kind: ModelKind, w: W) -> W::Output {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelInfo {
     pub kind: ModelKind,
-    /// See [`GnnModel::FILE_STEM`].
+    /// See [`Forecaster::FILE_STEM`].
     pub file_stem: &'static str,
-    /// See [`GnnModel::TIME_INPUT`].
+    /// See [`Forecaster::TIME_INPUT`].
     pub time_input: bool,
-    /// See [`GnnModel::NEEDS_SUBJECT_TABLE`].
+    /// See [`Forecaster::NEEDS_SUBJECT_TABLE`].
     pub needs_subject_table: bool,
 }
 
@@ -39,7 +43,7 @@ struct Info;
 
 impl WithModel for Info {
     type Output = ModelInfo;
-    fn with<M: GnnModel>(self) -> ModelInfo {
+    fn with<M: Forecaster>(self) -> ModelInfo {
         ModelInfo {
             kind: M::KIND,
             file_stem: M::FILE_STEM,

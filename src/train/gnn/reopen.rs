@@ -8,14 +8,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use burn::tensor::backend::AutodiffBackend;
 
-use super::breakdown::Predictions;
 use super::config::GnnConfig;
-use super::fold_data::FoldData;
-use super::model::{GnnModel, WithModel};
+use super::cv::{Forecaster, WithModel};
+use super::prepared::{Prepared, Split, fold_stem, prepare};
+use super::protocol::breakdown::Predictions;
+use super::protocol::fold_data::FoldData;
 use super::registry::{ModelInfo, with_model};
 use super::saved_run::{Horizon, SavedRun};
-use super::{CohortPaths, Prepared, Split, fold_stem, prepare};
 use crate::backend::{BackendJob, Placement};
+use crate::data::connectome::CohortPaths;
 use crate::outputs::RunDir;
 use crate::toolbox::checkpoint::Checkpoint;
 
@@ -203,7 +204,7 @@ struct OnBackend<'a, B: AutodiffBackend> {
 
 impl<B: AutodiffBackend> WithModel for OnBackend<'_, B> {
     type Output = Result<Predictions>;
-    fn with<M: GnnModel>(self) -> Result<Predictions> {
+    fn with<M: Forecaster>(self) -> Result<Predictions> {
         let Forecast {
             run,
             subjects,

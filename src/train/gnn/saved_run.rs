@@ -1,13 +1,13 @@
 //! A finished (or stopped) `train-gnn` run opened again ([`SavedRun`]: its settings, a
 //! checkpoint and the data of that checkpoint's fold) and how far a forecast from it goes
-//! ([`Horizon`]): what a model's [`forecast`](super::model::GnnModel::forecast) reads.
+//! ([`Horizon`]): what a model's [`forecast`](super::cv::Forecaster::forecast) reads.
 //! `reopen.rs` opens one from a run directory.
 
 use std::path::PathBuf;
 
-use super::Prepared;
 use super::config::GnnConfig;
-use super::fold_data::FoldData;
+use super::prepared::Prepared;
+use super::protocol::fold_data::FoldData;
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// A run directory with one of its checkpoints and the data of that checkpoint's fold.

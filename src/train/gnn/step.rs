@@ -19,7 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::batch::{Mode, Sampling, build};
-use super::fold_data::FoldData;
+use super::protocol::fold_data::FoldData;
 use super::seeds::subject_rng;
 use crate::backend::BackendKind;
 use crate::dist::Collective;

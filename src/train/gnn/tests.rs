@@ -12,10 +12,10 @@ use rand_chacha::ChaCha8Rng;
 use crate::data::connectome::write_synthetic_cohort;
 
 use super::batch::{Mode, Sampling, build, long_visits, sample_visits};
-use super::fold_data::FoldData;
+use super::protocol::fold_data::FoldData;
 use super::step::{self, eval_loss};
 use super::*;
-use crate::data::connectome::Cohort;
+use crate::data::connectome::{Cohort, LoadOptions, cv_fold, load_cohort, test_split};
 use crate::dist::Single;
 use crate::models::clg_ode::objective::{
     GradNormScope, Objective, ObjectiveConfig, PerTerm, Stat, Stats,

@@ -10,8 +10,8 @@ use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
 
 use super::baseline::{GradBaseline, Inner, pairs};
-use super::fold_data::FoldData;
 use super::kind::ModelKind;
+use super::protocol::fold_data::FoldData;
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
 
@@ -125,7 +125,7 @@ mod tests {
     use burn::backend::Autodiff;
     use burn::backend::flex::{Flex, FlexDevice};
 
-    use super::super::model::{GnnModel, WithModel};
+    use super::super::cv::{Forecaster, WithModel};
     use super::super::registry::with_model;
     use super::super::reopen::{DataOverrides, Forecast};
     use super::super::saved_run::{Horizon, SavedRun};
@@ -145,7 +145,7 @@ mod tests {
 
     impl WithModel for InProcess {
         type Output = anyhow::Result<()>;
-        fn with<M: GnnModel>(self) -> anyhow::Result<()> {
+        fn with<M: Forecaster>(self) -> anyhow::Result<()> {
             let run = self.0;
             let ctx = RunContext::<Autodiff<Flex>> {
                 device: FlexDevice,

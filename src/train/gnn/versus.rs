@@ -1,5 +1,5 @@
 //! A set of predictions scored beside the identity forecast ([`Versus`]): what evaluation
-//! (`evaluate.rs`) produces and the metrics row's columns (`columns.rs`) show.
+//! (`protocol/evaluate.rs`) produces and the metrics row's columns (`protocol/columns.rs`) show.
 
 use serde::Serialize;
 

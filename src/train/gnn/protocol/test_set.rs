@@ -9,14 +9,15 @@ use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::batch::delta_t;
+use super::super::batch::delta_t;
+use super::super::config::GnnConfig;
+use super::super::prepared::Prepared;
+use super::super::step::eval_loss;
 use super::breakdown::{
     Predictions, per_subject, per_subject_at, strata, three_visit_subjects, write_per_subject,
 };
 use super::evaluate::{TestMetrics, exact_topology, predict_at, predict_visit1};
 use super::fold_data::FoldData;
-use super::step::eval_loss;
-use super::{GnnConfig, Prepared};
 use crate::dist::Single;
 use crate::engine::StageResult;
 use crate::files::write_json;
@@ -183,7 +184,7 @@ pub fn population_drift(
         .settings
         .decoder
         .drift_head
-        .then(|| super::fits::fit_population_drift(data, &split.train))
+        .then(|| super::super::fits::fit_population_drift(data, &split.train))
 }
 
 /// The empirical-Bayes forecaster of fold `fold`'s training subjects when the model starts its
@@ -199,7 +200,7 @@ pub fn eb_forecaster(
         .settings
         .decoder
         .eb_head
-        .then(|| super::fits::fit_arc(data, &split.train))
+        .then(|| super::super::fits::fit_arc(data, &split.train))
 }
 
 /// What the test result files report besides the predictions.

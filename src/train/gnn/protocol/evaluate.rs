@@ -10,13 +10,13 @@ use ndarray::Array2;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::batch::{Mode, Sampling, build, forecasts_at};
+use super::super::batch::{Mode, Sampling, build, forecasts_at};
+use super::super::settings::GnnSettings;
+use super::super::step::{Valid, eval_loss};
+use super::super::versus::Versus;
 use super::breakdown::{Predictions, SubjectScore, per_subject};
 use super::columns::val_sc_columns;
 use super::fold_data::FoldData;
-use super::settings::GnnSettings;
-use super::step::{Valid, eval_loss};
-use super::versus::Versus;
 use crate::data::connectome::par_map;
 use crate::engine::{EpochCtx, Row};
 use crate::metrics::Skill;

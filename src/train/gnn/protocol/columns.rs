@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 
-use super::settings::GnnSettings;
-use super::versus::Versus;
+use super::super::settings::GnnSettings;
+use super::super::versus::Versus;
 use crate::engine::{Monitor, Row};
 use crate::models::clg_ode::objective::{GradNormScope, Objective};
 

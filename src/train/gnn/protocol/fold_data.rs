@@ -8,8 +8,8 @@ use anyhow::{Result, bail};
 use ndarray::Array2;
 use serde_json::json;
 
-use super::seeds::fold_seed;
-use super::{Prepared, fold_stem};
+use super::super::prepared::{Prepared, fold_stem};
+use super::super::seeds::fold_seed;
 use crate::data::connectome::{Cohort, NormStats, Scan};
 use crate::engine::{Mode, ModelFile, Monitor, Row, Stage};
 

@@ -8,7 +8,7 @@ use anyhow::Result;
 use ndarray::Array2;
 use serde_json::{Value, json};
 
-use super::batch::delta_t;
+use super::super::batch::delta_t;
 use super::fold_data::FoldData;
 use crate::data::connectome::par_map;
 use crate::files::write_atomic;
