@@ -59,7 +59,9 @@ wait_setup() {
 done_stage
 
 stage "build (default backend + mpi)"
-cargo build --release --features mpi --all-targets
+# --workspace: the fast CPU kernels' crate (crates/fast-cpu) and its unit tests too, in the same
+# build graph (a `-p fast-cpu` of its own would resolve other features and build Burn again).
+cargo build --release --features mpi --workspace --all-targets
 done_stage
 
 # Stage 3's build starts here, in the background at the lowest priority (nice 19): the default
@@ -94,7 +96,7 @@ CARGO_TEST_ARGS=(--release --features mpi)
 start_beside "${SLURM_WAITING_TESTS[@]}"
 trap 'kill -- "${BESIDE_PIDS[@]}" "${BG_PIDS[@]}" 2>/dev/null || true; scripts/slurm-down.sh || true' EXIT
 # (host_memory has no libtest harness: it ignores the --skip filters and runs whole.)
-cargo test "${CARGO_TEST_ARGS[@]}" --lib --bins "${others[@]}" -- "${skipped[@]}"
+cargo test "${CARGO_TEST_ARGS[@]}" --workspace --lib --bins "${others[@]}" -- "${skipped[@]}"
 cargo test "${CARGO_TEST_ARGS[@]}" --doc
 wait_beside
 done_stage

@@ -22,29 +22,18 @@ use crate::error::{BACKEND_UNAVAILABLE, ExitError};
 pub mod autotune;
 pub mod cuda;
 mod device;
-pub mod fast_cpu;
+/// The fast CPU kernels (`crates/fast-cpu`): the `flex` backend.
+pub use ::fast_cpu;
 #[cfg(feature = "tch")]
 pub mod fast_tch;
 pub mod host_memory;
 mod placement;
-pub mod profile;
+pub use ::fast_cpu::profile;
 pub mod wgpu;
 
-/// Implements trait methods by calling `$inner`'s implementation of the same trait, each call
-/// timed by the [operation profile](profile): the backends that wrap another one override a few
-/// operations and hand every other one to the backend they wrap.
-macro_rules! delegate_to {
-    ($inner:ty => $tr:ident { $(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }) => {
-        $(
-            fn $name($($arg: $ty),*) -> $ret {
-                $crate::backend::profile::timed(stringify!($name), move || {
-                    <$inner as $tr<$inner>>::$name($($arg),*)
-                })
-            }
-        )*
-    };
-}
-pub(crate) use delegate_to;
+/// See `fast_cpu::delegate_to` (used by the LibTorch wrapper, `fast_tch`).
+#[cfg(feature = "tch")]
+pub(crate) use ::fast_cpu::delegate_to;
 
 pub use device::DeviceSpec;
 use fast_cpu::{FastCpu, Kernels};

@@ -14,7 +14,7 @@ use super::kernels::f32_tensor;
 use super::matmul::matmul_2d;
 use super::thin;
 use super::{FastCpu, delegate, fast, random, vector_math};
-use crate::backend::profile::timed;
+use crate::profile::timed;
 
 impl FloatTensorOps<Self> for FastCpu {
     async fn float_into_data(tensor: FloatTensor<Self>) -> Result<TensorData, ExecutionError> {

@@ -15,7 +15,7 @@ use burn_flex::Flex;
 use super::elementwise::{binary, unary, unary_chunks};
 use super::vector_math;
 use super::{FastCpu, delegate};
-use crate::backend::profile::timed;
+use crate::profile::timed;
 
 impl BoolTensorOps<Self> for FastCpu {
     async fn bool_into_data(tensor: BoolTensor<Self>) -> Result<TensorData, ExecutionError> {

@@ -58,7 +58,7 @@ pub(super) fn add_parts(partials: Vec<Vec<f32>>, size: usize) -> Vec<f32> {
 }
 
 /// The gradient with respect to the bias `[o]`: the sum of `dy` `[n, o, l]` over `n` and `l`.
-pub(crate) fn bias_backward(dy: &[f32], n: usize, o: usize, l: usize) -> Vec<f32> {
+pub fn bias_backward(dy: &[f32], n: usize, o: usize, l: usize) -> Vec<f32> {
     (0..o)
         .into_par_iter()
         .map(|c| (0..n).map(|i| sum(&dy[(i * o + c) * l..][..l])).sum())

@@ -89,7 +89,7 @@ fn lock() -> std::sync::MutexGuard<'static, State> {
 }
 
 /// Runs `f`, the operation `op`, and records its wall time when the profile is on.
-pub(crate) fn timed<R>(op: &'static str, f: impl FnOnce() -> R) -> R {
+pub fn timed<R>(op: &'static str, f: impl FnOnce() -> R) -> R {
     if !ENABLED.load(Ordering::Relaxed) {
         return f();
     }

@@ -1,4 +1,6 @@
-//! `FastCpu`: Burn's Flex CPU backend with faster convolution and max-pool kernels.
+//! `FastCpu`: Burn's Flex CPU backend with faster convolution and max-pool kernels (the
+//! trainer's `flex` backend; a crate of its own, with its own tests, re-exported by the trainer
+//! as `backend::fast_cpu`).
 //!
 //! Every tensor operation is Flex's own (same tensor type, [`FlexTensor`], same device), except
 //! the few that dominate the MNIST CNN's training step, which Flex 0.21 routes through a 3-D
@@ -45,7 +47,7 @@
 //! The plain path stays one switch away: [`set_kernels`]`(Kernels::Plain)` (the hidden
 //! `--backend flex-plain`) sends every operation to Flex, with Burn's default backward passes,
 //! exactly as `Autodiff<Flex>` does; the numerics tests compare the fast path with
-//! `Autodiff<Flex>` itself. [`profile`](super::profile) times every operation when
+//! `Autodiff<Flex>` itself. [`profile`] times every operation when
 //! `TRAINER_OP_PROFILE=1`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,7 +55,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use burn_backend::{Backend, BackendTypes, DType, DTypeUsageSet};
 use burn_flex::{Flex, FlexDevice, FlexQTensor, FlexTensor};
 
-use super::profile::CallCounter;
+use crate::profile::CallCounter;
 
 pub mod adam;
 mod batch_sums;
@@ -72,18 +74,17 @@ mod matmul;
 mod module_ops;
 mod other_ops;
 mod pool;
+pub mod profile;
 mod random;
 mod thin;
 mod vector_math;
 mod winograd;
 
-/// The weight and bias gradients of a convolution, also used by the `tch` backend on the CPU.
-#[cfg(feature = "tch")]
-pub(crate) use batch_sums::bias_backward as conv_bias_backward;
-#[cfg(feature = "tch")]
-pub(crate) use conv::weight_backward as conv_weight_backward;
-#[cfg(feature = "tch")]
-pub(crate) use geom::Geom as ConvGeom;
+/// The weight and bias gradients of a convolution, also used by the trainer's `tch` backend on
+/// the CPU.
+pub use batch_sums::bias_backward as conv_bias_backward;
+pub use conv::weight_backward as conv_weight_backward;
+pub use geom::Geom as ConvGeom;
 pub use kernels::{gemm_kernels, sgemm_gflops_one_core};
 
 /// Flex with faster convolution and max-pool kernels (see the module documentation).
@@ -160,12 +161,29 @@ impl Backend for FastCpu {
 impl burn_backend::ops::TransactionOps<Self> for FastCpu {}
 
 /// Implements trait methods by calling Flex's implementation of the same trait, each call timed
-/// by the [operation profile](super::profile). The lists follow the `impl … for Flex` blocks of
+/// by the [operation profile](profile). The lists follow the `impl … for Flex` blocks of
 /// burn-flex 0.21.0 (`src/ops/{float,int,bool,qtensor,activation,module}.rs`); a method Flex
 /// leaves to the trait's default is left to the default here too.
 macro_rules! delegate {
     ($tr:ident { $($body:tt)* }) => {
-        $crate::backend::delegate_to!(burn_flex::Flex => $tr { $($body)* });
+        $crate::delegate_to!(burn_flex::Flex => $tr { $($body)* });
+    };
+}
+
+/// Implements trait methods by calling `$inner`'s implementation of the same trait, each call
+/// timed by the [operation profile](profile): the backends that wrap another one (this one, and
+/// the trainer's LibTorch wrapper) override a few operations and hand every other one to the
+/// backend they wrap.
+#[macro_export]
+macro_rules! delegate_to {
+    ($inner:ty => $tr:ident { $(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }) => {
+        $(
+            fn $name($($arg: $ty),*) -> $ret {
+                $crate::profile::timed(stringify!($name), move || {
+                    <$inner as $tr<$inner>>::$name($($arg),*)
+                })
+            }
+        )*
     };
 }
 use delegate;

@@ -13,7 +13,7 @@ use burn_flex::{Flex, FlexTensor};
 
 use super::kernels::{dims, f32_tensor, i32_tensor, is_f32};
 use super::{FAST_CALLS, FastCpu, batch_sums, bias_grad, conv, delegate, fast, geom, pool};
-use crate::backend::profile::timed;
+use crate::profile::timed;
 
 /// The convolution geometry when the fast kernels handle it.
 fn conv_geom(x: &FlexTensor, weight: &FlexTensor, options: &ConvOptions<2>) -> Option<geom::Geom> {

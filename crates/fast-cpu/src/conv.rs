@@ -173,15 +173,38 @@ fn columns<'a>(
     Mat::strided(&m[rows.start * ow..], rows_total, rows.len() * ow, l, 1)
 }
 
-/// `conv2d(x, w) + b` as `[n, o, oh, ow]`: [`direct`](super::direct) where it applies, else
-/// im2col and GEMM.
-pub(super) fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &Geom) -> Vec<f32> {
-    if winograd::usable(g, Pass::Forward) {
-        return winograd::forward(Isa::detect(), x, w, b, g);
+/// How a pass of a convolution runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Winograd's F(2×2, 3×3) ([`winograd`](super::winograd)), its products on this
+    /// instruction set's tiles if it has one.
+    Winograd(Option<Isa>),
+    /// Register tiles reading the padded image in place ([`direct`](super::direct)).
+    Direct(Isa),
+    /// im2col and GEMM (here): every other shape.
+    Im2col,
+}
+
+/// The one place the choice is made: Winograd where it applies (3×3, stride 1, many channels),
+/// else the direct tiles where they apply (stride 1 on x86-64 with AVX-512 or AVX2 + FMA; the
+/// input gradient with AVX-512 only), else im2col and GEMM. Both switches
+/// (`TRAINER_CONV_WINOGRAD=0`, `TRAINER_CONV_DIRECT=0`) act through their `usable`.
+pub(crate) fn route(g: &Geom, pass: Pass) -> Route {
+    if winograd::usable(g, pass) {
+        return Route::Winograd(Isa::detect());
     }
-    match direct::usable(g, Pass::Forward) {
-        Some(isa) => direct::forward(isa, x, w, b, g),
-        None => im2col_forward(x, w, b, g),
+    match direct::usable(g, pass) {
+        Some(isa) => Route::Direct(isa),
+        None => Route::Im2col,
+    }
+}
+
+/// `conv2d(x, w) + b` as `[n, o, oh, ow]`, by its [`route`].
+pub(super) fn forward(x: &[f32], w: &[f32], b: Option<&[f32]>, g: &Geom) -> Vec<f32> {
+    match route(g, Pass::Forward) {
+        Route::Winograd(isa) => winograd::forward(isa, x, w, b, g),
+        Route::Direct(isa) => direct::forward(isa, x, w, b, g),
+        Route::Im2col => im2col_forward(x, w, b, g),
     }
 }
 
@@ -230,12 +253,10 @@ fn forward_image(xi: &[f32], wm: Mat, bias: bool, g: &Geom, par: Parallelism, yi
 
 /// The gradient with respect to the input `[n, c, h, w]`, given `dy` `[n, o, oh, ow]`.
 pub(super) fn x_backward(dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
-    if winograd::usable(g, Pass::Input) {
-        return winograd::input_backward(Isa::detect(), dy, w, g);
-    }
-    match direct::usable(g, Pass::Input) {
-        Some(isa) => direct::input_backward(isa, dy, w, g),
-        None => im2col_x_backward(dy, w, g),
+    match route(g, Pass::Input) {
+        Route::Winograd(isa) => winograd::input_backward(isa, dy, w, g),
+        Route::Direct(isa) => direct::input_backward(isa, dy, w, g),
+        Route::Im2col => im2col_x_backward(dy, w, g),
     }
 }
 
@@ -271,13 +292,11 @@ pub(crate) fn im2col_x_backward(dy: &[f32], w: &[f32], g: &Geom) -> Vec<f32> {
 /// The gradients with respect to the weight `[o, c, kh, kw]` and the bias `[o]`: the bias
 /// gradient is summed from each image's output gradient while the weight gradient has it in
 /// cache, and is [`bias_backward`]'s, bit for bit.
-pub(crate) fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> (Vec<f32>, Vec<f32>) {
-    if winograd::usable(g, Pass::Weight) {
-        return winograd::weight_backward(Isa::detect(), x, dy, g);
-    }
-    match direct::usable(g, Pass::Weight) {
-        Some(isa) => direct::weight_backward(isa, x, dy, g),
-        None => im2col_weight_backward(x, dy, g),
+pub fn weight_backward(x: &[f32], dy: &[f32], g: &Geom) -> (Vec<f32>, Vec<f32>) {
+    match route(g, Pass::Weight) {
+        Route::Winograd(isa) => winograd::weight_backward(isa, x, dy, g),
+        Route::Direct(isa) => direct::weight_backward(isa, x, dy, g),
+        Route::Im2col => im2col_weight_backward(x, dy, g),
     }
 }
 

@@ -7,7 +7,7 @@ use burn_backend::ops::ConvOptions;
 /// Shapes of one convolution: input `[n, c, h, w]`, weight `[o, c, kh, kw]`, output
 /// `[n, o, oh, ow]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Geom {
+pub struct Geom {
     pub n: usize,
     pub c: usize,
     pub h: usize,
@@ -65,12 +65,12 @@ impl Geom {
         self.oh * self.ow
     }
 
-    pub(crate) fn image(&self) -> usize {
+    pub fn image(&self) -> usize {
         self.c * self.h * self.w
     }
 
     /// A 1×1 convolution with stride 1 and no padding: the image is its own im2col matrix.
-    pub(crate) fn pointwise(&self) -> bool {
+    pub fn pointwise(&self) -> bool {
         self.kh == 1 && self.kw == 1 && self.stride == [1, 1] && self.pad == [0, 0]
     }
 }
