@@ -10,6 +10,7 @@ use super::RunSettings;
 use crate::backend::Placement;
 use crate::cluster::{ClusterEnv, RunCluster, Vars};
 use crate::dist::Collective;
+use crate::toolbox::optim::FusedAdam;
 
 /// Everything about the run that is not the job's: resolved once, read by the job (when it is
 /// built) and by the engine.
@@ -28,6 +29,8 @@ pub struct RunContext<B: AutodiffBackend> {
     pub run_dir: PathBuf,
     /// The checkpoint to resume from.
     pub resume: Option<PathBuf>,
+    /// The backend's one-pass Adam update, if it has one (`launch::hooks`).
+    pub fused_adam: Option<FusedAdam<B::InnerBackend>>,
 }
 
 impl<B: AutodiffBackend> RunContext<B> {

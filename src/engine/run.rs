@@ -119,7 +119,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         let mut model = job.init_model(pos.stage, device)?;
         params::materialize(&model);
         let names = params::names(&model);
-        let mut adam = Adam::<B::InnerBackend>::default();
+        let mut adam = Adam::<B::InnerBackend>::with_fused(rc.fused_adam);
         let mut best = None;
         let mut sums = J::Epoch::default();
         match saved.take() {

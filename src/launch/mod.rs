@@ -2,10 +2,13 @@
 //! (read once), the communicator, the GPU preflight report and the run directory are resolved
 //! here into a [`RunContext`]; the job is built from it and handed to the engine.
 //!
-//! Order: preflight (NVIDIA driver for CUDA devices, the adapter for wgpu) → backend dispatch → scheduler environment → communicator →
+//! Order: preflight (NVIDIA driver for CUDA devices, the adapter for wgpu) → backend dispatch
+//! (and the backend's hooks into the loop, `hooks.rs`) → scheduler environment → communicator →
 //! run directory name and resume source (rank 0 decides) → the job (which loads its data: a
 //! data error leaves no run directory behind) → [`crate::engine::train`], which creates the
 //! directory.
+
+mod hooks;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -134,6 +137,7 @@ impl<F: JobFactory> BackendJob for Dispatched<F> {
             run,
             run_dir,
             resume,
+            fused_adam: hooks::fused_adam::<B::InnerBackend>(),
         };
         let job = factory.build(&ctx)?;
         engine::train(job, &ctx)

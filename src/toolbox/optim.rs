@@ -1,6 +1,9 @@
 //! Adam (Kingma & Ba), with state keyed by parameter position rather than by Burn's random
 //! `ParamId`: the state can then be saved under readable names, restored into a fresh model, and
 //! paired across data-parallel ranks. The update is the same as `burn::optim::Adam`'s.
+//!
+//! A backend may bring a one-pass update of its own ([`FusedAdam`], bit for bit the tensor
+//! version's): the launcher hands it in (`launch::hooks`), so this loop names no backend.
 
 use anyhow::{Result, bail};
 use burn::module::{AutodiffModule, ModuleMapper, Param};
@@ -11,7 +14,6 @@ use burn::tensor::{DType, TensorData};
 
 use super::checkpoint::Checkpoint;
 use super::params::HostTensor;
-use crate::backend::fast_cpu::adam;
 
 /// Moments of one parameter, flattened.
 #[derive(Clone)]
@@ -31,11 +33,48 @@ pub enum Grads<B: AutodiffBackend> {
     Flat(Vec<Option<Tensor<B::InnerBackend, 1>>>),
 }
 
+/// The scalars of one Adam step of one parameter, in f32 as the tensor version applies them.
+#[derive(Clone, Copy, Debug)]
+pub struct AdamScalars {
+    pub beta1: f32,
+    pub beta2: f32,
+    /// √(1 − β₂ᵗ) / (1 − β₁ᵗ).
+    pub factor: f32,
+    /// ε · √(1 − β₂ᵗ).
+    pub eps: f32,
+    pub lr: f32,
+}
+
+/// A backend's Adam update of a flat f32 parameter in one pass: `(m, v, parameter)` after one
+/// step from the parameter, its gradient and its moments (`None` at the first step), bit for bit
+/// the tensor version's. `applies` says whether it runs now (a backend's kernels can be
+/// switched off); otherwise the tensor version runs.
+pub struct FusedAdam<B: Backend> {
+    pub applies: fn() -> bool,
+    #[allow(clippy::type_complexity)]
+    pub step: fn(
+        Tensor<B, 1>,
+        Tensor<B, 1>,
+        Option<(Tensor<B, 1>, Tensor<B, 1>)>,
+        AdamScalars,
+    ) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1>),
+}
+
+impl<B: Backend> Clone for FusedAdam<B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B: Backend> Copy for FusedAdam<B> {}
+
 pub struct Adam<B: Backend> {
     pub beta1: f32,
     pub beta2: f32,
     pub eps: f32,
     slots: Vec<Option<Slot<B>>>,
+    /// The backend's one-pass update, when it has one.
+    fused: Option<FusedAdam<B>>,
 }
 
 impl<B: Backend> Default for Adam<B> {
@@ -45,6 +84,7 @@ impl<B: Backend> Default for Adam<B> {
             beta2: 0.999,
             eps: 1e-8,
             slots: Vec::new(),
+            fused: None,
         }
     }
 }
@@ -82,8 +122,17 @@ impl<AB: AutodiffBackend> ModuleMapper<AB> for StepMapper<'_, AB> {
 }
 
 impl<B: Backend> Adam<B> {
-    /// Parameter `i` (flat) after one step with its flat gradient. On the `flex` backend's
-    /// fast kernels the step is one fused pass ([`fast_cpu::adam`]), bit for bit the same.
+    /// Adam with the backend's one-pass update (`None`: the tensor version throughout).
+    pub fn with_fused(fused: Option<FusedAdam<B>>) -> Self {
+        Self {
+            fused,
+            ..Self::default()
+        }
+    }
+
+    /// Parameter `i` (flat) after one step with its flat gradient. With the backend's
+    /// [`FusedAdam`] (the `flex` backend's fast kernels) the step is one pass, bit for bit the
+    /// same.
     fn updated(
         &mut self,
         i: usize,
@@ -100,8 +149,11 @@ impl<B: Backend> Adam<B> {
         let t = time as i32;
         let bc2_sqrt = (1.0 - b2.powi(t)).sqrt();
         let factor = bc2_sqrt / (1.0 - b1.powi(t));
-        if adam::fused_adam_for::<B>() && param.dtype() == DType::F32 {
-            let scalars = adam::AdamScalars {
+        let fused = self.fused.filter(|f| (f.applies)());
+        if let Some(fused) = fused
+            && param.dtype() == DType::F32
+        {
+            let scalars = AdamScalars {
                 beta1: b1,
                 beta2: b2,
                 factor,
@@ -109,7 +161,7 @@ impl<B: Backend> Adam<B> {
                 lr: lr as f32,
             };
             let moments = previous.map(|s| (s.m, s.v));
-            let (m, v, param) = adam::fused_step(param, grad, moments, scalars);
+            let (m, v, param) = (fused.step)(param, grad, moments, scalars);
             self.slots[i] = Some(Slot { time, m, v });
             return param;
         }
@@ -205,71 +257,5 @@ impl<B: Backend> Adam<B> {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use burn::backend::{Autodiff, Flex};
-    use burn::module::Param;
-    use burn::tensor::TensorData;
-
-    use super::*;
-    use crate::backend::fast_cpu::FastCpu;
-
-    #[derive(Module, Debug)]
-    struct Two<B: Backend> {
-        big: Param<Tensor<B, 2>>,
-        small: Param<Tensor<B, 1>>,
-    }
-
-    fn values(n: usize, seed: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| ((i * 7919 + seed * 104_729) % 1000) as f32 / 500.0 - 1.0)
-            .collect()
-    }
-
-    /// Three Adam steps from the same weights and gradients: the parameters and moments.
-    fn three_steps<AB: AutodiffBackend>() -> Vec<Vec<f32>> {
-        let dev = Default::default();
-        let tensor = |v: Vec<f32>, shape: &[usize]| TensorData::new(v, shape.to_vec());
-        let mut model = Two::<AB> {
-            big: Param::from_tensor(Tensor::from_data(
-                tensor(values(90_000, 1), &[300, 300]),
-                &dev,
-            )),
-            small: Param::from_tensor(Tensor::from_data(tensor(values(10, 2), &[10]), &dev)),
-        };
-        let mut adam = Adam::<AB::InnerBackend>::default();
-        for step in 0..3 {
-            let grad = |n: usize, seed: usize| {
-                Some(Tensor::from_data(tensor(values(n, seed), &[n]), &dev))
-            };
-            let grads = vec![grad(90_000, 3 + step), grad(10, 7 + step)];
-            model = adam.step(1e-3, model, Grads::Flat(grads));
-        }
-        let host = |t: Tensor<AB::InnerBackend, 1>| t.into_data().to_vec::<f32>().unwrap();
-        let mut out = vec![
-            host(model.big.val().inner().reshape([90_000])),
-            host(model.small.val().inner()),
-        ];
-        for slot in adam.slots.iter().flatten() {
-            out.push(host(slot.m.clone()));
-            out.push(host(slot.v.clone()));
-        }
-        out
-    }
-
-    /// The fused pass of the `flex` backend (large and small parameters, first and later steps)
-    /// gives the tensor version's parameters and moments bit for bit: the same f32 operations in
-    /// the same order, each rounded once.
-    #[test]
-    fn fused_adam_is_the_tensor_version_bit_for_bit() {
-        assert!(adam::fused_adam_for::<FastCpu>());
-        assert!(!adam::fused_adam_for::<Flex>());
-        let fused = three_steps::<Autodiff<FastCpu>>();
-        let plain = three_steps::<Autodiff<Flex>>();
-        assert_eq!(fused.len(), 6);
-        assert!(fused == plain, "fused Adam differs from the tensor version");
     }
 }

@@ -10,11 +10,11 @@ use burn::prelude::*;
 use burn::tensor::TensorData;
 use burn_flex::FlexDevice;
 
-use crate::backend::fast_cpu::FastCpu;
-
-/// The backend [`init_seeded`] draws on: flex, with autodiff (some models are only defined
-/// for autodiff backends); it draws what flex itself draws.
-type Cpu = burn::backend::Autodiff<FastCpu>;
+/// The backend [`init_seeded`] draws on: Burn's Flex, with autodiff (some models are only
+/// defined for autodiff backends). The `flex` backend's fast kernels draw from Flex's generator
+/// (only their dropout masks have a stream of their own), so a model drawn here is the one the
+/// `flex` backend draws.
+type Cpu = burn::backend::Autodiff<burn_flex::Flex>;
 
 /// A float parameter copied to the host.
 #[derive(Debug, Clone, PartialEq)]

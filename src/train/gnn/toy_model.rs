@@ -157,6 +157,7 @@ mod tests {
                 run: run.launch.run.clone(),
                 run_dir: run.launch.run.out.clone().unwrap(),
                 resume: None,
+                fused_adam: None,
             };
             let factory = Factory::<M> {
                 run,

@@ -1,0 +1,107 @@
+//! The backends' hooks into the generic training loop, chosen by the launcher for the run's
+//! backend: the `flex` backend's one-pass Adam update (`fast_cpu::adam`), which the loop
+//! (`toolbox::optim`, through `RunContext::fused_adam`) calls without naming a backend.
+
+use burn::prelude::*;
+
+use crate::backend::fast_cpu::adam;
+use crate::toolbox::optim::{AdamScalars, FusedAdam};
+
+/// `fast_cpu::adam::fused_step` with the loop's scalars.
+#[allow(clippy::type_complexity)]
+fn flex_step<B: Backend>(
+    param: Tensor<B, 1>,
+    grad: Tensor<B, 1>,
+    moments: Option<(Tensor<B, 1>, Tensor<B, 1>)>,
+    s: AdamScalars,
+) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1>) {
+    let scalars = adam::AdamScalars {
+        beta1: s.beta1,
+        beta2: s.beta2,
+        factor: s.factor,
+        eps: s.eps,
+        lr: s.lr,
+    };
+    adam::fused_step(param, grad, moments, scalars)
+}
+
+/// The one-pass Adam update of backend `B` (the inner backend of the run's autodiff one), if
+/// it has one: the `flex` backend's fast kernels (not `flex-plain`, which runs the tensor
+/// version as Burn's Adam would).
+pub fn fused_adam<B: Backend>() -> Option<FusedAdam<B>> {
+    adam::fused_adam_for::<B>().then_some(FusedAdam {
+        applies: adam::fused_adam_for::<B>,
+        step: flex_step::<B>,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::{Autodiff, Flex};
+    use burn::module::Param;
+    use burn::tensor::TensorData;
+    use burn::tensor::backend::AutodiffBackend;
+
+    use super::*;
+    use crate::backend::fast_cpu::FastCpu;
+    use crate::toolbox::checkpoint::Checkpoint;
+    use crate::toolbox::optim::{Adam, Grads};
+    use crate::toolbox::params;
+
+    #[derive(Module, Debug)]
+    struct Two<B: Backend> {
+        big: Param<Tensor<B, 2>>,
+        small: Param<Tensor<B, 1>>,
+    }
+
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7919 + seed * 104_729) % 1000) as f32 / 500.0 - 1.0)
+            .collect()
+    }
+
+    /// Three Adam steps from the same weights and gradients, with the backend's hook: the
+    /// parameters and the saved moments.
+    fn three_steps<AB: AutodiffBackend>() -> Checkpoint {
+        let dev = Default::default();
+        let tensor = |v: Vec<f32>, shape: &[usize]| TensorData::new(v, shape.to_vec());
+        let mut model = Two::<AB> {
+            big: Param::from_tensor(Tensor::from_data(
+                tensor(values(90_000, 1), &[300, 300]),
+                &dev,
+            )),
+            small: Param::from_tensor(Tensor::from_data(tensor(values(10, 2), &[10]), &dev)),
+        };
+        let mut adam = Adam::<AB::InnerBackend>::with_fused(fused_adam());
+        for step in 0..3 {
+            let grad = |n: usize, seed: usize| {
+                Some(Tensor::from_data(tensor(values(n, seed), &[n]), &dev))
+            };
+            let grads = vec![grad(90_000, 3 + step), grad(10, 7 + step)];
+            model = adam.step(1e-3, model, Grads::Flat(grads));
+        }
+        let mut ck = Checkpoint::default();
+        adam.save_into(&params::names(&model), &mut ck);
+        for (name, t) in params::collect(&model) {
+            ck.floats.insert(name, t);
+        }
+        ck
+    }
+
+    /// The fused pass of the `flex` backend (large and small parameters, first and later steps)
+    /// gives the tensor version's parameters and moments bit for bit: the same f32 operations in
+    /// the same order, each rounded once. Only `flex`'s fast kernels have the hook.
+    #[test]
+    fn fused_adam_is_the_tensor_version_bit_for_bit() {
+        assert!(fused_adam::<FastCpu>().is_some());
+        assert!(fused_adam::<Flex>().is_none());
+        let fused = three_steps::<Autodiff<FastCpu>>();
+        let plain = three_steps::<Autodiff<Flex>>();
+        assert_eq!(
+            fused.floats.len(),
+            6,
+            "2 parameters and their 2 moments each"
+        );
+        assert!(fused == plain, "fused Adam differs from the tensor version");
+    }
+}
