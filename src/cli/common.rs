@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 pub use crate::backend::DeviceSettings as DeviceArgs;
-use crate::engine::{KeepCheckpoints, Mode, Monitor, RunSettings};
+use crate::engine::monitor::metric_named;
+use crate::engine::{JobMetric, KeepCheckpoints, Mode, Monitor, RunSettings};
 pub use crate::settings::{CLUSTER, OPTIM, RUN};
 use crate::toolbox::stop::RequeuePolicy;
 
@@ -116,29 +117,20 @@ pub struct EarlyStopArgs {
 }
 
 impl EarlyStopArgs {
-    /// The monitor these flags ask for, if any; `default` when no metric is given.
-    pub fn monitor(&self, default: Option<&str>) -> Option<Monitor> {
-        let metric = self.early_stop_metric.as_deref().or(default)?.to_string();
-        let mode = self
-            .early_stop_mode
-            .unwrap_or_else(|| default_mode(&metric));
-        Some(Monitor {
+    /// The monitor these flags ask for, if any (`default` when no metric is given): one of the
+    /// job's metrics `M` (an error naming them otherwise), in its own mode unless
+    /// `--early-stop-mode` says otherwise.
+    pub fn monitor<M: JobMetric>(&self, default: Option<M>) -> anyhow::Result<Option<Monitor>> {
+        let metric = match (self.early_stop_metric.as_deref(), default) {
+            (Some(name), _) => metric_named::<M>(name)?,
+            (None, Some(m)) => m,
+            (None, None) => return Ok(None),
+        };
+        Ok(Some(Monitor::of(
             metric,
-            mode,
-            patience: self.patience,
-            min_delta: self.min_delta,
-        })
-    }
-}
-
-/// Higher is better for accuracies, correlations and skills.
-pub fn default_mode(metric: &str) -> Mode {
-    if ["accuracy", "pearson", "skill"]
-        .iter()
-        .any(|w| metric.contains(w))
-    {
-        Mode::Max
-    } else {
-        Mode::Min
+            self.early_stop_mode,
+            self.patience,
+            self.min_delta,
+        )))
     }
 }

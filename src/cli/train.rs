@@ -33,10 +33,7 @@ impl MnistArgs {
         if self.early_stop.patience.is_some() && self.early_stop.early_stop_metric.is_none() {
             bail!("--patience needs --early-stop-metric (e.g. test_accuracy)");
         }
-        let monitor = self.early_stop.monitor(None);
-        if let Some(m) = &monitor {
-            m.check(mnist::MONITORS)?;
-        }
+        let monitor = self.early_stop.monitor::<mnist::MnistMetric>(None)?;
         let placement = self.device.placement()?;
         let autotune = self.autotune.resolve(placement)?;
         let mut settings = self.settings;
@@ -96,10 +93,7 @@ impl GnnArgs {
         }
         let settings = self.settings.resolve();
         settings.check()?;
-        let monitor = self.early_stop.monitor(Some("val_loss"));
-        if let Some(m) = &monitor {
-            m.check(gnn::MONITORS)?;
-        }
+        let monitor = self.early_stop.monitor(Some(gnn::GnnMetric::ValLoss))?;
         Ok(GnnRun {
             settings,
             monitor,

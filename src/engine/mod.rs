@@ -39,7 +39,7 @@ pub use crate::outputs::curves::Panel;
 pub use crate::outputs::metrics::Row;
 
 pub use context::RunContext;
-pub use monitor::{Mode, Monitor};
+pub use monitor::{JobMetric, Mode, Monitor};
 pub use run::train;
 pub use settings::{KeepCheckpoints, RunSettings};
 pub use state::StageResult;

@@ -24,17 +24,56 @@ pub struct Monitor {
     pub min_delta: f64,
 }
 
+/// The metrics a job can monitor, as a typed enum of the job's: each one's column of the
+/// evaluation and which way is better. `--early-stop-metric` is checked against it and
+/// `--early-stop-mode` defaults to it.
+pub trait JobMetric: Copy + PartialEq + 'static {
+    /// Every metric, in the order the choices are listed.
+    const ALL: &'static [Self];
+    /// Its column in the metrics rows (`val_loss`).
+    fn name(self) -> &'static str;
+    /// Which way is better.
+    fn mode(self) -> Mode;
+    /// The metric of column `name`, if the job has it.
+    fn named(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|m| m.name() == name)
+    }
+}
+
+/// The job's metric of column `name`; an error naming the choices when it has none.
+pub fn metric_named<M: JobMetric>(name: &str) -> Result<M> {
+    match M::named(name) {
+        Some(m) => Ok(m),
+        None => bail!(
+            "early-stopping metric `{name}` is not one this job evaluates; choose one of: {}",
+            M::ALL
+                .iter()
+                .map(|m| m.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 impl Monitor {
-    /// Fails, naming the choices, when `metric` is not one the job evaluates.
-    pub fn check(&self, available: &[&str]) -> Result<()> {
-        if !available.contains(&self.metric.as_str()) {
-            bail!(
-                "early-stopping metric `{}` is not one this job evaluates; choose one of: {}",
-                self.metric,
-                available.join(", ")
-            );
+    /// A monitor of `metric` (its own mode unless `mode` says otherwise).
+    pub fn of<M: JobMetric>(
+        metric: M,
+        mode: Option<Mode>,
+        patience: Option<usize>,
+        min_delta: f64,
+    ) -> Self {
+        Monitor {
+            metric: metric.name().to_string(),
+            mode: mode.unwrap_or(metric.mode()),
+            patience,
+            min_delta,
         }
-        Ok(())
+    }
+
+    /// The job's metric this monitors (see [`metric_named`]).
+    pub fn metric_of<M: JobMetric>(&self) -> Result<M> {
+        metric_named(&self.metric)
     }
 
     /// Whether `value` improves on `best` by more than `min_delta` (a non-finite value never
@@ -125,12 +164,38 @@ mod tests {
         assert_eq!(s.best_epoch, 2);
     }
 
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Two {
+        Loss,
+        Accuracy,
+    }
+
+    impl JobMetric for Two {
+        const ALL: &'static [Self] = &[Two::Loss, Two::Accuracy];
+        fn name(self) -> &'static str {
+            match self {
+                Two::Loss => "val_loss",
+                Two::Accuracy => "val_accuracy",
+            }
+        }
+        fn mode(self) -> Mode {
+            match self {
+                Two::Loss => Mode::Min,
+                Two::Accuracy => Mode::Max,
+            }
+        }
+    }
+
     #[test]
-    fn unknown_metric_names_the_choices() {
-        let e = m(Mode::Min, None)
-            .check(&["val_loss", "val_mse"])
-            .unwrap_err();
-        assert!(e.to_string().contains("val_loss, val_mse"), "{e}");
-        assert!(m(Mode::Min, None).check(&["x"]).is_ok());
+    fn unknown_metric_names_the_choices_and_a_metric_brings_its_mode() {
+        let e = m(Mode::Min, None).metric_of::<Two>().unwrap_err();
+        assert!(e.to_string().contains("val_loss, val_accuracy"), "{e}");
+        let acc = Monitor::of(Two::Accuracy, None, None, 0.0);
+        assert_eq!(
+            (acc.metric_of::<Two>().unwrap(), acc.mode),
+            (Two::Accuracy, Mode::Max)
+        );
+        let min = Monitor::of(Two::Accuracy, Some(Mode::Min), None, 0.0);
+        assert_eq!(min.mode, Mode::Min, "--early-stop-mode wins");
     }
 }

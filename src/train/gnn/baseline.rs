@@ -19,6 +19,7 @@ use serde_json::json;
 
 use super::cv::{Cv, CvFold, Forecaster, Plan};
 use super::kind::ModelKind;
+use super::metric::GnnMetric;
 use super::protocol::breakdown::Predictions;
 use super::protocol::columns::val_sc_columns;
 use super::protocol::evaluate::versus_identity;
@@ -30,6 +31,7 @@ use super::saved_run::{Horizon, SavedRun};
 use super::seeds::fold_seed;
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
+use crate::engine::JobMetric;
 use crate::engine::{
     Batch, Done, EpochCtx, EpochReport, LossSums, LrSchedule, Panel, Row, RunContext, StepOut,
 };
@@ -121,7 +123,7 @@ impl<M: GradBaseline> Forecaster for Grad<M> {
             epochs: cv.settings.max_epochs,
             lr: LrSchedule::Constant(cv.settings.learning_rate),
             panels: vec![
-                Panel::new("loss", &["train_loss", "val_loss"], &[]),
+                Panel::new("loss", &["train_loss", GnnMetric::ValLoss.name()], &[]),
                 Panel::new(
                     "validation sc_log_mse",
                     &["val_sc_log_mse"],
@@ -223,7 +225,7 @@ impl<M: GradBaseline> Forecaster for Grad<M> {
         let preds = M::predict::<B>(net, data, val, bs, ctx.device);
         let v = versus_identity(data, val, &preds.into(), cv.settings.topo_bins);
         let mut head = Row::new();
-        head.insert("val_loss".into(), json!(val_loss));
+        head.insert(GnnMetric::ValLoss.name().into(), json!(val_loss));
         let mut detail = Row::new();
         val_sc_columns(Some(&v), 0.0, 0.0, &mut detail);
         detail.insert("model".into(), json!(cv.settings.model_kind));

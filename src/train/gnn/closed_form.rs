@@ -19,6 +19,7 @@ use serde_json::json;
 use super::batch::delta_t;
 use super::cv::{Cv, CvFold, Forecaster, Inner, Plan};
 use super::kind::ModelKind;
+use super::metric::GnnMetric;
 use super::protocol::breakdown::{Predictions, three_visit_subjects};
 use super::protocol::columns::val_sc_columns;
 use super::protocol::evaluate::versus_identity;
@@ -29,6 +30,7 @@ use super::protocol::test_set::{
 use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
 use crate::data::connectome::Scan;
+use crate::engine::JobMetric;
 use crate::engine::{
     Batch, Done, EpochCtx, EpochReport, EpochSums, LrSchedule, Panel, Row, RunContext, StepOut,
     StepSums,
@@ -193,7 +195,7 @@ impl<M: ClosedFormFit> Forecaster for Fitted<M> {
         let preds = forecast(data, val, None);
         let v = versus_identity(data, val, &preds.into(), cv.settings.topo_bins);
         let mut head = Row::new();
-        head.insert("val_loss".into(), json!(v.model.sc_log_mse));
+        head.insert(GnnMetric::ValLoss.name().into(), json!(v.model.sc_log_mse));
         let mut detail = Row::new();
         val_sc_columns(Some(&v), 0.0, 0.0, &mut detail);
         detail.insert("model".into(), json!(cv.settings.model_kind));

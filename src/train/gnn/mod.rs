@@ -53,6 +53,7 @@ mod kind;
 mod lstm;
 #[cfg(test)]
 mod lstm_golden;
+mod metric;
 mod phases;
 pub mod plot_sc;
 mod porcelain;
@@ -87,21 +88,11 @@ use self::registry::with_model;
 
 pub use self::config::GnnConfig;
 pub use self::kind::ModelKind;
+pub use self::metric::GnnMetric;
 pub use self::prepared::TEST_SIZE;
 pub use self::seeds::fold_seed;
 pub use self::settings::GnnSettings;
 pub use self::step::eval_loss;
-
-/// Metrics the evaluation writes that can be monitored (the reference's five, and the skill
-/// against the identity forecast).
-pub const MONITORS: &[&str] = &[
-    "val_loss",
-    "val_sc_log_mse",
-    "val_sc_log_pearson_topk",
-    "val_sc_log_pearson_sparse",
-    "monitor_mse_plus_density",
-    "val_skill",
-];
 
 /// A resolved `train-gnn` run.
 #[derive(Debug, Clone)]

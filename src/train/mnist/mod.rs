@@ -23,8 +23,8 @@ use serde_json::json;
 
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
 use crate::engine::{
-    Batch, EpochCtx, EpochReport, Job, JobSpec, LossSums, LrSchedule, Monitor, Panel, Row,
-    RunContext, Stage, StepOut, Valid,
+    Batch, EpochCtx, EpochReport, Job, JobMetric, JobSpec, LossSums, LrSchedule, Mode, Monitor,
+    Panel, Row, RunContext, Stage, StepOut, Valid,
 };
 use crate::launch::{self, JobFactory, Launch};
 use crate::models::cnn::MnistCnn;
@@ -33,8 +33,30 @@ use crate::toolbox::seed::mix;
 use self::evaluate::{MODEL_NAME, evaluate_sharded};
 pub use self::settings::MnistSettings;
 
-/// Metrics the evaluation writes that can be monitored.
-pub const MONITORS: &[&str] = &["test_loss", "test_accuracy"];
+/// The metrics a `train-mnist` run can monitor: the test split's loss and accuracy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MnistMetric {
+    TestLoss,
+    TestAccuracy,
+}
+
+impl JobMetric for MnistMetric {
+    const ALL: &'static [Self] = &[MnistMetric::TestLoss, MnistMetric::TestAccuracy];
+
+    fn name(self) -> &'static str {
+        match self {
+            MnistMetric::TestLoss => "test_loss",
+            MnistMetric::TestAccuracy => "test_accuracy",
+        }
+    }
+
+    fn mode(self) -> Mode {
+        match self {
+            MnistMetric::TestLoss => Mode::Min,
+            MnistMetric::TestAccuracy => Mode::Max,
+        }
+    }
+}
 
 /// A resolved `train-mnist` run.
 #[derive(Debug, Clone)]
@@ -232,8 +254,8 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
             ctx.comm,
         )?;
         let mut head = Row::new();
-        head.insert("test_loss".into(), json!(e.loss));
-        head.insert("test_accuracy".into(), json!(e.accuracy));
+        head.insert(MnistMetric::TestLoss.name().into(), json!(e.loss));
+        head.insert(MnistMetric::TestAccuracy.name().into(), json!(e.accuracy));
         Ok(EpochReport {
             train_loss: sums.mean(),
             head,

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use self::weights::{final_state, weights_from};
 use super::cv::{Cv, CvFold, Forecaster, Inner, Plan};
 use super::kind::ModelKind;
+use super::metric::GnnMetric;
 use super::porcelain;
 use super::protocol::breakdown::Predictions;
 use super::protocol::columns::settings_columns;
@@ -26,7 +27,7 @@ use super::seeds::fold_seed;
 use super::step::{Pieces, grads};
 use super::sums::{GnnEpoch, GnnStep};
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, LrSchedule, Panel, Row, RunContext, StepOut,
+    Batch, Done, EpochCtx, EpochReport, JobMetric, LrSchedule, Panel, Row, RunContext, StepOut,
 };
 use crate::models::clg_ode::objective::topology::updated_scale;
 use crate::models::clg_ode::objective::{Objective, ObjectiveState};
@@ -49,8 +50,7 @@ pub struct JobState {
 /// Whether the validation SC metrics are computed after 0-based epoch `e`.
 fn val_sc_due(cv: &Cv, e: usize) -> bool {
     let every = cv.settings.val_sc_eval_every;
-    let needed = cv.monitor.as_ref().is_some_and(|m| m.metric != "val_loss");
-    needed || (every > 0 && (e + 1).is_multiple_of(every))
+    cv.monitors_val_sc() || (every > 0 && (e + 1).is_multiple_of(every))
 }
 
 impl Forecaster for ClgOdeModel {
@@ -87,8 +87,12 @@ impl Forecaster for ClgOdeModel {
 
     fn plan(&self, cv: &Cv) -> Plan {
         let s = &cv.settings;
-        let mut panels = vec![Panel::new("loss", &["train_loss", "val_loss"], &[])];
-        if s.val_sc_eval_every > 0 || cv.monitor.as_ref().is_some_and(|m| m.metric != "val_loss") {
+        let mut panels = vec![Panel::new(
+            "loss",
+            &["train_loss", GnnMetric::ValLoss.name()],
+            &[],
+        )];
+        if s.val_sc_eval_every > 0 || cv.monitors_val_sc() {
             panels.push(Panel::new(
                 "validation sc_log_mse",
                 &["val_sc_log_mse"],
@@ -259,7 +263,7 @@ impl Forecaster for ClgOdeModel {
         )?;
         let monitor = cv.monitor.as_ref();
         if cv.main && s.porcelain {
-            let name = monitor.map_or("val_loss", |m| m.metric.as_str());
+            let name = monitor.map_or(GnnMetric::ValLoss.name(), |m| m.metric.as_str());
             println!(
                 "{}",
                 porcelain::epoch_line(

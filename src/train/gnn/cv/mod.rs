@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 
 use super::config::GnnConfig;
 use super::kind::ModelKind;
+use super::metric::GnnMetric;
 use super::prepared::Prepared;
 use super::protocol::breakdown::Predictions;
 use super::protocol::fold_data::{FoldData, FoldStart};
@@ -55,6 +56,16 @@ pub struct Cv {
 }
 
 impl Cv {
+    /// The metric the run monitors, if any (the CLI checked it is one of [`GnnMetric`]'s).
+    pub fn metric(&self) -> Option<GnnMetric> {
+        self.monitor.as_ref().and_then(|m| m.metric_of().ok())
+    }
+
+    /// Whether the monitored metric needs the validation SC metrics every epoch.
+    pub fn monitors_val_sc(&self) -> bool {
+        self.metric().is_some_and(GnnMetric::needs_val_sc)
+    }
+
     /// The split of the fold in progress.
     pub fn split(&self, fold: &CvFold) -> &FoldSplit {
         &self.prep.folds[fold.stage]

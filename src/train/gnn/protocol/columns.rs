@@ -5,8 +5,10 @@
 
 use serde_json::{Value, json};
 
+use super::super::metric::GnnMetric;
 use super::super::settings::GnnSettings;
 use super::super::versus::Versus;
+use crate::engine::JobMetric;
 use crate::engine::{Monitor, Row};
 use crate::models::clg_ode::objective::{GradNormScope, Objective};
 
@@ -102,7 +104,7 @@ pub fn settings_columns(
         ("val_sc_eval_every", json!(a.val_sc_eval_every)),
         (
             "early_stop_metric",
-            json!(monitor.map_or("val_loss", |m| m.metric.as_str())),
+            json!(monitor.map_or(GnnMetric::ValLoss.name(), |m| m.metric.as_str())),
         ),
         (
             "early_stop_density_weight",
@@ -143,7 +145,7 @@ pub fn val_sc_columns(sc: Option<&Versus>, val_density: f64, density_weight: f64
         );
     }
     row.insert(
-        "val_skill".into(),
+        GnnMetric::ValSkill.name().into(),
         sc.map_or(Value::Null, |v| json!(v.skill.skill)),
     );
     row.insert(
@@ -151,7 +153,7 @@ pub fn val_sc_columns(sc: Option<&Versus>, val_density: f64, density_weight: f64
         sc.map_or(Value::Null, |v| json!(v.skill.pearson_gain)),
     );
     row.insert(
-        "monitor_mse_plus_density".into(),
+        GnnMetric::MonitorMsePlusDensity.name().into(),
         sc.map_or(Value::Null, |v| {
             json!(v.model.sc_log_mse + density_weight * val_density)
         }),

@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::super::batch::{Mode, Sampling, build, forecasts_at};
+use super::super::metric::GnnMetric;
 use super::super::settings::GnnSettings;
 use super::super::step::{Valid, eval_loss};
 use super::super::versus::Versus;
@@ -18,6 +19,7 @@ use super::breakdown::{Predictions, SubjectScore, per_subject};
 use super::columns::val_sc_columns;
 use super::fold_data::FoldData;
 use crate::data::connectome::par_map;
+use crate::engine::JobMetric;
 use crate::engine::{EpochCtx, Row};
 use crate::metrics::Skill;
 use crate::metrics::sc::ScMetrics;
@@ -159,7 +161,10 @@ pub fn validate<B: AutodiffBackend>(
         ctx.comm,
     )?;
     let mut head = Row::new();
-    head.insert("val_loss".into(), serde_json::json!(val_loss));
+    head.insert(
+        GnnMetric::ValLoss.name().into(),
+        serde_json::json!(val_loss),
+    );
     let mut detail = Row::new();
     stats.columns("val", &mut detail);
     let mut summary = format!("val loss {val_loss:.4}");

@@ -8,10 +8,11 @@ use anyhow::{Result, bail};
 use ndarray::Array2;
 use serde_json::json;
 
+use super::super::metric::GnnMetric;
 use super::super::prepared::{Prepared, fold_stem};
 use super::super::seeds::fold_seed;
 use crate::data::connectome::{Cohort, NormStats, Scan};
-use crate::engine::{Mode, ModelFile, Monitor, Row, Stage};
+use crate::engine::{JobMetric, ModelFile, Monitor, Row, Stage};
 
 /// Stage `stage` of a train-gnn run as every `--model` starts it: the fold's data with the
 /// normalisation of its training subjects, and the engine's stage (the training subjects
@@ -97,9 +98,9 @@ pub fn fold_monitor(
         .iter()
         .any(|&s| prep.cohort.subjects[s].scans.len() >= 2);
     Ok(match monitor {
-        Some(m) if !pairs && m.metric != "val_loss" => Some(Monitor {
-            metric: "val_loss".into(),
-            mode: Mode::Min,
+        Some(m) if !pairs && m.metric != GnnMetric::ValLoss.name() => Some(Monitor {
+            metric: GnnMetric::ValLoss.name().into(),
+            mode: GnnMetric::ValLoss.mode(),
             patience: m.patience,
             min_delta: 0.0,
         }),

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::super::batch::delta_t;
 use super::super::config::GnnConfig;
+use super::super::metric::GnnMetric;
 use super::super::prepared::Prepared;
 use super::super::step::eval_loss;
 use super::breakdown::{
@@ -19,6 +20,7 @@ use super::breakdown::{
 use super::evaluate::{TestMetrics, exact_topology, predict_at, predict_visit1};
 use super::fold_data::FoldData;
 use crate::dist::Single;
+use crate::engine::JobMetric;
 use crate::engine::StageResult;
 use crate::files::write_json;
 use crate::models::clg_ode::objective::Objective;
@@ -251,7 +253,7 @@ pub fn write_test_results(
     let monitor = config
         .monitor
         .as_ref()
-        .map_or("val_loss", |m| m.metric.as_str());
+        .map_or(GnnMetric::ValLoss.name(), |m| m.metric.as_str());
     let results = json!({
         "model": config.settings.model_kind,
         "cv_folds": finished.iter().map(|f| json!({
