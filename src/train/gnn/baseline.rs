@@ -31,9 +31,9 @@ use super::saved_run::{Horizon, SavedRun};
 use super::seeds::fold_seed;
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
-use crate::engine::JobMetric;
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, LossSums, LrSchedule, Panel, Row, RunContext, StepOut,
+    Batch, Done, EpochCtx, EpochReport, JobMetric, LossSums, LrSchedule, Panel, Row, RunContext,
+    StepOut,
 };
 use crate::toolbox::params;
 

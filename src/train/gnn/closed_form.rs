@@ -30,10 +30,9 @@ use super::protocol::test_set::{
 use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
 use crate::data::connectome::Scan;
-use crate::engine::JobMetric;
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, EpochSums, LrSchedule, Panel, Row, RunContext, StepOut,
-    StepSums,
+    Batch, Done, EpochCtx, EpochReport, EpochSums, JobMetric, LrSchedule, Panel, Row, RunContext,
+    StepOut, StepSums,
 };
 use crate::toolbox::checkpoint::Checkpoint;
 

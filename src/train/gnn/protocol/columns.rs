@@ -8,8 +8,7 @@ use serde_json::{Value, json};
 use super::super::metric::GnnMetric;
 use super::super::settings::GnnSettings;
 use super::super::versus::Versus;
-use crate::engine::JobMetric;
-use crate::engine::{Monitor, Row};
+use crate::engine::{JobMetric, Monitor, Row};
 use crate::models::clg_ode::objective::{GradNormScope, Objective};
 
 /// The settings columns at 0-based epoch `epoch`.

@@ -20,8 +20,7 @@ use super::breakdown::{
 use super::evaluate::{TestMetrics, exact_topology, predict_at, predict_visit1};
 use super::fold_data::FoldData;
 use crate::dist::Single;
-use crate::engine::JobMetric;
-use crate::engine::StageResult;
+use crate::engine::{JobMetric, StageResult};
 use crate::files::write_json;
 use crate::models::clg_ode::objective::Objective;
 use crate::outputs::RunDir;
