@@ -15,14 +15,11 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
-use serde_json::json;
 
 use super::cv::{Cv, CvFold, Forecaster, Plan};
 use super::kind::ModelKind;
 use super::metric::GnnMetric;
 use super::protocol::breakdown::Predictions;
-use super::protocol::columns::val_sc_columns;
-use super::protocol::evaluate::versus_identity;
 use super::protocol::fold_data::{FoldData, FoldStart};
 use super::protocol::test_set::{
     FoldResult, TestRun, best_fold, best_fold_data, write_test_results,
@@ -32,8 +29,7 @@ use super::seeds::fold_seed;
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, JobMetric, LossSums, LrSchedule, Panel, Row, RunContext,
-    StepOut,
+    Batch, Done, EpochCtx, EpochReport, JobMetric, LossSums, LrSchedule, Panel, RunContext, StepOut,
 };
 use crate::toolbox::params;
 
@@ -223,26 +219,12 @@ impl<M: GradBaseline> Forecaster for Grad<M> {
         let bs = cv.settings.batch_size;
         let val_loss = M::eval_loss::<B>(net, data, val, bs, ctx.device);
         let preds = M::predict::<B>(net, data, val, bs, ctx.device);
-        let v = versus_identity(data, val, &preds.into(), cv.settings.topo_bins);
-        let mut head = Row::new();
-        head.insert(GnnMetric::ValLoss.name().into(), json!(val_loss));
-        let mut detail = Row::new();
-        val_sc_columns(Some(&v), 0.0, 0.0, &mut detail);
-        detail.insert("model".into(), json!(cv.settings.model_kind));
         let train_loss = if sums.count > 0.0 {
             sums.mean()
         } else {
             f64::INFINITY
         };
-        Ok(EpochReport {
-            train_loss,
-            head,
-            detail,
-            summary: format!(
-                "val_loss {val_loss:.4}, val sc_log_mse {:.4} (identity {:.4}, skill {:+.3})",
-                v.model.sc_log_mse, v.identity.sc_log_mse, v.skill.skill
-            ),
-        })
+        Ok(cv.versus_report(fold, preds.into(), Some(val_loss), train_loss))
     }
 
     /// The test files: the best fold's best weights score the test subjects.

@@ -14,14 +14,11 @@ use burn::module::AutodiffModule;
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
-use serde_json::json;
 
 use super::batch::delta_t;
 use super::cv::{Cv, CvFold, Forecaster, Inner, Plan};
 use super::kind::ModelKind;
-use super::metric::GnnMetric;
 use super::protocol::breakdown::{Predictions, three_visit_subjects};
-use super::protocol::columns::val_sc_columns;
 use super::protocol::evaluate::versus_identity;
 use super::protocol::fold_data::{FoldData, FoldStart};
 use super::protocol::test_set::{
@@ -31,8 +28,7 @@ use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
 use crate::data::connectome::Scan;
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, EpochSums, JobMetric, LrSchedule, Panel, Row, RunContext,
-    StepOut, StepSums,
+    Batch, Done, EpochCtx, EpochReport, EpochSums, LrSchedule, Panel, RunContext, StepOut, StepSums,
 };
 use crate::toolbox::checkpoint::Checkpoint;
 
@@ -192,21 +188,7 @@ impl<M: ClosedFormFit> Forecaster for Fitted<M> {
         let forecast = M::forecaster(M::valid_params::<B>(net, cv.n)?, &cv.settings);
         let (data, val) = (&fold.data, &cv.split(fold).val);
         let preds = forecast(data, val, None);
-        let v = versus_identity(data, val, &preds.into(), cv.settings.topo_bins);
-        let mut head = Row::new();
-        head.insert(GnnMetric::ValLoss.name().into(), json!(v.model.sc_log_mse));
-        let mut detail = Row::new();
-        val_sc_columns(Some(&v), 0.0, 0.0, &mut detail);
-        detail.insert("model".into(), json!(cv.settings.model_kind));
-        Ok(EpochReport {
-            train_loss: self.train_loss,
-            head,
-            detail,
-            summary: format!(
-                "val sc_log_mse {:.4} (identity {:.4}, skill {:+.3})",
-                v.model.sc_log_mse, v.identity.sc_log_mse, v.skill.skill
-            ),
-        })
+        Ok(cv.versus_report(fold, preds.into(), None, self.train_loss))
     }
 
     /// The best fold's model file forecasts the test subjects at their visit 1 and the

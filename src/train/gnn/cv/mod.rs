@@ -19,20 +19,23 @@ use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::json;
 
 use super::config::GnnConfig;
 use super::kind::ModelKind;
 use super::metric::GnnMetric;
 use super::prepared::Prepared;
 use super::protocol::breakdown::Predictions;
+use super::protocol::columns::val_sc_columns;
+use super::protocol::evaluate::versus_identity;
 use super::protocol::fold_data::{FoldData, FoldStart};
 use super::protocol::test_set::FoldResult;
 use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, EpochSums, LrSchedule, Monitor, Panel, RunContext, StepOut,
-    StepSums, degeneracy::Phase,
+    Batch, Done, EpochCtx, EpochReport, EpochSums, JobMetric, LrSchedule, Monitor, Panel, Row,
+    RunContext, StepOut, StepSums, degeneracy::Phase,
 };
 
 pub use self::job::CvJob;
@@ -69,6 +72,41 @@ impl Cv {
     /// The split of the fold in progress.
     pub fn split(&self, fold: &CvFold) -> &FoldSplit {
         &self.prep.folds[fold.stage]
+    }
+
+    /// The epoch report of a baseline: `preds`, the forecast of the fold's validation subjects
+    /// at their visit 1, scored against the identity's (the validation SC columns and the
+    /// model's name); `val_loss` is the model's own validation loss, or without one its
+    /// validation sc_log_mse.
+    pub fn versus_report(
+        &self,
+        fold: &CvFold,
+        preds: Predictions,
+        val_loss: Option<f64>,
+        train_loss: f64,
+    ) -> EpochReport {
+        let v = versus_identity(
+            &fold.data,
+            &self.split(fold).val,
+            &preds,
+            self.settings.topo_bins,
+        );
+        let mut head = Row::new();
+        let head_loss = val_loss.unwrap_or(v.model.sc_log_mse);
+        head.insert(GnnMetric::ValLoss.name().into(), json!(head_loss));
+        let mut detail = Row::new();
+        val_sc_columns(Some(&v), 0.0, 0.0, &mut detail);
+        detail.insert("model".into(), json!(self.settings.model_kind));
+        let own = val_loss.map_or(String::new(), |l| format!("val_loss {l:.4}, "));
+        EpochReport {
+            train_loss,
+            head,
+            detail,
+            summary: format!(
+                "{own}val sc_log_mse {:.4} (identity {:.4}, skill {:+.3})",
+                v.model.sc_log_mse, v.identity.sc_log_mse, v.skill.skill
+            ),
+        }
     }
 }
 

@@ -98,12 +98,9 @@ pub fn fold_monitor(
         .iter()
         .any(|&s| prep.cohort.subjects[s].scans.len() >= 2);
     Ok(match monitor {
-        Some(m) if !pairs && m.metric != GnnMetric::ValLoss.name() => Some(Monitor {
-            metric: GnnMetric::ValLoss.name().into(),
-            mode: GnnMetric::ValLoss.mode(),
-            patience: m.patience,
-            min_delta: 0.0,
-        }),
+        Some(m) if !pairs && m.metric != GnnMetric::ValLoss.name() => {
+            Some(Monitor::of(GnnMetric::ValLoss, None, m.patience, 0.0))
+        }
         _ => None,
     })
 }
