@@ -14,7 +14,7 @@ use std::time::Instant;
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use trainer::cluster::gpu::DriverProbe;
-use trainer::cluster::{Vars, diagnose, env, hostlist, render_env};
+use trainer::cluster::{Vars, diagnose, hostlist, render_env, scheduler};
 use trainer::toolbox::checkpoint::Checkpoint;
 use trainer::toolbox::params::HostTensor;
 
@@ -135,7 +135,7 @@ fn vars_input() -> impl Strategy<Value = BTreeMap<String, String>> {
 
 fn check_vars(map: &BTreeMap<String, String>) -> Case {
     let vars = Vars::from_pairs(map.clone());
-    let (r, largest) = fuzz::measure(|| env::detect(&vars));
+    let (r, largest) = fuzz::measure(|| scheduler::detect(&vars));
     prop_assert!(largest <= 1 << 20, "{largest} bytes");
     match r {
         Ok(e) => {

@@ -34,7 +34,9 @@ impl DeviceSettings {
             Some(d) => d,
             None => default_device(
                 self.backend,
-                &crate::cluster::env::gpu_allocation(&crate::cluster::vars::Vars::from_process()),
+                &crate::cluster::scheduler::gpu_allocation(
+                    &crate::cluster::vars::Vars::from_process(),
+                ),
             ),
         };
         resolve(self.backend, device)
@@ -45,7 +47,7 @@ impl DeviceSettings {
 /// (said on stderr), unless the backend runs on the CPU only; else the CPU.
 pub fn default_device(
     backend: Option<BackendKind>,
-    allocated: &[crate::cluster::env::AllocationVar],
+    allocated: &[crate::cluster::scheduler::AllocationVar],
 ) -> DeviceSpec {
     let cpu_only = matches!(backend, Some(BackendKind::Flex | BackendKind::FlexPlain));
     if allocated.is_empty() || cpu_only {

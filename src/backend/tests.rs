@@ -21,7 +21,7 @@ fn rejects_impossible_pairs() {
 
 #[test]
 fn allocated_gpus_choose_the_gpu_unless_the_backend_is_cpu_only() {
-    use crate::cluster::env::AllocationVar;
+    use crate::cluster::scheduler::AllocationVar;
     let alloc = [AllocationVar {
         var: "SLURM_JOB_GPUS".into(),
         value: "0".into(),

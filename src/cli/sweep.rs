@@ -8,7 +8,8 @@ use anyhow::Result;
 use clap::{Args, CommandFactory, Subcommand};
 
 use super::Cli;
-use crate::sweep::{self, PlanSettings, Scheduler};
+use crate::cluster::scheduler::SchedulerKind;
+use crate::sweep::{self, PlanSettings};
 
 #[derive(Subcommand, Debug)]
 pub enum SweepCommand {
@@ -57,7 +58,7 @@ pub struct PlanArgs {
     pub out: Option<PathBuf>,
     /// Default: slurm for a new sweep; with --missing, the sweep's own.
     #[arg(long, value_enum)]
-    pub scheduler: Option<Scheduler>,
+    pub scheduler: Option<SchedulerKind>,
     /// Refuse a spec that expands to more tasks than this (counted before anything is written).
     #[arg(long, default_value_t = sweep::MAX_TASKS)]
     pub max_tasks: usize,

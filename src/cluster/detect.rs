@@ -1,6 +1,6 @@
 //! The scheduler environment of this process, and its human-readable form.
 
-use super::env::{ClusterEnv, detect};
+use super::scheduler::{ClusterEnv, detect};
 use super::vars::Vars;
 use crate::error::ExitError;
 

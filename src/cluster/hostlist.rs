@@ -247,7 +247,7 @@ mod tests {
             }
             let _ = expand(&s);
             let _ = first_host(&s);
-            let _ = crate::cluster::env::parse_tasks_per_node(&s);
+            let _ = crate::cluster::scheduler::parse_tasks_per_node(&s);
             let _ = crate::cluster::visible_devices::VisibleDevices::parse(Some(&s)).describe();
         }
     }

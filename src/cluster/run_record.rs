@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use super::container::{Container, detect_container};
-use super::env::ClusterEnv;
 use super::gpu::DriverProbe;
+use super::scheduler::ClusterEnv;
 use super::vars::Vars;
 
 /// Where and how a run was launched: every field of [`ClusterEnv`] at the top level, then the
@@ -44,7 +44,7 @@ impl<'a> RunCluster<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::env::detect;
+    use crate::cluster::scheduler::detect;
 
     #[test]
     fn record_of_an_array_task_serialises_flat() {

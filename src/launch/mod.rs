@@ -118,7 +118,7 @@ impl<F: JobFactory> BackendJob for Dispatched<F> {
         let mut run = launch.run;
         run.requeue.job = job_id
             .as_deref()
-            .and_then(|job| cluster::env::requeue_for(&cluster::Vars::from_process(), job));
+            .and_then(|job| cluster::scheduler::requeue_for(&cluster::Vars::from_process(), job));
         let naming = Naming {
             out: run.out.as_deref(),
             run_name: run.run_name.as_deref(),

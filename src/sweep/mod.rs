@@ -9,17 +9,9 @@
 //! from its phase-1 task's best checkpoint ([`expand`]; chained per task in the scripts).
 
 pub mod expand;
-mod gflow;
-mod local;
-mod lsf;
 mod plan;
 pub mod progress;
-pub mod quote;
-pub mod resources;
-mod scheduler;
-mod script_parts;
 pub mod scripts;
-mod slurm;
 pub mod spec;
 pub mod state;
 mod supervise;
@@ -33,30 +25,18 @@ use serde::{Deserialize, Serialize};
 
 pub use self::plan::{CommandFlags, MAX_TASKS, PlanSettings, plan};
 use self::progress::Progress;
-use self::resources::Resources;
 use self::spec::Task;
 use self::state::{TaskState, read_state};
-
-/// The schedulers a sweep can be written for.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scheduler {
-    /// A Slurm array (`--array=…%N`), requeued from its checkpoint before the time limit.
-    Slurm,
-    /// An LSF array (`-J name[1-K]%N`), requeued on exit 75 (`-Q "75"`).
-    Lsf,
-    /// gflow submissions on one machine (`gbatch --param task=… --max-concurrent N`).
-    Gflow,
-    /// `sweep run` on this machine.
-    Local,
-}
+use crate::cluster::scheduler::resources::Resources;
+use crate::cluster::scheduler::{SchedulerKind, quote};
 
 /// `DIR/sweep.json`: what `plan` resolved.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Manifest {
     pub command: String,
     pub spec: PathBuf,
-    pub scheduler: Scheduler,
+    /// Every scheduler but torchrun (a launcher without jobs: refused on reading).
+    pub scheduler: SchedulerKind,
     /// At most this many tasks at once (0: no limit).
     pub throttle: usize,
     /// What each task asks of the queue (`[resources]` and the plan's flags).

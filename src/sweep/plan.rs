@@ -8,10 +8,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::resources::Resources;
 use super::spec::{Spec, Task};
 use super::state::{self, read_state};
-use super::{Manifest, Scheduler, scripts, task_config};
+use super::{Manifest, scripts, task_config};
+use crate::cluster::scheduler::SchedulerKind;
+use crate::cluster::scheduler::quote::check_path;
+use crate::cluster::scheduler::resources::Resources;
 use crate::files::write_json;
 
 /// The default of `--max-tasks`: a grid larger than this is a typo more often than a plan.
@@ -23,7 +25,7 @@ pub struct PlanSettings {
     pub spec: Option<PathBuf>,
     pub out: Option<PathBuf>,
     /// `None`: Slurm for a new sweep, the sweep's own for `--missing`.
-    pub scheduler: Option<Scheduler>,
+    pub scheduler: Option<SchedulerKind>,
     pub throttle: usize,
     pub submit: bool,
     /// Re-plan an existing sweep: an array of its failed and pending tasks only.
@@ -77,13 +79,17 @@ fn preset_shadows(command: &str, tasks: &[Task], flags: &CommandFlags) -> Vec<St
 
 /// `base` with the plan's resource flags on top; warns about keys the scheduler has no
 /// directive for.
-fn resolve_resources(base: Resources, s: &PlanSettings, scheduler: Scheduler) -> Result<Resources> {
+fn resolve_resources(
+    base: Resources,
+    s: &PlanSettings,
+    scheduler: SchedulerKind,
+) -> Result<Resources> {
     let mut r = base;
     for (key, value) in &s.resources {
         r.set(key, value)
             .map_err(|e| anyhow::anyhow!("--{}: {e}", key.replace('_', "-")))?;
     }
-    let ignored = scripts::ignored(&r, scheduler);
+    let ignored = scheduler.ignored(&r);
     if !ignored.is_empty() {
         eprintln!(
             "[sweep] warning: {scheduler:?} has no directive for resources {}: left out",
@@ -101,11 +107,11 @@ pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
     let (Some(spec_path), Some(out)) = (&s.spec, &s.out) else {
         bail!("sweep plan needs SPEC.toml and --out DIR (or --missing DIR)");
     };
-    let scheduler = s.scheduler.unwrap_or(Scheduler::Slurm);
+    let scheduler = s.scheduler.unwrap_or(SchedulerKind::Slurm);
     // The paths the scripts will name, checked before anything is written.
     let absolute = |p: &Path| std::path::absolute(p).unwrap_or(p.to_path_buf());
-    super::quote::check_path("--out", &absolute(out))?;
-    super::quote::check_path("the spec", &absolute(spec_path))?;
+    check_path("--out", &absolute(out))?;
+    check_path("the spec", &absolute(spec_path))?;
     let text = std::fs::read_to_string(spec_path)
         .with_context(|| format!("{}: cannot read", spec_path.display()))?;
     let mut spec = Spec::parse(spec_path, &text, flags.known, s.max_tasks, &s.overrides)?;

@@ -1,42 +1,19 @@
-//! The scheduler's scripts of a sweep, written into its directory. Each scheduler is a type
-//! implementing [`SweepScheduler`] in its own file (a Slurm array with a throttle, `slurm.rs`; an
-//! LSF array, `lsf.rs`; gflow submissions, `gflow.rs`; the local plan, `trainer sweep run DIR
-//! --jobs N`, `local.rs`), listed here once ([`of`]); what their scripts share (the arrays a
-//! submission is made of, the trainer choice, running the task with the scheduler's signal
-//! forwarded) is `script_parts.rs`. A two-stage sweep is submitted as arrays by a small
-//! `submit.sh`: phase 2 of each task waits for its own phase-1 task (Slurm `aftercorr`, a gflow
-//! dependency per task; LSF: the whole phase-1 array has ended).
+//! The scheduler's scripts of a sweep, written into its directory. The sweep hands its arrays
+//! of tasks to the scheduler of its manifest through the one trait
+//! [`crate::cluster::scheduler::Scheduler`] (`Scheduler::scripts`: a Slurm array with a
+//! throttle, an LSF array, gflow submissions, the local plan `trainer sweep run DIR --jobs N`;
+//! one file per scheduler in `cluster/scheduler/`). A two-stage sweep is submitted as arrays by a
+//! small `submit.sh`: phase 2 of each task waits for its own phase-1 task (Slurm `aftercorr`, a
+//! gflow dependency per task; LSF: the whole phase-1 array has ended).
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::quote::check_path;
-use super::resources::Resources;
-use super::scheduler::{Submission, SweepScheduler};
-use super::script_parts::{arrays, job_name};
-use super::{Manifest, Scheduler};
+use super::Manifest;
+use crate::cluster::scheduler::array::{Array, Submission, job_name};
+use crate::cluster::scheduler::quote::check_path;
 use crate::files::write_atomic;
-
-/// The scheduler of `s`: one line each (a new scheduler: its file implementing
-/// [`SweepScheduler`], its variant of [`Scheduler`], its line here).
-pub fn of(s: Scheduler) -> &'static dyn SweepScheduler {
-    match s {
-        Scheduler::Slurm => &super::slurm::Slurm,
-        Scheduler::Lsf => &super::lsf::Lsf,
-        Scheduler::Gflow => &super::gflow::Gflow,
-        Scheduler::Local => &super::local::Local,
-    }
-}
-
-/// The keys set in `r` that `s` has no directive for (left out, with a warning).
-pub fn ignored(r: &Resources, s: Scheduler) -> Vec<&'static str> {
-    r.optional_keys()
-        .into_iter()
-        .filter(|(k, set)| *set && !of(s).has_directive(k))
-        .map(|(k, _)| k)
-        .collect()
-}
 
 /// Writes the scripts of `indices` (`which`: `all` or `missing`) into the sweep directory and
 /// returns the command that submits them.
@@ -50,13 +27,23 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let arrays = arrays(m, indices);
     let name = job_name(dir);
-    let (files, submit) = of(m.scheduler).scripts(&Submission {
+    let submission = Submission {
         dir,
-        manifest: m,
+        command: &m.command,
+        spec: &m.spec,
+        throttle: m.throttle,
+        resources: &m.resources,
         arrays: &arrays,
         which,
         name: &name,
-    });
+    };
+    let Some((files, submit)) = m.scheduler.get().scripts(&submission) else {
+        anyhow::bail!(
+            "{}: no sweep is written for a {} launch",
+            dir.display(),
+            m.scheduler
+        );
+    };
     for (file, text) in &files {
         write_atomic(file, |w| Ok(w.write_all(text.as_bytes())?))?;
         // Executable: gflow runs a script by its path.
@@ -69,10 +56,45 @@ pub fn write(dir: &Path, m: &Manifest, indices: &[usize], which: &str) -> Result
 
 use std::io::Write as _;
 
+/// The arrays that run `indices`: phase 1 first; then phase-2 tasks whose phase-1 task is in
+/// it (chained), and phase-2 tasks whose phase 1 is already done (not chained).
+pub fn arrays(m: &Manifest, indices: &[usize]) -> Vec<Array> {
+    let phase_one = m.tasks.iter().filter(|t| t.after.is_none()).count();
+    let first: Vec<usize> = indices
+        .iter()
+        .copied()
+        .filter(|&i| m.tasks[i].after.is_none())
+        .collect();
+    let (chained, free): (Vec<usize>, Vec<usize>) = indices
+        .iter()
+        .copied()
+        .filter(|&i| m.tasks[i].after.is_some())
+        .partition(|&i| m.tasks[i].after.is_some_and(|p| first.contains(&p)));
+    let mut out = Vec::new();
+    if !first.is_empty() {
+        out.push(Array {
+            tasks: first,
+            offset: 0,
+            chained: false,
+        });
+    }
+    for (tasks, chained) in [(chained, true), (free, false)] {
+        if !tasks.is_empty() {
+            out.push(Array {
+                tasks,
+                offset: phase_one,
+                chained,
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::script_parts::ranges;
+    use crate::cluster::scheduler::SchedulerKind;
+    use crate::cluster::scheduler::array::ranges;
     use crate::sweep::spec::Task;
 
     fn manifest(afters: &[Option<usize>]) -> Manifest {
@@ -90,7 +112,7 @@ mod tests {
         Manifest {
             command: "train-gnn".into(),
             spec: "s.toml".into(),
-            scheduler: Scheduler::Slurm,
+            scheduler: SchedulerKind::Slurm,
             throttle: 2,
             resources: Default::default(),
             tasks,
@@ -114,7 +136,18 @@ mod tests {
             (missing[2].tasks.clone(), missing[2].chained),
             (vec![3], false)
         );
-        let text = crate::sweep::slurm::script(Path::new("/s"), &m, &missing[1], "s-phase2");
+        let sub = Submission {
+            dir: Path::new("/s"),
+            command: &m.command,
+            spec: &m.spec,
+            throttle: m.throttle,
+            resources: &m.resources,
+            arrays: &missing,
+            which: "missing",
+            name: "s",
+        };
+        let (files, _) = SchedulerKind::Slurm.get().scripts(&sub).unwrap();
+        let text = &files[1].1;
         assert!(text.contains("#SBATCH --array=1%2"), "{text}");
         assert!(text.contains("TASK=$(( ${SLURM_ARRAY_TASK_ID:?an array task} + 3 ))"));
     }

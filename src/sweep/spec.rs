@@ -30,7 +30,7 @@ use anyhow::{Result, bail};
 
 pub use super::expand::Task;
 use super::expand::{Space, then_stage};
-use super::resources::Resources;
+use crate::cluster::scheduler::resources::Resources;
 
 mod vary;
 pub use vary::parse_override;
@@ -274,7 +274,7 @@ impl Spec {
         }
         let mut seen = BTreeMap::new();
         for t in &tasks {
-            super::quote::check_task_name(&t.name)
+            crate::cluster::scheduler::quote::check_task_name(&t.name)
                 .map_err(|e| anyhow::anyhow!("{}: task {}: {e}", path.display(), t.index))?;
             if let Some(first) = seen.insert(t.name.clone(), t.index) {
                 bail!(

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::Result;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 
-use crate::cluster::env::Requeue;
+use crate::cluster::scheduler::Requeue;
 use crate::exit::Exit;
 
 /// Exit code of a run that stopped early after writing its checkpoint and wants to be requeued
@@ -131,7 +131,7 @@ pub struct RequeuePolicy {
     pub signals: Vec<i32>,
     /// `--requeue`.
     pub requeue_itself: bool,
-    /// How the scheduler requeues this job ([`crate::cluster::env::requeue_for`]), when it can.
+    /// How the scheduler requeues this job ([`crate::cluster::scheduler::requeue_for`]), when it can.
     pub job: Option<Requeue>,
 }
 

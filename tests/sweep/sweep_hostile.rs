@@ -17,9 +17,10 @@ use std::process::Command;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use trainer::sweep::resources::{KEYS, Resources};
+use trainer::cluster::scheduler::SchedulerKind;
+use trainer::cluster::scheduler::resources::{KEYS, Resources};
 use trainer::sweep::spec::Task;
-use trainer::sweep::{Manifest, Scheduler, scripts};
+use trainer::sweep::{Manifest, scripts};
 
 use common::*;
 
@@ -128,7 +129,7 @@ fn run_script(cwd: &Path, bin: &Path, script: &Path, args: &[&str], env: &[(&str
     let _ = c.output().unwrap();
 }
 
-fn manifest(scheduler: Scheduler, spec: &str, resources: Resources) -> Manifest {
+fn manifest(scheduler: SchedulerKind, spec: &str, resources: Resources) -> Manifest {
     let task = |index: usize, after: Option<usize>| Task {
         index,
         name: format!("t{index}"),
@@ -163,10 +164,10 @@ fn render_and_run(case: &Path, dir_name: &str, spec: &str, r: &Resources, counts
     let calls = case.join("calls");
     stubs(&bin, &calls);
     for scheduler in [
-        Scheduler::Slurm,
-        Scheduler::Lsf,
-        Scheduler::Gflow,
-        Scheduler::Local,
+        SchedulerKind::Slurm,
+        SchedulerKind::Lsf,
+        SchedulerKind::Gflow,
+        SchedulerKind::Local,
     ] {
         let work = case.join(format!("{scheduler:?}"));
         std::fs::create_dir_all(&work).unwrap();

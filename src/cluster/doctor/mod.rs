@@ -18,9 +18,9 @@ use serde::Serialize;
 
 use super::container::{Container, NvEvidence, detect_container};
 use super::cuda::{CudaVersion, RuntimeTarget};
-use super::env::{AllocationVar, ClusterEnv};
 use super::gpu::{DriverProbe, probe_driver};
 use super::nvrtc::{NvrtcInfo, cudarc_major, probe_nvrtc};
+use super::scheduler::{AllocationVar, ClusterEnv};
 use super::vars::Vars;
 use super::visible_devices::VisibleDevices;
 use crate::exit::Exit;

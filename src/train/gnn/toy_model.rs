@@ -132,7 +132,7 @@ mod tests {
     use super::super::{Factory, GnnRun};
     use crate::cli::Command;
     use crate::cli::config::parse_from;
-    use crate::cluster::{Vars, env::detect};
+    use crate::cluster::{Vars, scheduler::detect};
     use crate::data::connectome::{CohortPaths, write_synthetic_cohort};
     use crate::dist::Single;
     use crate::engine::RunContext;

@@ -1,13 +1,54 @@
-//! The pieces every scheduler's script is made of, below the scripts themselves (so that
-//! `scripts.rs` and the per-scheduler files `slurm.rs`, `lsf.rs`, `gflow.rs` import them without
-//! importing each other): index ranges, the arrays of a submission, the trainer choice
-//! (`$TRAINER`, or a container with `--nv`), running a task with the scheduler's signal
+//! What a sweep hands a scheduler to submit ([`Submission`]: its arrays of tasks, the queue
+//! resources, the directory) and the pieces every scheduler's array script is made of, below the
+//! scripts themselves (so that the per-scheduler files `slurm.rs`, `lsf.rs`, `gflow.rs` import
+//! them without importing each other): index ranges, file stems and job names, the trainer
+//! choice (`$TRAINER`, or a container with `--nv`), running a task with the scheduler's signal
 //! forwarded.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::Manifest;
 use super::quote::sh_path;
+use super::resources::Resources;
+
+/// A submission to write: the sweep directory (absolute), the command its tasks run, its spec,
+/// at most `throttle` tasks at once (0: no limit), what each task asks of the queue, the arrays
+/// of the tasks, `all` or `missing`, and the sweep's job name.
+pub struct Submission<'a> {
+    pub dir: &'a Path,
+    pub command: &'a str,
+    pub spec: &'a Path,
+    pub throttle: usize,
+    pub resources: &'a Resources,
+    pub arrays: &'a [Array],
+    pub which: &'a str,
+    pub name: &'a str,
+}
+
+/// The scripts of a submission, (file, text) each, and the command that submits them.
+pub type Scripts = (Vec<(PathBuf, String)>, Vec<String>);
+
+/// The file stem of array `a` of a submission (`submit`, `submit-phase2`, …).
+pub fn stem(which: &str, a: &Array) -> String {
+    let base = if which == "all" {
+        "submit".to_string()
+    } else {
+        format!("submit-{which}")
+    };
+    match (a.offset, a.chained) {
+        (0, _) => base,
+        (_, true) => format!("{base}-phase2"),
+        (_, false) => format!("{base}-phase2-now"),
+    }
+}
+
+/// The scheduler's job name of array `a` of the sweep named `name`.
+pub fn array_job(name: &str, a: &Array) -> String {
+    if a.offset == 0 {
+        name.to_string()
+    } else {
+        format!("{name}-phase2")
+    }
+}
 
 /// `0-3,5,7-9` from sorted indices.
 pub fn ranges(indices: &[usize]) -> String {
@@ -35,7 +76,7 @@ pub(super) fn ranges_list(indices: &[usize], offset: usize) -> String {
 }
 
 /// The array job's name: the sweep directory's.
-pub(super) fn job_name(dir: &Path) -> String {
+pub fn job_name(dir: &Path) -> String {
     dir.file_name()
         .map_or("sweep".into(), |n| n.to_string_lossy().into_owned())
 }
@@ -46,17 +87,17 @@ pub(super) fn lines(v: Vec<String>) -> String {
 }
 
 /// `%N` of an array's throttle (empty without one).
-pub(super) fn throttle(m: &Manifest) -> String {
-    if m.throttle > 0 {
-        format!("%{}", m.throttle)
+pub(super) fn throttle(s: &Submission<'_>) -> String {
+    if s.throttle > 0 {
+        format!("%{}", s.throttle)
     } else {
         String::new()
     }
 }
 
 /// The resources' `module load` lines and image defaults, then [`CHOOSE_TRAINER`].
-pub(super) fn choose_trainer(m: &Manifest) -> String {
-    format!("{}{CHOOSE_TRAINER}", m.resources.setup_shell())
+pub(super) fn choose_trainer(r: &Resources) -> String {
+    format!("{}{CHOOSE_TRAINER}", r.setup_shell())
 }
 
 /// The trainer command of an array task: `$TRAINER`, else the container with `--nv` when
@@ -73,9 +114,9 @@ fi
 /// `sweep task DIR $TASK` in the background, the scheduler's warning `signal` and TERM
 /// forwarded to it, its exit code in `rc`; with GPUs requested, `--preflight` (the doctor's GPU
 /// checks before the trainer starts).
-pub(super) fn run_task(dir: &Path, signal: &str, m: &Manifest) -> String {
+pub(super) fn run_task(dir: &Path, signal: &str, r: &Resources) -> String {
     let dir = sh_path(dir);
-    let preflight = if m.resources.gpus() > 0 {
+    let preflight = if r.gpus() > 0 {
         "# GPU preflight first (trainer doctor's checks): a node without a usable GPU fails the\n\
          # task fast with the doctor's exit code and reason (`trainer sweep status`).\n"
     } else {
@@ -107,40 +148,6 @@ pub struct Array {
     pub tasks: Vec<usize>,
     pub offset: usize,
     pub chained: bool,
-}
-
-/// The arrays that run `indices`: phase 1 first; then phase-2 tasks whose phase-1 task is in
-/// it (chained), and phase-2 tasks whose phase 1 is already done (not chained).
-pub fn arrays(m: &Manifest, indices: &[usize]) -> Vec<Array> {
-    let phase_one = m.tasks.iter().filter(|t| t.after.is_none()).count();
-    let first: Vec<usize> = indices
-        .iter()
-        .copied()
-        .filter(|&i| m.tasks[i].after.is_none())
-        .collect();
-    let (chained, free): (Vec<usize>, Vec<usize>) = indices
-        .iter()
-        .copied()
-        .filter(|&i| m.tasks[i].after.is_some())
-        .partition(|&i| m.tasks[i].after.is_some_and(|p| first.contains(&p)));
-    let mut out = Vec::new();
-    if !first.is_empty() {
-        out.push(Array {
-            tasks: first,
-            offset: 0,
-            chained: false,
-        });
-    }
-    for (tasks, chained) in [(chained, true), (free, false)] {
-        if !tasks.is_empty() {
-            out.push(Array {
-                tasks,
-                offset: phase_one,
-                chained,
-            });
-        }
-    }
-    out
 }
 
 /// `TASK=` line of an array script: the array index plus the array's offset.

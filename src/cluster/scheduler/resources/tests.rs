@@ -1,10 +1,5 @@
 use super::*;
-use crate::sweep::Scheduler;
-use crate::sweep::gflow::Gflow;
-use crate::sweep::lsf::Lsf;
-use crate::sweep::scheduler::SweepScheduler;
-use crate::sweep::scripts::ignored;
-use crate::sweep::slurm::Slurm;
+use crate::cluster::scheduler::{Gflow, Lsf, Scheduler, SchedulerKind, Slurm};
 
 fn table(text: &str) -> toml::Table {
     text.parse().unwrap()
@@ -106,11 +101,11 @@ extra = ["--exclusive"]
     ] {
         assert!(lsf.contains(want), "{want}\n{lsf}");
     }
-    assert_eq!(ignored(&r, Scheduler::Lsf), ["qos"]);
+    assert_eq!(SchedulerKind::Lsf.ignored(&r), ["qos"]);
     let gflow = Gflow.directives(&r).join("\n");
     assert!(gflow.contains("# GFLOW --gpus 2\n# GFLOW --time 12:00:00\n# GFLOW --memory 32768M"));
     assert_eq!(
-        ignored(&r, Scheduler::Gflow),
+        SchedulerKind::Gflow.ignored(&r),
         ["partition", "gpu_type", "cpus", "qos", "constraint"]
     );
     let shell = r.setup_shell();

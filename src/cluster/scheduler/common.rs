@@ -1,9 +1,10 @@
-//! Pieces shared by the scheduler environments: rank checks, ports, job info, GPU allocation.
+//! Pieces the schedulers share: rank checks, ports, job info, the assembled environment. It
+//! calls none of them.
 
-use super::{AllocationVar, ClusterEnv, SchedulerKind};
+use super::{ClusterEnv, SchedulerKind, gpu_allocation};
 use crate::cluster::error::EnvError;
 use crate::cluster::vars::Vars;
-use crate::cluster::visible_devices::{VisibleDevices, VisibleForm, assign_device};
+use crate::cluster::visible_devices::{VisibleDevices, assign_device};
 
 /// Base of the port derived from a job id: `PORT_BASE + last four digits of the job id`, so
 /// every rank of a job agrees without talking, and jobs sharing a node rarely collide.
@@ -154,48 +155,6 @@ pub(crate) fn address_override(vars: &Vars, derived: String, notes: &mut Vec<Str
         }
         _ => derived,
     }
-}
-
-/// Scheduler variables that show GPUs were allocated to this job or step.
-pub fn gpu_allocation(vars: &Vars) -> Vec<AllocationVar> {
-    let mut out = Vec::new();
-    let mut push = |var: &str| {
-        if let Some(v) = vars.get(var) {
-            out.push(AllocationVar {
-                var: var.to_string(),
-                value: v.to_string(),
-            });
-        }
-    };
-    for var in [
-        "SLURM_STEP_GPUS",
-        "SLURM_JOB_GPUS",
-        "SLURM_GPUS",
-        "SLURM_GPUS_PER_TASK",
-        "SLURM_GPUS_PER_NODE",
-        "SLURM_SHARDS_ON_NODE",
-        "GPU_DEVICE_ORDINAL",
-        "LSB_GPU_ALLOC_INFO",
-    ] {
-        push(var);
-    }
-    if vars
-        .parse_u32("SLURM_GPUS_ON_NODE")
-        .ok()
-        .flatten()
-        .unwrap_or(0)
-        > 0
-    {
-        push("SLURM_GPUS_ON_NODE");
-    }
-    // LSF and gflow announce their GPUs through CUDA_VISIBLE_DEVICES alone.
-    let in_job =
-        vars.has("SLURM_JOB_ID") || vars.has("LSB_JOBID") || vars.has("GFLOW_ARRAY_TASK_ID");
-    let visible = VisibleDevices::from_vars(vars);
-    if in_job && !matches!(visible.form, VisibleForm::Unset | VisibleForm::Hidden) {
-        push("CUDA_VISIBLE_DEVICES");
-    }
-    out
 }
 
 /// Assembles a [`ClusterEnv`] from checked parts, adding devices and GPU allocation.

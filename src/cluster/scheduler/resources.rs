@@ -1,7 +1,7 @@
 //! What a sweep's tasks ask of the queue: the `[resources]` table of a spec, overridden by the
 //! flags of `sweep plan` (`--partition q_ai4 --gpus 1 --time 12:00:00 …`), kept in the manifest
 //! (`plan --missing` asks for the same); each scheduler renders it as its directives
-//! (`SweepScheduler::directives` in `slurm.rs`, `lsf.rs`, `gflow.rs`).
+//! (`Scheduler::directives` in `slurm.rs`, `lsf.rs`, `gflow.rs`).
 //!
 //! ```toml
 //! [resources]

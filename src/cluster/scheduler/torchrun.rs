@@ -5,7 +5,7 @@
 //! whose job ids are still recorded.
 
 use super::common::{DEFAULT_PORT, Ranks, build};
-use super::{ClusterEnv, SchedulerEnv, SchedulerKind};
+use super::{ClusterEnv, Scheduler, SchedulerKind};
 use crate::cluster::error::EnvError;
 use crate::cluster::vars::Vars;
 
@@ -15,7 +15,7 @@ const NAME: &str = "torchrun";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Torchrun;
 
-impl SchedulerEnv for Torchrun {
+impl Scheduler for Torchrun {
     fn kind(&self) -> SchedulerKind {
         SchedulerKind::Torchrun
     }

@@ -274,3 +274,101 @@ fn requeue_comes_from_the_scheduler_that_runs_the_job() {
     );
     assert_eq!(requeue_for(&vars(&[]), "1"), None);
 }
+
+/// One enum for both sides: every kind resolves to its scheduler, detection runs in
+/// [`schedulers`] order, and a sweep is written for every kind but torchrun (a launcher
+/// without jobs), which `--scheduler` does not offer and `sweep.json` cannot name.
+#[test]
+fn one_enum_names_every_scheduler_and_a_sweep_refuses_torchrun() {
+    use clap::ValueEnum;
+    let order: Vec<SchedulerKind> = schedulers().iter().map(|s| s.kind()).collect();
+    assert_eq!(
+        order,
+        [
+            SchedulerKind::Torchrun,
+            SchedulerKind::Slurm,
+            SchedulerKind::Lsf,
+            SchedulerKind::Gflow,
+            SchedulerKind::Local,
+        ]
+    );
+    for kind in order {
+        assert_eq!(kind.get().kind(), kind);
+        let json = serde_json::to_string(&kind).unwrap();
+        assert_eq!(json, format!("\"{kind}\""));
+        let back = serde_json::from_str::<SchedulerKind>(&json);
+        assert_eq!(back.is_ok(), kind != SchedulerKind::Torchrun, "{json}");
+    }
+    let offered: Vec<String> = SchedulerKind::value_variants()
+        .iter()
+        .filter_map(|k| k.to_possible_value().map(|v| v.get_name().to_string()))
+        .collect();
+    assert_eq!(offered, ["slurm", "lsf", "gflow", "local"]);
+    let r = resources::Resources::default();
+    let dir = std::path::Path::new("/s");
+    let arrays = [array::Array {
+        tasks: vec![0],
+        offset: 0,
+        chained: false,
+    }];
+    let s = array::Submission {
+        dir,
+        command: "train-gnn",
+        spec: std::path::Path::new("s.toml"),
+        throttle: 0,
+        resources: &r,
+        arrays: &arrays,
+        which: "all",
+        name: "s",
+    };
+    assert!(SchedulerKind::Torchrun.get().scripts(&s).is_none());
+    for kind in [
+        SchedulerKind::Slurm,
+        SchedulerKind::Lsf,
+        SchedulerKind::Gflow,
+        SchedulerKind::Local,
+    ] {
+        let (files, submit) = kind.get().scripts(&s).expect("a sweep's scheduler");
+        assert!(!files.is_empty() && !submit.is_empty(), "{kind}");
+    }
+}
+
+/// The GPU variables of every scheduler, then `CUDA_VISIBLE_DEVICES` inside a job only.
+#[test]
+fn gpu_allocation_lists_each_schedulers_variables() {
+    let names = |pairs: &[(&str, &str)]| -> Vec<String> {
+        gpu_allocation(&vars(pairs))
+            .into_iter()
+            .map(|a| a.var)
+            .collect()
+    };
+    assert_eq!(
+        names(&[
+            ("SLURM_JOB_ID", "1"),
+            ("SLURM_JOB_GPUS", "0,1"),
+            ("SLURM_GPUS_ON_NODE", "2"),
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ]),
+        [
+            "SLURM_JOB_GPUS",
+            "SLURM_GPUS_ON_NODE",
+            "CUDA_VISIBLE_DEVICES"
+        ]
+    );
+    assert_eq!(
+        names(&[("SLURM_JOB_ID", "1"), ("SLURM_GPUS_ON_NODE", "0")]),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        names(&[
+            ("LSB_JOBID", "7"),
+            ("LSB_GPU_ALLOC_INFO", "x"),
+            ("CUDA_VISIBLE_DEVICES", "3")
+        ]),
+        ["LSB_GPU_ALLOC_INFO", "CUDA_VISIBLE_DEVICES"]
+    );
+    assert_eq!(
+        names(&[("CUDA_VISIBLE_DEVICES", "0")]),
+        Vec::<String>::new()
+    );
+}

@@ -36,7 +36,7 @@ impl Kind {
         match self {
             Kind::Name => 128,
             Kind::Module | Kind::Constraint => 256,
-            Kind::Path { .. } => crate::sweep::quote::MAX_PATH,
+            Kind::Path { .. } => crate::cluster::scheduler::quote::MAX_PATH,
             Kind::Line => 1024,
         }
     }
@@ -63,7 +63,7 @@ pub(super) fn checked(key: &str, v: &str, kind: Kind) -> Result<String> {
     } else {
         v
     };
-    let shown = crate::sweep::quote::shown(v);
+    let shown = crate::cluster::scheduler::quote::shown(v);
     let bad = |why: String| anyhow::anyhow!("`{key}` = {shown}: expected {}{why}", kind.expected());
     if v.is_empty() {
         return Err(bad(" (it is empty)".into()));
