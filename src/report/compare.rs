@@ -28,16 +28,13 @@
 //! `source` column (`reference`, `trainer`) keeps them in separate rows. `--plot` draws the
 //! validation skill per epoch of our runs, in either view.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use serde_json::Value;
 
-use super::reference_run::{self, RefFold, find, text};
-use crate::outputs::RunDir;
+use super::reference_run::{find, text};
+use super::runs::{self, Run, RunStatus, read_json};
 use crate::outputs::compare::{self as view, Format};
-use crate::sweep::{Manifest, run_dir, state};
 
 /// `trainer compare`'s settings (its flags).
 #[derive(Debug, Clone, Default)]
@@ -77,140 +74,6 @@ impl CompareSettings {
             (None, false) => default,
         }
     }
-}
-
-/// Whether a run has results.
-#[derive(Debug, Clone, PartialEq)]
-enum RunStatus {
-    Done,
-    NoResults,
-    /// A results file that is not a JSON object (torn, truncated): named, never grouped.
-    Unreadable(PathBuf),
-}
-
-/// One run: where, what varied, and whether it has results.
-struct Run {
-    dir: RunDir,
-    name: String,
-    varied: BTreeMap<String, String>,
-    /// A task of a sweep (`false`: a run directory named on the command line).
-    task: bool,
-    /// One fold of a reference trainer's run; `None` for ours.
-    reference: Option<RefFold>,
-}
-
-impl Run {
-    fn ours(dir: PathBuf, name: String, varied: BTreeMap<String, String>, task: bool) -> Self {
-        Self {
-            dir: RunDir::new(dir),
-            name,
-            varied,
-            task,
-            reference: None,
-        }
-    }
-
-    fn done(&self) -> bool {
-        self.status() == RunStatus::Done
-    }
-
-    /// Whether the run has test results that can be read.
-    fn status(&self) -> RunStatus {
-        if let Some(r) = &self.reference {
-            return if r.done() {
-                RunStatus::Done
-            } else {
-                RunStatus::NoResults
-            };
-        }
-        let test = self.dir.test_metrics_json();
-        if !test.is_file() {
-            return RunStatus::NoResults;
-        }
-        for file in [test, self.dir.results_json()] {
-            if file.is_file() && read_json(&file).is_none_or(|v| !v.is_object()) {
-                return RunStatus::Unreadable(file);
-            }
-        }
-        RunStatus::Done
-    }
-
-    /// The run's name, saying which file cannot be read when one cannot.
-    fn label(&self) -> String {
-        match self.status() {
-            RunStatus::Unreadable(file) => {
-                format!("{} (unreadable: {})", self.name, file.display())
-            }
-            _ => self.name.clone(),
-        }
-    }
-
-    fn metric(&self, name: &str) -> Option<f64> {
-        match &self.reference {
-            Some(r) => r.metric(name),
-            None => metric(&self.dir, name),
-        }
-    }
-}
-
-fn read_json(p: &Path) -> Option<Value> {
-    crate::outputs::run_files::read_json(p).ok()
-}
-
-/// The runs of every input: a sweep's tasks, a run directory of ours, a reference run
-/// directory (one run per fold), or a directory of reference `fold<k>` run directories.
-fn runs(inputs: &[PathBuf]) -> Result<Vec<Run>> {
-    let mut out = Vec::new();
-    for p in inputs {
-        let folds = reference_run::fold_dirs(p);
-        if state::manifest_path(p).is_file() {
-            let m = Manifest::read(p)?;
-            for t in &m.tasks {
-                out.push(Run::ours(
-                    run_dir(p, t),
-                    t.name.clone(),
-                    t.varied.clone(),
-                    true,
-                ));
-            }
-        } else if reference_run::is_reference_run(p) || !folds.is_empty() {
-            let dirs = if folds.is_empty() {
-                vec![p.clone()]
-            } else {
-                folds
-            };
-            for dir in dirs {
-                for f in reference_run::read(&dir)? {
-                    out.push(Run {
-                        name: dir.display().to_string(),
-                        dir: RunDir::new(&dir),
-                        varied: BTreeMap::new(),
-                        task: false,
-                        reference: Some(f),
-                    });
-                }
-            }
-        } else if RunDir::new(p).args_json().is_file() || RunDir::new(p).results_json().is_file() {
-            out.push(Run::ours(
-                p.clone(),
-                p.display().to_string(),
-                BTreeMap::new(),
-                false,
-            ));
-        } else {
-            let d = RunDir::new(p);
-            bail!(
-                "{}: not a run directory (no {}; a finished one also has {}), a sweep (no {}) \
-                 nor the reference trainer's run directory",
-                p.display(),
-                d.args_json().display(),
-                d.results_json().display(),
-                state::manifest_path(p).display(),
-            );
-        }
-    }
-    pooling::check_distinct(&out)?;
-    Ok(out)
 }
 
 /// `key`'s value for `run`: what the sweep varied, else the run's model or settings.
@@ -256,46 +119,13 @@ fn group_value(run: &Run, key: &str) -> String {
     }
 }
 
-/// Metric `name` of a finished run: a test metric of the model (`sc_log_mse`), `skill`,
-/// `pearson_gain`, `identity_<metric>`, `forecast_only.<metric>`, or a column of the best
-/// epoch's metrics row (`val_mask_ratio`); `None` when the run has no results.
-fn metric(dir: &RunDir, name: &str) -> Option<f64> {
-    let test = read_json(&dir.test_metrics_json())?;
-    let from_test = if let Some(rest) = name.strip_prefix("forecast_only.") {
-        test["forecast_only"]["model"][rest].as_f64()
-    } else if let Some(rest) = name.strip_prefix("identity_") {
-        test["identity_baseline"][rest].as_f64()
-    } else if name == "skill" || name == "pearson_gain" {
-        test["skill"][name].as_f64()
-    } else {
-        test["model"][name].as_f64().or(test[name].as_f64())
-    };
-    from_test.or_else(|| {
-        let results = read_json(&dir.results_json())?;
-        let fold = &results["best_fold"];
-        let folds = results["cv_folds"].as_array()?;
-        let info = folds
-            .iter()
-            .find(|f| &f["fold"] == fold)
-            .or(folds.first())?;
-        let best = info["best_epoch"].as_u64()?;
-        let rows = std::fs::read_to_string(dir.metrics_jsonl()).ok()?;
-        rows.lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|r| {
-                r["epoch"].as_u64() == Some(best)
-                    && (r["fold"].is_null() || r["fold"] == info["fold"])
-            })?[name]
-            .as_f64()
-    })
-}
-
 /// `trainer compare`: the runs of every input, in the view the flags ask for, then `--plot`.
 pub fn compare(s: &CompareSettings) -> Result<()> {
     if s.runs.is_empty() {
         bail!("give at least one run directory");
     }
-    let runs = runs(&s.runs)?;
+    let runs = runs::read(&s.runs)?;
+    pooling::check_distinct(&runs)?;
     if s.strata {
         views::strata_tables(&runs, s.format_or(Format::Table))?;
     } else if let Some(against) = &s.against {

@@ -1,7 +1,10 @@
 //! `trainer compare` over every kind of input.
 
 use super::*;
+use crate::outputs::RunDir;
+use crate::sweep::state;
 use serde_json::json;
+use std::path::Path;
 
 #[test]
 fn a_best_epoch_column_is_of_the_best_folds_best_epoch() {
@@ -14,9 +17,9 @@ fn a_best_epoch_column_is_of_the_best_folds_best_epoch() {
     let rows = [(0, 1, 10.0), (0, 2, 20.0), (1, 1, 30.0), (1, 2, 40.0)]
         .map(|(fold, epoch, v)| json!({"fold": fold, "epoch": epoch, "val_loss": v}).to_string());
     std::fs::write(d.metrics_jsonl(), rows.join("\n")).unwrap();
-    assert_eq!(metric(d, "sc_log_mse"), Some(1.5));
-    assert_eq!(metric(d, "val_loss"), Some(40.0));
-    assert_eq!(metric(d, "skill"), None);
+    assert_eq!(runs::metric(d, "sc_log_mse"), Some(1.5));
+    assert_eq!(runs::metric(d, "val_loss"), Some(40.0));
+    assert_eq!(runs::metric(d, "skill"), None);
 }
 
 /// A finished run of ours with test figures `mse` (identity 2 × mse) in `dir`.
@@ -72,7 +75,7 @@ fn one_expansion_gives_a_sweeps_tasks_our_runs_and_the_references_folds() {
     finished(&ours, 2e-3);
     let reference =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference-run/runs/clg_ode_ref");
-    let runs = runs(&[sweep.clone(), ours.path().into(), reference]).unwrap();
+    let runs = runs::read(&[sweep.clone(), ours.path().into(), reference]).unwrap();
     assert_eq!(
         runs.len(),
         5,
@@ -103,7 +106,7 @@ fn one_expansion_gives_a_sweeps_tasks_our_runs_and_the_references_folds() {
     std::fs::remove_file(ours.results_json()).unwrap();
     let e = per_run_lines(&runs).unwrap_err().to_string();
     assert!(e.contains("clg_ode_results.json"), "{e}");
-    let e = super::runs(&[t.path().join("nothing")])
+    let e = runs::read(&[t.path().join("nothing")])
         .err()
         .unwrap()
         .to_string();
