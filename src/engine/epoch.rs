@@ -13,7 +13,7 @@ use super::state::{Position, Saved};
 use super::{Batch, EpochSums, Job, KeepCheckpoints, Row, Stage, StepSums};
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::ddp;
-use crate::toolbox::optim::{Adam, Grads};
+use crate::toolbox::optim::{Grads, Optimizer};
 use crate::toolbox::params::{self, HostTensor};
 use crate::toolbox::seed::epoch_order;
 use crate::toolbox::stop::StopReason;
@@ -25,7 +25,7 @@ pub(super) struct StageRun<'j, B: AutodiffBackend, J: Job<B>> {
     pub job: &'j mut J,
     pub stage: Stage,
     pub names: Vec<String>,
-    pub adam: Adam<B::InnerBackend>,
+    pub optimizer: Optimizer<B::InnerBackend>,
     pub best: Option<Weights>,
     /// The running sums of the epoch in progress.
     pub sums: J::Epoch,
@@ -96,15 +96,15 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         let items = self.stage.items;
         let epoch = pos.epoch;
         let order = epoch_order(items, self.stage.shuffle_seed, epoch as u64);
-        let lr = spec.lr.at(epoch);
-        let global_batch = spec.global_batch(ctx.comm.size());
+        let lr = spec.plan.lr.at(epoch);
+        let global_batch = spec.plan.global_batch(ctx.comm.size());
         let mut progress = Progress::new(
             format!(
                 "{} {}epoch {}/{}",
                 ctx.tag,
                 self.label(),
                 epoch + 1,
-                spec.epochs
+                spec.plan.epochs
             ),
             items.div_ceil(global_batch) as u64,
             pos.epoch_items.div_ceil(global_batch) as u64,
@@ -121,7 +121,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             let end = (start + global_batch).min(items);
             let reads0 = crate::host_reads::count();
             let (grads, step_sums) = self.step_shards(ctx, pos, &model, &order, start, end)?;
-            model = self.adam.step(lr, model, grads);
+            model = self.optimizer.step(lr, model, grads);
             reads += crate::host_reads::count() - reads0;
             steps += 1;
             // One small reduction carries the step's sums and any pending stop request, so
@@ -183,7 +183,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
     }
 
     /// This rank's part of one step: its shard of the global batch `order[start..end]`, cut
-    /// into `spec.micro_batches` micro-batches that run one after the other (gradient
+    /// into `spec.plan.micro_batches` micro-batches that run one after the other (gradient
     /// accumulation), then the gradients summed over ranks. Shard `r × K + k` of `ranks × K`
     /// is rank `r`'s micro-batch `k`, so one rank over K micro-batches computes what K ranks
     /// compute, summed in the same order. Returns the gradients and this rank's step sums
@@ -198,7 +198,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         end: usize,
     ) -> Result<(Grads<B>, J::Step)> {
         let (rank, world) = (ctx.comm.rank(), ctx.comm.size());
-        let micro = ctx.spec.micro_batches.max(1);
+        let micro = ctx.spec.plan.micro_batches.max(1);
         let shards = world * micro;
         let mut acc: Option<(ddp::ShardGrads, J::Step)> = None;
         for k in 0..micro {
@@ -292,7 +292,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         for (name, t) in params::collect(model) {
             ck.floats.insert(format!("model.{name}"), t);
         }
-        self.adam.save_into(&self.names, &mut ck);
+        self.optimizer.save_into(&self.names, &mut ck);
         ck.metadata
             .insert("model".into(), ctx.spec.model_name.into());
         ck.metadata.insert("config".into(), ctx.config.clone());
@@ -302,7 +302,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             row: row.cloned(),
             best: self.best.clone(),
         }
-        .write_into(&mut ck, &ctx.spec.fingerprint, ctx.spec.seed)?;
+        .write_into(&mut ck, &ctx.spec.fingerprint, ctx.spec.plan.seed)?;
         let run_files = crate::outputs::RunDir::new(&ctx.run_dir);
         // A job with model files keeps its epochs as model files (`end_epoch`).
         if ctx.run.keep_checkpoints == KeepCheckpoints::All

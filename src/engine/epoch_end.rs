@@ -54,7 +54,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                 }
                 // A stage of one epoch has one candidate: it is the best, measured or not
                 // (a closed-form fit whose validation subjects have no follow-up scan).
-                None if spec.epochs == 1 => improved = true,
+                None if spec.plan.epochs == 1 => improved = true,
                 None => bail!(
                     "early-stopping metric `{}` is not one this job evaluates; choose one of: {}",
                     m.metric,
@@ -107,13 +107,13 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             row.insert("is_best".into(), json!(improved));
         }
         let per_s = trained.items as f64 / trained.seconds.max(1e-9);
-        row.insert("lr".into(), json!(spec.lr.at(epoch)));
+        row.insert("lr".into(), json!(spec.plan.lr.at(epoch)));
         row.insert("steps".into(), json!(pos.global_step));
-        row.insert(format!("{}_per_s", spec.unit), json!(per_s));
+        row.insert(format!("{}_per_s", spec.outputs.unit), json!(per_s));
         row.insert("seconds".into(), json!(trained.seconds));
         row.insert("allreduce_seconds".into(), json!(trained.allreduce_seconds));
-        if spec.cpu_columns {
-            let global_batch = spec.global_batch(ctx.comm.size());
+        if spec.outputs.cpu_columns {
+            let global_batch = spec.plan.global_batch(ctx.comm.size());
             row.insert(
                 "epoch_steps".into(),
                 json!(self.stage.items.div_ceil(global_batch)),
@@ -134,7 +134,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             .monitor
             .as_ref()
             .is_some_and(|m| pos.monitor.exhausted(m));
-        let stage_done = stopped_early || pos.epoch >= spec.epochs;
+        let stage_done = stopped_early || pos.epoch >= spec.plan.epochs;
         if stage_done {
             pos.finish_stage(StageResult {
                 stage: stage_index,
@@ -156,7 +156,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             ctx.metrics.append(&row)?;
             let rows = ctx.metrics.rows()?;
             // A figure that cannot be drawn (a column beyond plotting range) is said, not fatal.
-            if let Err(e) = curves::write(&ctx.run_dir, &rows, &spec.plot) {
+            if let Err(e) = curves::write(&ctx.run_dir, &rows, &spec.outputs.panels) {
                 eprintln!("{} warning: curves.svg not drawn: {e:#}", ctx.tag);
             }
             tensorboard::write(&ctx.run_dir, &rows)?;
@@ -166,10 +166,10 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                 ctx.tag,
                 self.label(),
                 epoch + 1,
-                spec.epochs,
+                spec.plan.epochs,
                 eval.summary,
                 if improved { " (best)" } else { "" },
-                spec.unit,
+                spec.outputs.unit,
                 trained.host_reads_per_step,
                 fmt_secs(trained.seconds)
             );

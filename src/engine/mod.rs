@@ -37,6 +37,7 @@ use serde_json::Value;
 use crate::dist::Collective;
 pub use crate::outputs::curves::Panel;
 pub use crate::outputs::metrics::Row;
+pub use crate::toolbox::optim::OptimizerSpec;
 
 pub use context::RunContext;
 pub use monitor::{JobMetric, Mode, Monitor};
@@ -66,13 +67,36 @@ impl LrSchedule {
     }
 }
 
-/// What the engine needs to know about a job before it starts.
+/// What the engine needs to know about a job before it starts: its names, how it trains
+/// ([`TrainPlan`]), what it writes ([`Outputs`]), how the best epoch is picked, and what a run
+/// records and a resume must match.
 #[derive(Debug, Clone)]
 pub struct JobSpec {
     /// Command name for logs (`train-mnist`).
     pub name: &'static str,
     /// Model name in checkpoint metadata (`mnist_cnn`).
     pub model_name: &'static str,
+    pub plan: TrainPlan,
+    pub outputs: Outputs,
+    /// Picks the best epoch (best model file) and stops a stage early.
+    pub monitor: Option<Monitor>,
+    /// For a model that starts at a fitted baseline: that baseline, named
+    /// (`the closed-form eb-drift forecast`). The model as initialised is evaluated before each
+    /// stage's first epoch and kept as the best unless training beats it; a run that kept it in
+    /// every stage is warned about (its forecast is the baseline's).
+    pub validate_initial: Option<String>,
+    /// Phases of the schedule that end during training (warm-ups, terms switched on later): a
+    /// best epoch before one is a degeneracy warning ([`degeneracy`]).
+    pub phases: Vec<degeneracy::Phase>,
+    /// The resolved configuration, written to `args.json` and into every checkpoint.
+    pub config: Value,
+    /// The settings a resumed run must share with its checkpoint.
+    pub fingerprint: Value,
+}
+
+/// How a job trains: epochs, batches, stages, learning rate, seed and optimiser.
+#[derive(Debug, Clone)]
+pub struct TrainPlan {
     /// Epochs per stage.
     pub epochs: usize,
     /// Items per forward pass on each rank (the global batch is this × `micro_batches` ×
@@ -82,67 +106,80 @@ pub struct JobSpec {
     /// whose step calls no collective of its own: the micro-batches of a rank run one after
     /// the other.
     pub micro_batches: usize,
-    pub lr: LrSchedule,
-    /// Seed written into checkpoints (the job derives its own seeds from it).
-    pub seed: u64,
     /// Stages run one after the other with fresh weights (cross-validation folds; usually 1).
     pub stages: usize,
-    /// Picks the best epoch (best model file) and stops a stage early.
-    pub monitor: Option<Monitor>,
+    pub lr: LrSchedule,
+    /// The optimiser the job chose (Adam unless it says otherwise).
+    pub optimizer: OptimizerSpec,
+    /// Seed written into checkpoints (the job derives its own seeds from it).
+    pub seed: u64,
+}
+
+impl Default for TrainPlan {
+    /// One stage, one epoch, batch 1 without accumulation, Adam at a constant learning rate of
+    /// 1e-3, seed 0.
+    fn default() -> Self {
+        TrainPlan {
+            epochs: 1,
+            batch_size: 1,
+            micro_batches: 1,
+            stages: 1,
+            lr: LrSchedule::Constant(1e-3),
+            optimizer: OptimizerSpec::default(),
+            seed: 0,
+        }
+    }
+}
+
+impl TrainPlan {
+    /// Items per optimiser step over all ranks.
+    pub fn global_batch(&self, ranks: usize) -> usize {
+        self.batch_size * self.micro_batches.max(1) * ranks
+    }
+}
+
+/// What a job's run writes beside the engine's own files: its throughput unit, extra columns,
+/// the panels of `curves.svg` and extra fields of `run_meta.json`.
+#[derive(Debug, Clone)]
+pub struct Outputs {
     /// What a training item is called in the throughput column `<unit>_per_s` and the log
     /// (`img`, `subjects`).
     pub unit: &'static str,
     /// Also write `epoch_steps` and the CPU-time and evaluation-time columns.
     pub cpu_columns: bool,
     /// The panels of `curves.svg`.
-    pub plot: Vec<Panel>,
-    /// For a model that starts at a fitted baseline: that baseline, named
-    /// (`the closed-form eb-drift forecast`). The model as initialised is evaluated before each
-    /// stage's first epoch and kept as the best unless training beats it; a run that kept it in
-    /// every stage is warned about (its forecast is the baseline's).
-    pub validate_initial: Option<String>,
-    /// The resolved configuration, written to `args.json` and into every checkpoint.
-    pub config: Value,
-    /// The settings a resumed run must share with its checkpoint.
-    pub fingerprint: Value,
+    pub panels: Vec<Panel>,
     /// Extra fields of `run_meta.json`.
     pub meta: Row,
-    /// Phases of the schedule that end during training (warm-ups, terms switched on later): a
-    /// best epoch before one is a degeneracy warning ([`degeneracy`]).
-    pub phases: Vec<degeneracy::Phase>,
 }
 
-impl Default for JobSpec {
-    /// One stage, one epoch, batch 1 without accumulation, a constant learning rate of 1e-3,
-    /// seed 0, no monitor, items called `items`, no extra columns, files or panels: a job
-    /// states what differs (`JobSpec { name, model_name, epochs, .., ..JobSpec::default() }`).
+impl Default for Outputs {
+    /// Items called `items`, no extra columns, panels or fields.
     fn default() -> Self {
-        JobSpec {
-            name: "train",
-            model_name: "model",
-            epochs: 1,
-            batch_size: 1,
-            micro_batches: 1,
-            lr: LrSchedule::Constant(1e-3),
-            seed: 0,
-            stages: 1,
-            monitor: None,
+        Outputs {
             unit: "items",
             cpu_columns: false,
-            plot: Vec::new(),
-            validate_initial: None,
-            config: Value::Null,
-            fingerprint: Value::Null,
+            panels: Vec::new(),
             meta: Row::new(),
-            phases: Vec::new(),
         }
     }
 }
 
-impl JobSpec {
-    /// Items per optimiser step over all ranks.
-    pub fn global_batch(&self, ranks: usize) -> usize {
-        self.batch_size * self.micro_batches.max(1) * ranks
+impl Default for JobSpec {
+    /// The default plan and outputs, no monitor, nothing recorded: a job states what differs
+    /// (`JobSpec { name, model_name, plan, .., ..JobSpec::default() }`).
+    fn default() -> Self {
+        JobSpec {
+            name: "train",
+            model_name: "model",
+            plan: TrainPlan::default(),
+            outputs: Outputs::default(),
+            monitor: None,
+            validate_initial: None,
+            phases: Vec::new(),
+            config: Value::Null,
+            fingerprint: Value::Null,
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use crate::outputs::metrics::MetricsFiles;
 use crate::outputs::rundir::{self, RunMeta};
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::ddp::{self, CommStats};
-use crate::toolbox::optim::Adam;
+use crate::toolbox::optim::Optimizer;
 use crate::toolbox::params;
 use crate::toolbox::stop;
 
@@ -43,12 +43,14 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
             .map_err(|e| anyhow::anyhow!("{}: unreadable job state: {e}", path.display()))?;
         job.restore(state);
         pos = s.position.clone();
-        if main && !(pos.stage >= spec.stages && RunDir::new(&run_dir).finished_json().is_file()) {
+        if main
+            && !(pos.stage >= spec.plan.stages && RunDir::new(&run_dir).finished_json().is_file())
+        {
             eprintln!(
                 "{tag} resuming from {} at {}epoch {} item {}",
                 path.display(),
-                if spec.stages > 1 {
-                    format!("stage {}/{} ", pos.stage + 1, spec.stages)
+                if spec.plan.stages > 1 {
+                    format!("stage {}/{} ", pos.stage + 1, spec.plan.stages)
                 } else {
                     String::new()
                 },
@@ -67,7 +69,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         None
     };
     let finished = RunDir::new(&run_dir).finished_json();
-    if pos.stage >= spec.stages && finished.is_file() {
+    if pos.stage >= spec.plan.stages && finished.is_file() {
         // Nothing left to do: leave every file as the run wrote it (a re-scoring would rewrite
         // the results' CPU seconds, run_meta's argv and created_at).
         if main {
@@ -111,7 +113,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         spec,
     };
     let started = Instant::now();
-    while pos.stage < ctx.spec.stages {
+    while pos.stage < ctx.spec.plan.stages {
         // A checkpoint written at a stage boundary holds the previous stage's weights: the new
         // stage starts fresh.
         let mid_stage = saved.is_some() && (pos.epoch > 0 || pos.epoch_items > 0);
@@ -119,13 +121,14 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         let mut model = job.init_model(pos.stage, device)?;
         params::materialize(&model);
         let names = params::names(&model);
-        let mut adam = Adam::<B::InnerBackend>::with_fused(rc.fused_adam);
+        let mut optimizer =
+            Optimizer::<B::InnerBackend>::new(ctx.spec.plan.optimizer, rc.fused_adam);
         let mut best = None;
         let mut sums = J::Epoch::default();
         match saved.take() {
             Some((ck, s)) if mid_stage => {
                 model = params::load(model, &ck.with_prefix("model"), device)?;
-                adam.load_from(&names, &ck, device)?;
+                optimizer.load_from(&names, &ck, device)?;
                 best = s.best;
                 if !pos.acc.is_null() {
                     sums = serde_json::from_value(pos.acc.clone()).map_err(|e| {
@@ -146,7 +149,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
             job: &mut job,
             stage,
             names,
-            adam,
+            optimizer,
             best,
             sums,
         };
@@ -231,11 +234,11 @@ fn write_meta<B: AutodiffBackend>(rc: &RunContext<B>, spec: &JobSpec) -> Result<
     let extra = &mut meta.extra;
     extra.insert(
         "effective_batch_size".into(),
-        json!(spec.global_batch(rc.world_size())),
+        json!(spec.plan.global_batch(rc.world_size())),
     );
-    extra.insert("per_rank_batch_size".into(), json!(spec.batch_size));
-    if spec.micro_batches > 1 {
-        extra.insert("micro_batches".into(), json!(spec.micro_batches));
+    extra.insert("per_rank_batch_size".into(), json!(spec.plan.batch_size));
+    if spec.plan.micro_batches > 1 {
+        extra.insert("micro_batches".into(), json!(spec.plan.micro_batches));
     }
     extra.insert("collective".into(), json!(rc.comm.name()));
     if let Some(cubecl) = placement.backend.cubecl_settings() {
@@ -245,6 +248,6 @@ fn write_meta<B: AutodiffBackend>(rc: &RunContext<B>, spec: &JobSpec) -> Result<
         "resumed_from".into(),
         json!(rc.resume.as_ref().map(|p| p.display().to_string())),
     );
-    extra.extend(spec.meta.clone());
+    extra.extend(spec.outputs.meta.clone());
     RunDir::new(&rc.run_dir).write_run_meta(&meta)
 }

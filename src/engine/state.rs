@@ -221,7 +221,7 @@ impl Saved {
             )
         };
         position
-            .check(spec.stages, spec.epochs)
+            .check(spec.plan.stages, spec.plan.epochs)
             .map_err(&impossible)?;
         if let Some(&counted) = ck.counters.get("train.epoch")
             && usize::try_from(counted).ok() != Some(position.total_epochs())
@@ -263,6 +263,7 @@ impl Saved {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::TrainPlan;
     use serde_json::json;
 
     #[test]
@@ -299,7 +300,10 @@ mod tests {
         let spec = |model_name: &'static str, fingerprint: Value| JobSpec {
             model_name,
             fingerprint,
-            epochs: 3,
+            plan: TrainPlan {
+                epochs: 3,
+                ..TrainPlan::default()
+            },
             ..JobSpec::default()
         };
         let back = Saved::read(&ck, Path::new("c"), &spec("m", fp.clone()), &["w".into()]).unwrap();
@@ -316,10 +320,8 @@ mod tests {
         let err = Saved::read(&ck, Path::new("c"), &spec("other", fp.clone()), &[]).unwrap_err();
         assert!(err.to_string().contains("expected \"other\""), "{err}");
         // Two epochs done of a stage of two: impossible (the stage would have finished).
-        let short = JobSpec {
-            epochs: 2,
-            ..spec("m", fp.clone())
-        };
+        let mut short = spec("m", fp.clone());
+        short.plan.epochs = 2;
         let err = Saved::read(&ck, Path::new("dir/last.safetensors"), &short, &[]).unwrap_err();
         let err = err.to_string();
         assert!(

@@ -218,3 +218,103 @@ print("ok", len(shapes))
     );
     assert!(stdout(&o).starts_with("ok "));
 }
+
+/// The job chooses its optimiser: `--optimizer sgd --momentum 0.9` trains (its loss falls),
+/// records itself in `args.json`, resumes bit for bit, and a checkpoint is not resumed by
+/// another optimiser; `--momentum` without SGD is refused before training.
+#[test]
+fn sgd_with_momentum_trains_resumes_exactly_and_refuses_adams_checkpoint() {
+    let t = tempfile::tempdir().unwrap();
+    let common = [
+        "--limit-train",
+        "640",
+        "--limit-test",
+        "300",
+        "--epochs",
+        "2",
+        "--optimizer",
+        "sgd",
+        "--momentum",
+        "0.9",
+        "--lr",
+        "0.02",
+    ];
+    let whole = t.path().join("whole");
+    ok(&train(t.path(), &whole, &common));
+    let rows = metrics_without_timing(&whole);
+    let loss = |r: &serde_json::Value| r["train_loss"].as_f64().unwrap();
+    assert!(loss(&rows[1]) < loss(&rows[0]), "{rows:?}");
+    let args: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(whole.join("args.json")).unwrap()).unwrap();
+    assert!(
+        args.to_string()
+            .contains("sgd(momentum=0.9), lr x lr_gamma per epoch"),
+        "{args}"
+    );
+
+    let parts = t.path().join("parts");
+    let mut first = common.to_vec();
+    first.extend(["--stop-after-steps", "13"]);
+    assert_eq!(train(t.path(), &parts, &first).status.code(), Some(75));
+    let mut second = common.to_vec();
+    second.extend(["--resume", "auto"]);
+    ok(&train(t.path(), &parts, &second));
+    assert_eq!(
+        metrics_without_timing(&whole),
+        metrics_without_timing(&parts)
+    );
+    assert_eq!(
+        checkpoint_tensors(&whole.join("checkpoints/last.safetensors")),
+        checkpoint_tensors(&parts.join("checkpoints/last.safetensors"))
+    );
+
+    // Adam's checkpoint, resumed with SGD: refused, naming both.
+    let adam = t.path().join("adam");
+    let o = train(
+        t.path(),
+        &adam,
+        &[
+            "--limit-train",
+            "640",
+            "--limit-test",
+            "300",
+            "--epochs",
+            "2",
+            "--stop-after-steps",
+            "3",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    let o = train(
+        t.path(),
+        &adam,
+        &[
+            "--limit-train",
+            "640",
+            "--limit-test",
+            "300",
+            "--epochs",
+            "2",
+            "--optimizer",
+            "sgd",
+            "--resume",
+            "auto",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains(
+            "checkpoint adam(beta1=0.9, beta2=0.999, eps=1e-8), this run sgd(momentum=0)"
+        ),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = train(t.path(), &t.path().join("x"), &["--momentum", "0.9"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--momentum applies to --optimizer sgd only"),
+        "{}",
+        stderr(&o)
+    );
+}

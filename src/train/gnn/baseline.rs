@@ -122,7 +122,7 @@ impl<M: GradBaseline> Forecaster for Grad<M> {
                 Panel::new("loss", &["train_loss", GnnMetric::ValLoss.name()], &[]),
                 Panel::new(
                     "validation sc_log_mse",
-                    &["val_sc_log_mse"],
+                    &[GnnMetric::ValScLogMse.name()],
                     &["val_identity_sc_log_mse"],
                 ),
             ],

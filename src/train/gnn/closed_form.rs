@@ -18,6 +18,7 @@ use ndarray::Array2;
 use super::batch::delta_t;
 use super::cv::{Cv, CvFold, Forecaster, Inner, Plan};
 use super::kind::ModelKind;
+use super::metric::GnnMetric;
 use super::protocol::breakdown::{Predictions, three_visit_subjects};
 use super::protocol::evaluate::versus_identity;
 use super::protocol::fold_data::{FoldData, FoldStart};
@@ -27,6 +28,7 @@ use super::protocol::test_set::{
 use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
 use crate::data::connectome::Scan;
+use crate::engine::JobMetric;
 use crate::engine::{
     Batch, Done, EpochCtx, EpochReport, EpochSums, LrSchedule, Panel, RunContext, StepOut, StepSums,
 };
@@ -103,7 +105,7 @@ impl<M: ClosedFormFit> Forecaster for Fitted<M> {
             lr: LrSchedule::Constant(0.0),
             panels: vec![Panel::new(
                 "validation sc_log_mse",
-                &["val_sc_log_mse"],
+                &[GnnMetric::ValScLogMse.name()],
                 &["val_identity_sc_log_mse"],
             )],
             validate_initial: None,

@@ -24,7 +24,7 @@ use serde_json::json;
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
 use crate::engine::{
     Batch, EpochCtx, EpochReport, Job, JobMetric, JobSpec, LossSums, LrSchedule, Mode, Monitor,
-    Panel, Row, RunContext, Stage, StepOut, Valid,
+    OptimizerSpec, Outputs, Panel, Row, RunContext, Stage, StepOut, TrainPlan, Valid,
 };
 use crate::launch::{self, JobFactory, Launch};
 use crate::models::cnn::MnistCnn;
@@ -58,6 +58,16 @@ impl JobMetric for MnistMetric {
     }
 }
 
+impl MnistMetric {
+    /// The panels of `curves.svg`: the training loss beside the test loss, then the accuracy.
+    fn panels() -> Vec<Panel> {
+        vec![
+            Panel::new("loss", &["train_loss", MnistMetric::TestLoss.name()], &[]),
+            Panel::new("test accuracy", &[MnistMetric::TestAccuracy.name()], &[]),
+        ]
+    }
+}
+
 /// A resolved `train-mnist` run.
 #[derive(Debug, Clone)]
 pub struct MnistRun {
@@ -74,7 +84,7 @@ pub struct MnistConfig {
     pub batch_size: usize,
     pub lr: f64,
     pub lr_gamma: f64,
-    pub optimizer: &'static str,
+    pub optimizer: String,
     pub seed: u64,
     pub limit_train: Option<usize>,
     pub limit_test: Option<usize>,
@@ -139,6 +149,7 @@ fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
 /// The resolved configuration (`args.json`).
 fn config<B: AutodiffBackend>(
     a: &MnistSettings,
+    optimizer: OptimizerSpec,
     monitor: Option<Monitor>,
     ctx: &RunContext<B>,
 ) -> MnistConfig {
@@ -148,7 +159,7 @@ fn config<B: AutodiffBackend>(
         batch_size: a.batch_size,
         lr: a.lr,
         lr_gamma: a.lr_gamma,
-        optimizer: "adam(beta1=0.9, beta2=0.999, eps=1e-8), lr x lr_gamma per epoch",
+        optimizer: format!("{optimizer}, lr x lr_gamma per epoch"),
         seed: a.seed,
         limit_train: a.limit_train,
         limit_test: a.limit_test,
@@ -285,31 +296,34 @@ impl JobFactory for Factory {
     fn build<B: AutodiffBackend>(self, ctx: &RunContext<B>) -> Result<MnistJob<B>> {
         let Factory(settings, monitor) = self;
         let (train, test) = load_data(&settings)?;
-        let config = config(&settings, monitor.clone(), ctx);
+        let optimizer = settings.optimizer_spec()?;
+        let config = config(&settings, optimizer, monitor.clone(), ctx);
         let spec = JobSpec {
             name: "train-mnist",
             model_name: MODEL_NAME,
-            epochs: settings.epochs,
-            batch_size: settings.batch_size,
-            micro_batches: settings.grad_accum,
-            lr: LrSchedule::StepDecay {
-                lr: settings.lr,
-                gamma: settings.lr_gamma,
+            plan: TrainPlan {
+                epochs: settings.epochs,
+                batch_size: settings.batch_size,
+                micro_batches: settings.grad_accum,
+                stages: 1,
+                lr: LrSchedule::StepDecay {
+                    lr: settings.lr,
+                    gamma: settings.lr_gamma,
+                },
+                optimizer,
+                seed: settings.seed,
             },
-            seed: settings.seed,
-            stages: 1,
+            outputs: Outputs {
+                unit: "img",
+                cpu_columns: false,
+                panels: MnistMetric::panels(),
+                meta: Row::new(),
+            },
             monitor,
-            unit: "img",
-            cpu_columns: false,
             validate_initial: None,
-            plot: vec![
-                Panel::new("loss", &["train_loss", "test_loss"], &[]),
-                Panel::new("test accuracy", &["test_accuracy"], &[]),
-            ],
+            phases: Vec::new(),
             fingerprint: fingerprint(&settings, &config),
             config: serde_json::to_value(config)?,
-            meta: Row::new(),
-            phases: Vec::new(),
         };
         Ok(MnistJob {
             loss_fn: CrossEntropyLoss::new(None, &ctx.device),

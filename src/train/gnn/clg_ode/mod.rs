@@ -95,7 +95,7 @@ impl Forecaster for ClgOdeModel {
         if s.val_sc_eval_every > 0 || cv.monitors_val_sc() {
             panels.push(Panel::new(
                 "validation sc_log_mse",
-                &["val_sc_log_mse"],
+                &[GnnMetric::ValScLogMse.name()],
                 &["val_identity_sc_log_mse"],
             ));
             panels.push(Panel::new(

@@ -10,7 +10,8 @@ use super::super::protocol::test_set::fold_results;
 use super::super::settings::GnnSettings;
 use super::{Cv, CvFold, Forecaster};
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, Monitor, RunContext, Stage, StepOut, Valid,
+    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, Monitor, OptimizerSpec, Outputs, RunContext,
+    Stage, StepOut, TrainPlan, Valid,
 };
 
 /// The training job of forecaster `F`: the folds, each with its normalised data, the job spec,
@@ -47,21 +48,26 @@ impl<B: AutodiffBackend, F: Forecaster> CvJob<B, F> {
         let spec = JobSpec {
             name: "train-gnn",
             model_name: F::FILE_STEM,
-            epochs: plan.epochs,
-            batch_size: cv.settings.batch_size,
-            micro_batches: 1,
-            lr: plan.lr,
-            seed: cv.settings.seed,
-            stages: cv.fold_ids.len(),
+            plan: TrainPlan {
+                epochs: plan.epochs,
+                batch_size: cv.settings.batch_size,
+                micro_batches: 1,
+                stages: cv.fold_ids.len(),
+                lr: plan.lr,
+                optimizer: OptimizerSpec::default(),
+                seed: cv.settings.seed,
+            },
+            outputs: Outputs {
+                unit: "subjects",
+                cpu_columns: true,
+                panels: plan.panels,
+                meta: cv.config.meta(&cv.prep),
+            },
             monitor: cv.monitor.clone(),
-            unit: "subjects",
-            cpu_columns: true,
-            plot: plan.panels,
             validate_initial: plan.validate_initial,
+            phases: plan.phases,
             config: serde_json::to_value(&cv.config)?,
             fingerprint: cv.config.fingerprint(),
-            meta: cv.config.meta(&cv.prep),
-            phases: plan.phases,
         };
         Ok(Self {
             cv,

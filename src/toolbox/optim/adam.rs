@@ -6,14 +6,14 @@
 //! version's): the launcher hands it in (`launch::hooks`), so this loop names no backend.
 
 use anyhow::{Result, bail};
-use burn::module::{AutodiffModule, ModuleMapper, Param};
-use burn::optim::GradientsParams;
+use burn::module::AutodiffModule;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{DType, TensorData};
 
-use super::checkpoint::Checkpoint;
-use super::params::HostTensor;
+use super::{Grads, ParamUpdate, step_module};
+use crate::toolbox::checkpoint::Checkpoint;
+use crate::toolbox::params::HostTensor;
 
 /// Moments of one parameter, flattened.
 #[derive(Clone)]
@@ -21,16 +21,6 @@ struct Slot<B: Backend> {
     time: u64,
     m: Tensor<B, 1>,
     v: Tensor<B, 1>,
-}
-
-/// Where the gradients of one step come from.
-pub enum Grads<B: AutodiffBackend> {
-    /// Straight from `backward()`.
-    Params(GradientsParams),
-    /// One flat gradient per parameter in visiting order (e.g. after an all-reduce); `None`
-    /// for a parameter that no rank computed a gradient for, which is left alone as
-    /// `Params` leaves a parameter without gradient.
-    Flat(Vec<Option<Tensor<B::InnerBackend, 1>>>),
 }
 
 /// The scalars of one Adam step of one parameter, in f32 as the tensor version applies them.
@@ -89,38 +79,6 @@ impl<B: Backend> Default for Adam<B> {
     }
 }
 
-struct StepMapper<'a, AB: AutodiffBackend> {
-    adam: &'a mut Adam<AB::InnerBackend>,
-    grads: &'a mut Grads<AB>,
-    lr: f64,
-    index: usize,
-}
-
-impl<AB: AutodiffBackend> ModuleMapper<AB> for StepMapper<'_, AB> {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<AB, D>>) -> Param<Tensor<AB, D>> {
-        let (id, tensor, mapper) = param.consume();
-        let i = self.index;
-        self.index += 1;
-        let dims = tensor.dims();
-        let n: usize = dims.iter().product();
-        let grad: Option<Tensor<AB::InnerBackend, 1>> = match self.grads {
-            Grads::Params(g) => g.remove::<AB::InnerBackend, D>(id).map(|g| g.reshape([n])),
-            Grads::Flat(v) => v.get(i).cloned().flatten(),
-        };
-        let Some(grad) = grad else {
-            return Param::from_mapped_value(id, tensor, mapper);
-        };
-        let require_grad = tensor.is_require_grad();
-        let flat = tensor.inner().reshape([n]);
-        let updated = self.adam.updated(i, flat, grad, self.lr).reshape(dims);
-        let mut t = Tensor::from_inner(updated);
-        if require_grad {
-            t = t.require_grad();
-        }
-        Param::from_mapped_value(id, t, mapper)
-    }
-}
-
 impl<B: Backend> Adam<B> {
     /// Adam with the backend's one-pass update (`None`: the tensor version throughout).
     pub fn with_fused(fused: Option<FusedAdam<B>>) -> Self {
@@ -133,7 +91,7 @@ impl<B: Backend> Adam<B> {
     /// Parameter `i` (flat) after one step with its flat gradient. With the backend's
     /// [`FusedAdam`] (the `flex` backend's fast kernels) the step is one pass, bit for bit the
     /// same.
-    fn updated(
+    fn adam_updated(
         &mut self,
         i: usize,
         param: Tensor<B, 1>,
@@ -188,18 +146,12 @@ impl<B: Backend> Adam<B> {
     }
 
     /// One optimiser step over every float parameter of `module`.
-    pub fn step<AB, M>(&mut self, lr: f64, module: M, mut grads: Grads<AB>) -> M
+    pub fn step<AB, M>(&mut self, lr: f64, module: M, grads: Grads<AB>) -> M
     where
         AB: AutodiffBackend<InnerBackend = B>,
         M: AutodiffModule<AB>,
     {
-        let mut mapper = StepMapper {
-            adam: self,
-            grads: &mut grads,
-            lr,
-            index: 0,
-        };
-        module.map(&mut mapper)
+        step_module(self, lr, module, grads)
     }
 
     /// Saves the state as `optim.adam.{moment_1,moment_2}.<param name>` (F32) and
@@ -230,6 +182,9 @@ impl<B: Backend> Adam<B> {
         ckpt: &Checkpoint,
         device: &B::Device,
     ) -> Result<()> {
+        if ckpt.floats.keys().any(|k| k.starts_with("optim.sgd.")) {
+            bail!("optimiser: the checkpoint holds SGD's state, this run is Adam");
+        }
         self.slots = Vec::with_capacity(names.len());
         for name in names {
             let m = ckpt.floats.get(&format!("optim.adam.moment_1.{name}"));
@@ -257,5 +212,17 @@ impl<B: Backend> Adam<B> {
             }
         }
         Ok(())
+    }
+}
+
+impl<B: Backend> ParamUpdate<B> for Adam<B> {
+    fn updated(
+        &mut self,
+        i: usize,
+        param: Tensor<B, 1>,
+        grad: Tensor<B, 1>,
+        lr: f64,
+    ) -> Tensor<B, 1> {
+        self.adam_updated(i, param, grad, lr)
     }
 }

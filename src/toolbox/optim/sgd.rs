@@ -1,0 +1,91 @@
+//! SGD with momentum, PyTorch's `torch.optim.SGD` without dampening, Nesterov or weight decay:
+//! `buf = grad` at a parameter's first step, then `buf = momentum × buf + grad`, and
+//! `param −= lr × buf` (momentum 0: `param −= lr × grad`, no state).
+
+use anyhow::{Result, bail};
+use burn::prelude::*;
+use burn::tensor::TensorData;
+
+use super::ParamUpdate;
+use crate::toolbox::checkpoint::Checkpoint;
+use crate::toolbox::params::HostTensor;
+
+/// SGD with momentum; the momentum buffers keyed by parameter position.
+pub struct Sgd<B: Backend> {
+    pub momentum: f32,
+    buffers: Vec<Option<Tensor<B, 1>>>,
+}
+
+impl<B: Backend> Sgd<B> {
+    pub fn new(momentum: f32) -> Self {
+        Self {
+            momentum,
+            buffers: Vec::new(),
+        }
+    }
+
+    /// Saves the momentum buffers as `optim.sgd.momentum_buffer.<param name>` (F32).
+    pub fn save_into(&self, names: &[String], ckpt: &mut Checkpoint) {
+        for (buf, name) in self.buffers.iter().zip(names) {
+            let Some(b) = buf else { continue };
+            let data = crate::host_reads::data(b.clone())
+                .convert::<f32>()
+                .to_vec::<f32>()
+                .unwrap_or_default();
+            let shape = vec![data.len()];
+            ckpt.floats.insert(
+                format!("optim.sgd.momentum_buffer.{name}"),
+                HostTensor { shape, data },
+            );
+        }
+    }
+
+    /// Restores the buffers saved by [`Sgd::save_into`] for parameters `names`.
+    pub fn load_from(
+        &mut self,
+        names: &[String],
+        ckpt: &Checkpoint,
+        device: &B::Device,
+    ) -> Result<()> {
+        if ckpt.floats.keys().any(|k| k.starts_with("optim.adam.")) {
+            bail!("optimiser: the checkpoint holds Adam's state, this run is SGD");
+        }
+        self.buffers = names
+            .iter()
+            .map(|name| {
+                ckpt.floats
+                    .get(&format!("optim.sgd.momentum_buffer.{name}"))
+                    .map(|h| {
+                        Tensor::<B, 1>::from_data(
+                            TensorData::new(h.data.clone(), [h.data.len()]),
+                            device,
+                        )
+                    })
+            })
+            .collect();
+        Ok(())
+    }
+}
+
+impl<B: Backend> ParamUpdate<B> for Sgd<B> {
+    fn updated(
+        &mut self,
+        i: usize,
+        param: Tensor<B, 1>,
+        grad: Tensor<B, 1>,
+        lr: f64,
+    ) -> Tensor<B, 1> {
+        if self.momentum == 0.0 {
+            return param - grad.mul_scalar(lr);
+        }
+        if self.buffers.len() <= i {
+            self.buffers.resize(i + 1, None);
+        }
+        let buf = match self.buffers[i].take() {
+            Some(b) => b.mul_scalar(self.momentum).add(grad),
+            None => grad,
+        };
+        self.buffers[i] = Some(buf.clone());
+        param - buf.mul_scalar(lr)
+    }
+}
