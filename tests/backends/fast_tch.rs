@@ -97,3 +97,53 @@ fn bernoulli_masks_have_the_asked_frequency() {
     ));
     assert!(uniform.iter().all(|v| (2.0..3.0).contains(v)));
 }
+
+/// `src/backend/fast_tch/delegated.rs` (the op traits `FastTch` forwards to burn-tch) is exactly
+/// what `scripts/gen-tch-delegation.py` writes from the burn-tch source this build compiled,
+/// formatted by rustfmt: the generated code cannot drift from its generator or from Burn.
+#[test]
+fn the_delegation_file_is_the_generators_output() {
+    use std::process::{Command, Stdio};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"));
+    let registry = cargo_home.join("registry/src");
+    let source = std::fs::read_dir(&registry)
+        .unwrap_or_else(|e| panic!("{}: {e}", registry.display()))
+        .filter_map(|d| d.ok())
+        .map(|d| d.path().join("burn-tch-0.21.0"))
+        .find(|p| p.join("src/ops/tensor.rs").is_file())
+        .unwrap_or_else(|| panic!("burn-tch 0.21.0's source not under {}", registry.display()));
+    let generated = Command::new("python3")
+        .arg(root.join("scripts/gen-tch-delegation.py"))
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(
+        generated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let mut fmt = Command::new("rustfmt")
+        .args(["--edition", "2024", "--emit", "stdout"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("rustfmt (the toolchain's) on the PATH");
+    use std::io::Write as _;
+    fmt.stdin
+        .take()
+        .unwrap()
+        .write_all(&generated.stdout)
+        .unwrap();
+    let formatted = fmt.wait_with_output().unwrap();
+    assert!(formatted.status.success());
+    let committed =
+        std::fs::read_to_string(root.join("src/backend/fast_tch/delegated.rs")).unwrap();
+    assert!(
+        String::from_utf8(formatted.stdout).unwrap() == committed,
+        "src/backend/fast_tch/delegated.rs differs from scripts/gen-tch-delegation.py's output: \
+         regenerate it (the script's header says how)"
+    );
+}
