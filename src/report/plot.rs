@@ -20,15 +20,8 @@ pub fn plot(inputs: &[PathBuf], metrics: &[String], title: Option<&str>, out: &P
         );
     }
     let mut lines = Vec::new();
-    for input in inputs {
-        let of_input: Vec<&Run> = all
-            .iter()
-            .filter(|r| {
-                r.sweep
-                    .as_ref()
-                    .map_or(r.dir.path() == input, |s| s == input)
-            })
-            .collect();
+    for (i, input) in inputs.iter().enumerate() {
+        let of_input: Vec<&Run> = all.iter().filter(|r| r.input == i).collect();
         if of_input.iter().any(|r| r.task) {
             let mut tasks = sweep_lines(input, &of_input)?;
             if inputs.len() > 1 {

@@ -33,8 +33,8 @@ pub(super) struct Run {
     /// ([`legend_labels`]), else the name of the run's directory.
     pub legend: String,
     pub varied: BTreeMap<String, String>,
-    /// The sweep directory of a task (`None`: a run directory named on the command line).
-    pub sweep: Option<PathBuf>,
+    /// Which of the paths given it was read from (a sweep's tasks share theirs).
+    pub input: usize,
     /// A task of a sweep (`false`: a run directory named on the command line).
     pub task: bool,
     /// One fold of a reference trainer's run; `None` for ours.
@@ -43,7 +43,7 @@ pub(super) struct Run {
 
 impl Run {
     /// A run directory of ours named on the command line.
-    fn given(dir: &Path) -> Self {
+    fn given(dir: &Path, input: usize) -> Self {
         Self {
             dir: RunDir::new(dir),
             name: dir.display().to_string(),
@@ -51,7 +51,7 @@ impl Run {
                 .file_name()
                 .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into()),
             varied: BTreeMap::new(),
-            sweep: None,
+            input,
             task: false,
             reference: None,
         }
@@ -116,7 +116,7 @@ fn ours(d: &RunDir) -> bool {
 /// directory (one run per fold), or a directory of reference `fold<k>` run directories.
 pub(super) fn read(inputs: &[PathBuf]) -> Result<Vec<Run>> {
     let mut out = Vec::new();
-    for p in inputs {
+    for (input, p) in inputs.iter().enumerate() {
         let folds = reference_run::fold_dirs(p);
         if state::manifest_path(p).is_file() {
             let m = Manifest::read(p)?;
@@ -127,7 +127,7 @@ pub(super) fn read(inputs: &[PathBuf]) -> Result<Vec<Run>> {
                     name: t.name.clone(),
                     legend,
                     varied: t.varied.clone(),
-                    sweep: Some(p.clone()),
+                    input,
                     task: true,
                     reference: None,
                 });
@@ -145,14 +145,14 @@ pub(super) fn read(inputs: &[PathBuf]) -> Result<Vec<Run>> {
                         legend: dir.display().to_string(),
                         dir: RunDir::new(&dir),
                         varied: BTreeMap::new(),
-                        sweep: None,
+                        input,
                         task: false,
                         reference: Some(f),
                     });
                 }
             }
         } else if ours(&RunDir::new(p)) {
-            out.push(Run::given(p));
+            out.push(Run::given(p, input));
         } else {
             let d = RunDir::new(p);
             bail!(
