@@ -8,12 +8,11 @@
 use anyhow::{Result, bail};
 use burn::module::AutodiffModule;
 use burn::prelude::*;
+use burn::tensor::DType;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{DType, TensorData};
 
-use super::{Grads, ParamUpdate, step_module};
+use super::{Grads, ParamUpdate, from_host, step_module, to_host};
 use crate::toolbox::checkpoint::Checkpoint;
-use crate::toolbox::params::HostTensor;
 
 /// Moments of one parameter, flattened.
 #[derive(Clone)]
@@ -88,10 +87,68 @@ impl<B: Backend> Adam<B> {
         }
     }
 
+    /// One optimiser step over every float parameter of `module`.
+    pub fn step<AB, M>(&mut self, lr: f64, module: M, grads: Grads<AB>) -> M
+    where
+        AB: AutodiffBackend<InnerBackend = B>,
+        M: AutodiffModule<AB>,
+    {
+        step_module(self, lr, module, grads)
+    }
+
+    /// Saves the state as `optim.adam.{moment_1,moment_2}.<param name>` (F32) and
+    /// `optim.adam.time.<param name>` (I64).
+    pub fn save_into(&self, names: &[String], ckpt: &mut Checkpoint) {
+        for (slot, name) in self.slots.iter().zip(names) {
+            let Some(s) = slot else { continue };
+            for (kind, t) in [("moment_1", &s.m), ("moment_2", &s.v)] {
+                ckpt.floats
+                    .insert(format!("optim.adam.{kind}.{name}"), to_host(t));
+            }
+            ckpt.counters
+                .insert(format!("optim.adam.time.{name}"), s.time as i64);
+        }
+    }
+
+    /// Restores the state saved by [`Adam::save_into`] for parameters `names` (visiting order).
+    pub fn load_from(
+        &mut self,
+        names: &[String],
+        ckpt: &Checkpoint,
+        device: &B::Device,
+    ) -> Result<()> {
+        if ckpt.floats.keys().any(|k| k.starts_with("optim.sgd.")) {
+            bail!("optimiser: the checkpoint holds SGD's state, this run is Adam");
+        }
+        self.slots = Vec::with_capacity(names.len());
+        for name in names {
+            let m = ckpt.floats.get(&format!("optim.adam.moment_1.{name}"));
+            let v = ckpt.floats.get(&format!("optim.adam.moment_2.{name}"));
+            let t = ckpt.counters.get(&format!("optim.adam.time.{name}"));
+            match (m, v, t) {
+                (Some(m), Some(v), Some(&t)) => {
+                    if m.data.len() != v.data.len() {
+                        bail!("optimiser state of `{name}`: moment sizes differ");
+                    }
+                    self.slots.push(Some(Slot {
+                        time: t.max(0) as u64,
+                        m: from_host(m, device),
+                        v: from_host(v, device),
+                    }));
+                }
+                (None, None, None) => self.slots.push(None),
+                _ => bail!("optimiser state of `{name}` is incomplete"),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<B: Backend> ParamUpdate<B> for Adam<B> {
     /// Parameter `i` (flat) after one step with its flat gradient. With the backend's
     /// [`FusedAdam`] (the `flex` backend's fast kernels) the step is one pass, bit for bit the
     /// same.
-    fn adam_updated(
+    fn updated(
         &mut self,
         i: usize,
         param: Tensor<B, 1>,
@@ -143,86 +200,5 @@ impl<B: Backend> Adam<B> {
             .mul_scalar(lr);
         self.slots[i] = Some(slot);
         param - step
-    }
-
-    /// One optimiser step over every float parameter of `module`.
-    pub fn step<AB, M>(&mut self, lr: f64, module: M, grads: Grads<AB>) -> M
-    where
-        AB: AutodiffBackend<InnerBackend = B>,
-        M: AutodiffModule<AB>,
-    {
-        step_module(self, lr, module, grads)
-    }
-
-    /// Saves the state as `optim.adam.{moment_1,moment_2}.<param name>` (F32) and
-    /// `optim.adam.time.<param name>` (I64).
-    pub fn save_into(&self, names: &[String], ckpt: &mut Checkpoint) {
-        for (slot, name) in self.slots.iter().zip(names) {
-            let Some(s) = slot else { continue };
-            for (kind, t) in [("moment_1", &s.m), ("moment_2", &s.v)] {
-                let data = crate::host_reads::data(t.clone())
-                    .convert::<f32>()
-                    .to_vec::<f32>()
-                    .unwrap_or_default();
-                let shape = vec![data.len()];
-                ckpt.floats.insert(
-                    format!("optim.adam.{kind}.{name}"),
-                    HostTensor { shape, data },
-                );
-            }
-            ckpt.counters
-                .insert(format!("optim.adam.time.{name}"), s.time as i64);
-        }
-    }
-
-    /// Restores the state saved by [`Adam::save_into`] for parameters `names` (visiting order).
-    pub fn load_from(
-        &mut self,
-        names: &[String],
-        ckpt: &Checkpoint,
-        device: &B::Device,
-    ) -> Result<()> {
-        if ckpt.floats.keys().any(|k| k.starts_with("optim.sgd.")) {
-            bail!("optimiser: the checkpoint holds SGD's state, this run is Adam");
-        }
-        self.slots = Vec::with_capacity(names.len());
-        for name in names {
-            let m = ckpt.floats.get(&format!("optim.adam.moment_1.{name}"));
-            let v = ckpt.floats.get(&format!("optim.adam.moment_2.{name}"));
-            let t = ckpt.counters.get(&format!("optim.adam.time.{name}"));
-            match (m, v, t) {
-                (Some(m), Some(v), Some(&t)) => {
-                    if m.data.len() != v.data.len() {
-                        bail!("optimiser state of `{name}`: moment sizes differ");
-                    }
-                    let mk = |h: &HostTensor| {
-                        Tensor::<B, 1>::from_data(
-                            TensorData::new(h.data.clone(), [h.data.len()]),
-                            device,
-                        )
-                    };
-                    self.slots.push(Some(Slot {
-                        time: t.max(0) as u64,
-                        m: mk(m),
-                        v: mk(v),
-                    }));
-                }
-                (None, None, None) => self.slots.push(None),
-                _ => bail!("optimiser state of `{name}` is incomplete"),
-            }
-        }
-        Ok(())
-    }
-}
-
-impl<B: Backend> ParamUpdate<B> for Adam<B> {
-    fn updated(
-        &mut self,
-        i: usize,
-        param: Tensor<B, 1>,
-        grad: Tensor<B, 1>,
-        lr: f64,
-    ) -> Tensor<B, 1> {
-        self.adam_updated(i, param, grad, lr)
     }
 }

@@ -13,10 +13,12 @@ use anyhow::{Result, bail};
 use burn::module::{AutodiffModule, ModuleMapper, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
+use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
 use serde::Serialize;
 
 use super::checkpoint::Checkpoint;
+use super::params::HostTensor;
 
 pub use adam::{Adam, AdamScalars, FusedAdam};
 pub use sgd::Sgd;
@@ -29,6 +31,23 @@ pub enum Grads<B: AutodiffBackend> {
     /// for a parameter that no rank computed a gradient for, which is left alone as
     /// `Params` leaves a parameter without gradient.
     Flat(Vec<Option<Tensor<B::InnerBackend, 1>>>),
+}
+
+/// A flat state tensor as the checkpoint's F32 host tensor.
+fn to_host<B: Backend>(t: &Tensor<B, 1>) -> HostTensor {
+    let data = crate::host_reads::data(t.clone())
+        .convert::<f32>()
+        .to_vec::<f32>()
+        .unwrap_or_default();
+    HostTensor {
+        shape: vec![data.len()],
+        data,
+    }
+}
+
+/// A checkpoint's host tensor as a flat state tensor on `device`.
+fn from_host<B: Backend>(h: &HostTensor, device: &B::Device) -> Tensor<B, 1> {
+    Tensor::from_data(TensorData::new(h.data.clone(), [h.data.len()]), device)
 }
 
 /// One optimiser's update of flat parameter `i` (its visiting order in the module).

@@ -4,11 +4,9 @@
 
 use anyhow::{Result, bail};
 use burn::prelude::*;
-use burn::tensor::TensorData;
 
-use super::ParamUpdate;
+use super::{ParamUpdate, from_host, to_host};
 use crate::toolbox::checkpoint::Checkpoint;
-use crate::toolbox::params::HostTensor;
 
 /// SGD with momentum; the momentum buffers keyed by parameter position.
 pub struct Sgd<B: Backend> {
@@ -28,15 +26,8 @@ impl<B: Backend> Sgd<B> {
     pub fn save_into(&self, names: &[String], ckpt: &mut Checkpoint) {
         for (buf, name) in self.buffers.iter().zip(names) {
             let Some(b) = buf else { continue };
-            let data = crate::host_reads::data(b.clone())
-                .convert::<f32>()
-                .to_vec::<f32>()
-                .unwrap_or_default();
-            let shape = vec![data.len()];
-            ckpt.floats.insert(
-                format!("optim.sgd.momentum_buffer.{name}"),
-                HostTensor { shape, data },
-            );
+            ckpt.floats
+                .insert(format!("optim.sgd.momentum_buffer.{name}"), to_host(b));
         }
     }
 
@@ -55,12 +46,7 @@ impl<B: Backend> Sgd<B> {
             .map(|name| {
                 ckpt.floats
                     .get(&format!("optim.sgd.momentum_buffer.{name}"))
-                    .map(|h| {
-                        Tensor::<B, 1>::from_data(
-                            TensorData::new(h.data.clone(), [h.data.len()]),
-                            device,
-                        )
-                    })
+                    .map(|h| from_host(h, device))
             })
             .collect();
         Ok(())
