@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 pub use crate::backend::DeviceSettings as DeviceArgs;
-use crate::engine::monitor::metric_named;
+use crate::engine::metric::metric_named;
 use crate::engine::{JobMetric, KeepCheckpoints, Mode, Monitor, RunSettings};
 pub use crate::settings::{CLUSTER, OPTIM, RUN};
 use crate::toolbox::stop::RequeuePolicy;

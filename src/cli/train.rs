@@ -34,7 +34,7 @@ impl MnistArgs {
             bail!("--patience needs --early-stop-metric (e.g. test_accuracy)");
         }
         let monitor = self.early_stop.monitor::<mnist::MnistMetric>(None)?;
-        self.settings.optimizer_spec()?;
+        self.settings.optimizer.spec()?;
         let placement = self.device.placement()?;
         let autotune = self.autotune.resolve(placement)?;
         let mut settings = self.settings;

@@ -12,7 +12,7 @@ use super::epoch::{StageRun, Trained, Weights};
 use super::epoch_ctx::Ctx;
 use super::progress::fmt_secs;
 use super::state::{Position, StageResult};
-use super::{EpochCtx, Job, JobSpec, KeepCheckpoints, retention};
+use super::{EpochCtx, Job, JobSpec, KeepCheckpoints, TRAIN_LOSS, retention};
 use crate::outputs::{RunDir, curves, tensorboard};
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
@@ -93,7 +93,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
 
         let mut row = self.stage.columns.clone();
         row.insert("epoch".into(), json!(epoch + 1));
-        row.insert("train_loss".into(), json!(train_loss));
+        row.insert(TRAIN_LOSS.into(), json!(train_loss));
         row.extend(eval.head.clone());
         if let (Some(m), Some(v)) = (&spec.monitor, monitored) {
             row.insert("monitor_metric".into(), json!(m.metric));

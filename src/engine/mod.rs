@@ -16,6 +16,7 @@ pub mod degeneracy;
 mod epoch;
 mod epoch_ctx;
 mod epoch_end;
+pub mod metric;
 pub mod monitor;
 pub mod progress;
 mod retention;
@@ -40,7 +41,8 @@ pub use crate::outputs::metrics::Row;
 pub use crate::toolbox::optim::OptimizerSpec;
 
 pub use context::RunContext;
-pub use monitor::{JobMetric, Mode, Monitor};
+pub use metric::{Drawn, JobMetric, Mode, TRAIN_LOSS, panels};
+pub use monitor::Monitor;
 pub use run::train;
 pub use settings::{KeepCheckpoints, RunSettings};
 pub use state::StageResult;

@@ -1,15 +1,9 @@
 //! Early stopping and best-model selection on a named metric with a direction.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-/// Whether lower or higher values of the monitored metric are better.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    Min,
-    Max,
-}
+use super::metric::{JobMetric, Mode, metric_named};
 
 /// The metric that picks the best epoch and, with a patience, stops a stage early.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -22,37 +16,6 @@ pub struct Monitor {
     /// How much better than the best a value must be to count as an improvement.
     #[serde(default)]
     pub min_delta: f64,
-}
-
-/// The metrics a job can monitor, as a typed enum of the job's: each one's column of the
-/// evaluation and which way is better. `--early-stop-metric` is checked against it and
-/// `--early-stop-mode` defaults to it.
-pub trait JobMetric: Copy + PartialEq + 'static {
-    /// Every metric, in the order the choices are listed.
-    const ALL: &'static [Self];
-    /// Its column in the metrics rows (`val_loss`).
-    fn name(self) -> &'static str;
-    /// Which way is better.
-    fn mode(self) -> Mode;
-    /// The metric of column `name`, if the job has it.
-    fn named(name: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|m| m.name() == name)
-    }
-}
-
-/// The job's metric of column `name`; an error naming the choices when it has none.
-pub fn metric_named<M: JobMetric>(name: &str) -> Result<M> {
-    match M::named(name) {
-        Some(m) => Ok(m),
-        None => bail!(
-            "early-stopping metric `{name}` is not one this job evaluates; choose one of: {}",
-            M::ALL
-                .iter()
-                .map(|m| m.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
 }
 
 impl Monitor {

@@ -13,7 +13,7 @@ use super::epoch_ctx::Ctx;
 use super::progress::fmt_secs;
 use super::retention::{self, Removed};
 use super::state::{Position, Saved};
-use super::{Done, Job, JobSpec, Row, RunContext};
+use super::{Done, Job, JobSpec, Row, RunContext, TRAIN_LOSS};
 use crate::outputs::RunDir;
 use crate::outputs::metrics::MetricsFiles;
 use crate::outputs::rundir::{self, RunMeta};
@@ -215,7 +215,7 @@ fn log_checkpoints<B: AutodiffBackend>(ctx: &Ctx<'_, B>) {
 /// `train_loss`).
 fn stage_key_columns(row: &Row) -> Vec<String> {
     row.keys()
-        .take_while(|k| k.as_str() != "train_loss")
+        .take_while(|k| k.as_str() != TRAIN_LOSS)
         .cloned()
         .collect()
 }

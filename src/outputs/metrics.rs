@@ -14,6 +14,9 @@ pub const METRICS_JSONL: &str = "metrics.jsonl";
 /// `metrics.csv`.
 pub const METRICS_CSV: &str = "metrics.csv";
 
+/// The column of the mean training loss the engine writes in every row.
+pub const TRAIN_LOSS: &str = "train_loss";
+
 /// A metrics row (or part of one): named values, in column order.
 pub type Row = Map<String, Value>;
 

@@ -489,3 +489,96 @@ fn drift_residual_keeps_the_linear_drift_unless_training_beats_it() {
     eprintln!("eval-gnn {a}, run {b}, relative {:.1e}", (a - b).abs() / b);
     assert!((a - b).abs() <= 1e-6 * b, "eval-gnn {a}, run {b}");
 }
+
+/// `--optimizer sgd --momentum M` trains a gradient-trained forecaster with SGD (recorded in
+/// `args.json`, its rows differ from Adam's), a run stopped mid-fold refuses to resume with
+/// Adam, and a closed-form forecaster refuses the flags (it has no optimiser).
+#[test]
+fn gcn_trains_with_sgd_and_a_closed_form_fit_refuses_the_optimizer_flags() {
+    let t = tempfile::tempdir().unwrap();
+    let o = run_in(
+        t.path(),
+        &[
+            "synth-connectome",
+            "--subjects",
+            "16",
+            "--nodes",
+            "12",
+            "--out",
+            "tiny",
+            "--seed",
+            "42",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let train = |name: &str, extra: &[&str]| {
+        let mut args = vec![
+            "train-gnn",
+            "--sc_dir",
+            "tiny/sc",
+            "--morph_root",
+            "tiny/morph",
+            "--subject_info_csv",
+            "tiny/subject_info_sc.csv",
+            "--results_dir",
+            "res",
+            "--cv_fold",
+            "0",
+            "--max_epochs",
+            "2",
+            "--learning_rate",
+            "1e-2",
+            "--hidden_dim",
+            "8",
+            "--run-name",
+            name,
+        ];
+        args.extend_from_slice(extra);
+        run_in(t.path(), &args)
+    };
+    let rows = |name: &str| -> Vec<Value> {
+        let text =
+            std::fs::read_to_string(t.path().join("res/runs").join(name).join("metrics.jsonl"))
+                .unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let sgd = ["--model", "gcn", "--optimizer", "sgd", "--momentum", "0.9"];
+    let o = train("sgd", &sgd);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = train("adam", &["--model", "gcn"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let args = json(&t.path().join("res/runs/sgd/args.json"));
+    assert_eq!(
+        args["optimizer"].as_str(),
+        Some("sgd(momentum=0.9), constant lr, no weight decay"),
+        "{args}"
+    );
+    assert_eq!(args["optimizer_choice"]["optimizer"], "sgd", "{args}");
+    let (s, a) = (rows("sgd"), rows("adam"));
+    assert_eq!((s.len(), a.len()), (2, 2));
+    for r in &s {
+        assert!(r["train_loss"].as_f64().unwrap().is_finite(), "{r}");
+    }
+    assert_ne!(
+        s[0]["train_loss"], a[0]["train_loss"],
+        "--optimizer sgd had no effect"
+    );
+
+    // Stopped after a step with SGD, resumed with Adam: refused.
+    let mut first = sgd.to_vec();
+    first.extend(["--stop-after-steps", "1"]);
+    assert_eq!(train("parts", &first).status.code(), Some(75));
+    let o = train("parts", &["--model", "gcn", "--resume", "auto"]);
+    assert!(!o.status.success(), "Adam resumed SGD's state");
+    assert!(stderr(&o).contains("sgd"), "{}", stderr(&o));
+
+    let o = train("drift", &["--model", "linear-drift", "--optimizer", "sgd"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("do not apply to --model linear-drift"),
+        "{}",
+        stderr(&o)
+    );
+}

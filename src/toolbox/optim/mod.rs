@@ -7,6 +7,7 @@
 //! one step) plus its state's save and load, and one variant of each enum here.
 
 mod adam;
+mod choice;
 mod sgd;
 
 use anyhow::{Result, bail};
@@ -21,6 +22,7 @@ use super::checkpoint::Checkpoint;
 use super::params::HostTensor;
 
 pub use adam::{Adam, AdamScalars, FusedAdam};
+pub use choice::{OptimizerChoice, OptimizerKind};
 pub use sgd::Sgd;
 
 /// Where the gradients of one step come from.

@@ -29,7 +29,7 @@ use super::seeds::fold_seed;
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, JobMetric, LossSums, LrSchedule, Panel, RunContext, StepOut,
+    Batch, Done, EpochCtx, EpochReport, LossSums, LrSchedule, RunContext, StepOut,
 };
 use crate::toolbox::params;
 
@@ -118,13 +118,11 @@ impl<M: GradBaseline> Forecaster for Grad<M> {
         Plan {
             epochs: cv.settings.max_epochs,
             lr: LrSchedule::Constant(cv.settings.learning_rate),
-            panels: vec![
-                Panel::new("loss", &["train_loss", GnnMetric::ValLoss.name()], &[]),
-                Panel::new(
-                    "validation sc_log_mse",
-                    &[GnnMetric::ValScLogMse.name()],
-                    &["val_identity_sc_log_mse"],
-                ),
+            drawn: vec![
+                GnnMetric::TrainLoss,
+                GnnMetric::ValLoss,
+                GnnMetric::ValScLogMse,
+                GnnMetric::ValIdentityScLogMse,
             ],
             validate_initial: None,
             phases: Vec::new(),

@@ -28,9 +28,8 @@ use super::protocol::test_set::{
 use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
 use crate::data::connectome::Scan;
-use crate::engine::JobMetric;
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, EpochSums, LrSchedule, Panel, RunContext, StepOut, StepSums,
+    Batch, Done, EpochCtx, EpochReport, EpochSums, LrSchedule, RunContext, StepOut, StepSums,
 };
 use crate::toolbox::checkpoint::Checkpoint;
 
@@ -86,6 +85,7 @@ impl<M: ClosedFormFit> Forecaster for Fitted<M> {
     const KIND: ModelKind = M::KIND;
     const FILE_STEM: &'static str = M::MODEL_NAME;
     const TIME_INPUT: bool = true;
+    const GRADIENT_TRAINED: bool = false;
     type Net<B: AutodiffBackend> = M::Module<B>;
     type Step = M::Sums;
     type Epoch = M::Sums;
@@ -103,11 +103,7 @@ impl<M: ClosedFormFit> Forecaster for Fitted<M> {
             // A closed-form fit: one pass over the training subjects.
             epochs: 1,
             lr: LrSchedule::Constant(0.0),
-            panels: vec![Panel::new(
-                "validation sc_log_mse",
-                &[GnnMetric::ValScLogMse.name()],
-                &["val_identity_sc_log_mse"],
-            )],
+            drawn: vec![GnnMetric::ValScLogMse, GnnMetric::ValIdentityScLogMse],
             validate_initial: None,
             phases: Vec::new(),
         }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::prepared::{Prepared, TEST_SIZE};
 use super::settings::GnnSettings;
-use crate::engine::{Monitor, Row, RunContext};
+use crate::engine::{Monitor, OptimizerSpec, Row, RunContext};
 use crate::models::clg_ode::ClgOdeConfig;
 
 /// Where this port differs from the reference on purpose (recorded in `args.json`; see
@@ -38,6 +38,7 @@ pub struct GnnConfig {
     pub run_dir: PathBuf,
     pub run_name: String,
     pub folds: Vec<usize>,
+    /// The optimiser run (`adam(beta1=0.9, …), constant lr, no weight decay`).
     pub optimizer: String,
     pub monitor: Option<Monitor>,
     pub test_size: f64,
@@ -88,6 +89,7 @@ impl GnnConfig {
         settings: GnnSettings,
         monitor: Option<Monitor>,
         prep: &Prepared,
+        optimizer: OptimizerSpec,
         ctx: &RunContext<B>,
     ) -> Self {
         let cohort = &prep.cohort;
@@ -115,8 +117,7 @@ impl GnnConfig {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             folds: settings.fold_ids(),
-            optimizer: "adam(beta1=0.9, beta2=0.999, eps=1e-8), constant lr, no weight decay"
-                .into(),
+            optimizer: format!("{optimizer}, constant lr, no weight decay"),
             monitor,
             test_size: TEST_SIZE,
             model,

@@ -1,59 +1,167 @@
-//! The metrics a `train-gnn` run can monitor ([`GnnMetric`]): the reference's five and the skill
-//! against the identity forecast, each with its column and which way is better.
+//! The metrics of a `train-gnn` run ([`GnnMetric`]): every column its rows write beside the
+//! settings, which way is better, the six a monitor may name (the reference's five and the skill
+//! against the identity forecast), what each validation SC column is computed from, and the
+//! panels of `curves.svg`.
 
-use crate::engine::{JobMetric, Mode};
+use crate::engine::{Drawn, JobMetric, Mode, TRAIN_LOSS};
 
-/// A metric `--early-stop-metric` can name.
+/// The metrics of a `train-gnn` run, in the order its rows write them: the engine's training
+/// loss, the validation loss, then the validation SC columns (the reference's eight, the
+/// identity forecast's three, the skill, the Pearson gain, `monitor_mse_plus_density`; null in
+/// epochs that do not compute them). Six of them are `--early-stop-metric`'s choices, as in
+/// the reference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GnnMetric {
-    /// The objective on the validation subjects (the default).
+    TrainLoss,
+    /// The objective on the validation subjects (the default monitor).
     ValLoss,
     ValScLogMse,
+    ValScLogMae,
+    ValScLogPearson,
+    ValScLogPearsonPos,
     ValScLogPearsonTopk,
     ValScLogPearsonSparse,
-    /// `val_sc_log_mse` + `--early-stop-density-weight` × the validation density loss.
-    MonitorMsePlusDensity,
+    ValEccL2,
+    ValEccPearson,
+    ValIdentityScLogMse,
+    ValIdentityScLogPearson,
+    ValIdentityScLogPearsonSparse,
     /// 1 − the forecast's SC log-MSE over the identity forecast's.
     ValSkill,
+    /// The forecast's SC log-Pearson minus the identity forecast's.
+    ValPearsonGain,
+    /// `val_sc_log_mse` + `--early-stop-density-weight` × the validation density loss.
+    MonitorMsePlusDensity,
+}
+
+/// What a validation SC column is computed from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScSource {
+    /// The forecast's SC metric of this key (`sc_log_mse`).
+    Model(&'static str),
+    /// The identity forecast's SC metric of this key.
+    Identity(&'static str),
+    Skill,
+    PearsonGain,
+    /// The forecast's SC log-MSE plus the weighted validation density loss.
+    MsePlusDensity,
 }
 
 impl GnnMetric {
     /// Whether it needs the validation SC metrics (every epoch, whatever
-    /// `--val-sc-eval-every` says): all but `val_loss`.
+    /// `--val-sc-eval-every` says): all but the two losses.
     pub fn needs_val_sc(self) -> bool {
-        self != GnnMetric::ValLoss
+        self.sc_source().is_some()
+    }
+
+    /// What its validation SC column is computed from (`None`: a loss).
+    pub fn sc_source(self) -> Option<ScSource> {
+        use GnnMetric::*;
+        let name = self.name();
+        Some(match self {
+            TrainLoss | ValLoss => return None,
+            ValIdentityScLogMse | ValIdentityScLogPearson | ValIdentityScLogPearsonSparse => {
+                ScSource::Identity(&name["val_identity_".len()..])
+            }
+            ValSkill => ScSource::Skill,
+            ValPearsonGain => ScSource::PearsonGain,
+            MonitorMsePlusDensity => ScSource::MsePlusDensity,
+            _ => ScSource::Model(&name["val_".len()..]),
+        })
     }
 }
 
 impl JobMetric for GnnMetric {
     const ALL: &'static [Self] = &[
+        GnnMetric::TrainLoss,
         GnnMetric::ValLoss,
         GnnMetric::ValScLogMse,
+        GnnMetric::ValScLogMae,
+        GnnMetric::ValScLogPearson,
+        GnnMetric::ValScLogPearsonPos,
         GnnMetric::ValScLogPearsonTopk,
         GnnMetric::ValScLogPearsonSparse,
-        GnnMetric::MonitorMsePlusDensity,
+        GnnMetric::ValEccL2,
+        GnnMetric::ValEccPearson,
+        GnnMetric::ValIdentityScLogMse,
+        GnnMetric::ValIdentityScLogPearson,
+        GnnMetric::ValIdentityScLogPearsonSparse,
         GnnMetric::ValSkill,
+        GnnMetric::ValPearsonGain,
+        GnnMetric::MonitorMsePlusDensity,
     ];
 
     fn name(self) -> &'static str {
+        use GnnMetric::*;
         match self {
-            GnnMetric::ValLoss => "val_loss",
-            GnnMetric::ValScLogMse => "val_sc_log_mse",
-            GnnMetric::ValScLogPearsonTopk => "val_sc_log_pearson_topk",
-            GnnMetric::ValScLogPearsonSparse => "val_sc_log_pearson_sparse",
-            GnnMetric::MonitorMsePlusDensity => "monitor_mse_plus_density",
-            GnnMetric::ValSkill => "val_skill",
+            TrainLoss => TRAIN_LOSS,
+            ValLoss => "val_loss",
+            ValScLogMse => "val_sc_log_mse",
+            ValScLogMae => "val_sc_log_mae",
+            ValScLogPearson => "val_sc_log_pearson",
+            ValScLogPearsonPos => "val_sc_log_pearson_pos",
+            ValScLogPearsonTopk => "val_sc_log_pearson_topk",
+            ValScLogPearsonSparse => "val_sc_log_pearson_sparse",
+            ValEccL2 => "val_ecc_l2",
+            ValEccPearson => "val_ecc_pearson",
+            ValIdentityScLogMse => "val_identity_sc_log_mse",
+            ValIdentityScLogPearson => "val_identity_sc_log_pearson",
+            ValIdentityScLogPearsonSparse => "val_identity_sc_log_pearson_sparse",
+            ValSkill => "val_skill",
+            ValPearsonGain => "val_pearson_gain",
+            MonitorMsePlusDensity => "monitor_mse_plus_density",
         }
     }
 
     fn mode(self) -> Mode {
+        use GnnMetric::*;
         match self {
-            GnnMetric::ValScLogPearsonTopk
-            | GnnMetric::ValScLogPearsonSparse
-            | GnnMetric::ValSkill => Mode::Max,
-            GnnMetric::ValLoss | GnnMetric::ValScLogMse | GnnMetric::MonitorMsePlusDensity => {
-                Mode::Min
-            }
+            ValScLogPearson
+            | ValScLogPearsonPos
+            | ValScLogPearsonTopk
+            | ValScLogPearsonSparse
+            | ValEccPearson
+            | ValIdentityScLogPearson
+            | ValIdentityScLogPearsonSparse
+            | ValSkill
+            | ValPearsonGain => Mode::Max,
+            TrainLoss
+            | ValLoss
+            | ValScLogMse
+            | ValScLogMae
+            | ValEccL2
+            | ValIdentityScLogMse
+            | MonitorMsePlusDensity => Mode::Min,
+        }
+    }
+
+    /// The reference's `--early_stop_metric` choices.
+    fn monitorable(self) -> bool {
+        use GnnMetric::*;
+        matches!(
+            self,
+            ValLoss
+                | ValScLogMse
+                | ValScLogPearsonTopk
+                | ValScLogPearsonSparse
+                | ValSkill
+                | MonitorMsePlusDensity
+        )
+    }
+
+    /// Both losses in one panel; the SC log-MSE and log-Pearson each beside the identity
+    /// forecast's (dashed).
+    fn drawn(self) -> Option<Drawn> {
+        use GnnMetric::*;
+        const MSE: &str = "validation sc_log_mse";
+        const PEARSON: &str = "validation sc_log_pearson";
+        match self {
+            TrainLoss | ValLoss => Drawn::line("loss"),
+            ValScLogMse => Drawn::line(MSE),
+            ValIdentityScLogMse => Drawn::reference(MSE),
+            ValScLogPearson => Drawn::line(PEARSON),
+            ValIdentityScLogPearson => Drawn::reference(PEARSON),
+            _ => None,
         }
     }
 }
@@ -61,17 +169,59 @@ impl JobMetric for GnnMetric {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Row;
+    use crate::engine::{Panel, Row, panels};
     use crate::train::gnn::protocol::columns::val_sc_columns;
 
-    /// Every metric but `val_loss` (the head of every epoch's row) is a validation SC column:
-    /// a monitor never looks for a column the job does not write.
+    /// The validation SC columns are exactly the metrics with an SC source, in the enum's
+    /// order: a monitor never looks for a column the job does not write, and the enum is the
+    /// row's column list.
     #[test]
-    fn every_metric_is_a_column_of_the_epoch_row() {
+    fn the_validation_sc_columns_are_the_enums_in_its_order() {
         let mut row = Row::new();
         val_sc_columns(None, 0.0, 0.0, &mut row);
-        for &m in GnnMetric::ALL {
-            assert_eq!(m.needs_val_sc(), row.contains_key(m.name()), "{m:?}");
-        }
+        let written: Vec<&str> = row.keys().map(String::as_str).collect();
+        let sc: Vec<&str> = GnnMetric::ALL
+            .iter()
+            .filter(|m| m.needs_val_sc())
+            .map(|m| m.name())
+            .collect();
+        assert_eq!(written, sc);
+        assert_eq!(written.len(), 14);
+    }
+
+    #[test]
+    fn the_monitors_are_the_references_six_and_the_panels_pair_each_with_identity() {
+        let monitors: Vec<&str> = GnnMetric::ALL
+            .iter()
+            .filter(|m| m.monitorable())
+            .map(|m| m.name())
+            .collect();
+        assert_eq!(
+            monitors,
+            [
+                "val_loss",
+                "val_sc_log_mse",
+                "val_sc_log_pearson_topk",
+                "val_sc_log_pearson_sparse",
+                "val_skill",
+                "monitor_mse_plus_density"
+            ]
+        );
+        assert_eq!(
+            panels(GnnMetric::ALL),
+            vec![
+                Panel::new("loss", &["train_loss", "val_loss"], &[]),
+                Panel::new(
+                    "validation sc_log_mse",
+                    &["val_sc_log_mse"],
+                    &["val_identity_sc_log_mse"]
+                ),
+                Panel::new(
+                    "validation sc_log_pearson",
+                    &["val_sc_log_pearson"],
+                    &["val_identity_sc_log_pearson"]
+                ),
+            ]
+        );
     }
 }

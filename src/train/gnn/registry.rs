@@ -37,6 +37,8 @@ pub struct ModelInfo {
     pub time_input: bool,
     /// See [`Forecaster::NEEDS_SUBJECT_TABLE`].
     pub needs_subject_table: bool,
+    /// See [`Forecaster::GRADIENT_TRAINED`].
+    pub gradient_trained: bool,
 }
 
 struct Info;
@@ -49,6 +51,7 @@ impl WithModel for Info {
             file_stem: M::FILE_STEM,
             time_input: M::TIME_INPUT,
             needs_subject_table: M::NEEDS_SUBJECT_TABLE,
+            gradient_trained: M::GRADIENT_TRAINED,
         }
     }
 }

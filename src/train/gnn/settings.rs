@@ -15,6 +15,7 @@ use crate::models::clg_ode::objective::ObjectiveConfig;
 use crate::models::clg_ode::{DecoderConfig, ModelSizes};
 use crate::models::linear_drift::DriftSettings;
 use crate::settings::{DATA, MODEL, OPTIM, RUN, at_least_one, at_least_two, positive};
+use crate::toolbox::optim::OptimizerChoice;
 
 /// `trainer train-gnn`'s own settings (every flag of the reference's `train_clg_ode.py`, with
 /// its default, in kebab case with the reference's underscore spelling as alias; see
@@ -65,9 +66,19 @@ pub struct GnnSettings {
     /// Subjects per optimiser step (per rank when data-parallel).
     #[arg(long, alias = "batch_size", default_value_t = 2, value_parser = at_least_one, help_heading = OPTIM)]
     pub batch_size: usize,
-    /// Adam learning rate (constant).
+    /// Learning rate (constant).
     #[arg(long, alias = "learning_rate", default_value_t = 5e-5, value_parser = positive, help_heading = OPTIM)]
     pub learning_rate: f64,
+    /// Adam, as the reference, unless `--optimizer sgd` (not a flag of the reference). In
+    /// `args.json` under its own key (`optimizer` there is the optimiser run, described), left
+    /// out for Adam: a default run's `args.json` is as before, and one without it reads as Adam.
+    #[command(flatten)]
+    #[serde(
+        rename = "optimizer_choice",
+        default,
+        skip_serializing_if = "OptimizerChoice::is_default"
+    )]
+    pub optimizer: OptimizerChoice,
     /// Validation SC metrics (and the identity baseline) every N epochs (0: only when the early-
     /// stopping metric needs them).
     #[arg(long, alias = "val_sc_eval_every", default_value_t = 0, help_heading = OPTIM)]
@@ -136,6 +147,14 @@ impl GnnSettings {
         if self.subject_info_csv.is_none() && self.model_kind.info().needs_subject_table {
             bail!(
                 "--subject-info-csv is required for --model {}",
+                self.model_kind
+            );
+        }
+        self.optimizer.spec()?;
+        if !self.optimizer.is_default() && !self.model_kind.info().gradient_trained {
+            bail!(
+                "--optimizer/--momentum do not apply to --model {}: it is fitted in closed form, \
+                 without an optimiser",
                 self.model_kind
             );
         }

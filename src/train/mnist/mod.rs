@@ -23,8 +23,9 @@ use serde_json::json;
 
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
 use crate::engine::{
-    Batch, EpochCtx, EpochReport, Job, JobMetric, JobSpec, LossSums, LrSchedule, Mode, Monitor,
-    OptimizerSpec, Outputs, Panel, Row, RunContext, Stage, StepOut, TrainPlan, Valid,
+    Batch, Drawn, EpochCtx, EpochReport, Job, JobMetric, JobSpec, LossSums, LrSchedule, Mode,
+    Monitor, OptimizerSpec, Outputs, Row, RunContext, Stage, StepOut, TRAIN_LOSS, TrainPlan, Valid,
+    panels,
 };
 use crate::launch::{self, JobFactory, Launch};
 use crate::models::cnn::MnistCnn;
@@ -33,18 +34,26 @@ use crate::toolbox::seed::mix;
 use self::evaluate::{MODEL_NAME, evaluate_sharded};
 pub use self::settings::MnistSettings;
 
-/// The metrics a `train-mnist` run can monitor: the test split's loss and accuracy.
+/// The metrics of a `train-mnist` run: the engine's training loss, the test split's loss and
+/// accuracy (the two a monitor may name). `curves.svg` draws both losses in one panel beside the
+/// accuracy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MnistMetric {
+    TrainLoss,
     TestLoss,
     TestAccuracy,
 }
 
 impl JobMetric for MnistMetric {
-    const ALL: &'static [Self] = &[MnistMetric::TestLoss, MnistMetric::TestAccuracy];
+    const ALL: &'static [Self] = &[
+        MnistMetric::TrainLoss,
+        MnistMetric::TestLoss,
+        MnistMetric::TestAccuracy,
+    ];
 
     fn name(self) -> &'static str {
         match self {
+            MnistMetric::TrainLoss => TRAIN_LOSS,
             MnistMetric::TestLoss => "test_loss",
             MnistMetric::TestAccuracy => "test_accuracy",
         }
@@ -52,19 +61,20 @@ impl JobMetric for MnistMetric {
 
     fn mode(self) -> Mode {
         match self {
-            MnistMetric::TestLoss => Mode::Min,
+            MnistMetric::TrainLoss | MnistMetric::TestLoss => Mode::Min,
             MnistMetric::TestAccuracy => Mode::Max,
         }
     }
-}
 
-impl MnistMetric {
-    /// The panels of `curves.svg`: the training loss beside the test loss, then the accuracy.
-    fn panels() -> Vec<Panel> {
-        vec![
-            Panel::new("loss", &["train_loss", MnistMetric::TestLoss.name()], &[]),
-            Panel::new("test accuracy", &[MnistMetric::TestAccuracy.name()], &[]),
-        ]
+    fn monitorable(self) -> bool {
+        self != MnistMetric::TrainLoss
+    }
+
+    fn drawn(self) -> Option<Drawn> {
+        match self {
+            MnistMetric::TrainLoss | MnistMetric::TestLoss => Drawn::line("loss"),
+            MnistMetric::TestAccuracy => Drawn::line("test accuracy"),
+        }
     }
 }
 
@@ -296,7 +306,7 @@ impl JobFactory for Factory {
     fn build<B: AutodiffBackend>(self, ctx: &RunContext<B>) -> Result<MnistJob<B>> {
         let Factory(settings, monitor) = self;
         let (train, test) = load_data(&settings)?;
-        let optimizer = settings.optimizer_spec()?;
+        let optimizer = settings.optimizer.spec()?;
         let config = config(&settings, optimizer, monitor.clone(), ctx);
         let spec = JobSpec {
             name: "train-mnist",
@@ -316,7 +326,7 @@ impl JobFactory for Factory {
             outputs: Outputs {
                 unit: "img",
                 cpu_columns: false,
-                panels: MnistMetric::panels(),
+                panels: panels(MnistMetric::ALL),
                 meta: Row::new(),
             },
             monitor,

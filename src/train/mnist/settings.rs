@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::OptimizerSpec;
 use crate::settings::{DATA, MODEL, OPTIM, at_least_one, positive};
+use crate::toolbox::optim::OptimizerChoice;
 
 /// `trainer train-mnist`'s own settings.
 #[derive(Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,15 +38,9 @@ pub struct MnistSettings {
     #[arg(long, alias = "gradient_accumulation_steps", default_value_t = 1,
           value_parser = at_least_one, help_heading = OPTIM)]
     pub grad_accum: usize,
-    /// The optimiser: `adam` (β₁ 0.9, β₂ 0.999, ε 1e-8; the recipe's Adadelta is not in
-    /// Burn) or `sgd` (PyTorch's SGD, with `--momentum`).
-    #[arg(long, value_enum, default_value_t = MnistOptimizer::Adam, help_heading = OPTIM)]
-    #[serde(default)]
-    pub optimizer: MnistOptimizer,
-    /// SGD's momentum (`--optimizer sgd` only; default 0, as `torch.optim.SGD`).
-    #[arg(long, help_heading = OPTIM)]
-    #[serde(default)]
-    pub momentum: Option<f32>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub optimizer: OptimizerChoice,
     /// Learning rate of the first epoch; multiplied by `--lr-gamma` after every epoch.
     #[arg(long, default_value_t = 1e-3, value_parser = positive, help_heading = OPTIM)]
     pub lr: f64,
@@ -59,33 +53,4 @@ pub struct MnistSettings {
     /// Batch size for evaluation.
     #[arg(long, default_value_t = 1000, value_parser = at_least_one, help_heading = OPTIM)]
     pub test_batch_size: usize,
-}
-
-/// `--optimizer`.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MnistOptimizer {
-    #[default]
-    Adam,
-    Sgd,
-}
-
-impl MnistSettings {
-    /// The optimiser of `--optimizer` and `--momentum`; `--momentum` without SGD, or one that is
-    /// negative or not finite, is refused.
-    pub fn optimizer_spec(&self) -> anyhow::Result<OptimizerSpec> {
-        match (self.optimizer, self.momentum) {
-            (MnistOptimizer::Adam, Some(_)) => {
-                anyhow::bail!("--momentum applies to --optimizer sgd only (Adam has none)")
-            }
-            (MnistOptimizer::Adam, None) => Ok(OptimizerSpec::default()),
-            (MnistOptimizer::Sgd, m) => {
-                let momentum = m.unwrap_or(0.0);
-                if !(momentum.is_finite() && momentum >= 0.0) {
-                    anyhow::bail!("--momentum {momentum}: expected a finite number ≥ 0");
-                }
-                Ok(OptimizerSpec::Sgd { momentum })
-            }
-        }
-    }
 }

@@ -27,7 +27,7 @@ use super::seeds::fold_seed;
 use super::step::{Pieces, grads};
 use super::sums::{GnnEpoch, GnnStep};
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, JobMetric, LrSchedule, Panel, Row, RunContext, StepOut,
+    Batch, Done, EpochCtx, EpochReport, JobMetric, LrSchedule, Row, RunContext, StepOut,
 };
 use crate::models::clg_ode::objective::topology::updated_scale;
 use crate::models::clg_ode::objective::{Objective, ObjectiveState};
@@ -87,27 +87,19 @@ impl Forecaster for ClgOdeModel {
 
     fn plan(&self, cv: &Cv) -> Plan {
         let s = &cv.settings;
-        let mut panels = vec![Panel::new(
-            "loss",
-            &["train_loss", GnnMetric::ValLoss.name()],
-            &[],
-        )];
+        let mut drawn = vec![GnnMetric::TrainLoss, GnnMetric::ValLoss];
         if s.val_sc_eval_every > 0 || cv.monitors_val_sc() {
-            panels.push(Panel::new(
-                "validation sc_log_mse",
-                &[GnnMetric::ValScLogMse.name()],
-                &["val_identity_sc_log_mse"],
-            ));
-            panels.push(Panel::new(
-                "validation sc_log_pearson",
-                &["val_sc_log_pearson"],
-                &["val_identity_sc_log_pearson"],
-            ));
+            drawn.extend([
+                GnnMetric::ValScLogMse,
+                GnnMetric::ValIdentityScLogMse,
+                GnnMetric::ValScLogPearson,
+                GnnMetric::ValIdentityScLogPearson,
+            ]);
         }
         Plan {
             epochs: s.max_epochs,
             lr: LrSchedule::Constant(s.learning_rate),
-            panels,
+            drawn,
             validate_initial: if s.decoder.eb_head {
                 Some("the closed-form eb-drift forecast it starts from (`--model eb-drift`)".into())
             } else if s.decoder.drift_head {

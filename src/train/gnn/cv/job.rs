@@ -10,8 +10,8 @@ use super::super::protocol::test_set::fold_results;
 use super::super::settings::GnnSettings;
 use super::{Cv, CvFold, Forecaster};
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, Monitor, OptimizerSpec, Outputs, RunContext,
-    Stage, StepOut, TrainPlan, Valid,
+    Batch, Done, EpochCtx, EpochReport, Job, JobSpec, Monitor, Outputs, RunContext, Stage, StepOut,
+    TrainPlan, Valid, panels,
 };
 
 /// The training job of forecaster `F`: the folds, each with its normalised data, the job spec,
@@ -32,7 +32,8 @@ impl<B: AutodiffBackend, F: Forecaster> CvJob<B, F> {
         prep: Prepared,
         ctx: &RunContext<B>,
     ) -> Result<Self> {
-        let config = GnnConfig::new(settings.clone(), monitor.clone(), &prep, ctx);
+        let optimizer = settings.optimizer.spec()?;
+        let config = GnnConfig::new(settings.clone(), monitor.clone(), &prep, optimizer, ctx);
         let cv = Cv {
             fold_ids: settings.fold_ids(),
             n: prep.cohort.n_nodes,
@@ -54,13 +55,13 @@ impl<B: AutodiffBackend, F: Forecaster> CvJob<B, F> {
                 micro_batches: 1,
                 stages: cv.fold_ids.len(),
                 lr: plan.lr,
-                optimizer: OptimizerSpec::default(),
+                optimizer,
                 seed: cv.settings.seed,
             },
             outputs: Outputs {
                 unit: "subjects",
                 cpu_columns: true,
-                panels: plan.panels,
+                panels: panels(&plan.drawn),
                 meta: cv.config.meta(&cv.prep),
             },
             monitor: cv.monitor.clone(),

@@ -34,8 +34,8 @@ use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
 use crate::engine::{
-    Batch, Done, EpochCtx, EpochReport, EpochSums, JobMetric, LrSchedule, Monitor, Panel, Row,
-    RunContext, StepOut, StepSums, degeneracy::Phase,
+    Batch, Done, EpochCtx, EpochReport, EpochSums, JobMetric, LrSchedule, Monitor, Row, RunContext,
+    StepOut, StepSums, degeneracy::Phase,
 };
 
 pub use self::job::CvJob;
@@ -127,8 +127,8 @@ pub struct Plan {
     /// Epochs per fold.
     pub epochs: usize,
     pub lr: LrSchedule,
-    /// The panels of `curves.svg`.
-    pub panels: Vec<Panel>,
+    /// The metrics `curves.svg` draws (their panels follow from [`GnnMetric`]).
+    pub drawn: Vec<GnnMetric>,
     /// See `JobSpec::validate_initial`.
     pub validate_initial: Option<String>,
     /// See `JobSpec::phases`.
@@ -153,6 +153,8 @@ pub trait Forecaster: Sized + 'static {
     /// Whether it needs `--subject-info-csv` (ages and covariates); without the table, ages
     /// are visit indices.
     const NEEDS_SUBJECT_TABLE: bool = false;
+    /// Whether an optimiser trains it (`--optimizer` applies); a closed-form fit has none.
+    const GRADIENT_TRAINED: bool = true;
 
     /// Its network (a closed-form forecaster: the module its fitted parameters are saved in).
     type Net<B: AutodiffBackend>: AutodiffModule<B>;

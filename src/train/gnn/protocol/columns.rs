@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::super::metric::GnnMetric;
+use super::super::metric::{GnnMetric, ScSource};
 use super::super::settings::GnnSettings;
 use super::super::versus::Versus;
 use crate::engine::{JobMetric, Monitor, Row};
@@ -115,46 +115,24 @@ pub fn settings_columns(
     row
 }
 
-/// The validation SC columns (the reference's eight, ours beside the identity's, the skill, and
-/// `monitor_mse_plus_density`); null when `sc` was not computed this epoch.
+/// The validation SC columns (every [`GnnMetric`] with an [`ScSource`], in its order: the
+/// reference's eight, ours beside the identity's, the skill, and `monitor_mse_plus_density`);
+/// null when `sc` was not computed this epoch.
 pub fn val_sc_columns(sc: Option<&Versus>, val_density: f64, density_weight: f64, row: &mut Row) {
-    const KEYS: [&str; 8] = [
-        "sc_log_mse",
-        "sc_log_mae",
-        "sc_log_pearson",
-        "sc_log_pearson_pos",
-        "sc_log_pearson_topk",
-        "sc_log_pearson_sparse",
-        "ecc_l2",
-        "ecc_pearson",
-    ];
     let pick = |m: &crate::metrics::ScMetrics, k: &str| {
         m.to_map().get(k).copied().map_or(Value::Null, |v| json!(v))
     };
-    for k in KEYS {
-        row.insert(
-            format!("val_{k}"),
-            sc.map_or(Value::Null, |v| pick(&v.model, k)),
-        );
+    for m in GnnMetric::ALL {
+        let Some(source) = m.sc_source() else {
+            continue;
+        };
+        let value = sc.map_or(Value::Null, |v| match source {
+            ScSource::Model(k) => pick(&v.model, k),
+            ScSource::Identity(k) => pick(&v.identity, k),
+            ScSource::Skill => json!(v.skill.skill),
+            ScSource::PearsonGain => json!(v.skill.pearson_gain),
+            ScSource::MsePlusDensity => json!(v.model.sc_log_mse + density_weight * val_density),
+        });
+        row.insert(m.name().into(), value);
     }
-    for k in ["sc_log_mse", "sc_log_pearson", "sc_log_pearson_sparse"] {
-        row.insert(
-            format!("val_identity_{k}"),
-            sc.map_or(Value::Null, |v| pick(&v.identity, k)),
-        );
-    }
-    row.insert(
-        GnnMetric::ValSkill.name().into(),
-        sc.map_or(Value::Null, |v| json!(v.skill.skill)),
-    );
-    row.insert(
-        "val_pearson_gain".into(),
-        sc.map_or(Value::Null, |v| json!(v.skill.pearson_gain)),
-    );
-    row.insert(
-        GnnMetric::MonitorMsePlusDensity.name().into(),
-        sc.map_or(Value::Null, |v| {
-            json!(v.model.sc_log_mse + density_weight * val_density)
-        }),
-    );
 }
