@@ -235,8 +235,8 @@ fn gcn_trains_and_writes_its_run_directory() {
     baseline_run("gcn", &["--hidden_dim", "8"], "gcn_baseline");
 }
 
-/// Trains `--model model` 2 epochs on a tiny cohort and checks its run directory.
-fn baseline_run(model: &str, extra: &[&str], stem: &str) {
+/// A temporary directory holding `tiny/`: 16 subjects, 12 nodes, seed 42.
+fn tiny_cohort() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
     let o = run_in(
         t.path(),
@@ -253,6 +253,12 @@ fn baseline_run(model: &str, extra: &[&str], stem: &str) {
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
+    t
+}
+
+/// Trains `--model model` 2 epochs on a tiny cohort and checks its run directory.
+fn baseline_run(model: &str, extra: &[&str], stem: &str) {
+    let t = tiny_cohort();
     let mut args = vec![
         "train-gnn",
         "--sc_dir",
@@ -495,22 +501,7 @@ fn drift_residual_keeps_the_linear_drift_unless_training_beats_it() {
 /// Adam, and a closed-form forecaster refuses the flags (it has no optimiser).
 #[test]
 fn gcn_trains_with_sgd_and_a_closed_form_fit_refuses_the_optimizer_flags() {
-    let t = tempfile::tempdir().unwrap();
-    let o = run_in(
-        t.path(),
-        &[
-            "synth-connectome",
-            "--subjects",
-            "16",
-            "--nodes",
-            "12",
-            "--out",
-            "tiny",
-            "--seed",
-            "42",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    let t = tiny_cohort();
     let train = |name: &str, extra: &[&str]| {
         let mut args = vec![
             "train-gnn",
@@ -536,14 +527,7 @@ fn gcn_trains_with_sgd_and_a_closed_form_fit_refuses_the_optimizer_flags() {
         args.extend_from_slice(extra);
         run_in(t.path(), &args)
     };
-    let rows = |name: &str| -> Vec<Value> {
-        let text =
-            std::fs::read_to_string(t.path().join("res/runs").join(name).join("metrics.jsonl"))
-                .unwrap();
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
+    let rows = |name: &str| metrics_without_timing(&t.path().join("res/runs").join(name));
     let sgd = ["--model", "gcn", "--optimizer", "sgd", "--momentum", "0.9"];
     let o = train("sgd", &sgd);
     assert!(o.status.success(), "{}", stderr(&o));
