@@ -185,6 +185,13 @@ judge doctor 0 "$rc" "$BIN doctor --require-gpu --json" "$WORK/doctor.log"
 # --- the features binary: tch + cuda (+ mpi for NCCL) ----------------------------------------
 [ -x "$FBIN" ] || { STEPS="${STEPS:+$STEPS,}{\"name\":\"features-bin\",\"ok\":false,\"command\":$(jstr "$FBIN")}"; write_report features-bin 1; echo "gpu-check: FAILED at step 'features-bin': $FBIN is not an executable" >&2; exit 1; }
 step doctor-features 0 env TRAINER_CHECK_NCCL=$NCCL "$FBIN" doctor --require-gpu
+# The driver, and for each GPU backend of the features binary the CUDA compatibility rule that
+# decided and whether it runs (src/cluster/compat.rs): the report's "doctor_features".
+if "$FBIN" doctor --require-gpu --json >"$WORK/doctor-features.json" 2>/dev/null ||
+  [ -s "$WORK/doctor-features.json" ]; then
+  EXTRA="$EXTRA\"doctor_features\":$(tr -d '\n' <"$WORK/doctor-features.json"),"
+  write_report "" null
+fi
 
 if [ -z "$DATA" ]; then
   if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then

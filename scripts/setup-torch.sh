@@ -14,3 +14,6 @@ lib="$("$venv/bin/python" -c 'import os, torch; print(os.path.join(os.path.dirna
 echo "export LIBTORCH_USE_PYTORCH=1"
 echo "export PATH=\"$venv/bin:\$PATH\""
 echo "export LD_LIBRARY_PATH=\"$lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\""
+# The wheel's NVRTC (CUDA 12.8): tests/backends/cuda_cubin.rs compiles kernels with it.
+nvrtc="$("$venv/bin/python" -c 'import os, torch; print(os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia", "cuda_nvrtc", "lib", "libnvrtc.so.12"))')"
+echo "export TRAINER_NVRTC_LIB=\"$nvrtc\""

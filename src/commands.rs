@@ -25,11 +25,16 @@ pub fn cmd_env(json: bool) -> anyhow::Result<()> {
             crate::cluster::gpu::DriverProbe::Absent { reason } => Some(reason),
             crate::cluster::gpu::DriverProbe::Present(_) => None,
         });
+    // With a driver: which of CUDA's compatibility rules decides for each GPU backend.
+    let rules = gpu_rules();
     if json {
         let mut v = serde_json::to_value(&env)?;
         if let Some(m) = v.as_object_mut() {
             // Whether this binary can run several ranks (cargo feature `mpi`).
             m.insert("mpi".into(), crate::dist::MPI_BUILT.into());
+            if !rules.is_empty() {
+                m.insert("gpu_rules".into(), serde_json::to_value(&rules)?);
+            }
             if let Some(reason) = &no_driver {
                 m.insert("no_driver".into(), reason.clone().into());
             }
@@ -43,6 +48,19 @@ pub fn cmd_env(json: bool) -> anyhow::Result<()> {
                  of using that device; `trainer doctor` says more"
             );
         }
+        for r in &rules {
+            println!(
+                "GPU rule               {}: {} ({}){}",
+                r.needs.backend.name(),
+                r.rule.map_or("-", |x| x.name()),
+                match r.runs {
+                    Some(true) => "runs",
+                    Some(false) => "does not run: `trainer doctor` says why",
+                    None => "not checked",
+                },
+                if r.in_binary { "" } else { ", the GPU image's" }
+            );
+        }
         println!(
             "mpi                    {}",
             if crate::dist::MPI_BUILT {
@@ -53,6 +71,14 @@ pub fn cmd_env(json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The GPU backends against this machine's driver (empty without a driver).
+fn gpu_rules() -> Vec<crate::cluster::doctor::BackendCheck> {
+    match probe_driver(&Vars::from_process()) {
+        crate::cluster::gpu::DriverProbe::Present(_) => DoctorReport::collect(true).backends,
+        crate::cluster::gpu::DriverProbe::Absent { .. } => Vec::new(),
+    }
 }
 
 /// `trainer doctor [--require-gpu] [--json]`: the report, and its documented exit code.

@@ -194,7 +194,7 @@ pub fn preflight_for(placement: Placement, log_prefix: &str) -> Result<Option<se
         return wgpu_preflight(placement, log_prefix).map(Some);
     }
     if placement.device.is_cuda() {
-        return preflight().map(Some);
+        return preflight(placement.backend, log_prefix).map(Some);
     }
     Ok(None)
 }
@@ -227,12 +227,27 @@ fn wgpu_preflight(_: Placement, _: &str) -> Result<serde_json::Value> {
     ))
 }
 
-/// Runs the GPU preflight of `trainer doctor --require-gpu` and returns its report; its
-/// failure carries the doctor's documented exit code.
-pub fn preflight() -> Result<serde_json::Value> {
-    match crate::cluster::preflight_cuda() {
+/// Runs the GPU preflight of `trainer doctor --require-gpu` for the run's backend (its CUDA
+/// compatibility rules: `cluster::compat`) and returns its report; its failure carries the
+/// doctor's documented exit code. A run under CUDA's minor version compatibility says so.
+pub fn preflight(backend: BackendKind, log_prefix: &str) -> Result<serde_json::Value> {
+    use crate::cluster::compat::{GpuBackend, Rule};
+    let gpu_backend = match backend {
+        BackendKind::Cuda | BackendKind::CudaFusion => GpuBackend::Cuda,
+        _ => GpuBackend::Tch,
+    };
+    match crate::cluster::preflight_cuda(gpu_backend) {
         Ok(report) => {
             ensure_cuda_driver()?;
+            if let Some(c) = report.backends.first()
+                && c.rule == Some(Rule::MinorVersionCompatibility)
+                && let Some(line) = report
+                    .findings
+                    .iter()
+                    .find(|f| f.message.contains("minor version compatibility"))
+            {
+                eprintln!("{log_prefix} {}", line.message);
+            }
             Ok(serde_json::to_value(&report).unwrap_or_default())
         }
         Err(e) => Err(ExitError::new(e.code, e.to_string()).into()),

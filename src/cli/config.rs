@@ -24,6 +24,8 @@ use super::{Cli, RunArgs};
 /// `config.toml`.
 const PER_PROCESS: &[&str] = &[
     "config",
+    // Read once at the top: config.toml holds the paths it gave, resolved.
+    "paths_yaml",
     "print_config",
     "out",
     "run_name",
@@ -59,23 +61,45 @@ pub fn parse_from(argv: Vec<OsString>) -> Result<Cli, clap::Error> {
         let mut layered = Vec::new();
         let mut in_file = Vec::new();
         let mut preset = given.get_one::<String>("preset").cloned();
+        // `train-gnn --config FILE.yaml`: the reference's path registry, as its baseline
+        // scripts pass it; read as `--paths-yaml` (`cli/paths.rs`).
+        let yaml_config = given
+            .get_one::<PathBuf>("config")
+            .filter(|path| name == "train-gnn" && is_yaml(path))
+            .cloned();
         let config = given
             .get_one::<PathBuf>("config")
-            .filter(|path| !reference_registry(name, path, given).is_some_and(|ok| ok));
-        if let Some(path) = given.get_one::<PathBuf>("config")
-            && let Some(false) = reference_registry(name, path, given)
-        {
-            return Err(usage_error(format!(
-                "--config {}: a YAML file is the reference's path registry \
-                 (configs/paths.yaml), which trainer does not read: give --sc_dir, \
-                 --morph_root and --results_dir on the command line, as its submit scripts do",
-                path.display()
-            )));
+            .filter(|path| !(name == "train-gnn" && is_yaml(path)));
+        let mut paths_yaml: Option<(PathBuf, &str)> = given
+            .try_get_one::<PathBuf>("paths_yaml")
+            .ok()
+            .flatten()
+            .map(|p| (p.clone(), "--paths-yaml"));
+        if let Some(y) = yaml_config {
+            if paths_yaml.is_some() {
+                return Err(usage_error(format!(
+                    "--config {} and --paths-yaml both name a paths file: give one",
+                    y.display()
+                )));
+            }
+            paths_yaml = Some((y, "--config"));
         }
+        let mut model = given
+            .try_get_raw("model")
+            .ok()
+            .flatten()
+            .and_then(|mut v| v.next())
+            .map(|v| v.to_string_lossy().into_owned());
         if let Some(path) = config {
             let table = read_file(path)?;
             if preset.is_none() {
                 preset = lookup(&table, "preset");
+            }
+            if model.is_none() {
+                model = lookup(&table, "model");
+            }
+            if paths_yaml.is_none() {
+                paths_yaml = lookup(&table, "paths_yaml").map(|p| (PathBuf::from(p), "paths_yaml"));
             }
             let source = format!("--config {}", path.display());
             let (args, keys) = table_args(cmd, given, table, &[], &source)?;
@@ -85,10 +109,20 @@ pub fn parse_from(argv: Vec<OsString>) -> Result<Cli, clap::Error> {
         }
         if let Some(p) = preset {
             let table = presets::table(name, &p).map_err(usage_error)?;
+            if model.is_none() {
+                model = lookup(&table, "model");
+            }
             let source = format!("--preset {p}");
             let (args, keys) = table_args(cmd, given, table, &in_file, &source)?;
             sources.extend(keys.into_iter().map(|k| (k, source.clone())));
             layered.splice(0..0, args);
+        }
+        if let Some((file, named_by)) = &paths_yaml {
+            let model = model.as_deref().unwrap_or("clg-ode");
+            let layer = super::paths::layer(name, cmd, given, &in_file, file, named_by, model)
+                .map_err(usage_error)?;
+            layered.extend(layer.args);
+            sources.extend(layer.sources);
         }
         let at = argv
             .iter()
@@ -153,22 +187,11 @@ fn section(heading: &str) -> String {
     heading.to_ascii_lowercase()
 }
 
-/// `train-gnn --config X.yaml`: the reference's path registry (`configs/paths.yaml`), passed
-/// by its submit scripts beside explicit paths. `Some(true)`: ignore it (the paths are given);
-/// `Some(false)`: an error (a path is missing); `None`: not such a file.
-fn reference_registry(command: &str, path: &Path, given: &ArgMatches) -> Option<bool> {
-    let yaml = matches!(
+/// A `.yaml`/`.yml` file name.
+fn is_yaml(path: &Path) -> bool {
+    matches!(
         path.extension().and_then(|e| e.to_str()),
         Some("yaml" | "yml")
-    );
-    if command != "train-gnn" || !yaml {
-        return None;
-    }
-    let explicit = |id: &str| given.value_source(id) == Some(ValueSource::CommandLine);
-    Some(
-        ["sc_dir", "morph_root", "results_dir"]
-            .into_iter()
-            .all(explicit),
     )
 }
 

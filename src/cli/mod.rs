@@ -5,6 +5,7 @@
 
 pub mod common;
 pub mod config;
+mod paths;
 mod presets;
 pub mod sweep;
 pub mod tools;

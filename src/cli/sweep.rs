@@ -69,6 +69,8 @@ pub struct PlanArgs {
     #[arg(long)]
     pub submit: bool,
     /// Re-plan the sweep in DIR: a new script of its failed, stopped and pending tasks only.
+    /// With --scheduler or resource flags (--gpus 0, --partition, …) the sweep moves: its
+    /// manifest is rewritten and each change said; finished tasks are kept as they are.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["spec", "out"])]
     pub missing: Option<PathBuf>,
     #[command(flatten)]
@@ -83,16 +85,17 @@ pub struct ResourceArgs {
     #[arg(long)]
     pub partition: Option<String>,
     /// GPUs per task (Slurm --gres=gpu:N, LSF -gpu num=N, gflow --gpus); the tasks then run
-    /// the GPU preflight first.
+    /// the GPU preflight first. 0: the tasks run on the CPU (--device cpu), and a GPU type or
+    /// MIG profile under the flags (the spec's, the sweep's on --missing) is dropped.
     #[arg(long)]
     pub gpus: Option<String>,
-    /// GPU type (Slurm --gres=gpu:TYPE:N, LSF gmodel=TYPE).
+    /// GPU type (Slurm --gres=gpu:TYPE:N, LSF gmodel=TYPE); needs GPUs (--gpus 1 or more).
     #[arg(long)]
     pub gpu_type: Option<String>,
-    /// MIG profile (LSF -gpu "…:mig=PROFILE").
+    /// MIG profile (LSF -gpu "…:mig=PROFILE"); needs GPUs (--gpus 1 or more).
     #[arg(long)]
     pub mig: Option<String>,
-    /// CPUs per task.
+    /// CPUs per task (1 or more).
     #[arg(long)]
     pub cpus: Option<String>,
     /// Memory per task (MB, or 500M, 32G, 1T).

@@ -8,6 +8,7 @@
 //! The commands `trainer env`, `doctor` and `mig-pick` are in `src/commands.rs`; for training:
 //! [`detect_env`], [`preflight_cuda`] and [`RunCluster`] for `run_meta.json`.
 
+pub mod compat;
 pub mod container;
 pub mod cuda;
 mod detect;

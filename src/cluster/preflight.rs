@@ -3,7 +3,8 @@
 
 use std::process::ExitCode;
 
-use super::doctor::{DoctorReport, diagnose};
+use super::compat::GpuBackend;
+use super::doctor::{DoctorReport, diagnose_for};
 use super::gpu::DriverProbe;
 use super::nvrtc::NvrtcInfo;
 use super::vars::Vars;
@@ -31,9 +32,10 @@ impl PreflightError {
     }
 }
 
-/// Probes this machine and checks that training on CUDA can start (a GPU is required).
-pub fn preflight_cuda() -> Result<DoctorReport, PreflightError> {
-    check(DoctorReport::collect(true))
+/// Probes this machine and checks that training on CUDA with `backend` can start (a GPU is
+/// required; the backend's own compatibility rules decide: `cluster::compat`).
+pub fn preflight_cuda(backend: GpuBackend) -> Result<DoctorReport, PreflightError> {
+    check(DoctorReport::collect_for(true, &[backend], true))
 }
 
 /// [`preflight_cuda`] from given variables and probes, for tests.
@@ -41,8 +43,17 @@ pub fn preflight_cuda_with(
     vars: &Vars,
     driver: DriverProbe,
     nvrtc: Option<NvrtcInfo>,
+    backend: GpuBackend,
 ) -> Result<DoctorReport, PreflightError> {
-    check(diagnose(vars, driver, nvrtc, true))
+    check(diagnose_for(
+        vars,
+        driver,
+        nvrtc,
+        None,
+        true,
+        &[backend],
+        true,
+    ))
 }
 
 fn check(report: DoctorReport) -> Result<DoctorReport, PreflightError> {
@@ -75,6 +86,7 @@ mod tests {
                 reason: "no lib".into(),
             },
             None,
+            GpuBackend::Tch,
         )
         .expect_err("no driver");
         assert_eq!(err.code, exit_codes::NO_DRIVER);
@@ -92,8 +104,13 @@ mod tests {
             ("SLURM_STEP_GPUS", "0"),
             ("SINGULARITY_CONTAINER", "/x.sif"),
         ]);
-        let err = preflight_cuda_with(&vars, DriverProbe::Absent { reason: "x".into() }, None)
-            .expect_err("missing --nv");
+        let err = preflight_cuda_with(
+            &vars,
+            DriverProbe::Absent { reason: "x".into() },
+            None,
+            GpuBackend::Cuda,
+        )
+        .expect_err("missing --nv");
         assert_eq!(err.code, exit_codes::CONTAINER_MISSING_NV);
         assert!(err.message.contains("--nv"));
     }

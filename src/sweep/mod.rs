@@ -5,12 +5,15 @@
 //! local plan). `sweep task DIR I` runs task I (what an array task calls; after a requeue it
 //! resumes its own checkpoint), `sweep run DIR --jobs N` runs the pending tasks here, `sweep
 //! status DIR` reads what the tasks left ([`state`]), `sweep plan --missing DIR` writes an array
-//! of only the failed and pending tasks. A `[then]` stage adds one phase-2 task per task, resumed
-//! from its phase-1 task's best checkpoint ([`expand`]; chained per task in the scripts).
+//! of only the failed and pending tasks, with new resources or for another scheduler if asked
+//! ([`replan`]: the sweep moves between queues in place, its finished runs kept). A `[then]`
+//! stage adds one phase-2 task per task, resumed from its phase-1 task's best checkpoint
+//! ([`expand`]; chained per task in the scripts).
 
 pub mod expand;
 mod plan;
 pub mod progress;
+mod replan;
 pub mod scripts;
 pub mod spec;
 pub mod state;
@@ -23,7 +26,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-pub use self::plan::{CommandFlags, MAX_TASKS, PlanSettings, plan};
+pub use self::plan::{CommandFlags, MAX_TASKS, PlanSettings};
 use self::progress::Progress;
 use self::spec::Task;
 use self::state::{TaskState, read_state};
@@ -50,6 +53,12 @@ impl Manifest {
     /// ([`Manifest::check`]): a manifest edited into something the plan would have refused is
     /// refused, with the key named, before anything is rendered, run or submitted.
     pub fn read(dir: &Path) -> Result<Manifest> {
+        Self::read_then(dir, |_| Ok(()))
+    }
+
+    /// Reads `DIR/sweep.json`, changes it with `change` (a re-plan's flags over it), then checks
+    /// it ([`Manifest::check`]): a value the change replaces need not pass on its own.
+    fn read_then(dir: &Path, change: impl FnOnce(&mut Manifest) -> Result<()>) -> Result<Manifest> {
         let path = state::manifest_path(dir);
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
@@ -58,8 +67,9 @@ impl Manifest {
             }
             Err(e) => anyhow::bail!("{}: cannot read: {e}", path.display()),
         };
-        let m: Manifest = serde_json::from_str(&text)
+        let mut m: Manifest = serde_json::from_str(&text)
             .with_context(|| format!("{}: not a sweep manifest", path.display()))?;
+        change(&mut m)?;
         m.check().with_context(|| {
             format!(
                 "{}: refused: it holds what `sweep plan` would not have written (edited by \
@@ -124,6 +134,15 @@ impl Manifest {
     }
 }
 
+/// `trainer sweep plan`: a new sweep from a spec, or (`--missing DIR`) what is left of one,
+/// re-planned in place.
+pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
+    match &s.missing {
+        Some(dir) => replan::plan_missing(dir, s),
+        None => plan::plan(s, flags),
+    }
+}
+
 /// A task's `--config` file.
 pub fn task_config(dir: &Path, index: usize) -> PathBuf {
     dir.join("tasks").join(format!("{index}.toml"))
@@ -180,6 +199,16 @@ pub fn run(dir: &Path, jobs: usize) -> Result<ExitCode> {
             "[sweep] {failed} task(s) failed: trainer sweep status {}",
             dir.display()
         );
+        let no_gpu = todo
+            .iter()
+            .filter(|t| read_state(dir, &manifest, t).failed_gpu_preflight())
+            .count();
+        if no_gpu > 0 {
+            eprintln!(
+                "[sweep] {no_gpu} of them failed the GPU preflight (no usable GPU here); {}",
+                state::cpu_fix(dir)
+            );
+        }
         return Ok(crate::exit::Exit::General.into());
     }
     Ok(ExitCode::SUCCESS)
@@ -236,6 +265,9 @@ pub fn status(dir: &Path, json: bool) -> Result<()> {
                 o["name"] = t.name.clone().into();
                 o["run_dir"] = run_dir(dir, t).display().to_string().into();
                 o["warnings"] = run_warnings(&run_dir(dir, t)).into();
+                if s.failed_gpu_preflight() && manifest.resources.gpus() > 0 {
+                    o["fix"] = state::cpu_fix(dir).into();
+                }
                 o
             })
             .collect();
@@ -251,6 +283,17 @@ pub fn status(dir: &Path, json: bool) -> Result<()> {
         for w in run_warnings(&run_dir(dir, t)) {
             println!("warning: task {} {}: {w}", t.index, t.name);
         }
+    }
+    // Said while the sweep still asks for GPUs (not after a re-plan to `gpus = 0`).
+    let no_gpu = rows
+        .iter()
+        .filter(|(_, s)| s.failed_gpu_preflight())
+        .count();
+    if no_gpu > 0 && manifest.resources.gpus() > 0 {
+        println!(
+            "hint: {no_gpu} task(s) failed the GPU preflight; {}",
+            state::cpu_fix(dir)
+        );
     }
     Ok(())
 }

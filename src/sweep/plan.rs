@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::spec::{Spec, Task};
-use super::state::{self, read_state};
-use super::{Manifest, scripts, task_config};
+use super::state;
+use super::{Manifest, scripts, task, task_config};
 use crate::cluster::scheduler::SchedulerKind;
 use crate::cluster::scheduler::quote::check_path;
 use crate::cluster::scheduler::resources::Resources;
@@ -77,18 +77,33 @@ fn preset_shadows(command: &str, tasks: &[Task], flags: &CommandFlags) -> Vec<St
     said.into_iter().collect()
 }
 
-/// `base` with the plan's resource flags on top; warns about keys the scheduler has no
+/// `base` (the `[resources]` of `below`: the spec, or the sweep's manifest on a re-plan) with the
+/// plan's resource flags on top, then the plan's checks across keys
+/// ([`Resources::check_plan`]). `--gpus 0` drops the GPU type and MIG profile of the layer below
+/// and says so; given with it as flags, they are refused. Warns about keys the scheduler has no
 /// directive for.
-fn resolve_resources(
+pub(super) fn resolve_resources(
     base: Resources,
     s: &PlanSettings,
     scheduler: SchedulerKind,
+    below: &str,
 ) -> Result<Resources> {
     let mut r = base;
     for (key, value) in &s.resources {
         r.set(key, value)
             .map_err(|e| anyhow::anyhow!("--{}: {e}", key.replace('_', "-")))?;
     }
+    let given = |k: &str| s.resources.iter().any(|(g, _)| *g == k);
+    if given("gpus") {
+        for d in r.drop_gpu_keys(&given) {
+            eprintln!(
+                "[sweep] --gpus {}: {d} of {below} left out (no GPUs)",
+                r.gpus()
+            );
+        }
+    }
+    r.check_plan()
+        .map_err(|e| anyhow::anyhow!("{below}'s resources with the plan's flags: {e}"))?;
     let ignored = scheduler.ignored(&r);
     if !ignored.is_empty() {
         eprintln!(
@@ -101,9 +116,6 @@ fn resolve_resources(
 
 /// `trainer sweep plan`.
 pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
-    if let Some(dir) = &s.missing {
-        return plan_missing(dir, s);
-    }
     let (Some(spec_path), Some(out)) = (&s.spec, &s.out) else {
         bail!("sweep plan needs SPEC.toml and --out DIR (or --missing DIR)");
     };
@@ -118,9 +130,11 @@ pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
     for w in &spec.shadowed {
         eprintln!("[sweep] {}: {w}", spec_path.display());
     }
-    let resources = resolve_resources(std::mem::take(&mut spec.resources), s, scheduler)?;
+    let below = spec_path.display().to_string();
+    let resources = resolve_resources(std::mem::take(&mut spec.resources), s, scheduler, &below)?;
     for t in &mut spec.tasks {
         resolve_config(spec_path, &spec.command, t, flags.known)?;
+        super::spec::expand_paths_yaml(spec_path, &spec.command, t)?;
     }
     for w in preset_shadows(&spec.command, &spec.tasks, flags) {
         eprintln!("[sweep] {}: {w}", spec_path.display());
@@ -146,6 +160,7 @@ pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
         resources,
         tasks: spec.tasks,
     };
+    task::check_cpu_tasks(&manifest)?;
     // A signal while planning removes the staging directory (checked between tasks) instead of
     // leaving it half-written.
     crate::toolbox::stop::install()?;
@@ -295,43 +310,8 @@ fn resolve_config(
     Ok(())
 }
 
-/// `sweep plan --missing DIR`: the failed and pending tasks of a sweep, same names and run
-/// directories (finished ones untouched), for the sweep's own scheduler unless `--scheduler`
-/// names another.
-fn plan_missing(dir: &Path, s: &PlanSettings) -> Result<()> {
-    let mut manifest = Manifest::read(dir)?;
-    if let Some(scheduler) = s.scheduler {
-        manifest.scheduler = scheduler;
-    }
-    manifest.resources = resolve_resources(
-        std::mem::take(&mut manifest.resources),
-        s,
-        manifest.scheduler,
-    )?;
-    if s.throttle > 0 {
-        manifest.throttle = s.throttle;
-    }
-    let left: Vec<usize> = manifest
-        .tasks
-        .iter()
-        .filter(|t| read_state(dir, &manifest, t).wants_a_run())
-        .map(|t| t.index)
-        .collect();
-    if left.is_empty() {
-        eprintln!("[sweep] nothing missing: every task is done or running");
-        return Ok(());
-    }
-    let submit = scripts::write(dir, &manifest, &left, "missing")?;
-    eprintln!(
-        "[sweep] {} of {} tasks to run again",
-        left.len(),
-        manifest.tasks.len()
-    );
-    submit_or_say(&submit, s)
-}
-
 /// Prints the command `submit`, or runs it with `--submit`.
-fn submit_or_say(submit: &[String], s: &PlanSettings) -> Result<()> {
+pub(super) fn submit_or_say(submit: &[String], s: &PlanSettings) -> Result<()> {
     if !s.submit {
         println!("{}", submit.join(" "));
         return Ok(());

@@ -32,7 +32,9 @@ pub use super::expand::Task;
 use super::expand::{Space, then_stage};
 use crate::cluster::scheduler::resources::Resources;
 
+mod paths;
 mod vary;
+pub use paths::expand_paths_yaml;
 pub use vary::parse_override;
 use vary::{apply_overrides, zip_axis};
 

@@ -80,6 +80,11 @@ impl TaskState {
         }
     }
 
+    /// Whether it failed its GPU preflight (no usable GPU where it ran).
+    pub fn failed_gpu_preflight(&self) -> bool {
+        matches!(self, Self::Failed { error, .. } if error.starts_with(GPU_PREFLIGHT))
+    }
+
     /// Whether `sweep run` / `plan --missing` should (re)start it.
     pub fn wants_a_run(&self) -> bool {
         matches!(
@@ -87,6 +92,20 @@ impl TaskState {
             Self::Pending | Self::Stopped | Self::Failed { .. } | Self::Missing { .. }
         )
     }
+}
+
+/// How the error of a task that failed its GPU preflight starts.
+pub const GPU_PREFLIGHT: &str = "GPU preflight: ";
+
+/// What to do about tasks of the sweep in `dir` that failed their GPU preflight: the whole
+/// sweep moved to this machine's CPU (the finished tasks kept), or kept on its queue.
+pub fn cpu_fix(dir: &Path) -> String {
+    let d = crate::cluster::scheduler::quote::sh_path(dir);
+    format!(
+        "to run the sweep on this machine's CPU instead: `trainer sweep plan --missing {d} --gpus \
+         0 --scheduler local`, then `trainer sweep run {d}` (or stay on the queue: `--gpus 0 \
+         --partition CPU_PARTITION`); finished tasks are kept"
+    )
 }
 
 /// The sweep's manifest, `DIR/sweep.json`.

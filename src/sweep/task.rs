@@ -11,8 +11,8 @@ use anyhow::{Context, Result};
 
 use super::spec::Task;
 use super::state::{
-    LOGS, STATUS, TaskState, host, last_error, log_path, now, read_state, set_aside_torn_run,
-    start_ticks, status_path,
+    GPU_PREFLIGHT, LOGS, STATUS, TaskState, cpu_fix, host, last_error, log_path, now, read_state,
+    set_aside_torn_run, start_ticks, status_path,
 };
 use super::supervise;
 use super::{Manifest, run_dir, task_config};
@@ -51,8 +51,19 @@ fn phase_one_best(dir: &Path, m: &Manifest, p: usize) -> Result<PathBuf> {
 /// The GPU preflight of a task (`trainer doctor --require-gpu`'s checks, in this process): the
 /// report goes to the task's log; a failure is the task's state, with the doctor's exit code
 /// and its first failure as the reason. `Some(code)` when the task must not start.
+/// The task's own `backend` decides which CUDA compatibility rules apply (`cluster::compat`);
+/// without one, those of the backend a GPU run takes by default.
 fn preflight(dir: &Path, t: &Task, mut log: &std::fs::File) -> Result<Option<i32>> {
-    let report = crate::cluster::DoctorReport::collect(true);
+    use crate::cluster::compat::GpuBackend;
+    let report = match t.flags.get("backend").and_then(|b| b.as_str()) {
+        Some("cuda" | "cuda-fusion") => {
+            crate::cluster::DoctorReport::collect_for(true, &[GpuBackend::Cuda], true)
+        }
+        Some("tch" | "tch-plain") => {
+            crate::cluster::DoctorReport::collect_for(true, &[GpuBackend::Tch], true)
+        }
+        _ => crate::cluster::DoctorReport::collect(true),
+    };
     writeln!(log, "=== GPU preflight (trainer doctor --require-gpu)")?;
     write!(log, "{}", report.render())?;
     if report.exit_code == 0 {
@@ -66,13 +77,14 @@ fn preflight(dir: &Path, t: &Task, mut log: &std::fs::File) -> Result<Option<i32
         },
     );
     let code = i32::from(report.exit_code);
+    let fix = cpu_fix(dir);
     writeln!(
         log,
-        "error: GPU preflight failed with exit code {code}: {reason}"
+        "error: GPU preflight failed with exit code {code}: {reason}\nhint: {fix}"
     )?;
     let state = TaskState::Failed {
         code: Some(code),
-        error: format!("GPU preflight: {reason}"),
+        error: format!("{GPU_PREFLIGHT}{reason}"),
     };
     write_json(&status_path(dir, t.index), &state)?;
     eprintln!(
@@ -80,6 +92,39 @@ fn preflight(dir: &Path, t: &Task, mut log: &std::fs::File) -> Result<Option<i32
         t.index, t.name
     );
     Ok(Some(code))
+}
+
+/// Whether the manifest asks for no GPUs in so many words (`gpus = 0`, not left out): its
+/// tasks then run with `--device cpu`, over their own `device` and over the default device a
+/// GPU allocation around them would give (a sweep moved off the GPUs must not then fail in the
+/// trainer for wanting one).
+fn on_cpu(m: &Manifest) -> bool {
+    m.resources.gpus == Some(0)
+}
+
+/// The plan's check of a sweep on the CPU ([`on_cpu`]): a task whose `backend` runs on a GPU
+/// only (cuda) would fail; it is refused, naming the task and the key.
+pub(super) fn check_cpu_tasks(m: &Manifest) -> Result<()> {
+    use crate::backend::BackendKind;
+    if !on_cpu(m) {
+        return Ok(());
+    }
+    for t in &m.tasks {
+        let Some(name) = t.flags.get("backend").and_then(|b| b.as_str()) else {
+            continue;
+        };
+        let kind = <BackendKind as clap::ValueEnum>::from_str(name, true);
+        if matches!(kind, Ok(BackendKind::Cuda | BackendKind::CudaFusion)) {
+            anyhow::bail!(
+                "task {} ({}): backend = {name:?} runs on a GPU only, and the plan has `gpus` = \
+                 0 (its tasks run with --device cpu): ask for GPUs, or plan the sweep again \
+                 with a CPU backend (flex, tch)",
+                t.index,
+                t.name
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Runs task `t` of the sweep in `dir` (its flags, its run directory, resuming its own
@@ -150,6 +195,16 @@ pub fn run_task(
     }
     if let Some(path) = &resume_from {
         cmd.arg("--resume-from").arg(path);
+    }
+    if on_cpu(m) {
+        // After `--config`: the flag wins over the task's own `device`.
+        cmd.args(["--device", "cpu"]);
+        if let Some(d) = t.flags.get("device").filter(|d| d.as_str() != Some("cpu")) {
+            writeln!(
+                &out,
+                "=== sweep.json has gpus = 0: --device cpu (over the task's device = {d})"
+            )?;
+        }
     }
     cmd.envs(env.iter().copied())
         .stdin(Stdio::null())

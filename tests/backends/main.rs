@@ -13,5 +13,6 @@ mod backend_cuda;
 mod backend_errors;
 mod backend_tch;
 mod backend_wgpu;
+mod cuda_cubin;
 mod fast_tch;
 mod pt_checkpoint;

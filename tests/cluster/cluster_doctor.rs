@@ -23,7 +23,13 @@ fn doctor_on_this_machine_does_not_panic() {
     let required = diagnose(&vars, driver.clone(), None, true);
     assert_eq!(required.exit_code, exit_codes::NO_DRIVER);
 
-    let err = preflight_cuda_with(&vars, driver, None).expect_err("no GPU here");
+    let err = preflight_cuda_with(
+        &vars,
+        driver,
+        None,
+        trainer::cluster::compat::GpuBackend::Tch,
+    )
+    .expect_err("no GPU here");
     assert_eq!(err.code, exit_codes::NO_DRIVER);
 }
 

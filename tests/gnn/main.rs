@@ -13,6 +13,7 @@ mod gnn_baselines;
 mod gnn_compare;
 mod gnn_eb_drift;
 mod gnn_flags;
+mod gnn_paths_yaml;
 mod gnn_predict;
 mod gnn_rescore;
 mod gnn_safety;

@@ -244,7 +244,7 @@ fn gpu_def_is_bookworm_with_libtorch_and_the_wheels_nvidia_libraries() {
     assert!(section(s, "%runscript").contains("trainer \"$@\""));
     assert!(section(s, "%test").contains("trainer doctor"));
     assert!(section(s, "%labels").contains("org.opencontainers.image.version 0.1.0"));
-    for want in ["sm_70", "sm_120", "R570", "exit 14"] {
+    for want in ["sm_70", "sm_120", "R525", "R570", "exit 14"] {
         assert!(raw.contains(want), "trainer-gpu.def does not state {want}");
     }
     check_scripts(&st);
@@ -273,6 +273,12 @@ fn cuda_def_builds_with_cuda_12_8_and_copies_only_the_binary() {
         "{post}"
     );
     assert!(post.contains("CUDARC_CUDA_VERSION=12080"), "{post}");
+    // The workspace's crates (crates/fast-cpu) and the patched cubecl-cuda go into the build.
+    assert!(
+        section(build, "%files").contains("crates /src/crates"),
+        "{}",
+        section(build, "%files")
+    );
     assert!(
         section(fin, "%files from build")
             .contains("/src/target/release/trainer /usr/local/bin/trainer")
@@ -281,7 +287,7 @@ fn cuda_def_builds_with_cuda_12_8_and_copies_only_the_binary() {
     assert!(section(fin, "%test").contains("trainer doctor"));
     assert!(section(fin, "%labels").contains("org.opencontainers.image.version"));
     // The documented choices: minimum driver, the 11.8 alternative, V100.
-    for want in ["R570", "11080", "11.8.0", "7.0", "Volta"] {
+    for want in ["R525", "R570", "11080", "11.8.0", "7.0", "Volta"] {
         assert!(raw.contains(want), "trainer.def does not mention {want}");
     }
     assert!(cargo_features().contains("\ncuda = ") && cargo_features().contains("\nmpi = "));
@@ -372,6 +378,10 @@ fn dockerfile_matches_the_cuda_def() {
         instrs
             .iter()
             .any(|i| i == "COPY --from=build /src/target/release/trainer /usr/local/bin/trainer")
+    );
+    assert!(
+        instrs.iter().any(|i| i == "COPY crates crates"),
+        "the workspace's crates go into the build"
     );
     assert!(
         instrs

@@ -16,6 +16,7 @@ mod compare_pairing;
 mod sweep;
 mod sweep_hostile;
 mod sweep_plan_checks;
+mod sweep_replan;
 mod sweep_resources;
 mod sweep_stages;
 mod sweep_stop;

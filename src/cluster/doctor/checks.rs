@@ -4,9 +4,9 @@
 use super::Findings;
 use super::Level;
 use super::VisibleGpu;
+use crate::cluster::compat::{BackendNeeds, Rule, driver_rule, gpu_rule};
 use crate::cluster::container::{Container, NV_LIBS_DIR, NvEvidence};
-use crate::cluster::cuda::{CudaVersion, min_compute_capability, min_runtime_for};
-use crate::cluster::gpu::GpuInfo;
+use crate::cluster::gpu::{DriverInfo, GpuInfo};
 use crate::cluster::nvrtc::NvrtcInfo;
 use crate::exit::Exit;
 
@@ -115,17 +115,14 @@ pub(super) fn no_driver(f: &mut Findings, c: &NoDriver<'_>) {
     }
 }
 
-pub(super) fn check_runtime(
-    f: &mut Findings,
-    effective: CudaVersion,
-    driver: Option<CudaVersion>,
-    nvrtc: Option<&NvrtcInfo>,
-) {
+/// The NVRTC findings of the `cuda` backend: none found, or found under a name cudarc skips.
+pub(super) fn check_nvrtc(f: &mut Findings, nvrtc: Option<&NvrtcInfo>) {
     match nvrtc {
         None => f.push(
             Level::Warn,
             None,
-            "NVRTC (libnvrtc) not found: the CUDA backend compiles kernels with it at run time".into(),
+            "NVRTC (libnvrtc) not found: the cuda backend compiles kernels with it at run time"
+                .into(),
             Some("load the CUDA module (`module load cuda/12.x`) or use an image that ships libnvrtc"),
         ),
         Some(n) if !n.cudarc_loads_it => {
@@ -149,61 +146,57 @@ pub(super) fn check_runtime(
         }
         Some(_) => {}
     }
-    match driver {
-        Some(d) if effective > d => f.fail(
-            Exit::RuntimeNewerThanDriver,
-            format!("CUDA runtime {effective} is newer than the driver supports ({d}); the rule is runtime ≤ driver"),
-            "use a build or image for CUDA ≤ the driver's (e.g. CUDA 11.8/12.x), or ask for a newer driver",
-        ),
-        Some(d) => f.push(
-            Level::Ok,
-            None,
-            format!("CUDA runtime {effective} ≤ driver's CUDA {d}"),
-            None,
-        ),
-        None => f.push(
-            Level::Warn,
-            None,
-            "the driver did not report its CUDA version; cannot check runtime ≤ driver".into(),
-            None,
-        ),
-    }
 }
 
-pub(super) fn check_gpu(f: &mut Findings, g: &GpuInfo, v: &VisibleGpu, runtime: CudaVersion) {
-    if let Some(cc) = g.compute_capability {
-        let min = min_compute_capability(runtime);
-        let needs = min_runtime_for(cc);
-        if cc < min {
-            f.fail(
-                Exit::UnsupportedComputeCapability,
-                format!(
-                    "GPU {} ({}, compute capability {cc}) is not targeted by CUDA {runtime}, whose oldest is {min}",
-                    g.index, g.name
-                ),
-                "use a CUDA 12 build (CUDARC_CUDA_VERSION=12080) for Volta/V100, or another partition",
-            );
-        } else if runtime < needs {
-            f.fail(
-                Exit::UnsupportedComputeCapability,
-                format!(
-                    "GPU {} ({}, compute capability {cc}) needs CUDA ≥ {needs}, this runtime is {runtime}",
-                    g.index, g.name
-                ),
-                "use a newer CUDA build or image",
-            );
-        } else {
-            f.push(
-                Level::Ok,
-                None,
-                format!(
-                    "GPU {} {} (cc {cc}) is supported by CUDA {runtime}",
-                    g.index, g.name
-                ),
-                None,
-            );
+/// One backend against the driver and the visible GPUs: the rule that decided, as a finding.
+/// The primary backend's refusal fails the report; another's is a warning naming it alone.
+pub(super) fn check_backend(
+    f: &mut Findings,
+    b: &BackendNeeds,
+    primary: bool,
+    driver: &DriverInfo,
+    visible: &[&GpuInfo],
+) -> (Rule, bool) {
+    let v = driver_rule(b, driver.cuda_driver_version, &driver.driver_version);
+    let mut runs = v.runs;
+    let not_primary = |m: &str| {
+        format!(
+            "{m}; only `--backend {}` is affected, the default GPU backend runs",
+            b.backend.name()
+        )
+    };
+    match (v.runs, v.rule) {
+        (true, Rule::RuntimeNotNewerThanDriver) => f.push(Level::Ok, None, v.message, None),
+        (true, Rule::MinorVersionCompatibility) => f.push(Level::Info, None, v.message, None),
+        (true, _) => f.push(Level::Warn, None, v.message, v.fix.as_deref()),
+        (false, _) if primary => f.fail(
+            Exit::RuntimeNewerThanDriver,
+            v.message,
+            v.fix.as_deref().unwrap_or_default(),
+        ),
+        (false, _) => f.push(Level::Warn, None, not_primary(&v.message), v.fix.as_deref()),
+    }
+    for g in visible {
+        let Some(cc) = g.compute_capability else {
+            continue;
+        };
+        match gpu_rule(b, g.index, &g.name, cc) {
+            Ok(line) => f.push(Level::Ok, None, line, None),
+            Err((code, message, fix)) => {
+                runs = false;
+                if primary {
+                    f.fail(code, message, &fix);
+                } else {
+                    f.push(Level::Warn, None, not_primary(&message), Some(&fix));
+                }
+            }
         }
     }
+    (v.rule, runs)
+}
+
+/// MIG on a GPU selected without a MIG UUID.
+pub(super) fn check_mig(f: &mut Findings, g: &GpuInfo, v: &VisibleGpu) {
     let selected_by_mig = v
         .selected_by
         .as_deref()

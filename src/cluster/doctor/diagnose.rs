@@ -1,8 +1,12 @@
 //! The decision tree of `trainer doctor`: scheduler, container, driver, visible GPUs, runtime.
 
-use super::checks::{NoDriver, check_gpu, check_runtime, no_driver};
-use super::{DoctorReport, Findings, Level, RuntimeCheck, SMALL_MODEL_HINT, VisibleGpu};
+use super::checks::{NoDriver, check_backend, check_mig, check_nvrtc, no_driver};
+use super::{
+    BackendCheck, DoctorReport, Findings, Level, RuntimeCheck, SMALL_MODEL_HINT, VisibleGpu,
+};
+use crate::cluster::compat::{BackendNeeds, GpuBackend, TCH_RUNTIME_ENV};
 use crate::cluster::container::{NvEvidence, detect_container};
+use crate::cluster::cuda::CudaVersion;
 use crate::cluster::cuda::runtime_target;
 use crate::cluster::gpu::{DriverProbe, GpuInfo};
 use crate::cluster::nvrtc::NvrtcInfo;
@@ -60,13 +64,30 @@ pub fn diagnose(
     diagnose_with(vars, driver, nvrtc, None, require_gpu)
 }
 
-/// [`diagnose`] with what the container shows of `--nv` (`None`: not probed). Pure: no I/O.
+/// [`diagnose`] with what the container shows of `--nv` (`None`: not probed), for the GPU
+/// backends `trainer doctor` checks ([`GpuBackend::for_doctor`]). Pure: no I/O.
 pub fn diagnose_with(
     vars: &Vars,
     driver: DriverProbe,
     nvrtc: Option<NvrtcInfo>,
     nv: Option<NvEvidence>,
     require_gpu: bool,
+) -> DoctorReport {
+    let (backends, in_binary) = GpuBackend::for_doctor();
+    diagnose_for(vars, driver, nvrtc, nv, require_gpu, &backends, in_binary)
+}
+
+/// [`diagnose_with`] for the given GPU backends, the first one the run's (its refusal fails the
+/// report; another's is a warning); `in_binary`: they are this binary's (else the GPU image's,
+/// checked for information). Pure: no I/O.
+pub fn diagnose_for(
+    vars: &Vars,
+    driver: DriverProbe,
+    nvrtc: Option<NvrtcInfo>,
+    nv: Option<NvEvidence>,
+    require_gpu: bool,
+    backends: &[GpuBackend],
+    in_binary: bool,
 ) -> DoctorReport {
     let mut f = Findings(Vec::new());
     let (cluster, cluster_error) = match detect(vars) {
@@ -94,6 +115,31 @@ pub fn diagnose_with(
         .and_then(|n| n.version)
         .unwrap_or(build_target.version);
     let driver_supports = driver.info().and_then(|d| d.cuda_driver_version);
+    let tch_runtime = vars.get(TCH_RUNTIME_ENV).and_then(CudaVersion::parse);
+    let needs: Vec<BackendNeeds> = backends
+        .iter()
+        .map(|b| match b {
+            GpuBackend::Tch => BackendNeeds::tch(tch_runtime),
+            GpuBackend::Cuda => {
+                let source = match nvrtc.as_ref().and_then(|n| n.version) {
+                    Some(_) => "NVRTC found".to_string(),
+                    None => format!("no NVRTC found: {}", build_target.source),
+                };
+                BackendNeeds::cuda(effective, &source)
+            }
+        })
+        .collect();
+    let mut checks: Vec<BackendCheck> = needs
+        .iter()
+        .enumerate()
+        .map(|(i, n)| BackendCheck {
+            needs: n.clone(),
+            primary: i == 0,
+            in_binary,
+            rule: None,
+            runs: None,
+        })
+        .collect();
 
     if !visible.invalid.is_empty() {
         f.push(
@@ -150,10 +196,31 @@ pub fn diagnose_with(
                 }
             }
             if gpu_wanted {
-                check_runtime(&mut f, effective, driver_supports, nvrtc.as_ref());
+                if !in_binary {
+                    f.push(
+                        Level::Info,
+                        None,
+                        "this binary has no GPU backend (cargo features tch, cuda): the checks \
+                         below are the GPU image's (trainer-gpu.sif), for information"
+                            .into(),
+                        None,
+                    );
+                }
+                if backends.contains(&GpuBackend::Cuda) {
+                    check_nvrtc(&mut f, nvrtc.as_ref());
+                }
+                let shown: Vec<&GpuInfo> = visible_list
+                    .iter()
+                    .filter_map(|v| info.gpus.iter().find(|g| g.index == v.index))
+                    .collect();
+                for c in &mut checks {
+                    let (rule, runs) = check_backend(&mut f, &c.needs, c.primary, info, &shown);
+                    c.rule = Some(rule);
+                    c.runs = Some(runs);
+                }
                 for v in &visible_list {
                     if let Some(g) = info.gpus.iter().find(|g| g.index == v.index) {
-                        check_gpu(&mut f, g, v, effective);
+                        check_mig(&mut f, g, v);
                     }
                 }
             }
@@ -181,6 +248,7 @@ pub fn diagnose_with(
             effective,
             driver_supports,
         },
+        backends: checks,
         require_gpu,
         findings: f.0,
         exit_code,

@@ -16,6 +16,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::compat::{BackendNeeds, GpuBackend, Rule};
 use super::container::{Container, NvEvidence, detect_container};
 use super::cuda::{CudaVersion, RuntimeTarget};
 use super::gpu::{DriverProbe, probe_driver};
@@ -25,7 +26,7 @@ use super::vars::Vars;
 use super::visible_devices::VisibleDevices;
 use crate::exit::Exit;
 
-pub use diagnose::{diagnose, diagnose_with, visible_gpus};
+pub use diagnose::{diagnose, diagnose_for, diagnose_with, visible_gpus};
 
 /// How serious a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -76,6 +77,22 @@ pub struct RuntimeCheck {
     pub driver_supports: Option<CudaVersion>,
 }
 
+/// One GPU backend checked against the driver and the GPUs: what it needs and the rule that
+/// decided (in `doctor --json` and a GPU run's `run_meta.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BackendCheck {
+    #[serde(flatten)]
+    pub needs: BackendNeeds,
+    /// The run's backend (or the default on a GPU): its refusal is the report's exit code.
+    pub primary: bool,
+    /// Built into this binary (else the GPU image's, checked for information).
+    pub in_binary: bool,
+    /// The rule that decided (`None`: no driver, or no GPU wanted).
+    pub rule: Option<Rule>,
+    /// Whether it runs on this driver and every visible GPU (`None`: not checked).
+    pub runs: Option<bool>,
+}
+
 /// Everything doctor found, serialisable for `--json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DoctorReport {
@@ -97,6 +114,8 @@ pub struct DoctorReport {
     pub gpu_allocation: Vec<AllocationVar>,
     /// Runtime against driver.
     pub runtime: RuntimeCheck,
+    /// Each GPU backend against the driver and the GPUs (the run's or the default first).
+    pub backends: Vec<BackendCheck>,
     /// A GPU was required (`--require-gpu`, or a train command with `--device cuda`).
     pub require_gpu: bool,
     /// Findings in order.
@@ -138,13 +157,25 @@ impl DoctorReport {
     /// Probes this machine (process environment, NVML, NVRTC, and inside a container what
     /// `--nv` bound) and diagnoses.
     pub fn collect(require_gpu: bool) -> Self {
+        let (backends, in_binary) = GpuBackend::for_doctor();
+        Self::collect_for(require_gpu, &backends, in_binary)
+    }
+
+    /// [`Self::collect`] for the given GPU backends, the run's first (see [`diagnose_for`]).
+    pub fn collect_for(require_gpu: bool, backends: &[GpuBackend], in_binary: bool) -> Self {
         let vars = Vars::from_process();
         let driver = probe_driver(&vars);
         // Probed with or without a driver: an image checked on a build host (no GPU) shows
         // which NVRTC its cuda backend will load.
         let nvrtc = probe_nvrtc(cudarc_major());
         let nv = detect_container(&vars).map(|_| NvEvidence::probe(Path::new("/")));
-        diagnose_with(&vars, driver, nvrtc, nv, require_gpu)
+        diagnose_for(&vars, driver, nvrtc, nv, require_gpu, backends, in_binary)
+    }
+
+    /// The rule that decided for the primary backend, e.g. `tch: minor-version-compatibility`.
+    pub fn deciding_rule(&self) -> Option<String> {
+        let c = self.backends.iter().find(|c| c.primary)?;
+        Some(format!("{}: {}", c.needs.backend.name(), c.rule?.name()))
     }
 
     /// Adds the outcome of an NCCL all-reduce check; a failure exits with 1.
@@ -177,3 +208,5 @@ impl DoctorReport {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_matrix;

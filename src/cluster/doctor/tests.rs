@@ -41,6 +41,12 @@ fn present(cuda: (u32, u32), gpus: Vec<GpuInfo>) -> DriverProbe {
     })
 }
 
+/// The preflight of a run on the `cuda` backend (NVRTC's version is its runtime).
+fn diagnose_cuda(vars: &Vars, driver: DriverProbe, nvrtc: Option<NvrtcInfo>) -> DoctorReport {
+    use crate::cluster::compat::GpuBackend;
+    diagnose_for(vars, driver, nvrtc, None, true, &[GpuBackend::Cuda], true)
+}
+
 fn nvrtc(v: (u32, u32)) -> Option<NvrtcInfo> {
     Some(NvrtcInfo {
         library: "libnvrtc.so.12".into(),
@@ -151,11 +157,10 @@ fn healthy_v100_under_cuda_12() {
 
 #[test]
 fn runtime_newer_than_driver() {
-    let r = diagnose(
+    let r = diagnose_cuda(
         &vars(&[]),
         present((11, 8), vec![gpu(0, "Tesla V100", (7, 0))]),
         nvrtc((12, 4)),
-        false,
     );
     assert_eq!(r.exit_code, code::RUNTIME_NEWER_THAN_DRIVER);
     let f = r.failures().next().expect("a failure");
@@ -168,11 +173,10 @@ fn runtime_newer_than_driver() {
 
 #[test]
 fn runtime_override_without_nvrtc() {
-    let r = diagnose(
+    let r = diagnose_cuda(
         &vars(&[("TRAINER_CUDA_RUNTIME", "13.0")]),
         present((13, 0), vec![gpu(0, "Tesla V100", (7, 0))]),
         None,
-        true,
     );
     assert_eq!(r.runtime.effective, CudaVersion::new(13, 0));
     assert_eq!(r.exit_code, code::UNSUPPORTED_COMPUTE_CAPABILITY);
@@ -181,11 +185,10 @@ fn runtime_override_without_nvrtc() {
 
 #[test]
 fn new_gpu_on_old_runtime() {
-    let r = diagnose(
+    let r = diagnose_cuda(
         &vars(&[]),
         present((12, 8), vec![gpu(0, "RTX 6000 Ada", (8, 9))]),
         nvrtc((11, 2)),
-        true,
     );
     assert_eq!(r.exit_code, code::UNSUPPORTED_COMPUTE_CAPABILITY);
 }

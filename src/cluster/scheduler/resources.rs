@@ -22,7 +22,9 @@
 //! ```
 //!
 //! The warning signal's margin before the limit follows `time` ([`Resources::margin_secs`]).
-//! With `gpus` the tasks run the GPU preflight first (`sweep task --preflight`).
+//! With `gpus` the tasks run the GPU preflight first (`sweep task --preflight`); `gpus = 0`,
+//! said rather than left out, runs them on the CPU (`--device cpu`). `cpus = 0` is refused, and
+//! so, at plan time, is a `gpu_type` or `mig` without GPUs ([`Resources::check_plan`]).
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
@@ -85,15 +87,17 @@ impl Resources {
         };
         match key {
             "partition" => self.partition = Some(w(v)?),
-            "gpus" => self.gpus = Some(count(key, v, 64)?),
+            // 0 is said, not left out: the tasks run on the CPU (`--device cpu`).
+            "gpus" => self.gpus = Some(count(key, v, 0, 64)?),
             "gpu_type" => self.gpu_type = Some(w(v)?),
             "mig" => self.mig = Some(w(v)?),
-            "cpus" => self.cpus = Some(count(key, v, 4096)?),
+            // At least one: `--cpus-per-task=0` / `-n 0` is refused by the schedulers.
+            "cpus" => self.cpus = Some(count(key, v, 1, 4096)?),
             "mem" => self.mem_mb = Some(parse_mem(&string(key, v)?)?),
             "time" => {
                 self.time_secs = Some(match v {
                     // Minutes; 0 would render `--time=00:00:00`, which Slurm reads as no limit.
-                    toml::Value::Integer(_) => match count(key, v, 525_600)? {
+                    toml::Value::Integer(_) => match count(key, v, 0, 525_600)? {
                         0 => bail!("`time` = 0: expected a limit between one minute and a year"),
                         m => u64::from(m) * 60,
                     },
@@ -128,55 +132,124 @@ impl Resources {
         Ok(r)
     }
 
+    /// Each key that is set, in [`KEYS`] order, as the value [`Resources::set`] reads back to the
+    /// same field (memory in MB, a time limit as `D-HH:MM:SS`).
+    fn fields(&self) -> Vec<(&'static str, toml::Value)> {
+        let s = |v: &String| toml::Value::String(v.clone());
+        let n = |v: u32| toml::Value::Integer(v.into());
+        let list =
+            |v: &[String]| (!v.is_empty()).then(|| toml::Value::Array(v.iter().map(s).collect()));
+        let values = [
+            self.partition.as_ref().map(s),
+            self.gpus.map(n),
+            self.gpu_type.as_ref().map(s),
+            self.mig.as_ref().map(s),
+            self.cpus.map(n),
+            self.mem_mb.map(|m| toml::Value::String(format!("{m}M"))),
+            self.time_secs.map(|t| toml::Value::String(format_time(t))),
+            self.account.as_ref().map(s),
+            self.qos.as_ref().map(s),
+            self.constraint.as_ref().map(s),
+            self.image.as_ref().map(s),
+            list(&self.binds),
+            list(&self.modules),
+            list(&self.extra),
+        ];
+        KEYS.into_iter()
+            .zip(values)
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect()
+    }
+
     /// Checks values that did not come through [`Resources::set`] (a manifest read back from
     /// disk): each is set again from its rendered form, and must come back the same. The error
     /// names the key.
     pub fn check(&self) -> Result<()> {
-        let s = |v: &String| toml::Value::String(v.clone());
-        let list = |v: &[String]| toml::Value::Array(v.iter().map(s).collect());
-        let mut fields: Vec<(&str, toml::Value)> = Vec::new();
-        for (key, v) in [
-            ("partition", &self.partition),
-            ("gpu_type", &self.gpu_type),
-            ("mig", &self.mig),
-            ("account", &self.account),
-            ("qos", &self.qos),
-            ("constraint", &self.constraint),
-            ("image", &self.image),
-        ] {
-            if let Some(v) = v {
-                fields.push((key, s(v)));
-            }
-        }
-        if let Some(g) = self.gpus {
-            fields.push(("gpus", toml::Value::Integer(g.into())));
-        }
-        if let Some(c) = self.cpus {
-            fields.push(("cpus", toml::Value::Integer(c.into())));
-        }
-        if let Some(m) = self.mem_mb {
-            fields.push(("mem", toml::Value::String(format!("{m}M"))));
-        }
-        if let Some(t) = self.time_secs {
-            fields.push(("time", toml::Value::String(format_time(t))));
-        }
-        for (key, v) in [
-            ("binds", &self.binds),
-            ("modules", &self.modules),
-            ("extra", &self.extra),
-        ] {
-            if !v.is_empty() {
-                fields.push((key, list(v)));
-            }
-        }
         let mut again = Resources::default();
-        for (key, v) in &fields {
+        for (key, v) in &self.fields() {
             again.set(key, v)?;
         }
         if again != *self {
             bail!("the resources do not read back as written (a value out of its range)");
         }
         Ok(())
+    }
+
+    /// The plan's checks across keys, on what a plan is about to write: a GPU type or a MIG
+    /// profile without GPUs is refused (every scheduler would drop it silently: Slurm's
+    /// `--gres` and LSF's `-gpu` carry them only with a GPU count). Not part of
+    /// [`Resources::check`], so that a sweep planned before this rule still reads (and can be
+    /// re-planned with `--gpus N` or `--gpus 0`, which drops them: [`Resources::drop_gpu_keys`]).
+    pub fn check_plan(&self) -> Result<()> {
+        for (key, v) in [("gpu_type", &self.gpu_type), ("mig", &self.mig)] {
+            if let (Some(v), 0) = (v, self.gpus()) {
+                let gpus = self
+                    .gpus
+                    .map_or("no `gpus`".to_string(), |g| format!("`gpus` = {g}"));
+                bail!(
+                    "`{key}` = {}: it needs GPUs, and the plan has {gpus}; ask for GPUs (`gpus` \
+                     of 1 or more) or leave `{key}` out (`--gpus 0` leaves out the spec's or the \
+                     sweep's)",
+                    crate::cluster::scheduler::quote::shown(v)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// With no GPUs, the GPU-only keys (`gpu_type`, `mig`) that `given` does not name are
+    /// dropped: they come from a layer under the flags that set `gpus = 0` (a spec's
+    /// `[resources]` under `sweep plan --gpus 0`, the manifest under `plan --missing DIR --gpus
+    /// 0`), and asking for no GPUs drops what only describes GPUs. Returns `key = value` of each
+    /// dropped. Those `given` names stay for [`Resources::check_plan`] to refuse (`--gpus 0
+    /// --gpu-type a100` says two things that cannot both hold).
+    pub fn drop_gpu_keys(&mut self, given: &dyn Fn(&str) -> bool) -> Vec<String> {
+        if self.gpus() > 0 {
+            return Vec::new();
+        }
+        let mut dropped = Vec::new();
+        for (key, v) in [("gpu_type", &mut self.gpu_type), ("mig", &mut self.mig)] {
+            if !given(key)
+                && let Some(old) = v.take()
+            {
+                dropped.push(format!("{key} = {old}"));
+            }
+        }
+        dropped
+    }
+
+    /// What differs from `old` to `self`, one `resources.KEY OLD -> NEW` per key (`(none)` for a
+    /// key not set), in [`KEYS`] order; empty when nothing does.
+    pub fn changes_from(&self, old: &Resources) -> Vec<String> {
+        let shown = |r: &Resources| -> Vec<(&'static str, String)> {
+            r.fields()
+                .into_iter()
+                .map(|(k, v)| {
+                    let text = match v {
+                        toml::Value::String(s) => s,
+                        toml::Value::Array(items) => items
+                            .iter()
+                            .filter_map(|x| x.as_str())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        other => other.to_string(),
+                    };
+                    (k, text)
+                })
+                .collect()
+        };
+        let (before, after) = (shown(old), shown(self));
+        let get = |list: &[(&str, String)], k: &str| {
+            list.iter()
+                .find(|(key, _)| *key == k)
+                .map_or("(none)".to_string(), |(_, v)| v.clone())
+        };
+        KEYS.into_iter()
+            .filter_map(|k| {
+                let (a, b) = (get(&before, k), get(&after, k));
+                (a != b).then(|| format!("resources.{k} {a} -> {b}"))
+            })
+            .collect()
     }
 
     /// GPUs per task (0 without a request).
@@ -232,3 +305,6 @@ impl Resources {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod plan_checks;

@@ -16,6 +16,44 @@ pub const SC_KEY: &str = "local.data.sc_connectome_schaefer400";
 pub const MORPH_KEY: &str = "local.data.morphology";
 pub const TABLE_KEY: &str = "local.data.subject_info_sc";
 
+/// The data flags of `train-gnn`, `eval-gnn`, `predict` and `plot-sc` (their snake-case ids)
+/// and the key of the file that names each; the subject table is optional.
+pub const DATA_FLAGS: &[(&str, &str)] = &[
+    ("sc_dir", SC_KEY),
+    ("morph_root", MORPH_KEY),
+    ("subject_info_csv", TABLE_KEY),
+];
+
+/// The key naming `train-gnn`'s `--results_dir` for `--model model`, as the reference's
+/// scripts read it: `train_clg_ode.py`, `train_gnn_baseline.py`, `train_vector_lstm_baseline.py`;
+/// the models of ours that the reference lacks write under `local.outputs.results`.
+pub fn results_key(model: &str) -> &'static str {
+    match model {
+        "clg-ode" => "local.outputs.clg_ode",
+        "gcn" => "local.outputs.gnn_baseline",
+        "vector-lstm" => "local.outputs.vector_lstm_baseline",
+        _ => "local.outputs.results",
+    }
+}
+
+/// The flags of `command` a paths file can give (flag id, key), for `--model model`; `None` for
+/// a command that reads no paths file. The reference's baseline scripts (`gcn`, `vector-lstm`)
+/// take no subject table, so the file gives them none either.
+pub fn wanted_flags(command: &str, model: &str) -> Option<Vec<(&'static str, &'static str)>> {
+    let data = DATA_FLAGS.iter().copied();
+    match command {
+        "train-gnn" => {
+            let mut v: Vec<_> = data
+                .filter(|(_, key)| !(*key == TABLE_KEY && matches!(model, "gcn" | "vector-lstm")))
+                .collect();
+            v.push(("results_dir", results_key(model)));
+            Some(v)
+        }
+        "eval-gnn" | "predict" | "plot-sc" => Some(data.collect()),
+        _ => None,
+    }
+}
+
 /// One value of the file: a nested mapping or a scalar as written (quotes removed).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Node {
@@ -34,16 +72,24 @@ pub struct PathsYaml {
 impl PathsYaml {
     /// Reads `file`; errors name the file and line.
     pub fn read(file: &Path) -> Result<Self> {
+        let size = std::fs::metadata(file)
+            .with_context(|| format!("{}: cannot read the paths file", file.display()))?
+            .len();
+        if size > MAX_BYTES {
+            bail!(
+                "{}: {size} bytes, more than a paths file holds (at most {MAX_BYTES})",
+                file.display()
+            );
+        }
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("{}: cannot read the paths file", file.display()))?;
         let tree = parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
         let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
-        // configs/paths.yaml → the project root is the parent of configs/.
-        let root = abs
-            .parent()
-            .and_then(Path::parent)
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
+        // configs/paths.yaml → the project root is the parent of configs/, resolved as the
+        // reference resolves it (`Path(__file__).resolve()`: no `..`, links followed).
+        let configs = abs.parent().map(Path::to_path_buf).unwrap_or_default();
+        let configs = std::fs::canonicalize(&configs).unwrap_or(configs);
+        let root = configs.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(Self {
             file: file.to_path_buf(),
             root,
@@ -82,12 +128,41 @@ impl PathsYaml {
                 self.file.display()
             );
         }
+        if value.contains("$(") || value.contains('`') || value.contains("${") {
+            bail!(
+                "{}: {dotted} = {value:?}: shell syntax in a path; trainer runs no shell and \
+                 expands nothing: write the path itself",
+                self.file.display()
+            );
+        }
         let p = PathBuf::from(value);
+        if !p.is_absolute() && p.components().any(|c| c == std::path::Component::ParentDir) {
+            bail!(
+                "{}: {dotted} = {value:?}: a relative path leaves the project root ({}) with \
+                 `..`; write it as an absolute path",
+                self.file.display(),
+                self.root.display()
+            );
+        }
         Ok(if p.is_absolute() {
             p
         } else {
             self.root.join(p)
         })
+    }
+
+    /// The flags among `wanted` (flag id, dotted key) that this file names, with their resolved
+    /// absolute paths: (flag, path, key). A key the file lacks is left out (the caller says
+    /// whether it was needed); a key present but empty or not a path is an error.
+    pub fn flags(&self, wanted: &[(&str, &str)]) -> Result<Vec<(String, PathBuf, String)>> {
+        let mut out = Vec::new();
+        for &(flag, key) in wanted {
+            if self.get(key).is_some() {
+                let p = self.path(key)?;
+                out.push((flag.to_string(), p, key.to_string()));
+            }
+        }
+        Ok(out)
     }
 
     /// The cohort the file names: SC matrices, morphology and the subject table (the table is
@@ -104,27 +179,103 @@ impl PathsYaml {
     }
 }
 
-/// Parses the subset of YAML above; an error names the 1-based line.
+/// The largest paths file read (the reference's is 2 KB).
+pub const MAX_BYTES: u64 = 1 << 20;
+/// The deepest nesting read (the reference's is 3 levels).
+pub const MAX_DEPTH: usize = 16;
+
+/// Keys of the sections trainer reads, as the reference's `configs/paths.yaml` has them: a key
+/// outside these lists there is a typo more often than a plan, and is refused with the list.
+const KNOWN: &[(&str, &[&str])] = &[
+    (
+        "local.data",
+        &[
+            "raw",
+            "external",
+            "interim",
+            "processed",
+            "sc_connectome_schaefer400",
+            "morphology",
+            "subject_info_sc",
+        ],
+    ),
+    (
+        "local.outputs",
+        &[
+            "logs",
+            "results",
+            "figures",
+            "clg_ode",
+            "vector_lstm_baseline",
+            "gnn_baseline",
+        ],
+    ),
+];
+
+/// Parses the subset of YAML above; an error names the 1-based line. Everything outside the
+/// subset is refused rather than read another way than YAML (or the reference's loader) would:
+/// anchors, aliases, tags, flow collections, block scalars, sequences, several documents, a `#`
+/// inside a value (YAML keeps it, the reference's loader cuts the value there), a key given twice,
+/// nesting deeper than [`MAX_DEPTH`].
 pub fn parse(text: &str) -> Result<BTreeMap<String, Node>, String> {
     // A stack of (indent, path of keys) of the open mappings; the root has indent -1.
     let mut root = BTreeMap::new();
     let mut open: Vec<(i64, Vec<String>)> = vec![(-1, Vec::new())];
+    let mut seen = std::collections::BTreeSet::new();
     for (i, raw) in text.lines().enumerate() {
         let line_no = i + 1;
         if raw.contains('\t') {
             return Err(format!("line {line_no}: a tab (indent with spaces)"));
         }
-        let line = raw.split('#').next().unwrap_or("").trim_end();
+        if let Some(c) = raw.chars().find(|c| c.is_control()) {
+            return Err(format!(
+                "line {line_no}: a control character (U+{:04X})",
+                u32::from(c)
+            ));
+        }
+        let (content, comment) = match raw.split_once('#') {
+            Some((before, after)) => (before, Some(after)),
+            None => (raw, None),
+        };
+        let line = content.trim_end();
         if line.trim().is_empty() {
             continue;
         }
-        let indent = (line.len() - line.trim_start_matches(' ').len()) as i64;
-        let Some((key, value)) = line.trim_start().split_once(':') else {
+        if comment.is_some() && !content.ends_with([' ', '\t']) {
+            return Err(format!(
+                "line {line_no}: `#` inside a value: YAML keeps it as part of the value, the \
+                 reference's loader cuts the value there; rename the path so it has no `#`"
+            ));
+        }
+        let body = line.trim_start();
+        if body.starts_with("---") || body.starts_with("...") || body.starts_with('%') {
+            return Err(format!(
+                "line {line_no}: YAML documents and directives (`---`, `...`, `%`) are not \
+                 read: one mapping of `key: value` lines"
+            ));
+        }
+        if body.starts_with("- ") || body == "-" {
+            return Err(format!(
+                "line {line_no}: a sequence item (`- `): a paths file is `key: value` lines"
+            ));
+        }
+        let indent = (line.len() - body.len()) as i64;
+        let Some((key, value)) = body.split_once(':') else {
             return Err(format!("line {line_no}: expected `key: value` or `key:`"));
         };
         let key = key.trim();
         if key.is_empty() {
             return Err(format!("line {line_no}: an empty key"));
+        }
+        let value = value.trim();
+        for text in [key, value] {
+            if let Some(c) = text.chars().next().filter(|c| "&*!|>[{@`".contains(*c)) {
+                return Err(format!(
+                    "line {line_no}: `{c}` opens YAML syntax this reader does not follow \
+                     (anchors, aliases, tags, block scalars, flow collections): write the plain \
+                     value, as the reference's configs/paths.yaml does"
+                ));
+            }
         }
         while open.last().is_some_and(|(at, _)| indent <= *at) {
             open.pop();
@@ -132,15 +283,37 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Node>, String> {
         let Some((_, parent)) = open.last() else {
             return Err(format!("line {line_no}: indentation"));
         };
+        if parent.len() >= MAX_DEPTH {
+            return Err(format!(
+                "line {line_no}: nested deeper than {MAX_DEPTH} levels (the reference's file \
+                 has 3)"
+            ));
+        }
         let mut path = parent.clone();
         path.push(key.to_string());
-        let value = value.trim();
+        let dotted = path.join(".");
+        if !seen.insert(dotted.clone()) {
+            return Err(format!("line {line_no}: `{dotted}` is given twice"));
+        }
+        let section = parent.join(".");
+        if let Some((_, keys)) = KNOWN.iter().find(|(s, _)| *s == section)
+            && !keys.contains(&key)
+        {
+            return Err(format!(
+                "line {line_no}: unknown key `{dotted}` (the reference's {section} has: {})",
+                keys.join(", ")
+            ));
+        }
         let node = if value.is_empty() {
             Node::Map(BTreeMap::new())
         } else {
             Node::Scalar(unquote(value).to_string())
         };
-        insert(&mut root, &path, node);
+        if !insert(&mut root, &path, node) {
+            return Err(format!(
+                "line {line_no}: `{dotted}` is inside a key that already has a value"
+            ));
+        }
         if value.is_empty() {
             open.push((indent, path));
         }
@@ -157,20 +330,23 @@ fn unquote(v: &str) -> &str {
     v
 }
 
-fn insert(map: &mut BTreeMap<String, Node>, path: &[String], node: Node) {
-    let (last, parents) = path.split_last().expect("a key");
+/// Inserts `node` at `path`; `false` when a parent on the way is a scalar.
+fn insert(map: &mut BTreeMap<String, Node>, path: &[String], node: Node) -> bool {
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
     let mut cur = map;
     for p in parents {
         let next = cur
             .entry(p.clone())
             .or_insert_with(|| Node::Map(BTreeMap::new()));
-        if let Node::Scalar(_) = next {
-            *next = Node::Map(BTreeMap::new());
-        }
-        let Node::Map(m) = next else { unreachable!() };
+        let Node::Map(m) = next else {
+            return false;
+        };
         cur = m;
     }
     cur.insert(last.clone(), node);
+    true
 }
 
 #[cfg(test)]
@@ -191,7 +367,7 @@ mod tests {
         std::fs::write(&file, REFERENCE).unwrap();
         let p = PathsYaml::read(&file).unwrap();
         let c = p.cohort().unwrap();
-        let root = std::path::absolute(t.path()).unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
         assert_eq!(
             c.sc_dir,
             root.join("data/processed/sc_connectome/schaefer400")
@@ -225,5 +401,97 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains(SC_KEY) && e.contains("paths.yaml"), "{e}");
+    }
+
+    /// Each hostile or ambiguous file is refused with its line and what was wrong.
+    #[test]
+    fn hostile_yaml_is_refused_naming_the_line() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "local:\n  data:\n    morphology: data/m#2\n",
+                "`#` inside a value",
+            ),
+            (
+                "base: &a data\nlocal:\n  data:\n    morphology: *a\n",
+                "`&`",
+            ),
+            ("local:\n  data:\n    morphology: *a\n", "`*`"),
+            (
+                "local:\n  data:\n    morphology: !!python/object x\n",
+                "`!`",
+            ),
+            ("local:\n  data:\n    morphology: [a, b]\n", "`[`"),
+            ("local:\n  data:\n    morphology: {a: b}\n", "`{`"),
+            ("local:\n  data:\n    morphology: |\n      x\n", "`|`"),
+            ("---\nlocal: x\n", "documents"),
+            ("local:\n  - data\n", "sequence"),
+            (
+                "local:\n  data:\n    morphology: a\n    morphology: b\n",
+                "given twice",
+            ),
+            (
+                "local:\n  data:\n    morpholgy: a\n",
+                "unknown key `local.data.morpholgy`",
+            ),
+            (
+                "local:\n  data:\n    morphology: a\u{7}b\n",
+                "control character",
+            ),
+        ];
+        for (text, needle) in cases {
+            let e = parse(text).expect_err(text);
+            assert!(e.contains(needle) && e.contains("line "), "{text:?}: {e}");
+        }
+        // A comment after a space is YAML's and the reference's alike.
+        let t = parse("local:\n  data:\n    morphology: data/m # the tree\n").unwrap();
+        let Some(Node::Map(local)) = t.get("local") else {
+            panic!("{t:?}")
+        };
+        assert!(format!("{local:?}").contains("\"data/m\""), "{local:?}");
+    }
+
+    #[test]
+    fn deep_nesting_and_large_files_are_refused_before_they_cost_memory() {
+        let mut deep = String::new();
+        for i in 0..10_000 {
+            deep.push_str(&" ".repeat(i));
+            deep.push_str("k:\n");
+        }
+        let e = parse(&deep).unwrap_err();
+        assert!(e.contains("deeper than 16"), "{e}");
+        let t = tempfile::tempdir().unwrap();
+        let big = t.path().join("paths.yaml");
+        std::fs::write(&big, "# x\n".repeat(300_000)).unwrap();
+        let e = PathsYaml::read(&big).unwrap_err().to_string();
+        assert!(e.contains("bytes") && e.contains("paths.yaml"), "{e}");
+    }
+
+    #[test]
+    fn paths_that_leave_the_root_or_ask_for_a_shell_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir(t.path().join("configs")).unwrap();
+        let file = t.path().join("configs/paths.yaml");
+        for (value, needle) in [
+            ("../../etc", "`..`"),
+            ("data/$(rm -rf ~)", "shell syntax"),
+            ("data/`id`", "`"),
+            ("${HOME}/data", "shell syntax"),
+        ] {
+            let text = format!("local:\n  data:\n    morphology: \"{value}\"\n");
+            std::fs::write(&file, text).unwrap();
+            let e = PathsYaml::read(&file)
+                .unwrap()
+                .path(MORPH_KEY)
+                .map(|p| p.display().to_string())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(needle) && e.contains(MORPH_KEY), "{value}: {e}");
+        }
+        // An absolute path is the user's to choose.
+        std::fs::write(&file, "local:\n  data:\n    morphology: /data/../m\n").unwrap();
+        assert_eq!(
+            PathsYaml::read(&file).unwrap().path(MORPH_KEY).unwrap(),
+            PathBuf::from("/data/../m")
+        );
     }
 }

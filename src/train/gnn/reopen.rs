@@ -23,6 +23,10 @@ use crate::toolbox::checkpoint::Checkpoint;
 /// Cohort paths that replace the run's own (e.g. after the data moved), each optional.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct DataOverrides {
+    /// The reference project's `configs/paths.yaml`: its `local.data.*` keys replace the run's
+    /// data paths (a path flag below wins over it). Read once, where the command line is read.
+    #[arg(long, value_name = "FILE", alias = "paths_yaml")]
+    pub paths_yaml: Option<PathBuf>,
     /// Instead of the run's `--sc_dir`.
     #[arg(long, alias = "sc_dir")]
     pub sc_dir: Option<PathBuf>,

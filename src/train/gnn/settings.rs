@@ -29,6 +29,14 @@ pub struct GnnSettings {
     /// --patience 10 --learning_rate 1e-4: pass them).
     #[arg(id = "model", long = "model", value_enum, default_value = "clg-ode", help_heading = MODEL)]
     pub model_kind: ModelKind,
+    /// The reference project's `configs/paths.yaml`: `--sc_dir`, `--morph_root`,
+    /// `--subject_info_csv` and `--results_dir` not given are read from its `local.data.*` and
+    /// `local.outputs.*` keys (relative paths from the folder above `configs/`), as the
+    /// reference's scripts read them; `--config FILE.yaml` means the same. The resolved paths
+    /// are the run's (args.json, config.toml): it repeats without the file.
+    #[arg(long, value_name = "FILE", alias = "paths_yaml", help_heading = DATA)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths_yaml: Option<PathBuf>,
     /// Directory of SC matrices, one `<subject>_<session>.csv` (dense N×N, no header) per scan.
     #[arg(long, alias = "sc_dir", help_heading = DATA)]
     pub sc_dir: PathBuf,

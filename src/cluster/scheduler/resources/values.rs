@@ -166,7 +166,8 @@ pub(super) fn strings(key: &str, v: &toml::Value) -> Result<Vec<String>> {
     }
 }
 
-pub(super) fn count(key: &str, v: &toml::Value, max: u32) -> Result<u32> {
+/// A whole number from `min` to `max`; the error names the key and shows the value.
+pub(super) fn count(key: &str, v: &toml::Value, min: u32, max: u32) -> Result<u32> {
     let n = match v {
         toml::Value::Integer(i) => *i,
         toml::Value::String(s) => s.trim().parse().unwrap_or(-1),
@@ -174,6 +175,8 @@ pub(super) fn count(key: &str, v: &toml::Value, max: u32) -> Result<u32> {
     };
     u32::try_from(n)
         .ok()
-        .filter(|&n| n <= max)
-        .ok_or_else(|| anyhow::anyhow!("`{key}` = {v}: expected a whole number from 0 to {max}"))
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| {
+            anyhow::anyhow!("`{key}` = {v}: expected a whole number from {min} to {max}")
+        })
 }
