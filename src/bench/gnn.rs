@@ -198,15 +198,18 @@ impl BackendJob for Job<'_> {
 
 /// The rows of one cohort size on every selected placement.
 fn bench_cohort(args: &BenchArgs, subjects: usize) -> Result<Vec<GnnBenchRow>> {
-    let tmp = std::env::temp_dir().join(format!("trainer-bench-gnn-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
+    // Removed when dropped, and on SIGTERM/SIGINT/SIGHUP (super::limits).
+    let tmp = super::limits::TempDir::new(
+        std::env::temp_dir().join(format!("trainer-bench-gnn-{}", std::process::id())),
+    );
+    let _ = std::fs::remove_dir_all(tmp.path());
     eprintln!(
         "[bench] synthetic cohort: {subjects} subjects x {} nodes",
         args.nodes
     );
-    write_synthetic_cohort(&tmp, subjects, args.nodes, 1)?;
-    let loaded = load_cohort(&CohortPaths::under(&tmp), &LoadOptions::default());
-    let _ = std::fs::remove_dir_all(&tmp);
+    write_synthetic_cohort(tmp.path(), subjects, args.nodes, 1)?;
+    let loaded = load_cohort(&CohortPaths::under(tmp.path()), &LoadOptions::default());
+    drop(tmp);
     let cohort = Arc::new(loaded?.0);
     let numeric = cohort
         .subjects

@@ -188,6 +188,7 @@ fn contenders(wanted: &[BackendKind]) -> Vec<Contender> {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
+    super::limits::check(&args)?;
     if args.target == super::BenchTarget::Gnn {
         return super::gnn::run(&args);
     }

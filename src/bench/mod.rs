@@ -1,6 +1,7 @@
 //! `trainer bench`: throughput and cost benchmarks, every compiled backend side by side.
 
 pub mod gnn;
+mod limits;
 pub mod mnist;
 pub mod profile;
 pub mod pytorch;

@@ -288,6 +288,44 @@ impl Spec {
                 );
             }
         }
+        // A name that is a folder of another (`a` and `a/b`): one run directory would hold the
+        // other's, and moving a torn run aside would take the other with it.
+        for (name, &index) in &seen {
+            let mut prefix = name.as_str();
+            while let Some((parent, _)) = prefix.rsplit_once('/') {
+                if let Some(&outer) = seen.get(parent) {
+                    bail!(
+                        "{}: task {outer} is named `{parent}` and task {index} `{name}`: the \
+                         run directory of the first would hold the second's; rename a variant \
+                         (names are folders)",
+                        path.display()
+                    );
+                }
+                prefix = parent;
+            }
+        }
+        // A fold the command would refuse only when the task starts: refused here.
+        for t in &tasks {
+            let int = |k: &str| {
+                t.flags
+                    .get(k)
+                    .or_else(|| t.flags.get(&k.replace('_', "-")))
+                    .and_then(toml::Value::as_integer)
+            };
+            let folds = int("cv_folds").unwrap_or(5);
+            if let Some(fold) = int("cv_fold")
+                && fold >= folds
+            {
+                bail!(
+                    "{}: task {} (`{}`) trains fold {fold}, and cv_folds is {folds}: folds \
+                     are 0..{}",
+                    path.display(),
+                    t.index,
+                    t.name,
+                    folds - 1
+                );
+            }
+        }
         Ok(Spec {
             command,
             tasks,

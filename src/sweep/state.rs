@@ -220,9 +220,32 @@ pub(super) fn start_ticks(pid: u32) -> Option<u64> {
 }
 
 /// Whether process `pid`, started at `ticks` when that is known, runs: a pid reused by a newer
-/// process (another start time) does not.
-fn alive_since(pid: u32, ticks: Option<u64>) -> bool {
-    alive(pid) && ticks.is_none_or(|t| start_ticks(pid).is_none_or(|now| now == t))
+/// process (another start time) does not. Without ticks (a status file of the previous format),
+/// a process that started after `written` (Unix seconds: when the status was written, with two
+/// seconds of slack for the clock's rounding) is not the one it names.
+fn alive_since(pid: u32, ticks: Option<u64>, written: Option<u64>) -> bool {
+    alive(pid)
+        && match ticks {
+            Some(t) => start_ticks(pid).is_none_or(|now| now == t),
+            None => written.is_none_or(|w| start_unix(pid).is_none_or(|s| s <= w + 2)),
+        }
+}
+
+/// When process `pid` started, in Unix seconds (`btime` of `/proc/stat` + its start ticks).
+fn start_unix(pid: u32) -> Option<u64> {
+    let ticks = start_ticks(pid)?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|&h| h > 0)?;
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let boot: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(boot + ticks / hz)
 }
 
 /// Whether process `pid` runs (a zombie, ended and waiting for its reaper, does not).
@@ -253,7 +276,19 @@ fn recorded_state(dir: &Path, t: &Task) -> TaskState {
             // The sweep process, or its trainer still finishing (it checkpoints on the
             // SIGTERM it gets when the sweep process dies).
             let (own, trainer) = ticks.map_or((None, None), |(a, b)| (Some(a), b));
-            if alive_since(pid, own) || trainer_pid.is_some_and(|p| alive_since(p, trainer)) {
+            // The previous format has no ticks: the file's own time says when it was last
+            // written (the trainer had started by then), its `since` when the task began (the
+            // sweep process had started by then).
+            let mtime = std::fs::metadata(status_path(dir, t.index))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_secs());
+            let written = since.or(mtime);
+            let trainer_written = mtime;
+            if alive_since(pid, own, written)
+                || trainer_pid.is_some_and(|p| alive_since(p, trainer, trainer_written))
+            {
                 TaskState::Running {
                     pid,
                     host: h,
@@ -286,4 +321,45 @@ pub(super) fn last_error(log: &Path) -> String {
         .find(|l| l.starts_with("error") || l.contains("panicked"))
         .or(lines.last())
         .map_or(String::new(), |l| l.trim().to_string())
+}
+
+#[cfg(test)]
+mod old_format {
+    use super::*;
+
+    /// A status of the previous format (no start ticks) names a pid that a process started
+    /// after the status was written now holds: not the task's, so the task is failed (and
+    /// `plan --missing` re-plans it), not running forever.
+    #[test]
+    fn a_reused_pid_of_an_old_status_is_not_the_task() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep starts");
+        let pid = child.id();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(STATUS)).unwrap();
+        let task = Task {
+            index: 0,
+            name: "t".into(),
+            varied: Default::default(),
+            flags: Default::default(),
+            after: None,
+        };
+        let write = |since: u64| {
+            let text = format!(
+                "{{\"state\":\"running\",\"pid\":{pid},\"host\":{:?},\"since\":{since}}}",
+                host()
+            );
+            std::fs::write(status_path(dir.path(), 0), text).unwrap();
+        };
+        write(now() - 3600);
+        let state = recorded_state(dir.path(), &task);
+        assert!(matches!(state, TaskState::Failed { .. }), "{state:?}");
+        write(now() + 60);
+        let state = recorded_state(dir.path(), &task);
+        assert!(matches!(state, TaskState::Running { .. }), "{state:?}");
+        child.kill().ok();
+        child.wait().ok();
+    }
 }

@@ -13,6 +13,7 @@ mod sweep_helpers;
 
 mod architecture;
 mod bench_cli;
+mod bench_limits;
 mod data_fetch;
 mod ddp;
 mod engine_regression;

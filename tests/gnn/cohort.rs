@@ -286,3 +286,89 @@ fn defects_and_a_split_without_forecasts_are_named() {
     assert!(stderr(&o).contains(&name), "{}", stderr(&o));
     assert!(stdout(&o).is_empty(), "{}", stdout(&o));
 }
+
+/// Defects the readers find are named, with their file, in every format of `trainer cohort`
+/// (not "none" while the JSON counts them): NA morphology cells, a morphology file with two data
+/// rows, an SC scan without morphology. CLG-ODE, which reads morphology, refuses the NA cells at
+/// load naming the file; eb-drift, which does not, trains with the warning.
+#[test]
+fn every_defect_is_named_in_every_format_and_nan_morphology_stops_clg_ode_by_name() {
+    let t = tempfile::tempdir().unwrap();
+    synth_cohort(t.path(), 20, 6, 9);
+    let mut morphs: Vec<std::path::PathBuf> = Vec::new();
+    let mut stack = vec![t.path().join("cohort/morph")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                morphs.push(p);
+            }
+        }
+    }
+    morphs.sort();
+    // An NA cell in the first file, a second data row in the second, the third removed.
+    let (nan, two_rows, gone) = (&morphs[0], &morphs[1], &morphs[2]);
+    let text = std::fs::read_to_string(nan).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut cells: Vec<&str> = lines[1].split(',').collect();
+    cells[1] = "NA";
+    lines[1] = cells.join(",");
+    std::fs::write(nan, lines.join("\n") + "\n").unwrap();
+    let text = std::fs::read_to_string(two_rows).unwrap();
+    let row = text.lines().nth(1).unwrap().to_string();
+    std::fs::write(two_rows, format!("{}{row}\n", text)).unwrap();
+    std::fs::remove_file(gone).unwrap();
+    let name = |p: &std::path::Path| p.file_name().unwrap().to_string_lossy().into_owned();
+
+    let s = cohort_json(t.path(), &FLAGS);
+    assert_eq!(s["defects"]["morph_files_with_nan"], 1, "{}", s["defects"]);
+    assert_eq!(s["defects"]["morph_files_with_extra_rows"], 1);
+    assert!(s["defects"]["scans_without_morph"].as_u64().unwrap() >= 1);
+    for format in ["table", "md"] {
+        let mut args = vec!["cohort", "--format", format];
+        args.extend(FLAGS);
+        let o = run_in(t.path(), &args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        let defects = out.split("Defects").nth(1).unwrap_or("");
+        assert!(
+            !defects
+                .trim_start_matches([' ', '#', '\n'])
+                .starts_with("none"),
+            "{out}"
+        );
+        for needle in [name(nan), name(two_rows), "no morphology file".to_string()] {
+            assert!(
+                defects.contains(&needle),
+                "{format}: {needle} not named:\n{out}"
+            );
+        }
+    }
+
+    let train = |model: &str| {
+        let mut args = vec!["train-gnn", "--model", model, "--cv_fold", "0"];
+        args.extend(FLAGS);
+        args.extend([
+            "--results_dir",
+            "res",
+            "--run_name",
+            model,
+            "--max_epochs",
+            "1",
+        ]);
+        run_in(t.path(), &args)
+    };
+    let o = train("clg-ode");
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains(&name(nan)) && err.contains("NA cells"),
+        "{err}"
+    );
+    assert!(!t.path().join("res/runs/clg-ode").exists());
+    let o = train("eb-drift");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&name(nan)), "{}", stderr(&o));
+}

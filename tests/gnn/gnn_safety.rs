@@ -123,6 +123,26 @@ fn eval_gnn_writes_only_into_its_own_directory_and_names_a_changed_split() {
             "other-split",
         ],
     );
+    // Another cohort: refused by default, naming both fingerprints.
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("trained on cohort") && err.contains("--other-cohort"),
+        "{err}"
+    );
+    assert!(!t.path().join("other-split").exists());
+    let o = run_in(
+        t.path(),
+        &[
+            "eval-gnn",
+            run_s,
+            "--sc-dir",
+            smaller.join("sc").to_str().unwrap(),
+            "--out",
+            "other-split",
+            "--other-cohort",
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("split differently from the run"),
@@ -253,6 +273,55 @@ fn resume_is_exact_or_refused_finished_runs_included() {
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains("other settings") && stderr(&o).contains("cohort"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `eval-gnn`, `predict` and `plot-sc` given another cohort of the same size (another seed of
+/// the generator): each refuses, naming the run's cohort and the one given, unless
+/// `--other-cohort` says it is meant.
+#[test]
+fn another_cohort_of_the_same_size_is_refused_by_every_reader() {
+    let t = tempfile::tempdir().unwrap();
+    synth_cohort(t.path(), 24, 8, 5);
+    train_model(t.path(), "eb-drift", "res");
+    let other = t.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    synth_cohort(&other, 24, 8, 6);
+    let c = other.join("cohort");
+    let (sc, morph, table) = (c.join("sc"), c.join("morph"), c.join("subject_info_sc.csv"));
+    let data = [
+        "--sc-dir",
+        sc.to_str().unwrap(),
+        "--morph-root",
+        morph.to_str().unwrap(),
+        "--subject-info-csv",
+        table.to_str().unwrap(),
+    ];
+    let run = "res/runs/eb-drift";
+    for (cmd, out) in [
+        (vec!["eval-gnn", run, "--out", "e"], "e"),
+        (vec!["predict", run, "--next-visit", "--out", "p"], "p"),
+        (vec!["plot-sc", run, "--out", "f.png"], "f.png"),
+    ] {
+        let mut args = cmd.clone();
+        args.extend(data);
+        let o = run_in(t.path(), &args);
+        assert!(!o.status.success(), "{cmd:?} scored another cohort");
+        let err = stderr(&o);
+        assert!(
+            err.contains("trained on cohort") && err.contains(sc.to_str().unwrap()),
+            "{cmd:?}: {err}"
+        );
+        assert!(!t.path().join(out).exists(), "{cmd:?} wrote {out}");
+    }
+    let mut args = vec!["eval-gnn", run, "--out", "e", "--other-cohort"];
+    args.extend(data);
+    let o = run_in(t.path(), &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("scoring another cohort"),
         "{}",
         stderr(&o)
     );

@@ -8,6 +8,7 @@ fn known(_: &str, key: &str) -> bool {
         "fixed_support",
         "preset",
         "resume_from",
+        "cv_folds",
     ]
     .contains(&key)
 }
@@ -206,4 +207,30 @@ fn a_value_another_place_of_the_spec_overrides_is_named() {
         parse("command = \"train-gnn\"\n[base]\nmax_epochs = 2\n[grid]\npos_weight = [1.0]\n")
             .unwrap();
     assert!(healthy.shadowed.is_empty(), "{:?}", healthy.shadowed);
+}
+
+#[test]
+fn nested_task_names_and_folds_beyond_cv_folds_are_refused() {
+    let e =
+        parse("command = \"train-gnn\"\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"a/b\"\n")
+            .unwrap_err()
+            .to_string();
+    assert!(
+        e.contains("`a`") && e.contains("`a/b`") && e.contains("hold"),
+        "{e}"
+    );
+    let e = parse("command = \"train-gnn\"\nfolds = [0, 5]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fold 5") && e.contains("cv_folds is 5"), "{e}");
+    let e = parse("command = \"train-gnn\"\nfolds = [2]\n[base]\ncv_folds = 2\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fold 2") && e.contains("cv_folds is 2"), "{e}");
+    // Siblings are fine: `a/b` and `a/c`, `ab` and `a`.
+    parse(
+        "command = \"train-gnn\"\n[[variant]]\nname = \"a/b\"\n[[variant]]\nname = \"a/c\"\n\
+         [[variant]]\nname = \"ab\"\n",
+    )
+    .unwrap();
 }

@@ -138,6 +138,22 @@ impl<M: Forecaster> JobFactory for Factory<M> {
                 topo_bins: settings.topo_bins,
             },
         )?;
+        if M::READS_MORPHOLOGY && !prep.report.morph_nan_files.is_empty() {
+            let files: Vec<String> = prep
+                .report
+                .morph_nan_files
+                .iter()
+                .map(|(f, n)| format!("{} ({n} cells)", f.display()))
+                .collect();
+            anyhow::bail!(
+                "--model {} takes morphology as input, and {} morphology file(s) have empty or \
+                 NA cells, which would make every fold's normalisation NaN: {}; fill them in \
+                 or remove the files (their scans then count as without morphology)",
+                M::KIND,
+                files.len(),
+                files.join(", ")
+            );
+        }
         if ctx.is_main() {
             eprintln!("[train-gnn] {}", prep.report);
             for w in prep.report.warnings() {

@@ -36,6 +36,10 @@ pub struct DataOverrides {
     /// Instead of the run's `--subject_info_csv`.
     #[arg(long, alias = "subject_info_csv")]
     pub subject_info_csv: Option<PathBuf>,
+    /// Score data other than the cohort the run was trained on (another `cohort_fingerprint`):
+    /// refused without it, since the scores would describe another cohort.
+    #[arg(long)]
+    pub other_cohort: bool,
 }
 
 impl SavedRun {
@@ -89,6 +93,25 @@ impl SavedRun {
                 topo_bins: set.topo_bins,
             },
         )?;
+        let now = super::config::cohort_fingerprint(&prep.cohort);
+        let then = &config.cohort_fingerprint;
+        if !then.is_empty() && *then != now {
+            if !paths.other_cohort {
+                bail!(
+                    "{}: trained on cohort {then} (--sc_dir {}), but the data given is another \
+                     cohort, {now} (--sc_dir {}): its scores would not be the run's. Give the \
+                     run's data, or --other-cohort to score this cohort on purpose",
+                    run_dir.display(),
+                    set.sc_dir.display(),
+                    cohort.sc_dir.display()
+                );
+            }
+            eprintln!(
+                "[trainer] WARNING: {} was trained on cohort {then}; scoring another cohort, \
+                 {now} (--other-cohort)",
+                run_dir.display()
+            );
+        }
         let stats = prep.cohort.norm_stats(&prep.folds[0].train)?;
         let data = FoldData::new(prep.cohort.clone(), &stats, set.sampling.include_s_mean());
         let split_changes = meta

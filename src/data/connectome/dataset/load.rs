@@ -195,11 +195,22 @@ pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, L
                             .morph_files_without_data
                             .push(job.morph.clone().unwrap_or_default());
                     }
-                    report.morph_nan_cells +=
+                    let nan =
                         m.x.slice(s![..n_nodes, ..])
                             .iter()
                             .filter(|v| v.is_nan())
                             .count();
+                    report.morph_nan_cells += nan;
+                    if nan > 0 {
+                        report
+                            .morph_nan_files
+                            .push((job.morph.clone().unwrap_or_default(), nan));
+                    }
+                    if m.extra_rows > 0 {
+                        report
+                            .morph_files_with_extra_rows
+                            .push((job.morph.clone().unwrap_or_default(), m.extra_rows));
+                    }
                     m.x.slice(s![..n_nodes, ..]).to_owned()
                 }
                 None => Array2::zeros((n_nodes, n_metrics)),

@@ -37,6 +37,12 @@ pub struct LoadReport {
     pub morph_files_without_data: Vec<PathBuf>,
     /// NaN morphology cells kept as NaN (they make the fold statistics NaN).
     pub morph_nan_cells: usize,
+    /// The files those cells are in, with their count.
+    #[serde(default)]
+    pub morph_nan_files: Vec<(PathBuf, usize)>,
+    /// Morphology files with more than one data row: the first is used, as the reference.
+    #[serde(default)]
+    pub morph_files_with_extra_rows: Vec<(PathBuf, usize)>,
     /// Kept scans absent from the subject table: age = visit index, sex/site unknown.
     pub scans_not_in_table: Vec<String>,
     /// Kept scans whose table age is missing or unparsable: age = visit index.
@@ -111,6 +117,65 @@ impl LoadReport {
                 f.display()
             ));
         }
+        for (f, n) in &self.morph_nan_files {
+            out.push(format!(
+                "{}: {n} empty or NA cell(s), kept as NaN as the reference: the fold \
+                 normalisation of a model that reads morphology (clg-ode) becomes NaN",
+                f.display()
+            ));
+        }
+        for (f, n) in &self.morph_files_with_extra_rows {
+            out.push(format!(
+                "{}: {} data rows; only the first is read, as the reference",
+                f.display(),
+                n + 1
+            ));
+        }
+        for f in &self.morph_duplicates {
+            out.push(format!(
+                "{}: a second morphology file for the same scan; ignored",
+                f.display()
+            ));
+        }
+        for f in self
+            .morph_ignored_no_subject
+            .iter()
+            .chain(&self.morph_ignored_no_session)
+        {
+            out.push(format!(
+                "{}: no subject or session in its path; ignored",
+                f.display()
+            ));
+        }
+        if self.morph_rois_truncated > 0 {
+            out.push(format!(
+                "{}: {} morphology ROI(s) beyond the {} SC nodes dropped, as the reference",
+                self.morph_layout_file.display(),
+                self.morph_rois_truncated,
+                "N"
+            ));
+        }
+        for s in &self.scans_without_morph {
+            out.push(format!("scan {s}: no morphology file"));
+        }
+        for s in &self.subjects_dropped {
+            out.push(format!("subject {s}: no scan left after dropping; dropped"));
+        }
+        for s in &self.non_canonical_sessions {
+            out.push(format!(
+                "SC file {s}: a session that is not one of the four canonical ids (kept, \
+                 sorted last, as the reference)"
+            ));
+        }
+        for s in &self.duplicate_sc_scan_ids {
+            out.push(format!("scanid {s}: more than one SC file (all kept)"));
+        }
+        if self.table_rows_without_scanid > 0 {
+            out.push(format!(
+                "subject table: {} row(s) without a scanid; ignored",
+                self.table_rows_without_scanid
+            ));
+        }
         out
     }
 
@@ -135,6 +200,12 @@ impl LoadReport {
             "morph_files_missing_columns": self.morph_missing_columns.len(),
             "morph_files_without_data": self.morph_files_without_data.len(),
             "morph_nan_cells": self.morph_nan_cells,
+            "morph_files_with_nan": self.morph_nan_files.len(),
+            "morph_files_with_extra_rows": self.morph_files_with_extra_rows.len(),
+            "morph_ignored": self.morph_ignored_no_subject.len() + self.morph_ignored_no_session.len(),
+            "non_canonical_sessions": self.non_canonical_sessions.len(),
+            "duplicate_sc_scan_ids": self.duplicate_sc_scan_ids.len(),
+            "morph_rois_truncated": self.morph_rois_truncated,
             "morph_duplicates": self.morph_duplicates.len(),
             "scans_without_morph": self.scans_without_morph.len(),
             "scans_not_in_table": self.scans_not_in_table.len(),

@@ -170,7 +170,7 @@ impl MorphLayout {
     /// Infer the layout from the header of `path` (the first indexed file).
     /// Error if no column matches one of `metrics`.
     pub fn infer(path: &Path, metrics: &[String]) -> Result<Self> {
-        let (header, _) = read_header_and_first_row(path)?;
+        let (header, _, _) = read_header_and_first_row(path)?;
         let (rois, metric_order) = infer_roi_metric_order(&header, metrics);
         if rois.is_empty() {
             return Err(ConnectomeError::NoMorphColumns {
@@ -219,6 +219,8 @@ pub struct MorphFile {
     pub had_data_row: bool,
     /// (ROI, metric) columns of the layout the file lacks (zero-filled, as the reference).
     pub missing: Vec<(usize, usize)>,
+    /// Data rows after the first (not read; the loader names the file).
+    pub extra_rows: usize,
 }
 
 /// Load one morphology file into `[n_roi × F]` using only its first data row.
@@ -227,7 +229,7 @@ pub struct MorphFile {
 /// maps to a (ROI, metric) of `layout`, a cell that is neither a number nor a missing-value
 /// marker (named by line and column).
 pub fn load_morph(path: &Path, layout: &MorphLayout) -> Result<MorphFile> {
-    let (header, row) = read_header_and_first_row(path)?;
+    let (header, row, extra_rows) = read_header_and_first_row(path)?;
     let mut x = Array2::<f32>::zeros((layout.rois.len(), layout.metrics.len()));
     let targets: Vec<Option<(usize, usize)>> = header.iter().map(|c| layout.locate(c)).collect();
     if targets.iter().all(Option::is_none) {
@@ -248,6 +250,7 @@ pub fn load_morph(path: &Path, layout: &MorphLayout) -> Result<MorphFile> {
             nan_cells: 0,
             had_data_row: false,
             missing,
+            extra_rows,
         });
     };
     let mut nan_cells = 0;
@@ -277,10 +280,12 @@ pub fn load_morph(path: &Path, layout: &MorphLayout) -> Result<MorphFile> {
         nan_cells,
         had_data_row: true,
         missing,
+        extra_rows,
     })
 }
 
-type HeaderAndRow = (Vec<String>, Option<(u64, Vec<String>)>);
+/// The header, the first data row with its line, and how many data rows follow it.
+type HeaderAndRow = (Vec<String>, Option<(u64, Vec<String>)>, usize);
 
 fn read_header_and_first_row(path: &Path) -> Result<HeaderAndRow> {
     let mut reader = csv::ReaderBuilder::new()
@@ -304,7 +309,14 @@ fn read_header_and_first_row(path: &Path) -> Result<HeaderAndRow> {
     } else {
         None
     };
-    Ok((header, row))
+    // The rest is counted, not parsed: a malformed later row is not read, as the reference.
+    let mut extra = 0;
+    while let Ok(true) = reader.read_record(&mut record) {
+        if record.iter().any(|c| !c.trim().is_empty()) {
+            extra += 1;
+        }
+    }
+    Ok((header, row, extra))
 }
 
 #[cfg(test)]

@@ -58,6 +58,7 @@ impl Forecaster for ClgOdeModel {
     const FILE_STEM: &'static str = MODEL_NAME;
     const TIME_INPUT: bool = true;
     const NEEDS_SUBJECT_TABLE: bool = true;
+    const READS_MORPHOLOGY: bool = true;
     type Net<B: AutodiffBackend> = ClgOde<B>;
     type Step = GnnStep;
     type Epoch = GnnEpoch;

@@ -153,6 +153,9 @@ pub trait Forecaster: Sized + 'static {
     /// Whether it needs `--subject-info-csv` (ages and covariates); without the table, ages
     /// are visit indices.
     const NEEDS_SUBJECT_TABLE: bool = false;
+    /// Whether it takes morphology as input (NaN morphology cells are then refused at load,
+    /// naming the files, instead of failing folds later).
+    const READS_MORPHOLOGY: bool = false;
     /// Whether an optimiser trains it (`--optimizer` applies); a closed-form fit has none.
     const GRADIENT_TRAINED: bool = true;
 
