@@ -17,7 +17,7 @@ SLURM_WAITING_TESTS=(cluster:slurm_requeue sweep:sweep_stages)
 # areas' and the harness-less ones of Cargo.toml (tests/*.rs).
 # fuzz_parsers and fuzz_cluster are binaries of their own: their counting global allocator
 # measures the whole process, so no other test may allocate beside them.
-OTHER_TEST_BINARIES=(engine cluster gnn sweep backends host_memory fuzz_parsers fuzz_cluster)
+OTHER_TEST_BINARIES=(engine cluster gnn sweep backends host_memory fuzz_parsers fuzz_cluster fuzz_outputs)
 
 # `--test NAME` for every NAME given.
 test_flags() {

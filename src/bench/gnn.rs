@@ -207,8 +207,11 @@ fn bench_cohort(args: &BenchArgs, subjects: usize) -> Result<Vec<GnnBenchRow>> {
         "[bench] synthetic cohort: {subjects} subjects x {} nodes",
         args.nodes
     );
-    write_synthetic_cohort(tmp.path(), subjects, args.nodes, 1)?;
+    let written = write_synthetic_cohort(tmp.path(), subjects, args.nodes, 1);
+    super::limits::wait_if_interrupted();
+    written?;
     let loaded = load_cohort(&CohortPaths::under(tmp.path()), &LoadOptions::default());
+    super::limits::wait_if_interrupted();
     drop(tmp);
     let cohort = Arc::new(loaded?.0);
     let numeric = cohort

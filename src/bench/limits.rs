@@ -45,7 +45,7 @@ fn disk_free(dir: &Path) -> Option<u64> {
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is a valid C string and `s` a valid out-pointer for the call.
     (unsafe { libc::statvfs(c.as_ptr(), &mut s) } == 0)
-        .then(|| u64::from(s.f_bavail).saturating_mul(s.f_frsize))
+        .then(|| s.f_bavail.saturating_mul(s.f_frsize))
 }
 
 fn refuse(message: String) -> anyhow::Error {
@@ -136,6 +136,17 @@ pub fn check(s: &BenchSettings) -> Result<()> {
 
 /// Temporary directories to remove when a signal ends the process.
 static TEMP: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Set by the signal handler before it removes them: what then fails in the main thread is
+/// the removal's doing, and the process ends with the signal's code, not that failure's.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Waits for the signal handler to end the process when it has started to (a write into the
+/// directory it removes failed because of it); returns at once otherwise.
+pub fn wait_if_interrupted() {
+    while INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::park();
+    }
+}
 static HANDLER: Once = Once::new();
 
 /// A temporary directory of the benchmark: removed when dropped, and by a handler of SIGTERM,
@@ -151,9 +162,23 @@ impl TempDir {
             {
                 std::thread::spawn(move || {
                     if let Some(sig) = signals.forever().next() {
+                        INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
                         let dirs = TEMP.lock().map(|d| d.clone()).unwrap_or_default();
                         for d in dirs {
-                            let _ = std::fs::remove_dir_all(d);
+                            // Moved aside first: the main thread, still writing into it, then
+                            // fails instead of filling it again while it is removed.
+                            let aside =
+                                d.with_extension(format!("removing-{}", std::process::id()));
+                            let gone = if std::fs::rename(&d, &aside).is_ok() {
+                                aside
+                            } else {
+                                d
+                            };
+                            for _ in 0..10 {
+                                if std::fs::remove_dir_all(&gone).is_ok() || !gone.exists() {
+                                    break;
+                                }
+                            }
                         }
                         std::process::exit(128 + sig);
                     }

@@ -95,6 +95,23 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         let spec = &ctx.spec;
         let items = self.stage.items;
         let epoch = pos.epoch;
+        // A resumed position this data cannot hold (a damaged or hand-edited run state) is
+        // refused, not trained from: items beyond the epoch, or more steps than the epochs done
+        // could have taken (a step takes at least one item; folds differ by a few items, hence
+        // the factor 2), which would also overflow the step counter.
+        let steps_cap = (pos.total_epochs() as u64 + 1)
+            .saturating_mul(items as u64)
+            .saturating_mul(2);
+        if pos.epoch_items > items || pos.global_step > steps_cap {
+            anyhow::bail!(
+                "impossible run state: {} item(s) of this epoch done and step {} reached, but an \
+                 epoch here has {items} item(s) and {} epoch(s) are done; the resume checkpoint \
+                 is damaged or was edited: resume from another checkpoint or start a new run",
+                pos.epoch_items,
+                pos.global_step,
+                pos.total_epochs()
+            );
+        }
         let order = epoch_order(items, self.stage.shuffle_seed, epoch as u64);
         let lr = spec.plan.lr.at(epoch);
         let global_batch = spec.plan.global_batch(ctx.comm.size());
@@ -309,7 +326,9 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             && self.stage.model_file.is_none()
             && let Some(epoch) = row.and_then(|r| r.get("epoch")).and_then(|e| e.as_u64())
         {
-            ck.save(&run_files.epoch_checkpoint(epoch))?;
+            let path = run_files.epoch_checkpoint(epoch);
+            ck.save(&path)?;
+            super::retention::record(&run_files, &path, &ctx.tag)?;
         }
         ck.save(&run_files.last_checkpoint())
     }

@@ -84,7 +84,9 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             if ctx.run.keep_checkpoints == KeepCheckpoints::All
                 && let Some(f) = &files
             {
-                model_file(&run_files.epoch_model(&f.stem, epoch as u64 + 1), &weights)?;
+                let path = run_files.epoch_model(&f.stem, epoch as u64 + 1);
+                model_file(&path, &weights)?;
+                retention::record(&run_files, &path, &ctx.tag)?;
             }
             if improved {
                 self.best = Some(weights);

@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::RunDir;
+use super::text::csv_cell;
 
 pub use super::group_table::Format;
 
@@ -169,8 +170,9 @@ pub fn table(runs: &[RunSummary]) -> String {
 }
 
 /// The per-run view as `f`: the text table and its legend, Markdown (the same cells), CSV (one
-/// row per run, every figure a number, empty where the run has none) or JSON (a list of
-/// records, `null` where the run has none).
+/// row per run, every figure a number, empty where the run has none, the run's name never a
+/// spreadsheet formula: [`csv_cell`]) or JSON (a list of records, `null` where the run has
+/// none).
 pub fn render_runs(runs: &[RunSummary], f: Format) -> Result<String> {
     Ok(match f {
         Format::Table => format!("{}{PER_RUN_LEGEND}\n", table(runs)),
@@ -188,7 +190,9 @@ pub fn render_runs(runs: &[RunSummary], f: Format) -> Result<String> {
                 return Ok(all.lines().next().unwrap_or_default().to_string() + "\n");
             }
             for r in runs {
-                w.serialize(r)?;
+                // The run's name is the one text cell: never a spreadsheet formula.
+                let run = csv_cell(&r.run).into_owned();
+                w.serialize(RunSummary { run, ..r.clone() })?;
             }
             String::from_utf8(w.into_inner().context("writing CSV")?)?
         }

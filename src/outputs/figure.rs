@@ -1,5 +1,6 @@
 //! A figure drawn with plotters into a file: SVG, or PNG with an embedded font (no system font
-//! library is needed), written atomically.
+//! library is needed), written atomically; an SVG is well-formed XML whatever text it draws
+//! ([`super::text`]).
 
 use std::io::Write;
 use std::path::Path;
@@ -9,6 +10,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::text;
 use crate::files::write_atomic;
 
 /// Something drawn on one canvas.
@@ -33,12 +35,7 @@ pub fn render_figure<F: Figure>(fig: &F, out: &Path) -> Result<()> {
         .map(str::to_ascii_lowercase);
     match ext.as_deref() {
         Some("svg") => {
-            let mut svg = String::new();
-            {
-                let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-                fig.draw(&root, true)?;
-                root.present().map_err(plot_err)?;
-            }
+            let svg = svg_string(fig)?;
             write_atomic(out, |w| Ok(w.write_all(svg.as_bytes())?))
         }
         Some("png") => {
@@ -57,6 +54,20 @@ pub fn render_figure<F: Figure>(fig: &F, out: &Path) -> Result<()> {
         }
         _ => bail!("{}: the plot file must end in .svg or .png", out.display()),
     }
+}
+
+/// `fig` as an SVG document, well-formed XML whatever its text (titles, labels and names
+/// through [`text::svg_document`]). Every SVG the binary writes is drawn here: no other code
+/// uses plotters' SVG backend (`outputs::text`'s tests check it).
+pub fn svg_string<F: Figure>(fig: &F) -> Result<String> {
+    register_font();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, fig.size()).into_drawing_area();
+        fig.draw(&root, true)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(text::svg_document(&svg))
 }
 
 /// Text needs a font (to measure it in SVG, to draw it in PNG): DejaVu Sans, embedded in the

@@ -4,10 +4,13 @@
 //! Text and Markdown print every number with four significant figures, a column's mean and sd
 //! in one style (`0.5028 ± 0.04170`, or `(2.508 ± 0.2542)e-4` when the mean is below 1e-3 or
 //! above 1e5); CSV and JSON carry one full-precision numeric column per statistic
-//! (`skill_mean`, `skill_sd`, …), never text.
+//! (`skill_mean`, `skill_sd`, …), never text; their text cells (the keys, the missing runs)
+//! are never a spreadsheet formula ([`super::text::csv_cell`]).
 
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
+
+use super::text::{csv_cell, csv_row};
 
 /// How the grouped table is printed.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,9 +221,9 @@ impl GroupTable {
     }
 
     /// CSV: the keys, n, then `<metric>_mean`, `_sd`, `_min`, `_max`, `_n` as numbers (empty
-    /// where there is none), then the missing runs separated by spaces.
-    fn csv(&self) -> Result<()> {
-        let mut w = csv::Writer::from_writer(std::io::stdout());
+    /// where there is none), then the missing runs separated by spaces. The keys and the missing
+    /// runs are text cells ([`csv_cell`]: never a spreadsheet formula).
+    pub fn csv(&self) -> Result<String> {
         let mut header = self.keys.clone();
         header.push("n".into());
         for m in &self.metrics {
@@ -229,33 +232,36 @@ impl GroupTable {
             }
         }
         header.push("missing".into());
-        w.write_record(&header)?;
-        for g in &self.groups {
-            let mut row = g.key.clone();
-            row.push(g.n.to_string());
-            for s in &g.stats {
-                match s {
-                    None => row.extend(std::iter::repeat_n(String::new(), 5)),
-                    Some(s) => row.extend([
-                        s.mean.to_string(),
-                        s.sd.map_or(String::new(), |v| v.to_string()),
-                        s.min.to_string(),
-                        s.max.to_string(),
-                        s.n.to_string(),
-                    ]),
+        let rows: Vec<Vec<String>> = self
+            .groups
+            .iter()
+            .map(|g| {
+                let mut row = csv_row(&g.key);
+                row.push(g.n.to_string());
+                for s in &g.stats {
+                    match s {
+                        None => row.extend(std::iter::repeat_n(String::new(), 5)),
+                        Some(s) => row.extend([
+                            s.mean.to_string(),
+                            s.sd.map_or(String::new(), |v| v.to_string()),
+                            s.min.to_string(),
+                            s.max.to_string(),
+                            s.n.to_string(),
+                        ]),
+                    }
                 }
-            }
-            row.push(g.missing.join(" "));
-            w.write_record(&row)?;
-        }
-        w.flush().context("writing CSV")
+                row.push(csv_cell(&g.missing.join(" ")).into_owned());
+                row
+            })
+            .collect();
+        csv_text(&header, &rows)
     }
 
     /// The table as `f`, on standard output.
     pub fn print(&self, f: Format) -> Result<()> {
         match f {
             Format::Json => println!("{}", serde_json::to_string_pretty(&self.records())?),
-            Format::Csv => self.csv()?,
+            Format::Csv => print!("{}", self.csv()?),
             Format::Md | Format::Table => {
                 let (header, rows) = self.text();
                 print!("{}", text_table(f, &header, &rows));
@@ -299,10 +305,12 @@ pub fn text_table(f: Format, header: &[String], rows: &[Vec<String>]) -> String 
     out
 }
 
-/// `header` and `rows` as CSV (quoted where a cell needs it).
+/// `header` and `rows` as CSV (quoted where a cell needs it). The header's cells are text
+/// ([`csv_cell`]); a row's text cells are the caller's to pass through [`csv_cell`] (its
+/// numeric cells stay numbers).
 pub fn csv_text(header: &[String], rows: &[Vec<String>]) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(header)?;
+    w.write_record(csv_row(header))?;
     for r in rows {
         w.write_record(r)?;
     }

@@ -13,6 +13,7 @@ pub mod run_files;
 pub mod rundir;
 pub mod strata;
 pub mod tensorboard;
+pub mod text;
 pub mod trajectory;
 
 pub use run_files::RunDir;

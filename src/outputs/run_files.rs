@@ -11,6 +11,7 @@
 //! <run>/steps.csv               one line per step (when asked)
 //! <run>/curves.svg              the curves, rewritten at each epoch's end
 //! <run>/.lock                   the live run's advisory lock
+//! <run>/written_checkpoints.json the per-epoch files this run wrote (all `best-last` may remove)
 //! <run>/checkpoints/last.safetensors         the resume checkpoint
 //! <run>/checkpoints/epoch_NNN.safetensors    one per epoch (`--keep-checkpoints all`)
 //! <run>/checkpoints/best.safetensors         best weights of a job without model files
@@ -24,6 +25,9 @@
 //! <run>/strata.json             train-gnn's skill by stratum
 //! <run>/eval-<split>-<name>/    an `eval-gnn` re-scoring (metrics.json, per_subject.csv, strata.json)
 //! ```
+//!
+//! [`refuse_run_file`] keeps a user's output path (`--out`, `--scores`, `--plot` of the reports)
+//! off these files.
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +38,9 @@ use serde::de::DeserializeOwned;
 use super::metrics::{MetricsFiles, Row};
 use super::rundir::RunMeta;
 use crate::files::{write_atomic, write_json};
+
+mod guard;
+pub use guard::{is_run_dir, refuse_run_file};
 
 /// `args.json`.
 pub const ARGS_JSON: &str = "args.json";
@@ -68,6 +75,8 @@ pub const STRATA_JSON: &str = "strata.json";
 pub const EVAL_METRICS_JSON: &str = "metrics.json";
 /// `finished.json`: written when a run has finished (its last stage and its final scoring).
 pub const FINISHED_JSON: &str = "finished.json";
+/// `written_checkpoints.json`: the per-epoch files of `checkpoints/` this run wrote.
+pub const WRITTEN_CHECKPOINTS_JSON: &str = "written_checkpoints.json";
 
 /// A run directory: the path of each of its files, and typed readers and (atomic) writers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -123,6 +132,13 @@ impl RunDir {
         self.file(CURVES_SVG)
     }
 
+    /// `written_checkpoints.json`: the per-epoch files this run wrote into `checkpoints/` (the
+    /// only files `--keep-checkpoints best-last` removes). In the run directory, not in
+    /// `checkpoints/`, which may be a link to a folder other runs share.
+    pub fn written_checkpoints_json(&self) -> PathBuf {
+        self.file(WRITTEN_CHECKPOINTS_JSON)
+    }
+
     /// The advisory lock of the live run ([`super::rundir::claim`]).
     pub fn lock_file(&self) -> PathBuf {
         self.file(LOCK)
@@ -152,18 +168,11 @@ impl RunDir {
             .join(format!("{stem}_epoch_{epoch:03}{CHECKPOINT_EXT}"))
     }
 
-    /// The per-epoch files in `checkpoints/` (`epoch_NNN`, `<stem>_epoch_NNN`), sorted; none
-    /// when the folder cannot be read.
+    /// The files in `checkpoints/` named like per-epoch files (`epoch_NNN`,
+    /// `<stem>_epoch_NNN`), whoever wrote them, sorted; none when the folder cannot be read.
     pub fn epoch_files(&self) -> Vec<PathBuf> {
-        self.checkpoint_files(|name| {
-            let head = name.strip_suffix(CHECKPOINT_EXT).unwrap_or("");
-            let digits = head.rsplit('_').next().unwrap_or("");
-            let before = &head[..head.len() - digits.len()];
-            !digits.is_empty()
-                && digits.bytes().all(|b| b.is_ascii_digit())
-                && (before == "epoch_" || before.ends_with("_epoch_"))
-        })
-        .unwrap_or_default()
+        self.checkpoint_files(is_epoch_file_name)
+            .unwrap_or_default()
     }
 
     /// `checkpoints/best.safetensors`: the best weights of a job that monitors a metric but
@@ -313,6 +322,17 @@ impl From<&Path> for RunDir {
     }
 }
 
+/// Whether `name` is a per-epoch file's name: `epoch_NNN.safetensors` or
+/// `<stem>_epoch_NNN.safetensors`.
+pub fn is_epoch_file_name(name: &str) -> bool {
+    let head = name.strip_suffix(CHECKPOINT_EXT).unwrap_or("");
+    let digits = head.rsplit('_').next().unwrap_or("");
+    let before = &head[..head.len() - digits.len()];
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (before == "epoch_" || before.ends_with("_epoch_"))
+}
+
 /// A JSON file: an error naming it when it cannot be read (`{path}: cannot read it`) or is not
 /// JSON of the type (`{path}: not JSON`).
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
@@ -322,98 +342,4 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_names_are_the_ones_runs_have_always_had() {
-        let r = RunDir::new("/r");
-        let rel = |p: PathBuf| p.strip_prefix("/r").unwrap().display().to_string();
-        assert_eq!(rel(r.args_json()), "args.json");
-        assert_eq!(rel(r.config_toml()), "config.toml");
-        assert_eq!(rel(r.run_meta_json()), "run_meta.json");
-        assert_eq!(rel(r.metrics_jsonl()), "metrics.jsonl");
-        assert_eq!(rel(r.metrics_csv()), "metrics.csv");
-        assert_eq!(rel(r.steps_csv()), "steps.csv");
-        assert_eq!(rel(r.curves_svg()), "curves.svg");
-        assert_eq!(rel(r.lock_file()), ".lock");
-        assert_eq!(rel(r.last_checkpoint()), "checkpoints/last.safetensors");
-        assert_eq!(
-            rel(r.epoch_checkpoint(7)),
-            "checkpoints/epoch_007.safetensors"
-        );
-        assert_eq!(
-            rel(r.epoch_checkpoint(1234)),
-            "checkpoints/epoch_1234.safetensors"
-        );
-        assert_eq!(rel(r.best_checkpoint()), "checkpoints/best.safetensors");
-        assert_eq!(
-            rel(r.epoch_model("gcn_fold1", 3)),
-            "checkpoints/gcn_fold1_epoch_003.safetensors"
-        );
-        assert_eq!(
-            rel(r.best_model("clg_ode_fold0")),
-            "checkpoints/clg_ode_fold0_best.safetensors"
-        );
-        assert_eq!(
-            rel(r.last_model("clg_ode_fold0")),
-            "checkpoints/clg_ode_fold0_last.safetensors"
-        );
-        assert_eq!(rel(r.results_json()), "clg_ode_results.json");
-        assert_eq!(rel(r.test_metrics_json()), "test_metrics.json");
-        assert_eq!(rel(r.test_sc_metrics_json()), "test_sc_metrics.json");
-        assert_eq!(rel(r.per_subject_csv()), "per_subject.csv");
-        assert_eq!(rel(r.strata_json()), "strata.json");
-        let e = r.eval_dir("test", "best");
-        assert_eq!(rel(e.path().to_path_buf()), "eval-test-best");
-        assert_eq!(rel(e.eval_metrics_json()), "eval-test-best/metrics.json");
-        assert_eq!(rel(e.strata_json()), "eval-test-best/strata.json");
-    }
-
-    #[test]
-    fn best_models_lists_only_best_model_files() {
-        let t = tempfile::tempdir().unwrap();
-        let r = RunDir::new(t.path());
-        assert!(r.best_models().is_err());
-        assert!(!r.has_checkpoints());
-        std::fs::create_dir(r.checkpoints()).unwrap();
-        assert!(r.epoch_files().is_empty());
-        for p in [
-            r.best_model("b"),
-            r.best_model("a"),
-            r.last_model("a"),
-            r.last_checkpoint(),
-            r.epoch_checkpoint(2),
-            r.epoch_model("a", 12),
-            r.checkpoints().join("a_epoch_x.safetensors"),
-        ] {
-            std::fs::write(p, b"").unwrap();
-        }
-        assert_eq!(
-            r.best_models().unwrap(),
-            [r.best_model("a"), r.best_model("b")]
-        );
-        assert_eq!(
-            r.epoch_files(),
-            [r.epoch_model("a", 12), r.epoch_checkpoint(2)]
-        );
-        assert!(r.has_checkpoints());
-    }
-
-    #[test]
-    fn readers_name_the_file() {
-        let t = tempfile::tempdir().unwrap();
-        let r = RunDir::new(t.path());
-        let e = r.read_results().unwrap_err().to_string();
-        assert!(
-            e.contains("clg_ode_results.json") && e.contains("cannot read"),
-            "{e}"
-        );
-        std::fs::write(r.args_json(), "{").unwrap();
-        let e = r.read_args::<serde_json::Value>().unwrap_err().to_string();
-        assert!(e.contains("args.json: not JSON"), "{e}");
-        r.write_args(&serde_json::json!({"a": 1})).unwrap();
-        assert_eq!(r.read_args::<serde_json::Value>().unwrap()["a"], 1);
-        assert!(r.read_metrics().unwrap().is_empty());
-    }
-}
+mod tests;

@@ -145,8 +145,11 @@ pub fn claim(dir: &Path, resuming: bool) -> Result<RunLock> {
     let checkpoints = run.checkpoints();
     std::fs::create_dir_all(&checkpoints)
         .with_context(|| format!("cannot create {}", checkpoints.display()))?;
-    for d in [dir.to_path_buf(), checkpoints] {
-        remove_dead_temporaries(&d);
+    remove_dead_temporaries(dir);
+    // Not through a link: a folder other runs share may hold their live temporaries (a process
+    // id names a process of one machine only).
+    if !is_link(&checkpoints) {
+        remove_dead_temporaries(&checkpoints);
     }
     Ok(RunLock {
         _file: file,
@@ -177,6 +180,7 @@ fn foreign_entry(dir: &Path) -> Option<String> {
         f::STRATA_JSON,
         f::EVAL_METRICS_JSON,
         f::FINISHED_JSON,
+        f::WRITTEN_CHECKPOINTS_JSON,
     ];
     let entries = std::fs::read_dir(dir).ok()?;
     entries.flatten().find_map(|e| {
@@ -296,13 +300,46 @@ impl RunMeta {
 }
 
 /// The checkpoint to resume from: a given file, or with `auto` the run directory's
-/// `checkpoints/last.safetensors` when it exists.
+/// `checkpoints/last.safetensors`. `auto` starts afresh where the directory holds no epoch yet,
+/// and is refused where it holds metrics rows or a finished run without that file (a run
+/// started again at epoch 1 would append to its metrics): nothing is written then.
 pub fn resume_source(resume: Option<&str>, run_dir: &Path) -> Result<Option<PathBuf>> {
     match resume {
         None => Ok(None),
         Some("auto") => {
-            let last = RunDir::new(run_dir).last_checkpoint();
-            Ok(last.is_file().then_some(last))
+            let run = RunDir::new(run_dir);
+            let last = run.last_checkpoint();
+            if last.is_file() {
+                return Ok(Some(last));
+            }
+            // Metrics rows (written after each epoch's checkpoint) or a finished run: a start
+            // from epoch 1 would repeat them. Model files alone (a best model of the weights
+            // before training) are rewritten as they were.
+            let rows = std::fs::metadata(run.metrics_jsonl()).is_ok_and(|m| m.len() > 0);
+            if !rows && !run.finished_json().is_file() {
+                return Ok(None);
+            }
+            let resumable: Vec<String> = run
+                .epoch_files()
+                .iter()
+                .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .filter(|n| n.starts_with("epoch_"))
+                .collect();
+            let other = match resumable.last() {
+                Some(n) => format!(
+                    "resume from an epoch's checkpoint with --resume {}, ",
+                    run.checkpoints().join(n).display()
+                ),
+                None => String::new(),
+            };
+            bail!(
+                "--resume auto: {} holds a run (metrics rows) but not its resume file {}, so \
+                 it cannot continue where it stopped (starting again at epoch 1 would append to \
+                 its metrics.jsonl); {other}or start a new run (another --out or --run-name); \
+                 nothing was written",
+                run_dir.display(),
+                last.display()
+            )
         }
         Some(p) => {
             let p = PathBuf::from(p);
@@ -312,6 +349,11 @@ pub fn resume_source(resume: Option<&str>, run_dir: &Path) -> Result<Option<Path
             Ok(Some(p))
         }
     }
+}
+
+/// Whether `p` is a symbolic link.
+fn is_link(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 /// The run directory of a (possibly multi-rank) run: rank 0 resolves it under `default_root`

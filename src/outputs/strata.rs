@@ -4,11 +4,14 @@
 //! ([`chart`]), each stratum with its n, and a warning where n is too small for its skill to
 //! mean much.
 
+use std::borrow::Cow;
+
 use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::group_table::{Format, sig4, text_table};
+use super::text::csv_cell;
 
 mod chart;
 pub use chart::StrataSkill;
@@ -113,9 +116,9 @@ pub fn table(strata: &[Stratum]) -> String {
 /// One stratum of one run, as the csv and json formats write it.
 #[derive(Debug, Serialize)]
 struct Record<'a> {
-    run: &'a str,
-    stratum: &'a str,
-    range: &'a str,
+    run: Cow<'a, str>,
+    stratum: Cow<'a, str>,
+    range: Cow<'a, str>,
     n: u64,
     mse: Option<f64>,
     identity_mse: Option<f64>,
@@ -132,9 +135,9 @@ pub fn render(runs: &[(String, Vec<Stratum>)], f: Format) -> Result<String> {
         .iter()
         .flat_map(|(run, strata)| {
             strata.iter().map(move |s| Record {
-                run,
-                stratum: &s.label,
-                range: &s.range,
+                run: Cow::Borrowed(run),
+                stratum: Cow::Borrowed(&s.label),
+                range: Cow::Borrowed(&s.range),
                 n: s.n,
                 mse: s.mse,
                 identity_mse: s.identity_mse,
@@ -192,7 +195,13 @@ pub fn render(runs: &[(String, Vec<Stratum>)], f: Format) -> Result<String> {
                 ])?;
             }
             for r in &records {
-                w.serialize(r)?;
+                // The names are text cells: never a spreadsheet formula.
+                w.serialize(Record {
+                    run: csv_cell(&r.run),
+                    stratum: csv_cell(&r.stratum),
+                    range: csv_cell(&r.range),
+                    ..*r
+                })?;
             }
             String::from_utf8(w.into_inner().context("writing CSV")?)?
         }

@@ -5,7 +5,9 @@
 //! `clg_ode_results.json`, e.g. `eb-drift`) or run directory name is MODEL and which has the
 //! same fold (`cv_fold` of the results) and the same seed (`seed` of `args.json`): every row
 //! names it. A run without such a partner is shown *unpaired*, saying why (its identity
-//! comparison still stands); two candidates for one run are an error naming both. Every run is
+//! comparison still stands); two candidates for one run are an error naming both. A MODEL that
+//! is no run's model names one run (its directory's name, its name or its path): a name
+//! matching several runs, or runs beside the model's, is an error naming them all. Every run is
 //! also compared with the identity forecast of its own subjects; `--against identity` makes that
 //! forecast the reference: every run is paired with its own identity (the `identity_<metric>`
 //! columns of its `per_subject.csv`), and no run of another model is needed.
@@ -155,13 +157,9 @@ pub fn against_lines(
         .iter()
         .map(|r| read_subjects(&RunDir::new(r.dir)))
         .collect::<Result<_>>()?;
-    let is_partner = |i: usize| {
-        loaded[i].model == against
-            || Path::new(&runs[i].name)
-                .file_name()
-                .is_some_and(|f| f.to_string_lossy() == against)
-    };
     let own_identity = against == IDENTITY;
+    let designated = designated(runs, &loaded, against)?;
+    let is_partner = |i: usize| designated[i];
     if !own_identity && !(0..runs.len()).any(is_partner) {
         let models: Vec<&str> = loaded.iter().map(|s| s.model.as_str()).collect();
         bail!(
@@ -236,6 +234,70 @@ fn adjust(lines: &mut [AgainstLine]) {
     for (l, h) in lines.iter_mut().zip(holm(&p)) {
         l.vs_identity.p_holm = Some(h);
     }
+}
+
+/// The runs `--against NAME` designates: the runs of model NAME (one per fold and seed), or
+/// else the one run NAME names (its directory's name, its name or its path). A name that
+/// designates several runs, or a model's runs and another run beside them, is refused with the
+/// candidates: a run's name never picks one of several silently.
+fn designated(runs: &[Compared], loaded: &[Subjects], against: &str) -> Result<Vec<bool>> {
+    let by_model: Vec<bool> = loaded.iter().map(|s| s.model == against).collect();
+    let named = |r: &Compared| {
+        r.name == against
+            || r.dir == Path::new(against)
+            || Path::new(&r.name)
+                .file_name()
+                .is_some_and(|f| f.to_string_lossy() == against)
+    };
+    let only_named: Vec<usize> = (0..runs.len())
+        .filter(|&i| named(&runs[i]) && !by_model[i])
+        .collect();
+    let of_model = by_model.iter().any(|&m| m);
+    match only_named[..] {
+        [] => return Ok(by_model),
+        [i] if !of_model => return Ok((0..runs.len()).map(|j| j == i).collect()),
+        _ => {}
+    }
+    let candidates: Vec<String> = (0..runs.len())
+        .filter(|&i| by_model[i] || only_named.contains(&i))
+        .map(|i| {
+            let r = &runs[i];
+            let dir = r.dir.display().to_string();
+            let dir = if dir == r.name {
+                String::new()
+            } else {
+                format!("{dir}; ")
+            };
+            let model = &loaded[i].model;
+            format!(
+                "{} ({dir}model {model}, fold {}, seed {})",
+                r.name, r.fold, r.seed
+            )
+        })
+        .collect();
+    let mut models: Vec<&str> = only_named
+        .iter()
+        .map(|&i| loaded[i].model.as_str())
+        .collect();
+    models.sort_unstable();
+    models.dedup();
+    let model_hint = match models[..] {
+        [m] if !of_model => format!(
+            ", or their model (--against {m}) to pair each run with the {m} run of its fold and \
+             seed"
+        ),
+        _ => String::new(),
+    };
+    let what = if of_model {
+        "is the model of some runs and the name of others".to_string()
+    } else {
+        format!("names {} runs", only_named.len())
+    };
+    bail!(
+        "--against {against} {what}, and a run's name must name one run: {}; give the one to \
+         pair with by its directory (--against DIR){model_hint}",
+        candidates.join(", ")
+    )
 }
 
 /// The partner of run `i`: the one run of `against` with its fold and seed (`Err`: why there is

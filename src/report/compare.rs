@@ -35,6 +35,7 @@ use anyhow::{Result, bail};
 use super::reference_run::{find, text};
 use super::runs::{self, Run, RunStatus, read_json};
 use crate::outputs::compare::{self as view, Format};
+use crate::outputs::run_files::refuse_run_file;
 
 /// `trainer compare`'s settings (its flags).
 #[derive(Debug, Clone, Default)]
@@ -124,6 +125,7 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
     if s.runs.is_empty() {
         bail!("give at least one run directory");
     }
+    refuse_run_file("--plot", s.plot.as_deref())?;
     let runs = runs::read(&s.runs)?;
     pooling::check_distinct(&runs)?;
     if s.strata {

@@ -8,10 +8,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 
 use super::runs::{self, Run};
+use crate::outputs::run_files::refuse_run_file;
 use crate::outputs::{RunDir, curves};
 
 /// Draws the curves of `inputs` (run or sweep directories, read by [`runs::read`]) into `out`.
 pub fn plot(inputs: &[PathBuf], metrics: &[String], title: Option<&str>, out: &Path) -> Result<()> {
+    refuse_run_file("--out", out)?;
     let all = runs::read(inputs)?;
     if let Some(r) = all.iter().find(|r| r.reference.is_some()) {
         bail!(

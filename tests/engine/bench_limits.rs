@@ -61,5 +61,10 @@ fn sigterm_while_writing_the_cohort_leaves_no_temporary_files() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status:?}");
-    assert!(!dir.exists(), "{} left behind", dir.display());
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -539,3 +539,45 @@ fn cohort_defects_are_errors_or_named_warnings() {
     assert_eq!(d["table_duplicate_scan_ids"], 1, "{d}");
     assert_eq!(d["table_unparsable_ages"], 1, "{d}");
 }
+
+/// A resume checkpoint whose run state was edited to positions the data cannot hold (10^15
+/// items of an epoch of 96, step 2^64 − 1) is refused, naming the values, and the run's files
+/// are left as they were; before, the first trained no step and the second overflowed.
+#[test]
+fn hand_edited_run_states_beyond_the_data_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let data = tiny_data(t.path());
+    // 6 steps an epoch: stopped in epoch 2, with epoch 1's row written.
+    let stop = ["--epochs", "3", "--stop-after-steps", "8"];
+    let o = run_in(t.path(), &mnist_args(&data, "edited", &stop));
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    let last = t.path().join("edited/checkpoints/last.safetensors");
+    let metrics = read(&t.path().join("edited/metrics.jsonl"));
+    for (key, value) in [("epoch_items", "10**15"), ("global_step", "2**64 - 1")] {
+        let script = format!(
+            "import json, sys\nfrom safetensors import safe_open\n\
+             from safetensors.numpy import save_file\np = sys.argv[1]\n\
+             with safe_open(p, 'np') as f:\n    meta = f.metadata()\n    \
+             tensors = {{k: f.get_tensor(k) for k in f.keys()}}\n\
+             state = json.loads(meta['run_state'])\nstate['{key}'] = {value}\n\
+             meta['run_state'] = json.dumps(state)\nsave_file(tensors, p + '.edited', metadata=meta)\n"
+        );
+        let o = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .arg(&last)
+            .output()
+            .expect("python3 with safetensors (scripts/setup.sh)");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let saved = std::fs::read(&last).unwrap();
+        std::fs::rename(last.with_extension("safetensors.edited"), &last).unwrap();
+        let resume = ["--epochs", "3", "--resume", "auto"];
+        let o = run_in(t.path(), &mnist_args(&data, "edited", &resume));
+        fails_with(&o, 1, &["impossible run state", "96 item(s)"]);
+        assert_eq!(
+            read(&t.path().join("edited/metrics.jsonl")),
+            metrics,
+            "{key}"
+        );
+        std::fs::write(&last, saved).unwrap();
+    }
+}

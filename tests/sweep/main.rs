@@ -11,6 +11,7 @@ mod slurm;
 mod sweep_helpers;
 
 mod compare_groups;
+mod compare_hostile;
 mod compare_paired;
 mod compare_pairing;
 mod sweep;

@@ -1,6 +1,7 @@
 //! `compare --against` in every `--format`: the text tables ([`super::render`]), JSON (the
 //! lines and the fold spread, every statistic a number or `null`) and CSV (one row per run and
-//! metric, one numeric column per statistic, empty where there is none).
+//! metric, one numeric column per statistic, empty where there is none; the text cells never a
+//! spreadsheet formula: `crate::outputs::text::csv_cell`).
 
 use anyhow::{Context, Result};
 
@@ -8,6 +9,7 @@ use super::render::render_text;
 use super::{AgainstLine, fold_spread};
 use crate::metrics::paired::Paired;
 use crate::outputs::group_table::{Format, csv_text};
+use crate::outputs::text::csv_row;
 
 /// The statistics of a comparison in CSV, in order (after `<side>_`).
 const STATS: [&str; 10] = [
@@ -72,17 +74,18 @@ fn csv(lines: &[AgainstLine]) -> Result<String> {
     let rows: Vec<Vec<String>> = lines
         .iter()
         .map(|l| {
-            let mut row = vec![
-                l.run.clone(),
-                l.configuration.clone(),
-                l.model.clone(),
-                l.fold.clone(),
-                l.seed.clone(),
-                l.against.clone().unwrap_or_default(),
-                l.is_against.to_string(),
-                l.unpaired.clone().unwrap_or_default(),
-                l.metric.clone(),
-            ];
+            // The names and settings are text cells: never a spreadsheet formula.
+            let mut row = csv_row(&[
+                l.run.as_str(),
+                &l.configuration,
+                &l.model,
+                &l.fold,
+                &l.seed,
+                l.against.as_deref().unwrap_or_default(),
+                if l.is_against { "true" } else { "false" },
+                l.unpaired.as_deref().unwrap_or_default(),
+                &l.metric,
+            ]);
             row.extend(stats(l.vs_against.as_ref(), l.dropped_vs_against));
             row.extend(stats(Some(&l.vs_identity), l.dropped_vs_identity));
             row

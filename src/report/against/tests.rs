@@ -208,3 +208,62 @@ fn subjects_missing_or_not_finite_on_either_side_are_dropped_and_counted() {
         "{e}"
     );
 }
+
+/// `--against NAME` where NAME is no run's model names one run: a name that two runs have
+/// (`fold0` of two sweeps), or a model's runs and another run, is refused with every candidate;
+/// the run's directory picks one.
+#[test]
+fn a_run_name_matching_several_runs_is_refused_with_the_candidates() {
+    let t = tempfile::tempdir().unwrap();
+    let rows: Vec<(String, String, String)> = (0..6)
+        .map(|i| (format!("s{i}"), (1 + i).to_string(), "10".into()))
+        .collect();
+    let a = run(t.path(), "a/fold0", "clg-ode", &refs(&rows));
+    let b = run(t.path(), "b/fold0", "clg-ode", &refs(&rows));
+    let ours = run(t.path(), "ours", "clg-ode", &refs(&rows));
+    // Different seeds: each run would get a partner of its own, silently.
+    let runs = [
+        compared(&a, "0", "1"),
+        compared(&b, "0", "2"),
+        compared(&ours, "0", "1"),
+    ];
+    let e = against_lines(&runs, "fold0", &[]).unwrap_err().to_string();
+    for what in [
+        &*runs[0].name,
+        &runs[1].name,
+        "names 2 runs",
+        "--against DIR",
+    ] {
+        assert!(e.contains(what), "no `{what}` in: {e}");
+    }
+    assert!(e.contains("--against clg-ode"), "their one model: {e}");
+    assert!(!e.contains(&format!("{} (", runs[2].name)), "{e}");
+
+    // The path picks one; it pairs with the run of its fold and seed only.
+    let lines = against_lines(&runs, &runs[0].name, &[]).unwrap();
+    assert!(lines[0].is_against && !lines[1].is_against, "{lines:?}");
+    assert_eq!(lines[2].against.as_deref(), Some(runs[0].name.as_str()));
+    assert!(lines[1].unpaired.is_some(), "{lines:?}");
+
+    // A model's name and another run's name at once: refused too, naming both kinds.
+    let eb = run(t.path(), "eb", "eb-drift", &refs(&rows));
+    let named_eb = run(t.path(), "x/eb-drift", "clg-ode", &refs(&rows));
+    let runs = [
+        compared(&eb, "0", "1"),
+        compared(&named_eb, "0", "1"),
+        compared(&ours, "0", "1"),
+    ];
+    let e = against_lines(&runs, "eb-drift", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("is the model of some runs and the name of others")
+            && e.contains(&runs[0].name)
+            && e.contains(&runs[1].name),
+        "{e}"
+    );
+    // One run by its name alone is still a partner.
+    let solo = [compared(&a, "0", "1"), compared(&ours, "0", "1")];
+    let lines = against_lines(&solo, "fold0", &[]).unwrap();
+    assert_eq!(lines[1].against.as_deref(), Some(solo[0].name.as_str()));
+}

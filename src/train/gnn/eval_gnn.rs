@@ -128,6 +128,7 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
             RunDir::new(&s.run_dir).eval_dir(&split, &name)
         }
     };
+    crate::outputs::run_files::refuse_run_file("--out", out.path())?;
     check_out(out.path())?;
     let set = &run.config.settings;
     let (data, fold) = (&run.data, run.fold);

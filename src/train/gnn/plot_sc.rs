@@ -14,6 +14,7 @@ use super::saved_run::{Horizon, SavedRun};
 use crate::backend::{self, DeviceSettings};
 use crate::outputs::RunDir;
 use crate::outputs::heatmap::{self, Comparison};
+use crate::outputs::run_files::refuse_run_file;
 use crate::outputs::strata::{self, StrataSkill};
 
 mod new_edges;
@@ -70,6 +71,8 @@ pub struct PlotScSettings {
 
 /// `trainer plot-sc`.
 pub fn run(s: PlotScSettings) -> Result<()> {
+    refuse_run_file("--out", s.out.as_path())?;
+    refuse_run_file("--scores", s.scores.as_deref())?;
     if s.strata {
         return strata_chart(&s);
     }

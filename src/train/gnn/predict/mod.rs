@@ -28,6 +28,7 @@ use super::reopen::{DataOverrides, Forecast};
 use super::saved_run::{Horizon, SavedRun};
 use crate::backend::{self, DeviceSettings};
 use crate::outputs::heatmap;
+use crate::outputs::run_files::refuse_run_file;
 use crate::settings::non_negative;
 
 mod plan;
@@ -118,6 +119,7 @@ pub struct PredictSettings {
 
 /// `trainer predict`.
 pub fn run(s: PredictSettings) -> Result<()> {
+    refuse_run_file("--out", s.out.as_path())?;
     if s.out.exists() && std::fs::read_dir(&s.out).map_or(true, |mut d| d.next().is_some()) {
         bail!("--out {}: exists and is not empty", s.out.display());
     }

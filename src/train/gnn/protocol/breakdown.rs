@@ -155,10 +155,12 @@ pub fn write_per_subject(path: &Path, rows: &[SubjectScore]) -> Result<()> {
         }
         csv.write_record(&header)?;
         for r in rows {
+            // Ids come from file names: a spreadsheet must not evaluate one as a formula.
+            let text = |t: &str| crate::outputs::text::csv_cell(t).into_owned();
             let mut rec = vec![
-                r.subject.clone(),
-                r.start_scan.clone(),
-                r.target_scan.clone(),
+                text(&r.subject),
+                text(&r.start_scan),
+                text(&r.target_scan),
                 r.start_age.to_string(),
                 r.dt.to_string(),
                 r.n_visits.to_string(),
