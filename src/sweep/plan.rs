@@ -123,6 +123,7 @@ pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
     // The paths the scripts will name, checked before anything is written.
     let absolute = |p: &Path| std::path::absolute(p).unwrap_or(p.to_path_buf());
     check_path("--out", &absolute(out))?;
+    crate::outputs::run_files::refuse_run_file("--out", out.as_path())?;
     check_path("the spec", &absolute(spec_path))?;
     let text = std::fs::read_to_string(spec_path)
         .with_context(|| format!("{}: cannot read", spec_path.display()))?;

@@ -334,3 +334,43 @@ fn a_path_through_a_file_is_a_clear_error() {
     );
     fails_with(&o, 1, &["written_checkpoints.json"]);
 }
+
+/// `sweep plan --out` naming a run directory is refused before anything is written there.
+#[test]
+fn a_sweep_is_not_planned_into_a_run_directory() {
+    let t = tempfile::tempdir().unwrap();
+    synth_cohort(t.path(), 10, 4, 1);
+    train_model(t.path(), "eb-drift", "res");
+    std::fs::write(
+        t.path().join("spec.toml"),
+        "command = \"train-gnn\"\nfolds = [0]\n[base]\nmodel = \"eb-drift\"\n\
+         sc_dir = \"cohort/sc\"\nmorph_root = \"cohort/morph\"\n",
+    )
+    .unwrap();
+    let run = t.path().join("res/runs/eb-drift");
+    let before: Vec<_> = std::fs::read_dir(&run)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    let o = run_in(
+        t.path(),
+        &[
+            "sweep",
+            "plan",
+            "spec.toml",
+            "--out",
+            "res/runs/eb-drift",
+            "--scheduler",
+            "local",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is a run directory"), "{}", stderr(&o));
+    let after: Vec<_> = std::fs::read_dir(&run)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(before, after);
+}
