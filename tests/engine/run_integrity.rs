@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn mnist_args<'a>(data: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn mnist_args<'a>(data: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec![
         "train-mnist",
         "--data-dir",
@@ -30,13 +30,13 @@ fn mnist_args<'a>(data: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str
     v
 }
 
-fn tiny_data(dir: &Path) -> String {
+pub(crate) fn tiny_data(dir: &Path) -> String {
     let d = dir.join("data");
     write_tiny_mnist(&d, 96);
     d.to_str().unwrap().to_string()
 }
 
-fn fails_with(o: &Output, code: i32, needles: &[&str]) {
+pub(crate) fn fails_with(o: &Output, code: i32, needles: &[&str]) {
     let err = stderr(o);
     assert_eq!(o.status.code(), Some(code), "{err}");
     assert!(!err.contains("panicked"), "{err}");

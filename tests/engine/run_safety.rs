@@ -11,39 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::*;
-
-fn mnist<'a>(data: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec![
-        "train-mnist",
-        "--data-dir",
-        data,
-        "--limit-train",
-        "96",
-        "--limit-test",
-        "32",
-        "--batch-size",
-        "16",
-        "--out",
-        out,
-    ];
-    v.extend(extra);
-    v
-}
-
-fn tiny_data(dir: &Path) -> String {
-    let d = dir.join("data");
-    write_tiny_mnist(&d, 96);
-    d.to_str().unwrap().to_string()
-}
-
-fn fails_with(o: &Output, code: i32, needles: &[&str]) {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(code), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
-    for n in needles {
-        assert!(err.contains(n), "stderr lacks `{n}`:\n{err}");
-    }
-}
+// The tiny MNIST run and the failure check of the run-integrity tests.
+use crate::run_integrity::{fails_with, mnist_args as mnist, tiny_data};
 
 fn succeeds(o: &Output) {
     assert!(o.status.success(), "{}", stderr(o));
