@@ -39,11 +39,13 @@ pub enum Exit {
     /// 13: the driver works but no GPU is visible to this process (`CUDA_VISIBLE_DEVICES` hides
     /// all, or names devices that do not exist). Fix: unset it or list existing devices.
     NoVisibleGpu,
-    /// 14: the CUDA runtime/NVRTC this build uses is newer than the driver supports.
-    /// Fix: a newer driver, or a build for an older CUDA (`CUDARC_CUDA_VERSION`).
+    /// 14: the driver cannot run the backend's CUDA runtime by CUDA's compatibility rules
+    /// (`cluster::compat`): a driver of an older major version, or PTX newer than the driver for
+    /// a backend that JIT-compiles it. Fix: the CPU queue, `--backend tch`, or a driver R525+.
     RuntimeNewerThanDriver,
-    /// 15: a visible GPU's compute capability is not targeted by the CUDA runtime in use
-    /// (e.g. CUDA 13 dropped Volta/V100, cc 7.0). Fix: a CUDA 12 build, or another GPU.
+    /// 15: a visible GPU's compute capability has no kernels in the backend (e.g. P100 under
+    /// `tch`; V100 under a CUDA 13 NVRTC, which dropped Volta). Fix: `--backend tch`, another
+    /// partition or the CPU queue.
     UnsupportedComputeCapability,
     /// 16: the scheduler variables are missing, malformed or contradict each other, in any
     /// command. Fix: named in the message.
@@ -150,8 +152,12 @@ impl Exit {
             Exit::ContainerMissingNv => "in a container without --nv while GPUs were allocated",
             Exit::AllocatedGpuNotVisible => "GPUs allocated but no driver visible",
             Exit::NoVisibleGpu => "driver present but no GPU visible to this process",
-            Exit::RuntimeNewerThanDriver => "CUDA runtime newer than the driver supports",
-            Exit::UnsupportedComputeCapability => "GPU not targeted by this CUDA runtime",
+            Exit::RuntimeNewerThanDriver => {
+                "the driver cannot run the backend's CUDA runtime (CUDA's compatibility rules)"
+            }
+            Exit::UnsupportedComputeCapability => {
+                "GPU compute capability without kernels in the backend"
+            }
             Exit::BadClusterEnv => "scheduler variables missing or contradictory",
             Exit::PeerLost => "a collective did not complete: a peer rank died",
             Exit::MigDisabled => "MIG is off on every visible GPU",
