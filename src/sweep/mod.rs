@@ -194,6 +194,26 @@ pub fn run(dir: &Path, jobs: usize) -> Result<ExitCode> {
         );
         return Ok(ExitCode::from(128 + sig as u8));
     }
+    // Every task's degeneracy warnings, in one block at the end (each task's log has them too,
+    // scrolled far above by now).
+    let warned: Vec<String> = todo
+        .iter()
+        .flat_map(|t| {
+            run_warnings(&run_dir(dir, t))
+                .into_iter()
+                .map(move |w| format!("  task {} {}: {w}", t.index, t.name))
+        })
+        .collect();
+    if !warned.is_empty() {
+        eprintln!(
+            "[sweep] {} warning(s) of the tasks run (also in `trainer sweep status {}`):",
+            warned.len(),
+            dir.display()
+        );
+        for w in &warned {
+            eprintln!("{w}");
+        }
+    }
     if failed > 0 {
         eprintln!(
             "[sweep] {failed} task(s) failed: trainer sweep status {}",

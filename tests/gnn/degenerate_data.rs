@@ -388,3 +388,45 @@ fn compare_names_runs_with_identical_results() {
     );
     assert!(!err.contains("identical test results"), "{err}");
 }
+
+/// `sweep run` ends with every task's degeneracy warnings in one block (a transcript of it is in
+/// docs/guide/sweep.md): two MNIST tasks whose learning rate moves no weight.
+#[test]
+fn sweep_run_ends_with_every_tasks_warnings_in_one_block() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = format!(
+        "command = \"train-mnist\"\n[base]\ndata_dir = \"{}\"\nlimit_train = 64\n\
+         limit_test = 64\nepochs = 3\nearly_stop_metric = \"test_loss\"\n[grid]\n\
+         lr = [1e-30, 2e-30]\n",
+        fashion_dir().display()
+    );
+    std::fs::write(t.path().join("spec.toml"), spec).unwrap();
+    let o = run_in(
+        t.path(),
+        &[
+            "sweep",
+            "plan",
+            "spec.toml",
+            "--out",
+            "S",
+            "--scheduler",
+            "local",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run_in(t.path(), &["sweep", "run", "S"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let block = err
+        .split("[sweep] 2 warning(s) of the tasks run")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no block of warnings at the end:\n{err}"));
+    for task in ["task 0 ", "task 1 "] {
+        assert!(
+            block
+                .lines()
+                .any(|l| l.contains(task) && l.contains("did not change")),
+            "{task}: {block}"
+        );
+    }
+}
