@@ -372,3 +372,35 @@ fn every_defect_is_named_in_every_format_and_nan_morphology_stops_clg_ode_by_nam
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains(&name(nan)), "{}", stderr(&o));
 }
+
+/// A baseline run the reference's way (no subject table): one line says the ages are visit
+/// indices, not one line per scan.
+#[test]
+fn no_subject_table_is_one_line_not_one_per_scan() {
+    let t = tempfile::tempdir().unwrap();
+    synth_cohort(t.path(), 20, 6, 4);
+    let o = run_in(
+        t.path(),
+        &[
+            "train-gnn",
+            "--model",
+            "linear-drift",
+            "--sc_dir",
+            "cohort/sc",
+            "--morph_root",
+            "cohort/morph",
+            "--results_dir",
+            "res",
+            "--cv_fold",
+            "0",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(
+        err.matches("no subject table (--subject-info-csv)").count(),
+        1,
+        "{err}"
+    );
+    assert!(!err.contains("not in the subject table"), "{err}");
+}

@@ -71,6 +71,7 @@ pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, L
         Some(path) => read_subject_table(path)?,
         None => Default::default(),
     };
+    report.no_subject_table = paths.subject_info_csv.is_none();
     report.table_duplicate_scan_ids = table.duplicate_scan_ids.clone();
     report.table_unparsable_ages = table.unparsable_ages.clone();
     report.table_rows_without_scanid = table.rows_without_scanid;

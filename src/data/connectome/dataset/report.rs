@@ -45,6 +45,10 @@ pub struct LoadReport {
     pub morph_files_with_extra_rows: Vec<(PathBuf, usize)>,
     /// Kept scans absent from the subject table: age = visit index, sex/site unknown.
     pub scans_not_in_table: Vec<String>,
+    /// No subject table was given (the baselines run the reference's way): every scan is
+    /// "not in the table", said in one line instead of one per scan.
+    #[serde(default)]
+    pub no_subject_table: bool,
     /// Kept scans whose table age is missing or unparsable: age = visit index.
     pub ages_not_finite: Vec<String>,
     pub table_duplicate_scan_ids: Vec<String>,
@@ -106,10 +110,21 @@ impl LoadReport {
                 "scan {s}: no usable age in the subject table; its age is its visit index"
             ));
         }
-        for s in &self.scans_not_in_table {
-            out.push(format!(
-                "scan {s}: not in the subject table; age = visit index, sex and site unknown"
-            ));
+        if self.no_subject_table {
+            if !self.scans_not_in_table.is_empty() {
+                out.push(format!(
+                    "no subject table (--subject-info-csv): the {} scans' ages are their visit \
+                     indices, sex and site unknown (as the reference's baseline scripts, which \
+                     read none)",
+                    self.scans_not_in_table.len()
+                ));
+            }
+        } else {
+            for s in &self.scans_not_in_table {
+                out.push(format!(
+                    "scan {s}: not in the subject table; age = visit index, sex and site unknown"
+                ));
+            }
         }
         for f in &self.morph_files_without_data {
             out.push(format!(
