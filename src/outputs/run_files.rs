@@ -78,6 +78,25 @@ pub const FINISHED_JSON: &str = "finished.json";
 /// `written_checkpoints.json`: the per-epoch files of `checkpoints/` this run wrote.
 pub const WRITTEN_CHECKPOINTS_JSON: &str = "written_checkpoints.json";
 
+/// The files a run writes at the top of its directory, besides `run_meta.json`, its lock and
+/// its folders: the one list the checks of a directory's files (`rundir.rs`'s foreign files,
+/// `guard.rs`'s run files) start from.
+pub const TOP_FILES: [&str; 13] = [
+    ARGS_JSON,
+    CONFIG_TOML,
+    METRICS_JSONL,
+    METRICS_CSV,
+    STEPS_CSV,
+    CURVES_SVG,
+    RESULTS_JSON,
+    TEST_METRICS_JSON,
+    TEST_SC_METRICS_JSON,
+    PER_SUBJECT_CSV,
+    STRATA_JSON,
+    FINISHED_JSON,
+    WRITTEN_CHECKPOINTS_JSON,
+];
+
 /// A run directory: the path of each of its files, and typed readers and (atomic) writers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RunDir {

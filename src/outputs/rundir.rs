@@ -166,22 +166,10 @@ fn foreign_entry(dir: &Path) -> Option<String> {
     if RunDir::new(dir).run_meta_json().exists() {
         return None;
     }
-    let ours = [
-        f::ARGS_JSON,
-        f::CONFIG_TOML,
-        f::METRICS_JSONL,
-        f::METRICS_CSV,
-        f::STEPS_CSV,
-        f::CURVES_SVG,
-        f::RESULTS_JSON,
-        f::TEST_METRICS_JSON,
-        f::TEST_SC_METRICS_JSON,
-        f::PER_SUBJECT_CSV,
-        f::STRATA_JSON,
-        f::EVAL_METRICS_JSON,
-        f::FINISHED_JSON,
-        f::WRITTEN_CHECKPOINTS_JSON,
-    ];
+    let ours: Vec<&str> = f::TOP_FILES
+        .into_iter()
+        .chain([f::EVAL_METRICS_JSON])
+        .collect();
     let entries = std::fs::read_dir(dir).ok()?;
     entries.flatten().find_map(|e| {
         let name = e.file_name().to_string_lossy().into_owned();

@@ -401,19 +401,8 @@ fn sweep_run_ends_with_every_tasks_warnings_in_one_block() {
         fashion_dir().display()
     );
     std::fs::write(t.path().join("spec.toml"), spec).unwrap();
-    let o = run_in(
-        t.path(),
-        &[
-            "sweep",
-            "plan",
-            "spec.toml",
-            "--out",
-            "S",
-            "--scheduler",
-            "local",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    // `sweep plan spec.toml --out S --scheduler local`, which must succeed.
+    crate::sweep_helpers::plan(t.path(), "local", None);
     let o = run_in(t.path(), &["sweep", "run", "S"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);

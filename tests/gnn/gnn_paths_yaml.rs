@@ -95,19 +95,8 @@ fn a_run_reading_only_paths_yaml_scores_as_the_run_with_explicit_paths() {
          paths_yaml = \"proj/configs/paths.yaml\"\n",
     )
     .unwrap();
-    let o = run_in(
-        t.path(),
-        &[
-            "sweep",
-            "plan",
-            "spec.toml",
-            "--out",
-            "S",
-            "--scheduler",
-            "local",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    // `sweep plan spec.toml --out S --scheduler local`, which must succeed.
+    crate::sweep_helpers::plan(t.path(), "local", None);
     let task = std::fs::read_to_string(t.path().join("S/tasks/0.toml")).unwrap();
     assert!(
         task.contains(&abs(&sc)) && !task.contains("paths_yaml"),

@@ -5,6 +5,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../common/sweep.rs"]
+mod sweep_helpers;
 
 mod cohort;
 mod ddp_gnn;

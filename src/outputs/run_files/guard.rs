@@ -11,36 +11,24 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::Result;
 
-use super::{
-    ARGS_JSON, CHECKPOINTS, CONFIG_TOML, CURVES_SVG, FINISHED_JSON, LOCK, METRICS_CSV,
-    METRICS_JSONL, PER_SUBJECT_CSV, RESULTS_JSON, RUN_META_JSON, RunDir, STEPS_CSV, STRATA_JSON,
-    TEST_METRICS_JSON, TEST_SC_METRICS_JSON, WRITTEN_CHECKPOINTS_JSON,
-};
+use super::{CHECKPOINTS, LOCK, RUN_META_JSON, RunDir, TOP_FILES};
 use crate::error::{Exit, ExitError};
 use crate::outputs::tensorboard::TENSORBOARD_DIR;
 
-/// The names a run writes at the top of its directory (files, and the folders `checkpoints/`
-/// and `tensorboard/`).
-const RUN_ENTRIES: [&str; 18] = [
-    ARGS_JSON,
-    CONFIG_TOML,
-    RUN_META_JSON,
-    METRICS_JSONL,
-    METRICS_CSV,
-    STEPS_CSV,
-    CURVES_SVG,
-    LOCK,
-    CHECKPOINTS,
-    RESULTS_JSON,
-    TEST_METRICS_JSON,
-    TEST_SC_METRICS_JSON,
-    PER_SUBJECT_CSV,
-    STRATA_JSON,
-    FINISHED_JSON,
-    WRITTEN_CHECKPOINTS_JSON,
-    TENSORBOARD_DIR,
-    "curves.png",
-];
+/// Whether `name` is one a run writes at the top of its directory: its files
+/// ([`super::TOP_FILES`], `run_meta.json`, the lock, `curves.png`) and its folders
+/// `checkpoints/` and `tensorboard/`.
+fn is_run_entry(name: &str) -> bool {
+    TOP_FILES.contains(&name)
+        || [
+            RUN_META_JSON,
+            LOCK,
+            CHECKPOINTS,
+            TENSORBOARD_DIR,
+            "curves.png",
+        ]
+        .contains(&name)
+}
 
 /// Whether `dir` is a run directory: it holds `run_meta.json`, `args.json`, `metrics.jsonl` or
 /// `finished.json`.
@@ -149,7 +137,7 @@ fn run_file_of(p: &Path) -> Option<(PathBuf, Option<String>)> {
         let mut parts = rel.components().map(|c| c.as_os_str().to_string_lossy());
         let first = parts.next()?.into_owned();
         let deeper = parts.next().is_some();
-        let ours = RUN_ENTRIES.contains(&first.as_str())
+        let ours = is_run_entry(&first)
             || first.starts_with("metrics.")
             || (deeper && first.starts_with("eval-"));
         if ours {
