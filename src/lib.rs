@@ -9,6 +9,30 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
+/// Every line this crate writes to stderr leaves in one `write(2)`. A job's log file is shared:
+/// slurmstepd writes `*** JOB … CANCELLED ***` into it, the batch script echoes, other ranks
+/// print; std's `eprintln!` writes a line piece by piece, so another writer's text could land
+/// in the middle of ours (CI once read "[train-mnist] requeued slurmstepd-vm: error: *** JOB 200
+/// … *** Slurm job 200"). Declared before the modules, this shadows std's macro in all of them;
+/// unlike std's, it never panics when stderr is closed.
+macro_rules! eprintln {
+    () => {
+        $crate::stderr_line(::std::string::String::new())
+    };
+    ($($arg:tt)*) => {
+        $crate::stderr_line(::std::format!($($arg)*))
+    };
+}
+
+/// Writes `text` and a newline to stderr in one call (see [`eprintln!`] above); errors (a
+/// closed stderr) are ignored, as a log line has nowhere else to go.
+#[doc(hidden)]
+pub fn stderr_line(mut text: String) {
+    use std::io::Write;
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
 pub mod backend;
 pub mod bench;
 pub mod cli;
