@@ -9,7 +9,9 @@ PyTorch itself on the same cores:
 
 On `--device cuda` the model and the data live on the GPU, the clock waits for the GPU
 (torch.cuda.synchronize) at both ends, and inference copies each batch's predictions to the host,
-as the trainer's does.
+as the trainer's does. `--feed host` keeps the images on the host as bytes and normalises and
+copies each training batch to the device in the step (`.to(device)`), as a loader without pinned
+memory does: the host-fed question, beside the GPU-resident one.
 
 `trainer bench mnist --pytorch PYTHON` runs this script (embedded in the binary) in the same
 run as its own backends and adds PyTorch's row to its table.
@@ -76,6 +78,8 @@ def main():
     p.add_argument("--synthetic", action="store_true", help="random images instead of DATA_DIR")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     p.add_argument("--json", action="store_true", help="print one JSON line")
+    p.add_argument("--feed", default="device", choices=["device", "host"],
+                   help="training batches from data on the device, or normalised and copied per step")
     a = p.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -90,6 +94,7 @@ def main():
         x, y = load(a.data_dir, bs * total)
         reps = -(-bs * total // len(y))  # fewer images than steps need: wrap, as the trainer does
         x, y = x.repeat(reps, 1, 1, 1)[:bs * total], y.repeat(reps)[:bs * total]
+    host_x, host_y = (x * 0.3081 + 0.1307) * 255.0, y  # the bytes, to normalise per step
     x, y = x.to(dev), y.to(dev)
     model = Net().to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -98,7 +103,12 @@ def main():
         if i == a.warmup:
             sync()
             t0, c0 = time.perf_counter(), time.process_time()
-        xb, yb = x[i * bs:(i + 1) * bs], y[i * bs:(i + 1) * bs]
+        if a.feed == "host":
+            sl = slice(i * bs, (i + 1) * bs)
+            xb = (((host_x[sl] / 255.0) - 0.1307) / 0.3081).to(dev)
+            yb = host_y[sl].to(dev)
+        else:
+            xb, yb = x[i * bs:(i + 1) * bs], y[i * bs:(i + 1) * bs]
         opt.zero_grad()
         F.cross_entropy(model(xb), yb).backward()
         opt.step()
@@ -118,7 +128,7 @@ def main():
         print(json.dumps({"torch": torch.__version__, "threads": a.threads, "device": str(dev),
                           "cpu_capability": cpu_capability(),
                           "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
-                          "interop_threads": torch.get_num_interop_threads(),
+                          "interop_threads": torch.get_num_interop_threads(), "feed": a.feed,
                           "train_img_per_s": train, "infer_img_per_s": infer,
                           "train_threads_used": train_threads,
                           "infer_threads_used": infer_threads}))

@@ -4,6 +4,10 @@
 //! `trainer bench` prints [`count`] per training step: what a step asks of the device, on every
 //! backend alike. (A backend may add reads of its own inside an op; Burn's CubeCL ops used by
 //! our models do not read back.)
+//!
+//! [`Counts`] adds the backend operations and the uploads (host values made into tensors)
+//! counted by the wrapping backends (`flex`, `tch`; see `fast_cpu::profile::counts`): what a
+//! step costs a GPU in launches and copies, visible on a CPU.
 
 use std::cell::Cell;
 
@@ -60,4 +64,109 @@ pub fn scalar<B: Backend, const D: usize>(t: Tensor<B, D>) -> f64 {
         .ok()
         .and_then(|v| v.first().copied())
         .unwrap_or(f64::NAN)
+}
+
+/// What a stretch of work asked of the device: backend operations, uploads and host reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub ops: u64,
+    pub uploads: u64,
+    pub reads: u64,
+}
+
+impl Counts {
+    /// This thread's counts so far.
+    pub fn now() -> Self {
+        let (ops, uploads) = crate::backend::profile::counts();
+        Self {
+            ops,
+            uploads,
+            reads: count(),
+        }
+    }
+
+    /// What this thread counted since `self` was taken.
+    pub fn elapsed(self) -> Self {
+        let now = Self::now();
+        Self {
+            ops: now.ops - self.ops,
+            uploads: now.uploads - self.uploads,
+            reads: now.reads - self.reads,
+        }
+    }
+
+    /// Runs `f` with this thread's counts set aside and returns what `f` counted (see
+    /// `fast_cpu::profile::isolated`): for a task on a pool, credited to its caller with
+    /// [`Counts::add_here`].
+    pub fn isolated<R>(f: impl FnOnce() -> R) -> (R, Self) {
+        struct Restore(u64);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                READS.set(self.0);
+            }
+        }
+        let saved = Restore(READS.replace(0));
+        let (out, (ops, uploads)) = crate::backend::profile::isolated(f);
+        let reads = count();
+        drop(saved);
+        (
+            out,
+            Self {
+                ops,
+                uploads,
+                reads,
+            },
+        )
+    }
+
+    /// Credits counts of helper threads to this thread.
+    pub fn add_here(self) {
+        crate::backend::profile::add_counts(self.ops, self.uploads);
+        add(self.reads);
+    }
+
+    /// The sum of two counts.
+    pub fn plus(self, other: Self) -> Self {
+        Self {
+            ops: self.ops + other.ops,
+            uploads: self.uploads + other.uploads,
+            reads: self.reads + other.reads,
+        }
+    }
+
+    /// Averages per step of `steps` steps, ops and uploads `None` where the backend does not
+    /// count them (`counted` false).
+    pub fn per_step(self, steps: u64, counted: bool) -> PerStep {
+        let per = |v: u64| v as f64 / steps.max(1) as f64;
+        PerStep {
+            ops_per_step: counted.then(|| per(self.ops)),
+            uploads_per_step: counted.then(|| per(self.uploads)),
+            host_reads_per_step: per(self.reads),
+        }
+    }
+}
+
+/// [`Counts`] per step, as the benches' JSON and the run log report them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PerStep {
+    /// Backend operations per step (`null`: a backend that does not count them).
+    pub ops_per_step: Option<f64>,
+    /// Host values made into tensors per step (`null`: not counted).
+    pub uploads_per_step: Option<f64>,
+    pub host_reads_per_step: f64,
+}
+
+impl PerStep {
+    /// "180 ops, 2 uploads, 1 read per step" (ops and uploads left out where not counted).
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(o) = self.ops_per_step {
+            parts.push(format!("{o:.0} ops"));
+        }
+        if let Some(u) = self.uploads_per_step {
+            parts.push(format!("{u:.0} uploads"));
+        }
+        parts.push(format!("{:.0} host reads", self.host_reads_per_step));
+        format!("{}/step", parts.join(", "))
+    }
 }

@@ -29,6 +29,8 @@ pub mod fast_tch;
 pub mod host_memory;
 mod placement;
 pub use ::fast_cpu::profile;
+#[cfg(feature = "tch")]
+pub mod tch_threads;
 pub mod wgpu;
 
 /// See `fast_cpu::delegate_to` (used by the LibTorch wrapper, `fast_tch`).
@@ -279,6 +281,7 @@ pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output
                 DeviceSpec::Cpu => LibTorchDevice::Cpu,
                 DeviceSpec::Cuda(i) => LibTorchDevice::Cuda(i),
             };
+            let _threads = tch_threads::IntraOpThreads::for_device(device);
             match placement.backend {
                 BackendKind::TchPlain => job.run::<Autodiff<LibTorch>>(dev, placement),
                 _ => job.run::<Autodiff<fast_tch::FastTch>>(dev, placement),

@@ -23,6 +23,7 @@ use crate::data::connectome::{
 };
 use crate::dist::Single;
 use crate::files::write_json;
+use crate::host_reads::{Counts, PerStep};
 use crate::models::clg_ode::ClgOdeConfig;
 use crate::models::clg_ode::objective::{Objective, ObjectiveConfig, TopologyConfig};
 use crate::toolbox::optim::{Adam, Grads};
@@ -52,8 +53,10 @@ pub struct GnnBenchRow {
     /// Seconds of the timed steps × steps per epoch / timed steps.
     pub seconds_per_epoch: f64,
     pub cpu_seconds_per_subject: f64,
-    /// Device → host reads per training step ([`crate::host_reads`]): each is a sync on a GPU.
-    pub host_reads_per_step: f64,
+    /// Backend operations, uploads and device → host reads per training step
+    /// ([`crate::host_reads`]; a read is a sync on a GPU).
+    #[serde(flatten)]
+    pub counts: PerStep,
     pub error: Option<String>,
 }
 
@@ -102,7 +105,8 @@ fn bench_epoch<B: AutodiffBackend>(
     B::seed(device, fold_seed(seed, 0));
     let mut model = model_cfg.init::<B>(device);
     params::materialize(&model);
-    let mut adam = Adam::<B::InnerBackend>::default();
+    // The update train-gnn runs on this backend (one pass on `flex`).
+    let mut adam = Adam::<B::InnerBackend>::with_fused(crate::launch::fused_adam());
     let order: Vec<usize> = epoch_order(fold.train.len(), seed, EPOCH as u64)
         .into_iter()
         .map(|i| fold.train[i])
@@ -149,7 +153,7 @@ struct Job<'a> {
 }
 
 impl BackendJob for Job<'_> {
-    type Output = Vec<(&'static str, Timed, f64, f64)>;
+    type Output = Vec<(&'static str, Timed, f64, PerStep)>;
     fn run<B: AutodiffBackend>(self, device: B::Device, p: Placement) -> Result<Self::Output> {
         let mut out = Vec::new();
         let cut = Pieces::for_backend(p.backend);
@@ -157,7 +161,7 @@ impl BackendJob for Job<'_> {
         for (name, obj) in objectives() {
             op_profile::reset();
             op_profile::phase("epoch");
-            let (cpu0, reads0) = (cpu_seconds(), crate::host_reads::count());
+            let (cpu0, counts0) = (cpu_seconds(), Counts::now());
             let timed = bench_epoch::<B>(
                 self.cohort.clone(),
                 self.cfg,
@@ -168,14 +172,15 @@ impl BackendJob for Job<'_> {
                 &device,
             )?;
             let cpu = cpu_seconds() - cpu0;
-            // Warm-up and timed steps both counted: reads per step do not depend on the timing.
+            // Warm-up and timed steps both counted: counts per step do not depend on the timing.
             let done = (self
                 .warmup_steps
                 .0
                 .min(timed.steps_per_epoch.saturating_sub(1))
                 + timed.timed_steps)
                 .max(1);
-            let reads = (crate::host_reads::count() - reads0) as f64 / done as f64;
+            let counts = counts0.elapsed();
+            let counts = counts.per_step(done as u64, counts.ops > 0);
             let report = op_profile::take();
             if !report.ops.is_empty() {
                 eprintln!(
@@ -189,7 +194,7 @@ impl BackendJob for Job<'_> {
             }
             let cpu_per_subject =
                 cpu / (self.batch * done).min(timed.training_subjects).max(1) as f64;
-            out.push((name, timed, cpu_per_subject, reads));
+            out.push((name, timed, cpu_per_subject, counts));
         }
         op_profile::enable(false);
         Ok(out)
@@ -237,7 +242,7 @@ fn bench_cohort(args: &BenchArgs, subjects: usize) -> Result<Vec<GnnBenchRow>> {
                 batch,
                 warmup_steps: (args.warmup, args.steps),
             };
-            let row = |objective, t: Option<&Timed>, cpu, reads, error| GnnBenchRow {
+            let row = |objective, t: Option<&Timed>, cpu, counts, error| GnnBenchRow {
                 backend: placement.backend.name().into(),
                 device: placement.device.to_string(),
                 objective,
@@ -250,16 +255,22 @@ fn bench_cohort(args: &BenchArgs, subjects: usize) -> Result<Vec<GnnBenchRow>> {
                     t.secs * t.steps_per_epoch as f64 / t.timed_steps.max(1) as f64
                 }),
                 cpu_seconds_per_subject: cpu,
-                host_reads_per_step: reads,
+                counts,
                 error,
             };
             match backend::dispatch_checked(placement, job) {
                 Ok(v) => {
-                    for (objective, t, cpu, reads) in v {
-                        rows.push(row(objective, Some(&t), cpu, reads, None));
+                    for (objective, t, cpu, counts) in v {
+                        rows.push(row(objective, Some(&t), cpu, counts, None));
                     }
                 }
-                Err(e) => rows.push(row("", None, f64::NAN, f64::NAN, Some(format!("{e:#}")))),
+                Err(e) => {
+                    let none = PerStep {
+                        host_reads_per_step: f64::NAN,
+                        ..PerStep::default()
+                    };
+                    rows.push(row("", None, f64::NAN, none, Some(format!("{e:#}"))))
+                }
             }
         }
     }
@@ -273,7 +284,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let peak = peak_rss_bytes();
     println!(
-        "{:<12} {:<8} {:>9} {:>9} {:>6} {:>9} {:>12} {:>14} {:>11}",
+        "{:<12} {:<8} {:>9} {:>9} {:>6} {:>9} {:>12} {:>14} {:>9} {:>12} {:>11}",
         "backend",
         "device",
         "objective",
@@ -282,11 +293,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         "steps",
         "s/epoch",
         "CPU s/subject",
+        "ops/step",
+        "uploads/step",
         "reads/step"
     );
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
     for r in &rows {
         println!(
-            "{:<12} {:<8} {:>9} {:>9} {:>6} {:>9} {:>12.2} {:>14.3} {:>11.1}{}",
+            "{:<12} {:<8} {:>9} {:>9} {:>6} {:>9} {:>12.2} {:>14.3} {:>9} {:>12} {:>11.1}{}",
             r.backend,
             r.device,
             r.objective,
@@ -295,7 +309,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             format!("{}/{}", r.timed_steps, r.steps_per_epoch),
             r.seconds_per_epoch,
             r.cpu_seconds_per_subject,
-            r.host_reads_per_step,
+            opt(r.counts.ops_per_step),
+            opt(r.counts.uploads_per_step),
+            r.counts.host_reads_per_step,
             r.error
                 .as_deref()
                 .map(|e| format!("  error: {e}"))

@@ -26,6 +26,7 @@ use crate::backend::profile as op_profile;
 use crate::backend::{self, BackendJob, BackendKind, Placement};
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
 use crate::files::write_json;
+use crate::host_reads::{Counts, PerStep};
 use crate::models::cnn::MnistCnn;
 use crate::toolbox::optim::{Adam, Grads};
 
@@ -35,19 +36,38 @@ struct BenchJob<'a> {
     args: &'a BenchArgs,
 }
 
-fn batch<B: Backend>(
-    data: &MnistSplit,
-    step: usize,
+/// The bench's batches, resident on the device: every image its steps use, normalised and
+/// uploaded once before the clock starts (PyTorch's bench keeps its data on the GPU too), and
+/// the steps' index list with them; a step takes its batch by index on the device, so it makes
+/// no upload. Step `s` holds images `(s·bs + i) mod n`, as a host-fed loop would.
+struct DeviceBatches<B: Backend> {
+    images: Tensor<B, 4>,
+    labels: Tensor<B, 1, Int>,
+    order: Tensor<B, 1, Int>,
     bs: usize,
-    device: &B::Device,
-) -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
-    let n = data.len();
-    let idx: Vec<usize> = (0..bs).map(|i| (step * bs + i) % n).collect();
-    let (x, y) = data.batch(&idx);
-    (
-        Tensor::from_data(TensorData::new(x, [bs, 1, 28, 28]), device),
-        Tensor::from_data(TensorData::new(y, [bs]), device),
-    )
+}
+
+impl<B: Backend> DeviceBatches<B> {
+    fn new(data: &MnistSplit, bs: usize, steps: usize, device: &B::Device) -> Self {
+        let n = data.len();
+        let used: Vec<usize> = (0..n.min(steps * bs)).collect();
+        let (x, y) = data.batch(&used);
+        let order: Vec<i64> = (0..steps * bs).map(|k| (k % n) as i64).collect();
+        Self {
+            images: Tensor::from_data(TensorData::new(x, [used.len(), 1, 28, 28]), device),
+            labels: Tensor::from_data(TensorData::new(y, [used.len()]), device),
+            order: Tensor::from_data(TensorData::new(order, [steps * bs]), device),
+            bs,
+        }
+    }
+
+    fn batch(&self, step: usize) -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
+        let idx = self.order.clone().narrow(0, step * self.bs, self.bs);
+        (
+            self.images.clone().select(0, idx.clone()),
+            self.labels.clone().select(0, idx),
+        )
+    }
 }
 
 /// Wall and process CPU time since a start.
@@ -58,11 +78,12 @@ impl Clock {
         Self(Instant::now(), op_profile::cpu_seconds())
     }
 
-    fn rate(&self, images: usize) -> Rate {
+    fn rate(&self, images: usize, counts: PerStep) -> Rate {
         let wall = self.0.elapsed().as_secs_f64();
         Rate {
             img_per_s: images as f64 / wall,
             threads: (op_profile::cpu_seconds() - self.1) / wall,
+            counts: Some(counts),
         }
     }
 }
@@ -75,16 +96,18 @@ impl BackendJob for BenchJob<'_> {
         B::seed(&device, 1);
         let mut model = MnistCnn::<B>::new(&device, true);
         crate::toolbox::params::materialize(&model);
-        let mut adam = Adam::<B::InnerBackend>::default();
+        // The update train-mnist runs on this backend (one pass on `flex`).
+        let mut adam = Adam::<B::InnerBackend>::with_fused(crate::launch::fused_adam());
         let loss_fn = CrossEntropyLoss::new(None, &device);
-        let mut clock = Clock::start();
+        let data = DeviceBatches::<B>::new(self.data, bs, warmup + steps, &device);
+        let (mut clock, mut counts) = (Clock::start(), Counts::now());
         for step in 0..warmup + steps {
             if step == warmup {
-                clock = Clock::start();
+                (clock, counts) = (Clock::start(), Counts::now());
                 op_profile::reset();
             }
             op_profile::phase("data");
-            let (x, y) = batch::<B>(self.data, step, bs, &device);
+            let (x, y) = data.batch(step);
             op_profile::phase("forward");
             let loss = loss_fn.forward(model.forward(x), y);
             op_profile::phase("backward");
@@ -92,24 +115,30 @@ impl BackendJob for BenchJob<'_> {
             op_profile::phase("optimizer");
             model = adam.step(1e-3, model, Grads::Params(grads));
         }
+        let counts = counts.elapsed();
+        let counts = counts.per_step(steps as u64, counts.ops > 0);
         // Reading a value waits for queued device work.
         let _ = crate::toolbox::params::collect(&model);
-        let train = clock.rate(bs * steps);
+        let train = clock.rate(bs * steps, counts);
         let label = format!("{} training step, batch {bs}", p.backend.name());
         super::profile::print(&label, &op_profile::take(), steps);
 
         let eval = model.valid();
-        let mut clock = Clock::start();
+        drop(data);
+        let data = DeviceBatches::<B::InnerBackend>::new(self.data, bs, warmup + steps, &device);
+        let (mut clock, mut counts) = (Clock::start(), Counts::now());
         for step in 0..warmup + steps {
             if step == warmup {
-                clock = Clock::start();
+                (clock, counts) = (Clock::start(), Counts::now());
                 op_profile::reset();
             }
             op_profile::phase("inference");
-            let (x, _) = batch::<B::InnerBackend>(self.data, step, bs, &device);
-            let _ = eval.forward(x).argmax(1).into_data();
+            let (x, _) = data.batch(step);
+            // One read per batch: the predicted classes, as an evaluation needs them.
+            let _ = crate::host_reads::data(eval.forward(x).argmax(1));
         }
-        let infer = clock.rate(bs * steps);
+        let counts = counts.elapsed();
+        let infer = clock.rate(bs * steps, counts.per_step(steps as u64, counts.ops > 0));
         let report = op_profile::take();
         op_profile::enable(false);
         if !report.ops.is_empty() {
@@ -156,6 +185,9 @@ struct Contender {
     device: String,
     /// `None` for PyTorch.
     placement: Option<Placement>,
+    /// PyTorch with its training batches normalised and copied to the device per step (the
+    /// reference rows keep the data on the device, as ours do).
+    host_fed: bool,
     rounds: Vec<Measure>,
     error: Option<String>,
 }
@@ -166,6 +198,7 @@ impl Contender {
             backend: backend.into(),
             device: device.into(),
             placement,
+            host_fed: false,
             rounds: Vec::new(),
             error: None,
         }
@@ -215,7 +248,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
             .filter_map(|c| c.placement)
             .find(|p| p.device.is_cuda() && !p.backend.name().starts_with("wgpu"))
         {
-            all.push(Contender::new("pytorch", &gpu.device.to_string(), None));
+            let device = gpu.device.to_string();
+            all.push(Contender::new("pytorch", &device, None));
+            // And fed from the host per step, as a loader without pinned memory does: the
+            // other question (reported, never the reference).
+            let mut fed = Contender::new("pytorch host-fed", &device, None);
+            fed.host_fed = true;
+            all.push(fed);
         }
     }
     let n = all.len();
@@ -241,13 +280,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
             };
             let result = match (c.placement, &args.pytorch) {
                 (Some(p), _) => backend::dispatch_checked(p, job),
-                (None, Some(python)) => super::pytorch::run(
-                    python, &args, batch_size, threads, &c.device,
-                )
-                .map(|(m, label)| {
-                    c.backend = label;
-                    m
-                }),
+                (None, Some(python)) => {
+                    super::pytorch::run(python, &args, batch_size, threads, &c.device, c.host_fed)
+                        .map(|(m, label)| {
+                            c.backend = label;
+                            m
+                        })
+                }
                 (None, None) => continue,
             };
             match result {
@@ -263,6 +302,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         all.iter()
             .find(|c| {
                 c.placement.is_none()
+                    && !c.host_fed
                     && (c.device != "cpu") == gpu
                     && c.error.is_none()
                     && !c.rounds.is_empty()

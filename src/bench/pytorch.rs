@@ -15,14 +15,16 @@ use super::report::{Measure, Rate};
 
 const SCRIPT: &str = include_str!("../../benches/pytorch_mnist.py");
 
-/// One PyTorch round on `device` (`cpu` or `cuda:N`): the figures and the `pytorch <version>`
-/// label.
+/// One PyTorch round on `device` (`cpu` or `cuda:N`), its training batches from data on the
+/// device or (`host_fed`) normalised and copied there per step: the figures and the
+/// `pytorch <version>` label.
 pub fn run(
     python: &Path,
     args: &BenchArgs,
     batch_size: usize,
     threads: usize,
     device: &str,
+    host_fed: bool,
 ) -> Result<(Measure, String)> {
     let mut cmd = Command::new(python);
     cmd.arg("-");
@@ -35,6 +37,7 @@ pub fn run(
         .args(["--batch-size", &batch_size.to_string()])
         .args(["--threads", &threads.to_string(), "--json"])
         .args(["--device", device])
+        .args(["--feed", if host_fed { "host" } else { "device" }])
         // TRAINER_CPU_AVX512=0 stands for a CPU without AVX-512: PyTorch too.
         .envs(fast_cpu::isa::pytorch_env().iter().copied())
         .stdin(Stdio::piped())
@@ -68,16 +71,22 @@ pub fn run(
         train: Rate {
             img_per_s: num("train_img_per_s"),
             threads: num("train_threads_used"),
+            counts: None,
         },
         infer: Rate {
             img_per_s: num("infer_img_per_s"),
             threads: num("infer_threads_used"),
+            counts: None,
         },
     };
     // The SIMD level ATen's kernels run at (`AVX512`, `AVX2`, ...): it names what was measured.
     let label = match (device, v["cpu_capability"].as_str()) {
         ("cpu", Some(isa)) => format!("pytorch {} {isa}", v["torch"].as_str().unwrap_or("?")),
         _ => format!("pytorch {}", v["torch"].as_str().unwrap_or("?")),
+    };
+    let label = match host_fed {
+        true => format!("{label} host-fed"),
+        false => label,
     };
     Ok((measure, label))
 }

@@ -3,12 +3,16 @@
 
 use serde::Serialize;
 
+use crate::host_reads::PerStep;
+
 /// One timed phase of one round.
 #[derive(Clone, Copy, Debug)]
 pub struct Rate {
     pub img_per_s: f64,
     /// Process CPU time over wall time: how many cores the phase kept busy.
     pub threads: f64,
+    /// Operations, uploads and reads per step (`None`: not counted, e.g. PyTorch's rows).
+    pub counts: Option<PerStep>,
 }
 
 /// What one contender measured in one round.
@@ -109,6 +113,10 @@ pub struct PhaseFigures {
     pub vs_pytorch: Option<f64>,
     /// Median img/s over the floor.
     pub floor_fraction: f64,
+    /// `ops_per_step`, `uploads_per_step`, `host_reads_per_step` of the first round (the counts
+    /// do not depend on timing); absent where not counted.
+    #[serde(flatten)]
+    pub counts: Option<PerStep>,
 }
 
 impl PhaseFigures {
@@ -119,6 +127,7 @@ impl PhaseFigures {
             vs_pytorch: pytorch.map(|p| img_per_s.median / p),
             floor_fraction: img_per_s.median / floor,
             img_per_s,
+            counts: rates.first().and_then(|r| r.counts),
         }
     }
 }
@@ -144,23 +153,38 @@ fn ratio(r: Option<f64>) -> String {
         .map_or_else(|| "-".into(), |r| format!("{r:.2}x"))
 }
 
+/// "ops/uploads/reads" per step, `-` for what was not counted.
+fn count_cell(c: Option<PerStep>) -> String {
+    let n = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    match c {
+        None => "-".into(),
+        Some(c) => format!(
+            "{}/{}/{}",
+            n(c.ops_per_step),
+            n(c.uploads_per_step),
+            n(Some(c.host_reads_per_step))
+        ),
+    }
+}
+
 fn phase_cells(p: &PhaseFigures) -> String {
     let s = &p.img_per_s;
     format!(
-        "{:>8.1} {:>15} {:>5.2} {:>7} {:>5.1}%",
+        "{:>8.1} {:>15} {:>5.2} {:>7} {:>5.1}% {:>11}",
         s.median,
         format!("{:.0}-{:.0}", s.min, s.max),
         p.threads_used,
         ratio(p.vs_pytorch),
-        100.0 * p.floor_fraction
+        100.0 * p.floor_fraction,
+        count_cell(p.counts)
     )
 }
 
 /// The table on stdout (its first line starts with `backend`).
 pub fn print_table(rows: &[BenchRow], floor: &Floor) {
     let head = format!(
-        "{:>8} {:>15} {:>5} {:>7} {:>6}",
-        "img/s", "min-max", "cores", "xtorch", "floor"
+        "{:>8} {:>15} {:>5} {:>7} {:>6} {:>11}",
+        "img/s", "min-max", "cores", "xtorch", "floor", "ops/up/rd"
     );
     println!(
         "{:<26} {:<7} | train: {head} | infer: {head}",
@@ -182,7 +206,9 @@ pub fn print_table(rows: &[BenchRow], floor: &Floor) {
         "floor: {} cores x {:.1} GFLOP/s (one core's sgemm, best of {} measurements: {:.1}-{:.1}) \
          / {:.1} MFLOP per training image = {:.0} img/s; / {:.1} MFLOP per inference image = \
          {:.0} img/s\n\
-         GEMM kernels: {}",
+         GEMM kernels: {}\n\
+         ops/up/rd: backend operations, uploads and device -> host reads per step (- where the \
+         backend does not count them)",
         floor.cores,
         floor.sgemm_gflops_per_core,
         floor.sgemm_measurements,

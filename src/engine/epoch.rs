@@ -11,6 +11,7 @@ use super::epoch_ctx::Ctx;
 use super::progress::Progress;
 use super::state::{Position, Saved};
 use super::{Batch, EpochSums, Job, KeepCheckpoints, Row, Stage, StepSums};
+use crate::host_reads::{Counts, PerStep};
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::ddp;
 use crate::toolbox::optim::{Grads, Optimizer};
@@ -44,8 +45,9 @@ pub(super) struct Trained {
     pub cpu_seconds: f64,
     pub allreduce_seconds: f64,
     pub items: usize,
-    /// Device → host reads per step (each a sync on a GPU; [`crate::host_reads`]).
-    pub host_reads_per_step: f64,
+    /// Backend operations, uploads and device → host reads per step (each read a sync on a
+    /// GPU; [`crate::host_reads`]).
+    pub counts: PerStep,
 }
 
 impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
@@ -132,14 +134,14 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         let cpu0 = crate::toolbox::usage::cpu_seconds();
         let comm0 = ctx.comm_stats.time;
         let mut items_here = 0usize;
-        let (mut reads, mut steps) = (0u64, 0u64);
+        let (mut counts, mut steps) = (Counts::default(), 0u64);
         while pos.epoch_items < items {
             let start = pos.epoch_items;
             let end = (start + global_batch).min(items);
-            let reads0 = crate::host_reads::count();
+            let counts0 = Counts::now();
             let (grads, step_sums) = self.step_shards(ctx, pos, &model, &order, start, end)?;
             model = self.optimizer.step(lr, model, grads);
-            reads += crate::host_reads::count() - reads0;
+            counts = counts.plus(counts0.elapsed());
             steps += 1;
             // One small reduction carries the step's sums and any pending stop request, so
             // that every rank stops after the same step.
@@ -194,7 +196,8 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                 cpu_seconds: cpu[0],
                 allreduce_seconds: (ctx.comm_stats.time - comm0).as_secs_f64(),
                 items: items_here,
-                host_reads_per_step: reads as f64 / steps.max(1) as f64,
+                // A backend that counts no operation (CubeCL's) reports none.
+                counts: counts.per_step(steps, counts.ops > 0),
             }),
         ))
     }

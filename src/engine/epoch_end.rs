@@ -163,8 +163,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             }
             tensorboard::write(&ctx.run_dir, &rows)?;
             eprintln!(
-                "{} {}epoch {}/{}: train loss {train_loss:.4}, {}{}, {per_s:.0} {}/s, {} host \
-                 reads/step, {}",
+                "{} {}epoch {}/{}: train loss {train_loss:.4}, {}{}, {per_s:.0} {}/s, {}, {}",
                 ctx.tag,
                 self.label(),
                 epoch + 1,
@@ -172,7 +171,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                 eval.summary,
                 if improved { " (best)" } else { "" },
                 spec.outputs.unit,
-                trained.host_reads_per_step,
+                trained.counts.describe(),
                 fmt_secs(trained.seconds)
             );
             if stopped_early {

@@ -1,5 +1,6 @@
 //! The backends' hooks into the generic training loop, chosen by the launcher for the run's
-//! backend: the `flex` backend's one-pass Adam update (`fast_cpu::adam`), which the loop
+//! backend: the one-pass Adam update of `flex` (`fast_cpu::adam`) and of `tch`
+//! (`backend::fast_tch::adam`, LibTorch's fused kernel), which the loop
 //! (`toolbox::optim`, through `RunContext::fused_adam`) calls without naming a backend.
 
 use burn::prelude::*;
@@ -15,24 +16,51 @@ fn flex_step<B: Backend>(
     moments: Option<(Tensor<B, 1>, Tensor<B, 1>)>,
     s: AdamScalars,
 ) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1>) {
-    let scalars = adam::AdamScalars {
+    adam::fused_step(param, grad, moments, scalars(s))
+}
+
+/// The one-pass Adam update of backend `B` (the inner backend of the run's autodiff one), if
+/// it has one: the `flex` backend's fast kernels (not `flex-plain`, which runs the tensor
+/// version as Burn's Adam would), bit for bit the tensor version; `tch`'s LibTorch fused kernel
+/// (not `tch-plain`), within f32 rounding of it (`backend::fast_tch::adam`).
+pub fn fused_adam<B: Backend>() -> Option<FusedAdam<B>> {
+    if adam::fused_adam_for::<B>() {
+        return Some(FusedAdam {
+            applies: adam::fused_adam_for::<B>,
+            step: flex_step::<B>,
+        });
+    }
+    #[cfg(feature = "tch")]
+    if crate::backend::fast_tch::adam::fused_adam_for::<B>() {
+        return Some(FusedAdam {
+            applies: crate::backend::fast_tch::adam::fused_adam_for::<B>,
+            step: tch_step::<B>,
+        });
+    }
+    None
+}
+
+/// `backend::fast_tch::adam::fused_step` with the loop's scalars.
+#[cfg(feature = "tch")]
+#[allow(clippy::type_complexity)]
+fn tch_step<B: Backend>(
+    param: Tensor<B, 1>,
+    grad: Tensor<B, 1>,
+    moments: Option<(Tensor<B, 1>, Tensor<B, 1>)>,
+    s: AdamScalars,
+) -> (Tensor<B, 1>, Tensor<B, 1>, Tensor<B, 1>) {
+    crate::backend::fast_tch::adam::fused_step(param, grad, moments, scalars(s))
+}
+
+/// The loop's scalars as the backends' kernels take them.
+fn scalars(s: AdamScalars) -> adam::AdamScalars {
+    adam::AdamScalars {
         beta1: s.beta1,
         beta2: s.beta2,
         factor: s.factor,
         eps: s.eps,
         lr: s.lr,
-    };
-    adam::fused_step(param, grad, moments, scalars)
-}
-
-/// The one-pass Adam update of backend `B` (the inner backend of the run's autodiff one), if
-/// it has one: the `flex` backend's fast kernels (not `flex-plain`, which runs the tensor
-/// version as Burn's Adam would).
-pub fn fused_adam<B: Backend>() -> Option<FusedAdam<B>> {
-    adam::fused_adam_for::<B>().then_some(FusedAdam {
-        applies: adam::fused_adam_for::<B>,
-        step: flex_step::<B>,
-    })
+    }
 }
 
 #[cfg(test)]

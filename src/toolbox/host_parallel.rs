@@ -10,7 +10,8 @@
 //! copies share the parameters' storage and [`ParamId`](burn::module::ParamId)s, so the
 //! gradients are keyed as the model's own.
 //!
-//! Host reads made in the pieces count as the calling thread's ([`host_reads::add`]).
+//! Host reads, operations and uploads made in the pieces count as the calling thread's
+//! ([`Counts::add_here`]).
 //!
 //! Reproducibility: a piece's gradient does not depend on the thread that computed it, and the
 //! sum is taken in piece order after all pieces are done, so a run gives the same weights
@@ -22,7 +23,7 @@ use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use rayon::prelude::*;
 
-use crate::host_reads;
+use crate::host_reads::Counts;
 
 /// The gradients of Σ loss over `pieces`, where `pass` scores one piece with a model and
 /// returns its loss (`[1]`) and anything else the caller keeps (returned in piece order).
@@ -42,28 +43,21 @@ where
             vec![kept],
         );
     }
-    let caller = std::thread::current().id();
-    let done: Vec<(GradientsParams, T, u64)> = pieces
+    let done: Vec<(GradientsParams, T, Counts)> = pieces
         .par_iter()
         .map(|piece| {
-            let reads = host_reads::count();
-            let copy = M::from_inner(model.valid());
-            let (loss, kept) = pass(&copy, piece);
-            let grads = GradientsParams::from_grads(loss.backward(), &copy);
-            // Reads on the calling thread itself are counted already.
-            let elsewhere = std::thread::current().id() != caller;
-            let reads = if elsewhere {
-                host_reads::count() - reads
-            } else {
-                0
-            };
-            (grads, kept, reads)
+            let ((grads, kept), counts) = Counts::isolated(|| {
+                let copy = M::from_inner(model.valid());
+                let (loss, kept) = pass(&copy, piece);
+                (GradientsParams::from_grads(loss.backward(), &copy), kept)
+            });
+            (grads, kept, counts)
         })
         .collect();
     let mut grads = Vec::with_capacity(done.len());
     let mut kept = Vec::with_capacity(done.len());
-    for (g, k, reads) in done {
-        host_reads::add(reads);
+    for (g, k, counts) in done {
+        counts.add_here();
         grads.push(g);
         kept.push(k);
     }

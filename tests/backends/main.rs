@@ -16,3 +16,4 @@ mod backend_wgpu;
 mod cuda_cubin;
 mod fast_tch;
 mod pt_checkpoint;
+mod tch_fused;

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod numerics;
+pub mod step_counts;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -26,5 +26,6 @@ mod mnist_bad_input;
 mod mnist_train;
 mod run_integrity;
 mod run_safety;
+mod step_counts;
 mod tensorboard_events;
 mod tile_registers;

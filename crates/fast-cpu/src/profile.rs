@@ -24,6 +24,85 @@ static STATE: Mutex<State> = Mutex::new(State {
 
 thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
+    static OPS: Cell<u64> = const { Cell::new(0) };
+    static UPLOADS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Operations that only describe a tensor (its device) or view it without moving data on
+/// LibTorch (reshape, transposes, broadcasts, slices): not counted as work.
+const VIEWS: [&str; 8] = [
+    "_device",
+    "_reshape",
+    "_swap_dims",
+    "_permute",
+    "_expand",
+    "_slice",
+    "_unfold",
+    "_into_data",
+];
+
+/// Counts one outermost operation of this thread: a `*_from_data` as an upload (host values
+/// into a tensor: on a GPU a copy and a wait), a view or a read (see [`VIEWS`]; reads are
+/// counted by the caller, which knows why it reads) as nothing, anything else as an op.
+fn count(op: &str) {
+    if op.ends_with("_from_data") {
+        UPLOADS.set(UPLOADS.get() + 1);
+    } else if !VIEWS.iter().any(|v| op.ends_with(v)) {
+        OPS.set(OPS.get() + 1);
+    }
+}
+
+/// The operations and uploads this thread issued so far through the wrapping backends (`flex`,
+/// `tch`): each call of the backend's interface from outside the backend counts once, whatever
+/// the backend does inside (one LibTorch kernel or several, a Burn default built from other
+/// operations). Always on (two thread-local counters); backends that wrap nothing (CubeCL's,
+/// `tch-plain`) count nothing.
+pub fn counts() -> (u64, u64) {
+    (OPS.get(), UPLOADS.get())
+}
+
+/// Adds operations and uploads that helper threads issued on this thread's behalf.
+pub fn add_counts(ops: u64, uploads: u64) {
+    OPS.set(OPS.get() + ops);
+    UPLOADS.set(UPLOADS.get() + uploads);
+}
+
+/// Runs `f` with this thread's counts set aside: returns what `f` counted (operations,
+/// uploads), from zero and at nesting depth zero, and leaves the counts as they were before. For
+/// work run on a pool: a worker that waits inside one task's operation may run another task, whose
+/// operations would otherwise count as nested in the first one's (so not at all), or in its total.
+pub fn isolated<R>(f: impl FnOnce() -> R) -> (R, (u64, u64)) {
+    struct Restore(u32, u64, u64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DEPTH.set(self.0);
+            OPS.set(self.1);
+            UPLOADS.set(self.2);
+        }
+    }
+    let saved = Restore(DEPTH.replace(0), OPS.replace(0), UPLOADS.replace(0));
+    let out = f();
+    let counted = counts();
+    drop(saved);
+    (out, counted)
+}
+
+/// Leaves one level of operation nesting, also when the operation panics.
+struct Nested;
+
+impl Nested {
+    /// Enters an operation; true for an outermost one.
+    fn enter() -> (Self, bool) {
+        let depth = DEPTH.get();
+        DEPTH.set(depth + 1);
+        (Nested, depth == 0)
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        DEPTH.set(DEPTH.get() - 1);
+    }
 }
 
 #[derive(Default)]
@@ -89,18 +168,19 @@ fn lock() -> std::sync::MutexGuard<'static, State> {
 }
 
 /// Runs `f`, the operation `op`, and records its wall time when the profile is on.
+/// Every call is counted (see [`counts`]).
 pub fn timed<R>(op: &'static str, f: impl FnOnce() -> R) -> R {
+    let (level, outer) = Nested::enter();
+    if outer {
+        count(op);
+    }
     if !ENABLED.load(Ordering::Relaxed) {
         return f();
     }
-    let outer = DEPTH.with(|d| {
-        d.set(d.get() + 1);
-        d.get() == 1
-    });
     let (start, cpu) = (Instant::now(), cpu_seconds());
     let out = f();
     let (elapsed, cpu) = (start.elapsed(), cpu_seconds() - cpu);
-    DEPTH.with(|d| d.set(d.get() - 1));
+    drop(level);
     if outer {
         let mut s = lock();
         let key = (s.phase, op);

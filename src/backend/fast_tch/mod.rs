@@ -27,6 +27,7 @@ use burn_backend::{Backend, BackendTypes, DType, DTypeUsageSet, ExecutionError};
 
 use super::profile::CallCounter;
 
+pub mod adam;
 mod delegated;
 mod grads;
 mod random;

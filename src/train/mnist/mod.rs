@@ -7,6 +7,7 @@
 //! `(seed, epoch, step)`, which the checkpoint stores, and a resumed run continues exactly.
 
 pub mod evaluate;
+mod resident;
 mod settings;
 
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ use crate::models::cnn::MnistCnn;
 use crate::toolbox::seed::mix;
 
 use self::evaluate::{MODEL_NAME, evaluate_sharded};
+use self::resident::Resident;
 pub use self::settings::MnistSettings;
 
 /// The metrics of a `train-mnist` run: the engine's training loss, the test split's loss and
@@ -117,6 +119,9 @@ pub struct MnistConfig {
 struct MnistJob<B: AutodiffBackend> {
     settings: MnistSettings,
     train: MnistSplit,
+    /// The training split on the device, uploaded at the first step (`None` before it, or
+    /// for a split too large to hold there: then each step uploads its shard).
+    resident: Option<Option<Resident<B>>>,
     test: MnistSplit,
     loss_fn: CrossEntropyLoss<B>,
     spec: JobSpec,
@@ -244,7 +249,13 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
                 sums: LossSums::default(),
             });
         }
-        let (x, y) = to_tensors::<B>(&self.train, idx, b.device);
+        let resident = self
+            .resident
+            .get_or_insert_with(|| Resident::upload(&self.train, b.device));
+        let (x, y) = match resident {
+            Some(r) => r.shard((b.stage, b.epoch), b.order, (b.lo, b.hi)),
+            None => to_tensors::<B>(&self.train, idx, b.device),
+        };
         let loss = self.loss_fn.forward(model.forward(x), y);
         let n = idx.len() as f64;
         let sums = LossSums {
@@ -339,6 +350,7 @@ impl JobFactory for Factory {
             loss_fn: CrossEntropyLoss::new(None, &ctx.device),
             settings,
             train,
+            resident: None,
             test,
             spec,
         })

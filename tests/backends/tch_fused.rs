@@ -1,0 +1,79 @@
+//! `tch`'s GPU-minded parts, checked on the CPU: the fused Adam (LibTorch's `_fused_adam_`
+//! through our C++ shim) against the tensor Adam over several steps, the bench step's counts
+//! (no upload, no read, the operations of the model and one update per parameter), and the
+//! intra-op thread rule for CUDA placements.
+#![cfg(feature = "tch")]
+
+use trainer::backend::DeviceSpec;
+use trainer::backend::fast_tch::FastTch;
+use trainer::backend::tch_threads::IntraOpThreads;
+use trainer::toolbox::optim::{Adam, ParamUpdate};
+
+use crate::common;
+
+use common::numerics::{host, random, rel_err, tensor};
+use common::step_counts::bench_mnist_counts;
+
+/// Five steps of both on three parameters (sizes about the CNN's: a bias, a kernel, a layer),
+/// with gradients of several magnitudes: every parameter and both moments agree to 1e-6
+/// relative (max |a − b| / max |b|). Not bit for bit: the fused kernel updates the first moment
+/// as a lerp, `m + (1 − β₁)(g − m)`, and divides the moment by √v + ε once, where the tensor
+/// version computes `β₁m + (1 − β₁)g` and scales m first (f32 rounding differs by an ulp or
+/// two per step).
+#[test]
+fn fused_adam_agrees_with_the_tensor_adam_within_1e_6() {
+    let fused = trainer::launch::fused_adam::<FastTch>().expect("tch has a fused Adam");
+    let mut a = Adam::<FastTch>::with_fused(Some(fused));
+    let mut b = Adam::<FastTch>::default();
+    let sizes = [32, 18_432, 1_179_648];
+    let mut pa: Vec<_> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| tensor::<FastTch, 1>(&random(n, i as u64), [n]))
+        .collect();
+    let mut pb = pa.clone();
+    for step in 0..5u64 {
+        for (i, &n) in sizes.iter().enumerate() {
+            let scale = [1e-3f32, 1.0, 30.0][i];
+            let g: Vec<f32> = random(n, 100 + 10 * step + i as u64)
+                .iter()
+                .map(|v| v * scale)
+                .collect();
+            let g = tensor::<FastTch, 1>(&g, [n]);
+            pa[i] = a.updated(i, pa[i].clone(), g.clone(), 1e-3);
+            pb[i] = b.updated(i, pb[i].clone(), g, 1e-3);
+            let (x, y) = (host(pa[i].clone()), host(pb[i].clone()));
+            let e = rel_err(&x, &y);
+            assert!(e <= 1e-6, "step {step} parameter {i}: relative error {e}");
+            let moved = rel_err(&x, &host(tensor::<FastTch, 1>(&random(n, i as u64), [n])));
+            assert!(moved > 0.0, "step {step} parameter {i} did not move");
+        }
+    }
+}
+
+/// The bench's training step on `tch` (CPU): data on the device, so no upload and no read; the
+/// operations of the CNN's forward and backward plus one fused update per parameter tensor
+/// (8), at most 90 (the tensor Adam alone made 104).
+#[test]
+fn the_tch_bench_step_makes_no_upload_no_read_and_at_most_90_ops() {
+    let t = tempfile::tempdir().unwrap();
+    let ((ops, uploads, reads), (_, i_uploads, i_reads)) = bench_mnist_counts(t.path(), "tch");
+    assert_eq!((uploads, reads), (0.0, 0.0), "training step");
+    assert!(ops > 8.0 && ops <= 90.0, "training step: {ops} ops");
+    assert_eq!((i_uploads, i_reads), (0.0, 1.0), "inference step");
+}
+
+/// A CUDA placement runs LibTorch with one intra-op thread (no OpenMP team spinning beside the
+/// GPU), and the count in force before comes back when it ends, for a CPU placement after it.
+/// The rule needs no GPU: it only sets LibTorch's thread count.
+#[test]
+fn a_cuda_placement_runs_one_intra_op_thread_and_restores_the_count() {
+    tch::set_num_threads(2);
+    {
+        let _g = IntraOpThreads::for_device(DeviceSpec::Cuda(0));
+        assert_eq!(tch::get_num_threads(), 1);
+    }
+    assert_eq!(tch::get_num_threads(), 2);
+    let _g = IntraOpThreads::for_device(DeviceSpec::Cpu);
+    assert_eq!(tch::get_num_threads(), 2);
+}
