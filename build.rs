@@ -1,5 +1,5 @@
 //! Records the git commit the binary was built from (for run_meta.json), when git knows it; with
-//! feature `tch`, compiles the LibTorch shim (`src/backend/fast_tch/fused_adam.cpp`) against the
+//! feature `tch`, compiles the LibTorch shim (`src/backend/fast_tch/shim.cpp`) against the
 //! headers of the LibTorch torch-sys links.
 fn main() {
     println!("cargo:rerun-if-changed=.git/HEAD");
@@ -21,7 +21,7 @@ fn main() {
 
 /// The shim, built the way torch-sys builds its own C++ (same standard, same C++ ABI).
 fn torch_shim() {
-    const SHIM: &str = "src/backend/fast_tch/fused_adam.cpp";
+    const SHIM: &str = "src/backend/fast_tch/shim.cpp";
     println!("cargo:rerun-if-changed={SHIM}");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
     // torch-sys (`links = "tch"`) tells its dependents where LibTorch's libraries are.

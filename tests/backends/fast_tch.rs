@@ -2,7 +2,7 @@
 //! `LibTorch` unchanged (`--backend tch-plain`): outputs and gradients of a convolution agree to
 //! a relative error of 1e-4 on the MNIST CNN's layer shapes and on odd ones (batch 1, padding,
 //! stride 2, dilation, 1×1, no bias), the CPU kernel really ran (and the GPU's way, LibTorch's
-//! autograd, gives the same gradients), relu's gradient is the same, and
+//! `convolution_backward` through our shim, gives the same gradients), relu's gradient is the same, and
 //! dropout's Bernoulli masks (drawn differently) have the asked frequency.
 #![cfg(feature = "tch")]
 
@@ -10,7 +10,7 @@ use burn::backend::Autodiff;
 use burn::backend::libtorch::LibTorch;
 use burn::tensor::backend::AutodiffBackend;
 use trainer::backend::fast_tch::{
-    FastTch, autograd_weight_calls, autograd_weight_gradient_on_cpu, cpu_kernel_calls,
+    FastTch, cpu_kernel_calls, device_weight_calls, device_weight_gradient_on_cpu,
 };
 
 use crate::common;
@@ -37,14 +37,15 @@ fn conv_gradients_match_burn_tch() {
     fast_matches_plain(11, cpu_kernel_calls, "the CPU weight gradient");
 }
 
-/// The weight gradient a GPU computes (LibTorch's own kernel, reached through its autograd: tch
-/// binds no `convolution_backward`), run here on the CPU: the same outputs and gradients as
-/// burn-tch's, within the same 1e-4, on the same shapes; the autograd path really ran.
+/// The weight gradient a GPU computes (LibTorch's own kernel, `at::convolution_backward` with
+/// only the weight's gradient asked, through our C++ shim: tch binds no `convolution_backward`),
+/// run here on the CPU: the same outputs and gradients as burn-tch's, within the same 1e-4, on
+/// the same shapes; the shim's path really ran.
 #[test]
-fn autograd_weight_gradient_matches_burn_tch() {
-    autograd_weight_gradient_on_cpu(true);
-    fast_matches_plain(13, autograd_weight_calls, "the autograd weight gradient");
-    autograd_weight_gradient_on_cpu(false);
+fn device_weight_gradient_matches_burn_tch() {
+    device_weight_gradient_on_cpu(true);
+    fast_matches_plain(13, device_weight_calls, "LibTorch's weight gradient");
+    device_weight_gradient_on_cpu(false);
 }
 
 /// The gradient of `sum(relu(x) · r)`, with some inputs exactly 0 (where both give 0).

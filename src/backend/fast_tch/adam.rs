@@ -1,6 +1,6 @@
 //! Adam's update of one parameter in one LibTorch kernel: `at::_fused_adam_` (what
 //! `torch.optim.Adam(fused=True)` runs; one launch on a GPU where the tensor version makes
-//! thirteen), reached through our C++ shim (`fused_adam.cpp`, compiled by build.rs: tch binds no
+//! thirteen), reached through our C++ shim (`shim.cpp`, compiled by build.rs: tch binds no
 //! `_fused_adam_`).
 //!
 //! The tensor version (`toolbox::optim`) computes `p − lr·((m·f) / (√v + ε'))` with

@@ -14,7 +14,7 @@ pub(super) fn conv2d_weight(
     dy: TchTensor,
     options: ConvOptions<2>,
 ) -> TchTensor {
-    let forced = super::AUTOGRAD_ON_CPU.with(std::cell::Cell::get);
+    let forced = super::DEVICE_WAY_ON_CPU.with(std::cell::Cell::get);
     match cpu_geom(&x.tensor, &weight.tensor, &dy.tensor, &options).filter(|_| !forced) {
         Some(g) => {
             super::CPU_CALLS.count();
@@ -24,7 +24,7 @@ pub(super) fn conv2d_weight(
         }
         None if forced || off_cpu_f32(&[&x.tensor, &weight.tensor, &dy.tensor]) => {
             super::DEVICE_CALLS.count();
-            TchTensor::new(autograd_weight(
+            TchTensor::new(device_weight(
                 &x.tensor,
                 &weight.tensor,
                 &dy.tensor,
@@ -35,29 +35,60 @@ pub(super) fn conv2d_weight(
     }
 }
 
-/// Off the CPU (a GPU): LibTorch's own weight gradient, the kernel PyTorch runs (cuDNN's on an
-/// NVIDIA GPU). tch 0.22 binds no `convolution_backward`, so it comes from LibTorch's autograd:
-/// the convolution of `x` by a copy of the weight that requires its gradient, then backward from
-/// `sum(y · dy)`, whose gradient with respect to the weight is the convolution's for `dy`. That
-/// costs one more forward convolution and a product, against Burn's generic weight gradient (a
-/// convolution with the batch as channels and the output as kernel: 24 × 24 on the CNN's second
-/// layer), which on an H200 left the CNN at 0.15× PyTorch's speed at batch 512.
-fn autograd_weight(x: &Tensor, w: &Tensor, dy: &Tensor, options: &ConvOptions<2>) -> Tensor {
-    tch::with_grad(|| {
-        let w = w.detach().set_requires_grad(true);
-        let y = Tensor::conv2d(
-            &x.detach(),
-            &w,
-            None::<Tensor>,
-            options.stride.map(|i| i as i64),
-            options.padding.map(|i| i as i64),
-            options.dilation.map(|i| i as i64),
+unsafe extern "C" {
+    fn trainer_conv2d_weight_backward(
+        dy: *mut torch_sys::C_tensor,
+        x: *mut torch_sys::C_tensor,
+        weight: *mut torch_sys::C_tensor,
+        stride: *const i64,
+        padding: *const i64,
+        dilation: *const i64,
+        groups: i64,
+        out: *mut *mut torch_sys::C_tensor,
+        err: *mut std::ffi::c_char,
+        err_len: usize,
+    ) -> i32;
+}
+
+/// Off the CPU (a GPU): LibTorch's own weight gradient, the kernel PyTorch's backward runs
+/// (cuDNN's on an NVIDIA GPU): `at::convolution_backward` with only the weight's gradient asked,
+/// through our C++ shim (`shim.cpp`; tch 0.22 binds no `convolution_backward`). It replaced a
+/// detour through LibTorch's autograd, which recomputed the forward convolution for it, and
+/// Burn's generic weight gradient (a convolution with the batch as channels and the output as
+/// kernel: 24 × 24 on the CNN's second layer), which on an H200 left the CNN at 0.15× PyTorch's
+/// speed at batch 512.
+fn device_weight(x: &Tensor, w: &Tensor, dy: &Tensor, options: &ConvOptions<2>) -> Tensor {
+    let [stride, padding, dilation] =
+        [options.stride, options.padding, options.dilation].map(|v| v.map(|i| i as i64));
+    let (mut x, mut w, mut dy) = (x.shallow_clone(), w.shallow_clone(), dy.shallow_clone());
+    let mut out: *mut torch_sys::C_tensor = std::ptr::null_mut();
+    let mut err = [0 as std::ffi::c_char; 512];
+    // SAFETY: the tensor pointers are live tch handles (`at::Tensor *`) held here for the call;
+    // the three arrays hold 2 values each, as the shim reads; on success the shim stores a new
+    // handle in `out`, which `Tensor::from_ptr` takes ownership of; on failure it writes a
+    // NUL-terminated message of at most `err.len()` bytes.
+    let code = unsafe {
+        trainer_conv2d_weight_backward(
+            dy.as_mut_ptr(),
+            x.as_mut_ptr(),
+            w.as_mut_ptr(),
+            stride.as_ptr(),
+            padding.as_ptr(),
+            dilation.as_ptr(),
             options.groups as i64,
-        );
-        let total = (y * dy.detach()).sum(Kind::Float);
-        let mut grads = Tensor::run_backward(&[total], &[&w], false, false);
-        grads.remove(0)
-    })
+            &mut out,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    if code != 0 || out.is_null() {
+        // SAFETY: the shim wrote a NUL-terminated string into `err`.
+        let msg = unsafe { std::ffi::CStr::from_ptr(err.as_ptr()) }.to_string_lossy();
+        // Shapes come from Burn's own convolution, so a refusal is a defect, not user input.
+        panic!("LibTorch's convolution weight gradient failed: {msg}");
+    }
+    // SAFETY: `out` is a new `at::Tensor *` the shim allocated for us.
+    unsafe { Tensor::from_ptr(out) }
 }
 
 /// Whether every tensor is an `f32` tensor off the CPU (on a GPU).

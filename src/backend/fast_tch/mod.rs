@@ -10,7 +10,8 @@
 //!
 //! * `conv2d_weight_backward` on the CPU: the im2col + GEMM weight gradient of the `flex`
 //!   backend ([`fast_cpu`](super::fast_cpu)), read from and written to LibTorch's own memory;
-//!   on a GPU: LibTorch's own kernel (cuDNN's), reached through LibTorch's autograd;
+//!   on a GPU: LibTorch's own kernel (cuDNN's), `at::convolution_backward` through our C++ shim
+//!   (`shim.cpp`, which also brings the fused Adam of `adam.rs`);
 //! * `conv2d_bias_backward`: on the CPU the `flex` bias kernel, elsewhere one LibTorch `sum`
 //!   over batch and pixels, instead of Burn's transpose + copy + sum;
 //! * `relu_backward`: one LibTorch `threshold_backward`;
@@ -45,21 +46,21 @@ pub fn cpu_kernel_calls() -> u64 {
     CPU_CALLS.get()
 }
 
-/// How many weight gradients LibTorch's autograd computed so far (on a GPU, or on the CPU under
-/// [`autograd_weight_gradient_on_cpu`]).
-pub fn autograd_weight_calls() -> u64 {
+/// How many weight gradients LibTorch's own kernel computed so far (on a GPU, or on the CPU under
+/// [`device_weight_gradient_on_cpu`]).
+pub fn device_weight_calls() -> u64 {
     DEVICE_CALLS.get()
 }
 
 thread_local! {
-    static AUTOGRAD_ON_CPU: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static DEVICE_WAY_ON_CPU: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// For tests without a GPU: on this thread, convolution weight gradients on the CPU take the
-/// GPU's way (LibTorch's autograd) instead of the `flex` kernel.
+/// GPU's way (LibTorch's `convolution_backward`) instead of the `flex` kernel.
 #[doc(hidden)]
-pub fn autograd_weight_gradient_on_cpu(on: bool) {
-    AUTOGRAD_ON_CPU.with(|f| f.set(on));
+pub fn device_weight_gradient_on_cpu(on: bool) {
+    DEVICE_WAY_ON_CPU.with(|f| f.set(on));
 }
 
 impl BackendTypes for FastTch {
