@@ -278,6 +278,9 @@ fn bench_cohort(args: &BenchArgs, subjects: usize) -> Result<Vec<GnnBenchRow>> {
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
+    let (subjects, folds, epochs) = args.plan_shape();
+    // Checked before the benchmark runs: a plan that cannot be split is refused at once.
+    let shape = super::plan::Shape::new(subjects, folds, epochs)?;
     let mut rows = Vec::new();
     for &subjects in &args.subjects {
         rows.extend(bench_cohort(args, subjects)?);
@@ -319,12 +322,15 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         );
     }
     println!("peak RSS {:.2} GB", peak as f64 / 1e9);
+    let plan = super::plan::project(&rows, &shape);
+    super::plan::print(&shape, &plan);
     let json = serde_json::json!({
         "target": "gnn", "subjects": args.subjects, "batch_sizes": args.gnn_batches(),
         "nodes": args.nodes,
         "warmup_steps": args.warmup, "timed_steps": args.steps,
         "threads": rayon::current_num_threads(),
         "peak_rss_bytes": peak, "rows": rows,
+        "plan": {"shape": shape, "rows": plan},
     });
     println!("{}", serde_json::to_string(&json)?);
     if let Some(path) = &args.json {

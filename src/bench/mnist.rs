@@ -225,6 +225,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if args.target == super::BenchTarget::Gnn {
         return super::gnn::run(&args);
     }
+    if args.plan_flags_given() {
+        bail!("--plan-subjects, --plan-folds and --plan-epochs apply to bench gnn only");
+    }
     let batch_size = args.mnist_batch()?;
     if args.rounds == 0 || args.steps == 0 {
         bail!("--rounds and --steps must be at least 1");

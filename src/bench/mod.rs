@@ -3,6 +3,7 @@
 pub mod gnn;
 mod limits;
 pub mod mnist;
+mod plan;
 pub mod profile;
 pub mod pytorch;
 pub mod report;

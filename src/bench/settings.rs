@@ -52,6 +52,16 @@ pub struct BenchSettings {
     /// Also write the JSON result to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// gnn: subjects of the study the plan under the table projects (default 4566, the
+    /// authors' cohort).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(10..=10_000_000))]
+    pub plan_subjects: Option<usize>,
+    /// gnn: cross-validation folds of the planned study (default 5).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..=100))]
+    pub plan_folds: Option<usize>,
+    /// gnn: epochs per fold of the planned study (default 120, the reference's --max_epochs).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub plan_epochs: Option<usize>,
 }
 
 impl BenchSettings {
@@ -65,6 +75,20 @@ impl BenchSettings {
                  bench gnn)"
             ),
         }
+    }
+
+    /// gnn's planned study: `(subjects, folds, epochs)`, the authors' by default.
+    pub fn plan_shape(&self) -> (usize, usize, usize) {
+        (
+            self.plan_subjects.unwrap_or(4566),
+            self.plan_folds.unwrap_or(5),
+            self.plan_epochs.unwrap_or(120),
+        )
+    }
+
+    /// The `--plan-*` flags given (they apply to bench gnn only).
+    pub fn plan_flags_given(&self) -> bool {
+        self.plan_subjects.is_some() || self.plan_folds.is_some() || self.plan_epochs.is_some()
     }
 
     /// gnn's batches, in the order given (the reference's 2 without `--batch-size`).
