@@ -77,7 +77,7 @@ pub struct Counts {
 impl Counts {
     /// This thread's counts so far.
     pub fn now() -> Self {
-        let (ops, uploads) = crate::backend::profile::counts();
+        let (ops, uploads) = fast_cpu::profile::counts();
         Self {
             ops,
             uploads,
@@ -106,7 +106,7 @@ impl Counts {
             }
         }
         let saved = Restore(READS.replace(0));
-        let (out, (ops, uploads)) = crate::backend::profile::isolated(f);
+        let (out, (ops, uploads)) = fast_cpu::profile::isolated(f);
         let reads = count();
         drop(saved);
         (
@@ -121,7 +121,7 @@ impl Counts {
 
     /// Credits counts of helper threads to this thread.
     pub fn add_here(self) {
-        crate::backend::profile::add_counts(self.ops, self.uploads);
+        fast_cpu::profile::add_counts(self.ops, self.uploads);
         add(self.reads);
     }
 
