@@ -281,14 +281,34 @@ fn draw_chart<DB: DrawingBackend>(
     let (xr, yr) = ranges(chart)?;
     // About one x label per epoch (at most 12), printed as whole epochs.
     let epochs = (xr.end - xr.start).round().clamp(1.0, 11.0) as usize + 1;
-    let mut c = ChartBuilder::on(area)
+    let mut builder = ChartBuilder::on(area);
+    builder
         .caption(&chart.title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(32)
-        .y_label_area_size(64)
-        .build_cartesian_2d(xr, yr)
-        .map_err(plot_err)?;
-    let y_label = |y: &f64| super::group_table::sig4(10f64.powf(*y));
+        .y_label_area_size(64);
+    if log {
+        // Ticks at 1-2-5 × powers of ten (log_axis.rs), labelled with the values.
+        let mut c = builder
+            .build_cartesian_2d(xr, log_axis::LogAxis::new(yr))
+            .map_err(plot_err)?;
+        draw_lines(&mut c, chart, colours, epochs)
+    } else {
+        let mut c = builder.build_cartesian_2d(xr, yr).map_err(plot_err)?;
+        draw_lines(&mut c, chart, colours, epochs)
+    }
+}
+
+/// The mesh (whole epochs on x) and the lines of `chart` on a built chart, linear or log on y.
+fn draw_lines<DB: DrawingBackend, Y>(
+    c: &mut ChartContext<'_, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, Y>>,
+    chart: &Chart,
+    colours: &BTreeMap<String, usize>,
+    epochs: usize,
+) -> Result<()>
+where
+    Y: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
     let mut mesh = c.configure_mesh();
     mesh.x_desc("epoch")
         .x_labels(epochs)
@@ -300,9 +320,6 @@ fn draw_chart<DB: DrawingBackend>(
             }
         })
         .light_line_style(WHITE);
-    if log {
-        mesh.y_label_formatter(&y_label);
-    }
     mesh.draw().map_err(plot_err)?;
     for (i, line) in chart.lines.iter().enumerate() {
         let color = legend::colour(colours.get(&line.label).copied().unwrap_or(i));
@@ -399,5 +416,6 @@ pub fn plot_labelled(
     render_titled(&charts, title, out)
 }
 
+mod log_axis;
 #[cfg(test)]
 mod tests;

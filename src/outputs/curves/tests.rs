@@ -113,7 +113,7 @@ fn a_run_keeps_its_colour_in_every_panel_and_the_legend_is_beside_the_data() {
 }
 
 #[test]
-fn a_metric_spanning_decades_gets_a_log_axis_labelled_in_values_and_a_title_is_drawn() {
+fn a_metric_spanning_decades_gets_a_log_axis_ticked_at_1_2_5_in_values_and_a_title_is_drawn() {
     let chart = |ys: &[f64]| Chart {
         title: "val_loss".into(),
         lines: vec![Line {
@@ -133,9 +133,13 @@ fn a_metric_spanning_decades_gets_a_log_axis_labelled_in_values_and_a_title_is_d
     let svg = std::fs::read_to_string(&out).unwrap();
     assert!(svg.contains("val_loss (log scale)"), "{svg}");
     assert!(svg.contains("My experiment"), "no title");
-    // Ticks name values (0.01000, 0.03162), not their logarithms (-2, -1.5).
+    // Ticks name round values at 1-2-5 (0.01, 0.02, 0.05), not their logarithms (-2, -1.5)
+    // nor half decades (0.03162).
     assert!(
-        svg.contains(">\n0.01000\n<") && svg.contains(">\n0.03162\n<"),
+        [">\n0.01\n<", ">\n0.02\n<", ">\n0.05\n<", ">\n0.1\n<"]
+            .iter()
+            .all(|t| svg.contains(t))
+            && !svg.contains("0.03162"),
         "{svg}"
     );
     render(&[narrow], &out).unwrap();
