@@ -8,7 +8,8 @@
 //! of the global batch (summed over ranks before the forward), so the gradients summed over
 //! ranks are the global batch's. GradNorm needs the norms of the manifold and topology
 //! gradients of the global batch: two extra forward/backward passes (Burn's backward consumes
-//! the graph), their gradients summed over ranks, then the weighted total.
+//! the graph), each building only its term ([`Objective::forward_term`]: no statistics, no
+//! diagnostics), their gradients summed over ranks, then the weighted total.
 
 use anyhow::Result;
 use burn::module::{AutodiffModule, ParamId};
@@ -207,9 +208,8 @@ pub fn grads<B: AutodiffBackend>(
             let (grads, losses) = match pieces.is_empty() {
                 true => (GradientsParams::new(), Vec::new()),
                 false => host_parallel::backward_pieces(model, &pieces, |m, p| {
-                    let fwd = objective.forward(m, &p.x, epoch, device);
-                    let loss = fwd.sums[term].clone().div_scalar(counts[term].max(1.0));
-                    (loss, fwd.stats.sum(term))
+                    let (sum, value) = objective.forward_term(m, &p.x, term, epoch, device);
+                    (sum.div_scalar(counts[term].max(1.0)), value)
                 }),
             };
             ln[k] = losses.iter().sum();

@@ -1,13 +1,13 @@
 //! The batch forward of [`Objective::forward`], term family by term family: the decoded
 //! predictions' tensors, the reconstruction family (manifold and the log-domain penalties), the
 //! latent dynamics (KL, velocity, acceleration), the topology loss, the innovation terms, then
-//! every statistic in one host read.
+//! every statistic in one host read. [`forward_term`] builds one term's family alone.
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
 
-use super::diagnostics::mask_diagnostics;
+use super::diagnostics::diagnostics_into;
 use super::dynamics::{acceleration_sum, kl_sum, velocity_sum};
 use super::input::{ObjectiveInput, host, t1, t3};
 use super::predict::{Decoded, decode};
@@ -33,7 +33,7 @@ pub fn forward<B: Backend>(
     let weighted = |v: Tensor<B, 1>| (v * w.clone()).sum();
     let mut sums = PerTerm::from_fn(|_| Tensor::<B, 1>::zeros([1], device));
 
-    let recon = reconstruction(obj, x, &d, &pt, &counts, &weighted, &mut sums, device);
+    let recon = reconstruction(obj, x, &d, &pt, &counts, &weighted, &mut sums, None, device);
     dynamics(x, &d, &mut sums);
     let topo = topology_term(obj, x, &pt, &mut sums);
     let q_means = innovation_terms(obj, x, &d, epoch, &mut sums);
@@ -85,20 +85,62 @@ pub fn forward<B: Backend>(
     }
 }
 
-/// The symmetric top-k keep masks of every prediction (k = the target's edge count).
+/// One term's sum over a batch shard and its host value (see [`Objective::forward_term`]):
+/// the decoding as in [`forward`], then only the family `term` belongs to (of the
+/// reconstruction family, the manifold term and `term`), each tensor built by the same
+/// operations as there, so the sum and its gradients are the full forward's, bit for bit. No
+/// other family, no statistics, no logits read back, no diagnostics.
+pub fn forward_term<B: Backend>(
+    obj: &Objective,
+    model: &ClgOde<B>,
+    x: &ObjectiveInput,
+    term: Term,
+    epoch: usize,
+    device: &B::Device,
+) -> (Tensor<B, 1>, f64) {
+    let d = decode(obj, model, x, epoch, device);
+    let mut sums = PerTerm::from_fn(|_| Tensor::<B, 1>::zeros([1], device));
+    match term {
+        Term::Manifold | Term::FullLog | Term::ZeroLog | Term::DeltaLog | Term::Density => {
+            let (pt, _) = pred_tensors(x, &d, device);
+            let counts = obj.counts(x, epoch);
+            let w = t1::<B>(x.preds.iter().map(|q| q.weight).collect(), device);
+            let weighted = |v: Tensor<B, 1>| (v * w.clone()).sum();
+            let only = Some(term);
+            reconstruction(obj, x, &d, &pt, &counts, &weighted, &mut sums, only, device);
+        }
+        Term::Kl | Term::Vel | Term::Acc => dynamics(x, &d, &mut sums),
+        Term::Topo => {
+            let (pt, _) = pred_tensors(x, &d, device);
+            topology_term(obj, x, &pt, &mut sums);
+        }
+        Term::NewEdge | Term::NewSparse | Term::NewReg => {
+            innovation_terms(obj, x, &d, epoch, &mut sums);
+        }
+    }
+    let sum = sums[term].clone();
+    // `0.0 +` as `Stats::add` accumulates the full forward's value (a −0.0 reads +0.0 there).
+    let value = 0.0 + f64::from(host(sum.clone().detach())[0]);
+    (sum, value)
+}
+
+/// The symmetric top-k keep masks of every prediction (k = the target's edge count), the
+/// predictions in parallel (each its own selection), laid out in prediction order.
 fn keep_masks(x: &ObjectiveInput, a_pred: &[f32]) -> Vec<f32> {
     let (n, nn) = (x.n, x.n * x.n);
-    let mut keep = Vec::with_capacity(x.n_preds() * nn);
-    for q in 0..x.n_preds() {
-        let mut m = topk_upper_mask(&a_pred[q * nn..(q + 1) * nn], n, x.npos(q));
-        for i in 0..n {
-            for j in i + 1..n {
-                m[j * n + i] = m[i * n + j];
+    let masks: Vec<Vec<f32>> = (0..x.n_preds())
+        .into_par_iter()
+        .map(|q| {
+            let mut m = topk_upper_mask(&a_pred[q * nn..(q + 1) * nn], n, x.npos(q));
+            for i in 0..n {
+                for j in i + 1..n {
+                    m[j * n + i] = m[i * n + j];
+                }
             }
-        }
-        keep.extend(m);
-    }
-    keep
+            m
+        })
+        .collect();
+    masks.concat()
 }
 
 /// The predictions' tensors the terms read, and the targets' upper-triangle edge indicators
@@ -152,7 +194,8 @@ struct Recon<B: Backend> {
 }
 
 /// The reconstruction family: the manifold term (morphology, edges, weights of every
-/// prediction) and the log-domain penalties that are on. Returns the reconstruction's parts.
+/// prediction) and the log-domain penalties that are on (of them only `only`, when given).
+/// Returns the reconstruction's parts.
 #[allow(clippy::too_many_arguments)]
 fn reconstruction<B: Backend>(
     obj: &Objective,
@@ -162,6 +205,7 @@ fn reconstruction<B: Backend>(
     counts: &PerTerm<f64>,
     weighted: &impl Fn(Tensor<B, 1>) -> Tensor<B, 1>,
     sums: &mut PerTerm<Tensor<B, 1>>,
+    only: Option<Term>,
     device: &B::Device,
 ) -> Recon<B> {
     let c = &obj.cfg;
@@ -182,7 +226,7 @@ fn reconstruction<B: Backend>(
         (Term::Density, PredTensors::density),
     ];
     for (term, value) in penalties {
-        if counts[term] > 0.0 {
+        if counts[term] > 0.0 && only.is_none_or(|t| t == term) {
             sums[term] = weighted(value(pt));
         }
     }
@@ -298,26 +342,4 @@ fn innovation_terms<B: Backend>(
         ));
     }
     q_means
-}
-
-/// Adds every prediction's mask diagnostics (σ of the existence logits against the target's
-/// edges) to `stats`.
-fn diagnostics_into(stats: &mut Stats, x: &ObjectiveInput, logit: &[f32], y: &[f32], auprc: bool) {
-    let (n, nn) = (x.n, x.n * x.n);
-    for q in 0..x.n_preds() {
-        let (mut p, mut edge) = (Vec::new(), Vec::new());
-        for i in 0..n {
-            for j in i + 1..n {
-                // In f32 as the reference (saturated probabilities tie at 1).
-                let l = logit[q * nn + i * n + j];
-                p.push((1.0 / (1.0 + (-l).exp())) as f64);
-                edge.push(y[q * nn + i * n + j] > 0.0);
-            }
-        }
-        if let Some(m) = mask_diagnostics(&p, &edge, auprc) {
-            for (stat, v) in m.columns() {
-                stats.add(stat, v, 1.0);
-            }
-        }
-    }
 }

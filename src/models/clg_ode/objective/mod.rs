@@ -154,4 +154,20 @@ impl Objective {
     ) -> Forward<B> {
         forward::forward(self, model, x, epoch, device)
     }
+
+    /// One term's sum over a batch shard `[1]` and its host value, bit for bit as
+    /// [`Objective::forward`]'s `sums[term]` and `stats.sum(term)`, and the same gradients:
+    /// GradNorm's passes, which need nothing else. Only that term's family is built (the
+    /// manifold pass skips the topology loss's heat-trace series, the topology pass the
+    /// reconstruction); the statistics, the logits' read and the mask diagnostics are left out.
+    pub fn forward_term<B: Backend>(
+        &self,
+        model: &ClgOde<B>,
+        x: &ObjectiveInput,
+        term: Term,
+        epoch: usize,
+        device: &B::Device,
+    ) -> (Tensor<B, 1>, f64) {
+        forward::forward_term(self, model, x, term, epoch, device)
+    }
 }

@@ -16,14 +16,22 @@ use crate::models::clg_ode::loss::huber;
 
 /// Linear-interpolated quantile (numpy's default) of sorted values.
 pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
-    match sorted.len() {
+    quantile_by(sorted.len(), q, |lo, hi| (sorted[lo], sorted[hi]))
+}
+
+/// [`quantile_sorted`] of `len` values, from `ranks(lo, hi)`: the values at ranks `lo ≤ hi` of
+/// their sorted order. A caller that finds the two by selection instead of a full sort (the
+/// mask diagnostics) interpolates by the same arithmetic, so gets the same bits.
+pub fn quantile_by(len: usize, q: f64, ranks: impl FnOnce(usize, usize) -> (f64, f64)) -> f64 {
+    match len {
         0 => f64::NAN,
-        1 => sorted[0],
+        1 => ranks(0, 0).0,
         len => {
             let h = (len - 1) as f64 * q.clamp(0.0, 1.0);
             let lo = h.floor() as usize;
             let hi = (lo + 1).min(len - 1);
-            sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+            let (at_lo, at_hi) = ranks(lo, hi);
+            at_lo + (h - lo as f64) * (at_hi - at_lo)
         }
     }
 }

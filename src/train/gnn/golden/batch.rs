@@ -320,3 +320,54 @@ fn gradnorm_weights_from_our_gradients_match_the_reference() {
         );
     }
 }
+
+/// GradNorm's passes build one term alone ([`Objective::forward_term`]): in every golden
+/// configuration, every term's sum, host value and gradients are the full forward's, bit for
+/// bit (the passes' gradient norms, hence GradNorm's weights, are unchanged).
+#[test]
+fn one_term_forward_is_the_full_forward_bit_for_bit() {
+    use crate::models::clg_ode::objective::Objective;
+    use burn::backend::Autodiff;
+    use burn::optim::GradientsParams;
+    type AB = Autodiff<Flex>;
+    let gl = golden();
+    let g = &gl["compute_loss"];
+    let p400 = flat32(&gl["topology"]["probes_n400"]["probes_4_seed42"]);
+    let mut compared = std::collections::BTreeSet::new();
+    for case in g["configs"].as_array().unwrap() {
+        let label = case["label"].as_str().unwrap();
+        let a = args(&case["flags"]);
+        let (c, dec) = (a.objective.clone(), a.decoder.clone());
+        let model = golden_model::<AB>(g, dec.clone(), &dev());
+        let epoch = case["epoch"].as_u64().unwrap() as usize;
+        let mut obj = Objective::new(c.clone(), dec.fixed_support, a.max_epochs, 42);
+        obj.fixed_probes = Some(p400[..c.topology.probes * 6].to_vec());
+        let x = golden_input(g, &c, epoch);
+        let in_graph = |t: &Tensor<AB, 1>| match t.clone().into_primitive() {
+            burn::tensor::TensorPrimitive::Float(p) => !p.node.requirement.is_none(),
+            _ => false,
+        };
+        let grad_bits = |loss: Tensor<AB, 1>| -> Vec<u32> {
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            let flat = crate::toolbox::ddp::flatten_grads(&model, &grads).flat;
+            flat.iter().map(|v| v.to_bits()).collect()
+        };
+        // One graph at a time: a backward consumes what it reaches, the model's leaves too.
+        for term in Term::ALL {
+            let at = format!("{label}: {}", term.name());
+            let (sum, value) = obj.forward_term(&model, &x, term, epoch, &dev());
+            // A term that is off is a constant zero, outside the graph (no backward).
+            let tracked = in_graph(&sum);
+            let grads = tracked.then(|| grad_bits(sum));
+            let fwd = obj.forward(&model, &x, epoch, &dev());
+            assert_eq!(value.to_bits(), fwd.stats.sum(term).to_bits(), "{at}");
+            assert_eq!(in_graph(&fwd.sums[term]), tracked, "{at}");
+            if let Some(grads) = grads {
+                assert_eq!(grads, grad_bits(fwd.sums[term].clone()), "{at}");
+                compared.insert(term.name());
+            }
+        }
+    }
+    // Every term's gradients are compared in some configuration.
+    assert_eq!(compared.len(), Term::COUNT, "compared: {compared:?}");
+}
