@@ -52,7 +52,9 @@ pub fn average_precision(scores: &[f64], labels: &[bool]) -> f64 {
     let mut i = 0;
     while i < order.len() {
         let s = scores[order[i]];
-        while i < order.len() && scores[order[i]] == s {
+        // NaN scores (from NaN logits) tie with each other: `==` alone never advanced past one.
+        let tied = |x: f64| x == s || (x.is_nan() && s.is_nan());
+        while i < order.len() && tied(scores[order[i]]) {
             tp += labels[order[i]] as usize;
             seen += 1;
             i += 1;
@@ -269,6 +271,13 @@ mod tests {
         }
         // Most cases have an edge (so are compared), not only the empty ones.
         assert!(compared > 200, "{compared}");
+    }
+
+    #[test]
+    fn average_precision_ends_on_nan_scores() {
+        // It looped forever: NaN != NaN kept the tie loop from advancing.
+        let ap = average_precision(&[f64::NAN, 0.9, f64::NAN], &[true, true, false]);
+        assert!(ap.is_finite(), "{ap}");
     }
 
     #[test]
