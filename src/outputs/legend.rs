@@ -16,14 +16,36 @@ pub struct Entry<'a> {
     pub dashed: bool,
 }
 
-/// One colour index per label, in order of first appearance.
+/// One colour index per label, from its name, so that a model or configuration keeps its colour
+/// from figure to figure whatever the order of the arguments. A label's own colour is a hash of
+/// its name (FNV-1a) among Tableau's ten less the grey (index 7, kept for chance and baseline
+/// rows); the labels are placed in sorted order, and one whose colour a label before it already
+/// holds takes the next free one (after the nine, plotters' palette). The same set of names
+/// therefore always gets the same colours; a name keeps its own colour unless it meets one that
+/// hashes alike.
 pub fn colours<'a>(labels: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, usize> {
+    const OWN: [usize; 9] = [0, 1, 2, 3, 4, 5, 6, 8, 9];
+    let names: std::collections::BTreeSet<&str> = labels.into_iter().collect();
+    let mut taken = std::collections::BTreeSet::new();
     let mut out = BTreeMap::new();
-    for label in labels {
-        let next = out.len();
-        out.entry(label.to_string()).or_insert(next);
+    for name in names {
+        let own = (fnv1a(name) % OWN.len() as u64) as usize;
+        let index = (0..OWN.len())
+            .map(|k| OWN[(own + k) % OWN.len()])
+            .chain(TABLEAU10.len()..)
+            .find(|i| !taken.contains(i))
+            .expect("an unbounded range has a free index");
+        taken.insert(index);
+        out.insert(name.to_string(), index);
     }
     out
+}
+
+/// FNV-1a, 64 bits: a hash that is the same on every machine and in every release.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// Tableau's ten categorical colours (readable on white, told apart in print).
@@ -95,4 +117,47 @@ pub fn draw<DB: DrawingBackend>(
             .map_err(plot_err)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colours;
+
+    #[test]
+    fn a_name_keeps_its_colour_whatever_the_order_and_names_never_share_one() {
+        let names = [
+            "identity",
+            "linear-drift",
+            "eb-drift",
+            "clg-ode",
+            "eb-drift sparse",
+        ];
+        let a = colours(names);
+        let mut reversed = names;
+        reversed.reverse();
+        assert_eq!(
+            a,
+            colours(reversed),
+            "the order of the arguments changes nothing"
+        );
+        let mut seen: Vec<usize> = a.values().copied().collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), names.len(), "two names share a colour: {a:?}");
+        assert!(
+            !a.values().any(|&i| i == 7),
+            "grey is for chance rows: {a:?}"
+        );
+        // A name alone, or among others that do not collide with it, keeps its own colour.
+        assert_eq!(colours(["eb-drift"])["eb-drift"], a["eb-drift"]);
+        // Repeated names are one label.
+        assert_eq!(colours(["x", "x"]).len(), 1);
+        // More names than colours: all distinct still (plotters' palette after Tableau's).
+        let many: Vec<String> = (0..30).map(|i| format!("run {i}")).collect();
+        let m = colours(many.iter().map(String::as_str));
+        let mut v: Vec<usize> = m.values().copied().collect();
+        v.sort_unstable();
+        v.dedup();
+        assert_eq!(v.len(), 30);
+    }
 }

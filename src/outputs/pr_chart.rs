@@ -85,7 +85,9 @@ impl Figure for PrChart {
                 ))
                 .map_err(plot_err)?;
         }
-        for (i, (_, c)) in self.runs.iter().enumerate() {
+        // Colours by run name (legend::colours): the same run, the same colour in every figure.
+        let by_name = legend::colours(self.runs.iter().map(|(name, _)| name.as_str()));
+        for (name, c) in &self.runs {
             // Steps whose area is the average precision: threshold k's precision over the
             // recall it adds, [Rₖ₋₁, Rₖ] (a tie adds its recall at one precision).
             let mut pts = Vec::new();
@@ -96,7 +98,10 @@ impl Figure for PrChart {
                 last_recall = r;
             }
             chart
-                .draw_series(LineSeries::new(pts, legend::colour(i).stroke_width(2)))
+                .draw_series(LineSeries::new(
+                    pts,
+                    legend::colour(by_name[name.as_str()]).stroke_width(2),
+                ))
                 .map_err(plot_err)?;
         }
         let mut labels = self.labels();
@@ -109,7 +114,10 @@ impl Figure for PrChart {
         let colours: BTreeMap<String, usize> = labels
             .iter()
             .enumerate()
-            .map(|(i, l)| (l.clone(), if i < self.runs.len() { i } else { 7 }))
+            .map(|(i, l)| {
+                let run = self.runs.get(i).map(|(name, _)| by_name[name.as_str()]);
+                (l.clone(), run.unwrap_or(7))
+            })
             .collect();
         let entries: Vec<legend::Entry> = labels
             .iter()

@@ -146,3 +146,50 @@ fn a_metric_spanning_decades_gets_a_log_axis_ticked_at_1_2_5_in_values_and_a_tit
     let svg = std::fs::read_to_string(&out).unwrap();
     assert!(!svg.contains("log scale"));
 }
+
+/// The legend colour of each label in an SVG: the fill of the box drawn just before its text.
+fn legend_fills(svg: &str, labels: &[&str]) -> Vec<String> {
+    labels
+        .iter()
+        .map(|l| {
+            let at = svg
+                .find(&format!(">\n{l}\n<"))
+                .unwrap_or_else(|| panic!("{l} not in {svg}"));
+            let head = &svg[..at];
+            let rect = &head[head.rfind("<rect").expect("a box before the label")..];
+            let fill = rect.find("fill=\"#").expect("a filled box") + 6;
+            rect[fill..fill + 7].to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn a_label_keeps_its_colour_when_the_arguments_come_in_another_order() {
+    let line = |label: &str, y: f64| Line {
+        label: label.into(),
+        points: vec![(1.0, y), (2.0, y / 2.0)],
+        dashed: false,
+    };
+    let names = ["identity", "linear-drift", "eb-drift"];
+    let dir = tempfile::tempdir().unwrap();
+    let mut fills = Vec::new();
+    for order in [[0, 1, 2], [2, 0, 1]] {
+        let chart = Chart {
+            title: "sc_log_mse".into(),
+            lines: order
+                .iter()
+                .map(|&i| line(names[i], 1.0 + i as f64))
+                .collect(),
+        };
+        let out = dir.path().join("c.svg");
+        render(&[chart], &out).unwrap();
+        fills.push(legend_fills(
+            &std::fs::read_to_string(&out).unwrap(),
+            &names,
+        ));
+    }
+    assert_eq!(fills[0], fills[1], "colours moved with the order");
+    let mut distinct = fills[0].clone();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "{fills:?}");
+}

@@ -154,7 +154,9 @@ impl Figure for StrataSkill {
         let gap = segment * 0.12;
         let slot = (segment - 2.0 * gap) / r_count;
         let font = if r_count > 2.0 { 11 } else { 13 };
-        for (r, (_, strata)) in self.runs.iter().enumerate() {
+        // Colours by run name (legend::colours): the same run, the same colour in every figure.
+        let by_name = legend::colours(self.runs.iter().map(|(name, _)| name.as_str()));
+        for (r, (name, strata)) in self.runs.iter().enumerate() {
             let bars: Vec<(i32, &Stratum, f64)> = strata
                 .iter()
                 .filter_map(|s| {
@@ -166,7 +168,7 @@ impl Figure for StrataSkill {
             let right = segment - left - slot;
             let colour = |v: f64| {
                 if self.several() {
-                    legend::colour(r)
+                    legend::colour(by_name[name.as_str()])
                 } else if v >= 0.0 {
                     RGBColor(33, 145, 140).to_rgba()
                 } else {
@@ -212,8 +214,8 @@ impl Figure for StrataSkill {
             let labels = self.run_labels();
             let colours: BTreeMap<String, usize> = labels
                 .iter()
-                .enumerate()
-                .map(|(i, l)| (l.clone(), i))
+                .zip(&self.runs)
+                .map(|(l, (name, _))| (l.clone(), by_name[name.as_str()]))
                 .collect();
             let entries: Vec<legend::Entry> = labels
                 .iter()
