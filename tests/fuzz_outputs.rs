@@ -96,6 +96,7 @@ fn draw(kind: usize, dir: &Path, title: &str, label: &str, ext: &str) -> PathBuf
             let fig = StrataSkill {
                 title: title.into(),
                 runs: vec![(label.into(), strata.clone()), ("b".into(), strata)],
+                warning_on_figure: true,
             };
             heatmap::render(&fig, &out)
         }

@@ -17,6 +17,9 @@ use crate::outputs::legend;
 pub struct StrataSkill {
     pub title: String,
     pub runs: Vec<(String, Vec<Stratum>)>,
+    /// Whether the small-strata warning is drawn under the bars (`plot-sc
+    /// --no-figure-warning` leaves it to the log).
+    pub warning_on_figure: bool,
 }
 
 /// The chart's height: the bars, the two rows of labels under them and the warning line.
@@ -98,7 +101,7 @@ impl Figure for StrataSkill {
         let (body, foot) = plot.split_vertically(HEIGHT - FOOT);
         let all: Vec<&Stratum> = self.runs.iter().flat_map(|(_, s)| s).collect();
         let small = all.iter().filter(|s| s.n < MIN_N).count();
-        if small > 0 {
+        if small > 0 && self.warning_on_figure {
             foot.draw(&Text::new(
                 format!(
                     "warning: {small} of {} strata have fewer than {MIN_N} forecasts (faint \
@@ -227,5 +230,38 @@ impl Figure for StrataSkill {
             legend::draw(&key, &entries, &colours, 48)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The small-strata warning is drawn under the bars unless the figure is asked without it.
+    #[test]
+    fn the_small_strata_warning_can_be_left_off_the_figure() {
+        let stratum = |label: &str, n: u64| Stratum {
+            label: label.into(),
+            range: String::new(),
+            n,
+            mse: Some(1.0),
+            identity_mse: Some(2.0),
+            skill: Some(0.5),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("s.svg");
+        for on in [true, false] {
+            let fig = StrataSkill {
+                title: "skill".into(),
+                runs: vec![(
+                    "a".into(),
+                    vec![stratum("Δt short", 2), stratum("Δt long", 40)],
+                )],
+                warning_on_figure: on,
+            };
+            crate::outputs::heatmap::render(&fig, &out).unwrap();
+            let svg = std::fs::read_to_string(&out).unwrap();
+            assert_eq!(svg.contains("fewer than"), on, "warning drawn: {on}");
+        }
     }
 }

@@ -37,6 +37,10 @@ pub struct PlotScSettings {
     /// Draw the skill per stratum of `strata.json` instead.
     #[arg(long, conflicts_with = "new_edges")]
     pub strata: bool,
+    /// With `--strata`: leave the small-strata warning off the figure (for a paper); it is still
+    /// printed in the log.
+    #[arg(long, requires = "strata")]
+    pub no_figure_warning: bool,
     /// Draw how well the forecast ranks the edges that appear instead: precision–recall curves
     /// over the test subjects' edges absent at visit 0, scored by the forecast's weight.
     #[arg(long)]
@@ -184,6 +188,7 @@ fn strata_chart(s: &PlotScSettings) -> Result<()> {
     let chart = StrataSkill {
         title: s.title.clone().unwrap_or_else(|| "skill by stratum".into()),
         runs,
+        warning_on_figure: !s.no_figure_warning,
     };
     for (name, st) in &chart.runs {
         if let Some(w) = strata::small_warning(st) {
