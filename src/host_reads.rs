@@ -161,12 +161,22 @@ impl PerStep {
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if let Some(o) = self.ops_per_step {
-            parts.push(format!("{o:.0} ops"));
+            parts.push(format!("{} ops", per_step(o)));
         }
         if let Some(u) = self.uploads_per_step {
-            parts.push(format!("{u:.0} uploads"));
+            parts.push(format!("{} uploads", per_step(u)));
         }
-        parts.push(format!("{:.0} host reads", self.host_reads_per_step));
+        parts.push(format!("{} host reads", per_step(self.host_reads_per_step)));
         format!("{}/step", parts.join(", "))
     }
+}
+
+/// A count per step: whole when it is one (`71`), else three significant digits (`0.0159`:
+/// one read every 63 steps), never rounded to a whole number that hides it.
+fn per_step(v: f64) -> String {
+    if v == v.round() || !v.is_finite() {
+        return format!("{v:.0}");
+    }
+    let decimals = (2 - v.abs().log10().floor() as i64).clamp(0, 9) as usize;
+    format!("{v:.decimals$}")
 }

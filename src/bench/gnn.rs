@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use burn::tensor::backend::AutodiffBackend;
 use serde::Serialize;
 
@@ -208,14 +208,19 @@ fn bench_cohort(args: &BenchArgs, subjects: usize) -> Result<Vec<GnnBenchRow>> {
         std::env::temp_dir().join(format!("trainer-bench-gnn-{}", std::process::id())),
     );
     let _ = std::fs::remove_dir_all(tmp.path());
+    std::fs::create_dir_all(tmp.path())
+        .with_context(|| format!("cannot create {}", tmp.path().display()))?;
     eprintln!(
         "[bench] synthetic cohort: {subjects} subjects x {} nodes",
         args.nodes
     );
-    let written = write_synthetic_cohort(tmp.path(), subjects, args.nodes, 1);
+    // Inside the registered folder, so that the writer's staging folder (beside its output)
+    // goes with it on a signal.
+    let dir = tmp.path().join("cohort");
+    let written = write_synthetic_cohort(&dir, subjects, args.nodes, 1);
     super::limits::wait_if_interrupted();
     written?;
-    let loaded = load_cohort(&CohortPaths::under(tmp.path()), &LoadOptions::default());
+    let loaded = load_cohort(&CohortPaths::under(&dir), &LoadOptions::default());
     super::limits::wait_if_interrupted();
     drop(tmp);
     let cohort = Arc::new(loaded?.0);

@@ -163,6 +163,9 @@ impl TempDir {
                 std::thread::spawn(move || {
                     if let Some(sig) = signals.forever().next() {
                         INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+                        // No cohort writer creates anything after this (one in flight ends
+                        // first), so that nothing comes back after the removal below.
+                        crate::data::connectome::synth::stop_writes();
                         let dirs = TEMP.lock().map(|d| d.clone()).unwrap_or_default();
                         for d in dirs {
                             // Moved aside first: the main thread, still writing into it, then

@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use burn::module::AutodiffModule;
-use burn::nn::loss::CrossEntropyLoss;
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -98,7 +97,6 @@ impl BackendJob for BenchJob<'_> {
         crate::toolbox::params::materialize(&model);
         // The update train-mnist runs on this backend (one pass on `flex`).
         let mut adam = Adam::<B::InnerBackend>::with_fused(crate::launch::fused_adam());
-        let loss_fn = CrossEntropyLoss::new(None, &device);
         let data = DeviceBatches::<B>::new(self.data, bs, warmup + steps, &device);
         let (mut clock, mut counts) = (Clock::start(), Counts::now());
         for step in 0..warmup + steps {
@@ -109,7 +107,7 @@ impl BackendJob for BenchJob<'_> {
             op_profile::phase("data");
             let (x, y) = data.batch(step);
             op_profile::phase("forward");
-            let loss = loss_fn.forward(model.forward(x), y);
+            let loss = crate::launch::cross_entropy(model.forward(x), y);
             op_profile::phase("backward");
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             op_profile::phase("optimizer");

@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use burn::tensor::backend::AutodiffBackend;
 
 use super::epoch_ctx::Ctx;
+use super::pending::{Queue, StepAt, StepResult, StepSumsOf};
 use super::progress::Progress;
 use super::state::{Position, Saved};
 use super::{Batch, EpochSums, Job, KeepCheckpoints, Row, Stage, StepSums};
@@ -30,6 +31,8 @@ pub(super) struct StageRun<'j, B: AutodiffBackend, J: Job<B>> {
     pub best: Option<Weights>,
     /// The running sums of the epoch in progress.
     pub sums: J::Epoch,
+    /// The loss of the newest step whose sums were read (for the progress line).
+    pub last_loss: f64,
 }
 
 /// How the steps of an epoch ended: trained through, or stopped by a request after a step.
@@ -135,48 +138,79 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         let comm0 = ctx.comm_stats.time;
         let mut items_here = 0usize;
         let (mut counts, mut steps) = (Counts::default(), 0u64);
+        // Sums left on the device by the job (one rank, one micro-batch, no per-step log):
+        // read at the progress intervals, before a checkpoint, at a stop and at the end.
+        let defer = ctx.comm.size() * spec.plan.micro_batches.max(1) == 1 && !ctx.run.log_steps;
+        let mut queue = Queue::default();
         while pos.epoch_items < items {
             let start = pos.epoch_items;
             let end = (start + global_batch).min(items);
             let counts0 = Counts::now();
-            let (grads, step_sums) = self.step_shards(ctx, pos, &model, &order, start, end)?;
+            let (grads, step_sums) =
+                self.step_shards(ctx, pos, &model, &order, (start, end), defer)?;
             model = self.optimizer.step(lr, model, grads);
             counts = counts.plus(counts0.elapsed());
             steps += 1;
-            // One small reduction carries the step's sums and any pending stop request, so
-            // that every rank stops after the same step.
-            let mut flat = step_sums.flat();
             crate::toolbox::stop::test_pause(pos.global_step + 1, &ctx.tag);
-            let stop = ddp::sum_with_stop(
-                ctx.comm,
-                &mut flat,
-                ctx.steps_here + 1,
-                ctx.run.stop_after_steps,
-            )?;
-            let step_sums = step_sums.with_flat(&flat);
-            let loss = step_sums.loss();
-            let step_in_epoch = end.div_ceil(global_batch);
-            if !loss.is_finite() {
-                bail!(
-                    "training diverged at {}epoch {} step {step_in_epoch}: loss is {loss}",
-                    self.label(),
-                    epoch + 1
-                );
-            }
-            self.sums.add(&step_sums);
             pos.epoch_items = end;
             pos.global_step += 1;
             ctx.steps_here += 1;
             items_here += end - start;
-            if ctx.main() && ctx.run.log_steps {
-                append_step(ctx, pos.global_step, epoch + 1, loss, lr)?;
-            }
-            let rate = items_here as f64 / t0.elapsed().as_secs_f64().max(1e-9);
-            progress.update(step_in_epoch as u64, loss, rate);
+            let at = StepAt {
+                step_in_epoch: end.div_ceil(global_batch),
+                global_step: pos.global_step,
+                rate: items_here as f64 / t0.elapsed().as_secs_f64().max(1e-9),
+            };
+            let stop = match step_sums {
+                StepSumsOf::Read(step_sums) => {
+                    // One small reduction carries the step's sums and any pending stop
+                    // request, so that every rank stops after the same step.
+                    let mut flat = step_sums.flat();
+                    let stop = ddp::sum_with_stop(
+                        ctx.comm,
+                        &mut flat,
+                        ctx.steps_here,
+                        ctx.run.stop_after_steps,
+                    )?;
+                    self.take_step(ctx, step_sums.with_flat(&flat), at, epoch, lr)?;
+                    progress.update(at.step_in_epoch as u64, self.last_loss, at.rate);
+                    stop
+                }
+                StepSumsOf::OnDevice(sums) => {
+                    // One rank: the stop request alone, nothing to sum.
+                    let stop = ddp::sum_with_stop(
+                        ctx.comm,
+                        &mut Vec::new(),
+                        ctx.steps_here,
+                        ctx.run.stop_after_steps,
+                    )?;
+                    queue.push(sums, at);
+                    progress.advance(at.step_in_epoch as u64);
+                    let saving = ctx.run.checkpoint_every > 0
+                        && pos.global_step.is_multiple_of(ctx.run.checkpoint_every);
+                    if stop.is_some()
+                        || saving
+                        || queue.is_full()
+                        || progress.due(at.step_in_epoch as u64)
+                    {
+                        let counts0 = Counts::now();
+                        let settled = queue.settle();
+                        counts = counts.plus(counts0.elapsed());
+                        for (sums, at) in settled {
+                            self.take_step(ctx, sums, at, epoch, lr)?;
+                        }
+                        progress.update(at.step_in_epoch as u64, self.last_loss, at.rate);
+                    }
+                    stop
+                }
+            };
             if let Some(reason) = stop {
                 progress.finish();
                 self.save(ctx, pos, &model, None)?;
-                return Ok((model, EpochEnd::Stopped(reason, epoch + 1, step_in_epoch)));
+                return Ok((
+                    model,
+                    EpochEnd::Stopped(reason, epoch + 1, at.step_in_epoch),
+                ));
             }
             if ctx.run.checkpoint_every > 0
                 && pos.global_step.is_multiple_of(ctx.run.checkpoint_every)
@@ -184,6 +218,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                 self.save(ctx, pos, &model, None)?;
             }
         }
+        debug_assert!(queue.settle().is_empty(), "the last step settles");
         progress.finish();
         let seconds = t0.elapsed().as_secs_f64();
         // CPU time of all ranks together.
@@ -214,9 +249,9 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         pos: &Position,
         model: &J::Model,
         order: &[usize],
-        start: usize,
-        end: usize,
-    ) -> Result<(Grads<B>, J::Step)> {
+        (start, end): (usize, usize),
+        defer: bool,
+    ) -> Result<StepResult<B, J::Step>> {
         let (rank, world) = (ctx.comm.rank(), ctx.comm.size());
         let micro = ctx.spec.plan.micro_batches.max(1);
         let shards = world * micro;
@@ -224,25 +259,29 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         for k in 0..micro {
             let shard = rank * micro + k;
             let (lo, hi) = ddp::shard(start, end, shard, shards);
-            let out = self.job.step(
-                model,
-                &Batch {
-                    stage: pos.stage,
-                    epoch: pos.epoch,
-                    global_step: pos.global_step,
-                    order,
-                    start,
-                    end,
-                    lo,
-                    hi,
-                    shard,
-                    shards,
-                    device: ctx.device,
-                    comm: ctx.comm,
-                },
-            )?;
+            let batch = Batch {
+                stage: pos.stage,
+                epoch: pos.epoch,
+                global_step: pos.global_step,
+                order,
+                start,
+                end,
+                lo,
+                hi,
+                shard,
+                shards,
+                device: ctx.device,
+                comm: ctx.comm,
+            };
+            if shards == 1
+                && defer
+                && let Some(out) = self.job.step_on_device(model, &batch)?
+            {
+                return Ok((Grads::Params(out.grads), StepSumsOf::OnDevice(out.sums)));
+            }
+            let out = self.job.step(model, &batch)?;
             if shards == 1 {
-                return Ok((Grads::Params(out.grads), out.sums));
+                return Ok((Grads::Params(out.grads), StepSumsOf::Read(out.sums)));
             }
             let grads = ddp::ShardGrads::new(model, &out.grads);
             acc = Some(match acc {
@@ -267,7 +306,34 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         } else {
             grads
         };
-        Ok((grads.into_grads(ctx.device)?, sums))
+        Ok((grads.into_grads(ctx.device)?, StepSumsOf::Read(sums)))
+    }
+
+    /// A step's global sums, read: the divergence check, the epoch's running sums and the
+    /// per-step log (`--log-steps`); the loss is kept for the progress line.
+    fn take_step(
+        &mut self,
+        ctx: &Ctx<'_, B>,
+        sums: J::Step,
+        at: StepAt,
+        epoch: usize,
+        lr: f64,
+    ) -> Result<()> {
+        let loss = sums.loss();
+        if !loss.is_finite() {
+            bail!(
+                "training diverged at {}epoch {} step {}: loss is {loss}",
+                self.label(),
+                epoch + 1,
+                at.step_in_epoch
+            );
+        }
+        self.sums.add(&sums);
+        self.last_loss = loss;
+        if ctx.main() && ctx.run.log_steps {
+            append_step(ctx, at.global_step, epoch + 1, loss, lr)?;
+        }
+        Ok(())
     }
 
     /// After a stop request: the checkpoint is written; logs and returns the exit code.

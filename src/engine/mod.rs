@@ -18,6 +18,7 @@ mod epoch_ctx;
 mod epoch_end;
 pub mod metric;
 pub mod monitor;
+pub mod pending;
 pub mod progress;
 mod retention;
 mod run;
@@ -43,6 +44,7 @@ pub use crate::toolbox::optim::OptimizerSpec;
 pub use context::RunContext;
 pub use metric::{Drawn, JobMetric, Mode, TRAIN_LOSS, panels};
 pub use monitor::Monitor;
+pub use pending::{DeviceStepOut, DeviceSums};
 pub use run::train;
 pub use settings::{KeepCheckpoints, RunSettings};
 pub use state::StageResult;
@@ -313,6 +315,18 @@ pub trait Job<B: AutodiffBackend> {
     /// * **Sums** (`Self::Step`) are plain sums and counts over the shard's items; the engine
     ///   adds them over shards, and `StepSums::loss` of the total is the global batch's loss.
     fn step(&mut self, model: &Self::Model, batch: &Batch<'_, B>) -> Result<StepOut<Self::Step>>;
+    /// [`Job::step`] with the sums left on the device ([`DeviceStepOut`]), asked when the
+    /// shard is the whole global batch (one rank, one micro-batch) and no per-step log is
+    /// written: the engine then reads many steps' sums at once, at its progress intervals,
+    /// checkpoints, stops and the epoch's end, so that a GPU never waits on a read inside a
+    /// step ([`pending`]). `None` (the default): the engine calls [`Job::step`].
+    fn step_on_device(
+        &mut self,
+        _model: &Self::Model,
+        _batch: &Batch<'_, B>,
+    ) -> Result<Option<DeviceStepOut<B::InnerBackend, Self::Step>>> {
+        Ok(None)
+    }
     /// After an epoch's steps, before the evaluation: a closed-form model's weights fitted from
     /// the epoch's sums (the default keeps the weights the steps' gradients trained).
     fn refit(

@@ -6,6 +6,9 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// How often the terminal bar's loss is refreshed when the loss must be read for it.
+const BAR_MESSAGE_EVERY: Duration = Duration::from_millis(100);
+
 pub struct Progress {
     label: String,
     total: u64,
@@ -51,6 +54,32 @@ impl Progress {
         }
     }
 
+    /// Whether [`Progress::update`] at `step` would show the loss: the step ends the loop, or
+    /// the bar's message is a tenth of a second old, or a plain line's interval has passed
+    /// (always at the last step; never on a rank that prints nothing). A caller whose loss is
+    /// still on the device reads it only then.
+    pub fn due(&self, step: u64) -> bool {
+        if step == self.total {
+            return true;
+        }
+        if !self.enabled {
+            return false;
+        }
+        let every = if self.bar.is_some() {
+            BAR_MESSAGE_EVERY
+        } else {
+            self.every
+        };
+        self.last.elapsed() >= every
+    }
+
+    /// Moves the bar to `step` without a new loss (a step whose loss is not read yet).
+    pub fn advance(&self, step: u64) {
+        if let (true, Some(b)) = (self.enabled, &self.bar) {
+            b.set_position(step);
+        }
+    }
+
     /// Reports that `step` (1-based, out of `total`) is done.
     pub fn update(&mut self, step: u64, loss: f64, items_per_sec: f64) {
         if !self.enabled {
@@ -59,6 +88,7 @@ impl Progress {
         if let Some(b) = &self.bar {
             b.set_position(step);
             b.set_message(format!("loss {loss:.4} {items_per_sec:.0}/s"));
+            self.last = Instant::now();
             return;
         }
         if self.last.elapsed() >= self.every || step == self.total {

@@ -152,6 +152,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
             optimizer,
             best,
             sums,
+            last_loss: f64::NAN,
         };
         let (model, stopped) = sr.run(&mut ctx, &mut pos, model)?;
         if let Some(code) = stopped {

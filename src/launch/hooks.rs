@@ -1,12 +1,25 @@
 //! The backends' hooks into the generic training loop, chosen by the launcher for the run's
 //! backend: the one-pass Adam update of `flex` (`fast_cpu::adam`) and of `tch`
 //! (`backend::fast_tch::adam`, LibTorch's fused kernel), which the loop
-//! (`toolbox::optim`, through `RunContext::fused_adam`) calls without naming a backend.
+//! (`toolbox::optim`, through `RunContext::fused_adam`) calls without naming a backend; and
+//! the cross-entropy of `tch` in LibTorch's own kernels (`backend::fast_tch::xent`).
 
 use burn::prelude::*;
 
 use crate::backend::fast_cpu::adam;
 use crate::toolbox::optim::{AdamScalars, FusedAdam};
+
+/// The mean cross-entropy of `logits` `[n, classes]` against class indices `target` `[n]`
+/// (shape `[1]`), the way backend `B` computes it fastest: on `tch` (not `tch-plain`) with
+/// LibTorch's own kernels, forward and backward (`backend::fast_tch::xent`, within f32 rounding
+/// of Burn's); elsewhere Burn's `CrossEntropyLoss`, bit for bit what it was.
+pub fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, target: Tensor<B, 1, Int>) -> Tensor<B, 1> {
+    #[cfg(feature = "tch")]
+    if crate::backend::fast_tch::xent::applies::<B>() {
+        return crate::backend::fast_tch::xent::cross_entropy(logits, target);
+    }
+    burn::nn::loss::CrossEntropyLoss::new(None, &logits.device()).forward(logits, target)
+}
 
 /// `fast_cpu::adam::fused_step` with the loop's scalars.
 #[allow(clippy::type_complexity)]

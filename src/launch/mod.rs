@@ -9,7 +9,7 @@
 //! directory.
 
 mod hooks;
-pub use hooks::fused_adam;
+pub use hooks::{cross_entropy, fused_adam};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

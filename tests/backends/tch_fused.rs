@@ -77,3 +77,76 @@ fn a_cuda_placement_runs_one_intra_op_thread_and_restores_the_count() {
     let _g = IntraOpThreads::for_device(DeviceSpec::Cpu);
     assert_eq!(tch::get_num_threads(), 2);
 }
+
+/// The loss and the logits' gradient through `launch::cross_entropy` on backend `B`.
+fn cross_entropy_and_gradient<B: burn::tensor::backend::AutodiffBackend>(
+    x: &[f32],
+    y: &[i64],
+    [n, c]: [usize; 2],
+) -> (Vec<f32>, Vec<f32>) {
+    use burn::tensor::{Int, Tensor, TensorData};
+    let device = Default::default();
+    let logits = tensor::<B, 2>(x, [n, c]).require_grad();
+    let target = Tensor::<B, 1, Int>::from_data(TensorData::new(y.to_vec(), [n]), &device);
+    let loss = trainer::launch::cross_entropy(logits.clone(), target);
+    let grads = loss.backward();
+    let g = logits.grad(&grads).expect("the logits' gradient");
+    (host(loss.inner()), host(g))
+}
+
+/// Cross-entropy on `tch` in LibTorch's own kernels (`_log_softmax` + `nll_loss_forward`, one
+/// operation; `nll_loss_backward` + `_log_softmax_backward_data`, one operation) against Burn's
+/// `CrossEntropyLoss` on burn-tch (`LibTorch`: log-softmax as max, subtract, exp, sum, log,
+/// subtract, then gather, mean, negate): the loss and the logits' gradient within 1e-5
+/// relative (the log-sum-exp summed in another order), at two scales of logits (1 and 30: one
+/// class dominates). Counted: one operation forward, one backward.
+#[test]
+fn cross_entropy_in_libtorch_kernels_agrees_with_burns_within_1e_5() {
+    use burn::backend::{Autodiff, LibTorch};
+    use trainer::backend::fast_tch::xent;
+    assert!(xent::applies::<Autodiff<FastTch>>() && xent::applies::<FastTch>());
+    assert!(
+        !xent::applies::<Autodiff<LibTorch>>(),
+        "tch-plain keeps Burn's loss"
+    );
+    let (n, c) = (64, 10);
+    for (case, scale) in [1.0f32, 30.0].into_iter().enumerate() {
+        let x: Vec<f32> = random(n * c, 7 + case as u64)
+            .iter()
+            .map(|v| v * scale)
+            .collect();
+        let y: Vec<i64> = (0..n).map(|i| ((i * 7 + case) % c) as i64).collect();
+        let ((fused_loss, fused_grad), counts) = trainer::host_reads::Counts::isolated(|| {
+            cross_entropy_and_gradient::<Autodiff<FastTch>>(&x, &y, [n, c])
+        });
+        let (loss, grad) = cross_entropy_and_gradient::<Autodiff<LibTorch>>(&x, &y, [n, c]);
+        let e = rel_err(&fused_loss, &loss);
+        assert!(e <= 1e-5, "scale {scale}: loss {fused_loss:?} vs {loss:?}");
+        let e = rel_err(&fused_grad, &grad);
+        assert!(e <= 1e-5, "scale {scale}: gradient relative error {e}");
+        assert!(grad.iter().any(|g| g.abs() > 1e-4), "a gradient to compare");
+        // The loss forward, the backward's seed (ones) and the loss backward (Burn's
+        // decomposition makes about twenty).
+        assert!(counts.ops <= 4, "{counts:?}");
+    }
+    // Evaluation (no autodiff): the forward alone, the same loss.
+    let x = random(n * c, 3);
+    let y: Vec<i64> = (0..n).map(|i| (i % c) as i64).collect();
+    let eval = |x: &[f32]| {
+        use burn::tensor::{Int, Tensor, TensorData};
+        let target = Tensor::<FastTch, 1, Int>::from_data(
+            TensorData::new(y.clone(), [n]),
+            &Default::default(),
+        );
+        host(trainer::launch::cross_entropy(
+            tensor::<FastTch, 2>(x, [n, c]),
+            target,
+        ))
+    };
+    let (trained, _) = cross_entropy_and_gradient::<Autodiff<FastTch>>(&x, &y, [n, c]);
+    assert_eq!(
+        eval(&x),
+        trained,
+        "the same kernels with and without autodiff"
+    );
+}

@@ -22,9 +22,10 @@ fn the_flex_bench_step_makes_no_upload_no_read_and_at_most_90_ops() {
 }
 
 /// `train-mnist`'s epoch line reports the step's counts; with the training split on the device
-/// the steps make no upload (the epoch's order, one upload at its first step, is 1/63 of one per
-/// step), and the same operations as the bench's step. Its one read per step is the loss (the
-/// progress line and the divergence check read it).
+/// the steps make three uploads in the run's first epoch (the split, once, and the epoch's
+/// order, at its first step: 3/63 per step) and the same operations as the bench's step, and the loss is read only where the
+/// engine shows or checks it: here (no progress line due within the epoch) once, at the
+/// epoch's last step, for all 63 steps (1/63 of a read per step); never inside a step.
 #[test]
 fn train_mnist_reports_its_counts_and_keeps_its_split_on_the_device() {
     let t = tempfile::tempdir().unwrap();
@@ -44,6 +45,8 @@ fn train_mnist_reports_its_counts_and_keeps_its_split_on_the_device() {
             "16",
             "--epochs",
             "1",
+            "--log-every-secs",
+            "100000",
             "--out",
             out.to_str().unwrap(),
         ],
@@ -61,8 +64,70 @@ fn train_mnist_reports_its_counts_and_keeps_its_split_on_the_device() {
         let head = &line[..at];
         head[head.rfind(' ').unwrap() + 1..].parse().unwrap()
     };
-    assert_eq!(count("uploads"), 0.0, "{line}");
-    assert_eq!(count("host reads/step"), 1.0, "{line}");
+    // 1000 items in steps of 16: 63 steps; the line shows three significant digits. Uploads:
+    // the split's images and labels (once a run) and the epoch's order, at the first step.
+    let per_step = |n: f64| n / 63.0;
+    assert!((count("uploads") - per_step(3.0)).abs() < 5e-5, "{line}");
+    assert!(
+        (count("host reads/step") - per_step(1.0)).abs() < 5e-5,
+        "{line}"
+    );
     let (bench_ops, _, _) = bench_mnist_counts(t.path(), "flex").0;
     assert_eq!(count("ops,"), bench_ops, "{line}");
+}
+
+/// The loss read once per progress interval still stops a diverging run at the step where it
+/// diverged: the same message, step included, as with the loss read every step (`--log-steps`
+/// keeps each step's loss on the host for `steps.csv`), and no checkpoint of the diverged
+/// weights.
+#[test]
+fn a_diverging_run_stops_at_the_same_step_with_the_loss_read_late() {
+    let t = tempfile::tempdir().unwrap();
+    let data = fashion_dir();
+    let message = |extra: &[&str], name: &str| {
+        let out = t.path().join(name);
+        let mut args = vec![
+            "train-mnist",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--limit-train",
+            "640",
+            "--limit-test",
+            "64",
+            "--batch-size",
+            "16",
+            "--epochs",
+            "1",
+            "--lr",
+            "1e12",
+            "--log-every-secs",
+            "100000",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = run_in(t.path(), &args);
+        assert!(
+            !o.status.success(),
+            "a learning rate of 1e12 trained through"
+        );
+        let err = stderr(&o);
+        let line = err
+            .lines()
+            .find(|l| l.contains("training diverged at"))
+            .unwrap_or_else(|| panic!("no divergence message in {err}"))
+            .to_string();
+        assert!(
+            !out.join("checkpoints/last.safetensors").exists(),
+            "{name}: a checkpoint of diverged weights"
+        );
+        line[line.find("training diverged").unwrap()..].to_string()
+    };
+    let late = message(&[], "late");
+    let every_step = message(&["--log-steps"], "every");
+    assert_eq!(late, every_step);
+    assert!(
+        !late.contains("step 40:"),
+        "diverged only at the end: {late}"
+    );
 }

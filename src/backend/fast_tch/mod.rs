@@ -32,6 +32,7 @@ pub mod adam;
 mod delegated;
 mod grads;
 mod random;
+pub mod xent;
 
 /// LibTorch with faster convolution gradients (see the module documentation).
 #[derive(Clone, Copy, Debug, Default)]

@@ -4,7 +4,6 @@
 use std::path::Path;
 
 use anyhow::{Result, bail};
-use burn::nn::loss::CrossEntropyLoss;
 use burn::prelude::*;
 use burn::tensor::TensorData;
 use serde::Serialize;
@@ -76,7 +75,6 @@ fn eval_sums<B: Backend>(
     batch_size: usize,
     device: &B::Device,
 ) -> (f64, Vec<Vec<u64>>) {
-    let loss_fn = CrossEntropyLoss::new(None, device);
     let mut confusion = vec![vec![0u64; CLASSES]; CLASSES];
     let mut loss_sum = 0.0f64;
     for chunk in indices.chunks(batch_size.max(1)) {
@@ -85,7 +83,7 @@ fn eval_sums<B: Backend>(
         let x = Tensor::<B, 4>::from_data(TensorData::new(x, [len, 1, 28, 28]), device);
         let yt = Tensor::<B, 1, Int>::from_data(TensorData::new(y.clone(), [len]), device);
         let logits = model.forward(x);
-        let loss: f64 = crate::host_reads::data(loss_fn.forward(logits.clone(), yt))
+        let loss: f64 = crate::host_reads::data(crate::launch::cross_entropy(logits.clone(), yt))
             .convert::<f64>()
             .to_vec::<f64>()
             .map(|v| v[0])

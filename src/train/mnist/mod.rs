@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
-use burn::nn::loss::CrossEntropyLoss;
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -24,9 +23,9 @@ use serde_json::json;
 
 use crate::data::mnist::{self, MnistSplit, PIXELS, Split};
 use crate::engine::{
-    Batch, Drawn, EpochCtx, EpochReport, Job, JobMetric, JobSpec, LossSums, LrSchedule, Mode,
-    Monitor, OptimizerSpec, Outputs, Row, RunContext, Stage, StepOut, TRAIN_LOSS, TrainPlan, Valid,
-    panels,
+    Batch, DeviceStepOut, DeviceSums, Drawn, EpochCtx, EpochReport, Job, JobMetric, JobSpec,
+    LossSums, LrSchedule, Mode, Monitor, OptimizerSpec, Outputs, Row, RunContext, Stage, StepOut,
+    TRAIN_LOSS, TrainPlan, Valid, panels,
 };
 use crate::launch::{self, JobFactory, Launch};
 use crate::models::cnn::MnistCnn;
@@ -123,7 +122,6 @@ struct MnistJob<B: AutodiffBackend> {
     /// for a split too large to hold there: then each step uploads its shard).
     resident: Option<Option<Resident<B>>>,
     test: MnistSplit,
-    loss_fn: CrossEntropyLoss<B>,
     spec: JobSpec,
 }
 
@@ -151,14 +149,6 @@ fn to_tensors<B: Backend>(
         Tensor::from_data(TensorData::new(x, [n, 1, 28, 28]), device),
         Tensor::from_data(TensorData::new(y, [n]), device),
     )
-}
-
-fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
-    crate::host_reads::data(t)
-        .convert::<f64>()
-        .to_vec::<f64>()
-        .map(|v| v[0])
-        .unwrap_or(f64::NAN)
 }
 
 /// The resolved configuration (`args.json`).
@@ -235,6 +225,25 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
     }
 
     fn step(&mut self, model: &MnistCnn<B>, b: &Batch<'_, B>) -> Result<StepOut<LossSums>> {
+        Ok(match self.step_on_device(model, b)? {
+            Some(out) => StepOut {
+                grads: out.grads,
+                sums: out.sums.read_now(),
+            },
+            None => StepOut {
+                grads: GradientsParams::new(),
+                sums: LossSums::default(),
+            },
+        })
+    }
+
+    /// The step, its loss left on the device (`None` for an empty shard: no gradient, no
+    /// sums). The sums are the mean loss read as f64, times the shard's items.
+    fn step_on_device(
+        &mut self,
+        model: &MnistCnn<B>,
+        b: &Batch<'_, B>,
+    ) -> Result<Option<DeviceStepOut<B::InnerBackend, LossSums>>> {
         let idx = &b.order[b.lo..b.hi];
         B::seed(
             b.device,
@@ -244,10 +253,7 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
             ),
         );
         if idx.is_empty() {
-            return Ok(StepOut {
-                grads: GradientsParams::new(),
-                sums: LossSums::default(),
-            });
+            return Ok(None);
         }
         let resident = self
             .resident
@@ -256,20 +262,23 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
             Some(r) => r.shard((b.stage, b.epoch), b.order, (b.lo, b.hi)),
             None => to_tensors::<B>(&self.train, idx, b.device),
         };
-        let loss = self.loss_fn.forward(model.forward(x), y);
+        let loss = launch::cross_entropy(model.forward(x), y);
         let n = idx.len() as f64;
-        let sums = LossSums {
-            sum: scalar(loss.clone()) * n,
-            count: n,
+        let sums = DeviceSums {
+            values: loss.clone().inner(),
+            finish: Box::new(move |v: &[f64]| LossSums {
+                sum: v.first().copied().unwrap_or(f64::NAN) * n,
+                count: n,
+            }),
         };
         // The shard's share of the global batch's mean loss (1 on a single shard: the same
         // bits as the mean itself; 1/2 on two equal shards: an exact power of two).
         let share = idx.len() as f64 / (b.end - b.start) as f64;
         let loss = if share == 1.0 { loss } else { loss * share };
-        Ok(StepOut {
+        Ok(Some(DeviceStepOut {
             grads: GradientsParams::from_grads(loss.backward(), model),
             sums,
-        })
+        }))
     }
 
     fn end_epoch(
@@ -347,7 +356,6 @@ impl JobFactory for Factory {
             config: serde_json::to_value(config)?,
         };
         Ok(MnistJob {
-            loss_fn: CrossEntropyLoss::new(None, &ctx.device),
             settings,
             train,
             resident: None,

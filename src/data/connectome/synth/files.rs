@@ -161,14 +161,39 @@ pub fn write_table(root: &Path, subjects: &[Subject]) -> anyhow::Result<()> {
 }
 
 pub fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
-    }
-    let mut f =
-        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    f.write_all(bytes)
-        .with_context(|| format!("writing {}", path.display()))
+    gated(|| {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        let mut f =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        f.write_all(bytes)
+            .with_context(|| format!("writing {}", path.display()))
+    })
+}
+
+/// Every change a cohort writer makes to the file system passes this gate (shared: writers
+/// run side by side); [`stop_writes`] closes it for good.
+static GATE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Runs `f`, one change of a cohort being written, unless [`stop_writes`] was called: then it
+/// waits for the end of the process.
+pub(super) fn gated<R>(f: impl FnOnce() -> R) -> R {
+    let _open = GATE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    f()
+}
+
+/// Stops every cohort write of this process for good, once the writes in flight are done: for
+/// a signal handler that removes a cohort being written and ends the process (no writer can
+/// create a folder again after the removal).
+pub fn stop_writes() {
+    std::mem::forget(
+        GATE.write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
 }
 
 /// `synth_truth.json`: what the cohort was drawn from, for scripts/ceiling.py's Bayes ceiling.

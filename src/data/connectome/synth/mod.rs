@@ -48,6 +48,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dataset::CohortPaths;
 use super::par_map;
+pub use files::stop_writes;
 use files::{write_file, write_subject, write_table, write_truth};
 pub use truth::{NETWORKS, PRUNE_LOG_WEIGHT, SITES};
 
@@ -150,12 +151,14 @@ pub fn write_synthetic_cohort_with(out: &Path, o: &SynthOptions) -> anyhow::Resu
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+    files::gated(|| std::fs::create_dir_all(&parent))
+        .with_context(|| format!("creating {}", parent.display()))?;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     let staging = parent.join(format!(".{name}.synth-tmp-{}-{nanos}", std::process::id()));
-    std::fs::create_dir(&staging).with_context(|| format!("creating {}", staging.display()))?;
+    files::gated(|| std::fs::create_dir(&staging))
+        .with_context(|| format!("creating {}", staging.display()))?;
 
     let result = write_into(&staging, o).and_then(|mut summary| {
         summary.paths = CohortPaths::under(out);
@@ -167,7 +170,7 @@ pub fn write_synthetic_cohort_with(out: &Path, o: &SynthOptions) -> anyhow::Resu
             std::fs::remove_dir(out)
                 .with_context(|| format!("replacing empty {}", out.display()))?;
         }
-        std::fs::rename(&staging, out)
+        files::gated(|| std::fs::rename(&staging, out))
             .with_context(|| format!("renaming {} to {}", staging.display(), out.display()))?;
         Ok(summary)
     });
