@@ -91,9 +91,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::TrainGnn(args) => train::gnn::run(args.resolve()?),
         Command::Eval(args) => eval::run(args).map(|_| ExitCode::SUCCESS),
         Command::Cohort(s) => train::gnn::cohort::run(s).map(|_| ExitCode::SUCCESS),
-        Command::EvalGnn(s) => train::gnn::eval_gnn::run(s).map(|_| ExitCode::SUCCESS),
-        Command::Predict(s) => train::gnn::predict::run(s).map(|_| ExitCode::SUCCESS),
-        Command::PlotSc(s) => train::gnn::plot_sc::run(s).map(|_| ExitCode::SUCCESS),
+        Command::EvalGnn(s) => train::gnn::saved::eval_gnn::run(s).map(|_| ExitCode::SUCCESS),
+        Command::Predict(s) => train::gnn::saved::predict::run(s).map(|_| ExitCode::SUCCESS),
+        Command::PlotSc(s) => train::gnn::saved::plot_sc::run(s).map(|_| ExitCode::SUCCESS),
         Command::Bench(args) => bench::mnist::run(args).map(|_| ExitCode::SUCCESS),
         Command::Plot(a) => {
             report::plot::plot(&a.runs, &a.metric, a.title.as_deref(), &a.out)?;

@@ -30,11 +30,11 @@ use crate::toolbox::optim::{Adam, Grads};
 use crate::toolbox::params;
 use crate::toolbox::seed::epoch_order;
 use crate::toolbox::usage::{cpu_seconds, peak_rss_bytes};
+use crate::train::gnn::Sampling;
 use crate::train::gnn::TEST_SIZE;
-use crate::train::gnn::batch::Sampling;
+use crate::train::gnn::clg_ode::step::{Pieces, grads};
 use crate::train::gnn::fold_seed;
 use crate::train::gnn::protocol::fold_data::FoldData;
-use crate::train::gnn::step::{Pieces, grads};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct GnnBenchRow {

@@ -262,7 +262,7 @@ fn settings_defaults_are_the_empty_command_line_and_the_references() {
     assert_eq!(s.objective, ObjectiveConfig::default());
     assert_eq!(s.decoder, DecoderConfig::default());
     assert_eq!(s.sizes, ModelSizes::default());
-    assert_eq!(s.sampling, crate::train::gnn::batch::Sampling::default());
+    assert_eq!(s.sampling, crate::train::gnn::Sampling::default());
     // And those defaults are the reference's: every flag of the empty command line's resolved
     // configuration that the reference has, with the reference's default value.
     let config: toml::Table = gnn(&[]).run.resolved_config.unwrap().parse().unwrap();

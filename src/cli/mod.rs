@@ -38,15 +38,15 @@ pub enum Command {
     Eval(crate::eval::EvalSettings),
     /// Re-score a train-gnn run without retraining: its model and a checkpoint on the test (or
     /// validation) subjects; writes metrics.json, per_subject.csv and strata.json.
-    EvalGnn(crate::train::gnn::eval_gnn::EvalGnnSettings),
+    EvalGnn(crate::train::gnn::saved::eval_gnn::EvalGnnSettings),
     /// Predicted connectomes of a train-gnn run's model as CSV matrices (the input format) with
     /// an index predictions.csv: the next visit, an age, a Δt or a trajectory of ages.
-    Predict(crate::train::gnn::predict::PredictSettings),
+    Predict(crate::train::gnn::saved::predict::PredictSettings),
     /// Heatmaps of a subject's truth, prediction, identity and errors of a train-gnn run; or
     /// the skill per Δt/horizon stratum of several runs (--strata), precision–recall of the
     /// edges that appear (--new-edges), subjects' trajectories over age (--trajectories). PNG
     /// or SVG.
-    PlotSc(crate::train::gnn::plot_sc::PlotScSettings),
+    PlotSc(crate::train::gnn::saved::plot_sc::PlotScSettings),
     /// Throughput benchmarks over every compiled backend and usable device.
     Bench(crate::bench::BenchSettings),
     /// Overlay the curves of runs and of a sweep's tasks (metrics.jsonl) in one SVG or PNG

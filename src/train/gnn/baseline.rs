@@ -21,10 +21,10 @@ use super::kind::ModelKind;
 use super::metric::GnnMetric;
 use super::protocol::breakdown::Predictions;
 use super::protocol::fold_data::{FoldData, FoldStart};
+use super::protocol::saved_run::{Horizon, SavedRun};
 use super::protocol::test_set::{
     FoldResult, TestRun, best_fold, best_fold_data, write_test_results,
 };
-use super::saved_run::{Horizon, SavedRun};
 use super::seeds::fold_seed;
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;

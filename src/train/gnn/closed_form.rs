@@ -15,17 +15,17 @@ use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
 
-use super::batch::delta_t;
 use super::cv::{Cv, CvFold, Forecaster, Inner, Plan};
 use super::kind::ModelKind;
 use super::metric::GnnMetric;
 use super::protocol::breakdown::{Predictions, three_visit_subjects};
 use super::protocol::evaluate::versus_identity;
+use super::protocol::fold_data::delta_t;
 use super::protocol::fold_data::{FoldData, FoldStart};
+use super::protocol::saved_run::{Horizon, SavedRun};
 use super::protocol::test_set::{
     FoldResult, TestRun, best_fold, best_fold_data, write_test_results,
 };
-use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
 use crate::data::connectome::Scan;
 use crate::engine::{

@@ -229,11 +229,15 @@ fn summary_of(paths: CohortPaths, prep: &Prepared, s: &CohortSettings) -> Cohort
                 ages.push(scan.age);
             }
             if v > 0 {
-                dts.push(super::batch::delta_t(&sub.scans, v - 1, v));
+                dts.push(super::protocol::fold_data::delta_t(&sub.scans, v - 1, v));
             }
         }
         if sub.scans.len() > 1 {
-            spans.push(super::batch::delta_t(&sub.scans, 0, sub.scans.len() - 1));
+            spans.push(super::protocol::fold_data::delta_t(
+                &sub.scans,
+                0,
+                sub.scans.len() - 1,
+            ));
         }
     }
     let folds: Vec<FoldParts> = prep

@@ -10,12 +10,12 @@ use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
 
-use super::batch::delta_t;
 use super::closed_form::{ClosedFormFit, Forecast, from_visit_0};
 use super::cv::{Cv, CvFold};
 use super::fits::training_scans;
 use super::kind::ModelKind;
 use super::protocol::fold_data::FoldData;
+use super::protocol::fold_data::delta_t;
 use super::settings::GnnSettings;
 use crate::engine::LossSums;
 use crate::models::eb_drift::{EbDrift, EbParams, MODEL_NAME, params_from};

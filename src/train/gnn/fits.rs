@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use super::batch::delta_t;
 use super::protocol::fold_data::FoldData;
+use super::protocol::fold_data::delta_t;
 use crate::models::eb_drift::{EbParams, EbScan};
 use crate::models::linear_drift::DriftStats;
 

@@ -8,13 +8,15 @@
 //! ECC with the fold's training subjects, train with Adam, validate every epoch, stop early on
 //! the validation loss; then score the best fold's best weights on the test subjects.
 //!
-//! Files: `cv` (the one cross-validation job, generic over the `Forecaster` trait every
-//! `--model` implements), `registry` (the `--model`s: `ModelKind` and the one match on it),
-//! `settings` (the flags), [`config`] (`args.json`, the resume fingerprint), `clg_ode` (the
-//! forecaster `clg-ode`), [`step`] (one CLG-ODE training step, GradNorm), [`batch`]
-//! (visit sampling and augmentation), [`evaluate`] and [`test_set`] (validation and test
-//! scoring), `sums` (what a step adds up), `columns` (the settings and validation columns of a
-//! metrics row).
+//! Folders: `protocol` (what every model shares: a fold's data, scoring against the identity,
+//! the test set and its files, the validation columns, what a saved run gives a model; it
+//! imports no model), `cv` (the one cross-validation job, generic over the `Forecaster` trait
+//! every `--model` implements), `clg_ode` (the forecaster `clg-ode`: its training step and
+//! GradNorm, visit sampling and augmentation, validation, test scoring and settings columns),
+//! `saved` (`eval-gnn`, `predict`, `plot-sc`: the commands that reopen a finished run).
+//! Files: `registry` (the `--model`s: `ModelKind` and the one match on it), `settings` (the
+//! flags), [`config`] (`args.json`, the resume fingerprint), the other models (`drift`,
+//! `eb_drift`, `closed_form`, `gcn`, `lstm`, `baseline`), `fits` (closed-form fits they share).
 //!
 //! Decisions on the reference's quirks (docs/clg-ode-model.md §7.3):
 //! * The best checkpoint is a **copy** of the best epoch's weights (the reference saves the last
@@ -31,42 +33,28 @@
 //! 0-based epoch index e (velocity from e = 10, acceleration from e = 20).
 
 mod baseline;
-pub mod batch;
-mod clg_ode;
+pub mod clg_ode;
 mod closed_form;
 pub mod cohort;
 pub mod config;
-mod coverage;
 mod cv;
 mod drift;
 mod eb_drift;
-pub mod eval_gnn;
 mod fits;
 mod gcn;
-#[cfg(test)]
-mod gcn_golden;
 #[cfg(test)]
 mod golden;
 #[cfg(test)]
 mod golden_json;
 mod kind;
 mod lstm;
-#[cfg(test)]
-mod lstm_golden;
 mod metric;
-mod phases;
-pub mod plot_sc;
-mod porcelain;
-pub mod predict;
 mod prepared;
 pub mod protocol;
 mod registry;
-mod reopen;
-mod saved_run;
+pub mod saved;
 mod seeds;
 mod settings;
-pub mod step;
-mod sums;
 #[cfg(test)]
 mod toy_model;
 mod versus;
@@ -86,13 +74,13 @@ use self::cv::{CvJob, Forecaster, WithModel};
 use self::prepared::{Split, prepare};
 use self::registry::with_model;
 
+pub use self::clg_ode::step::eval_loss;
 pub use self::config::GnnConfig;
 pub use self::kind::ModelKind;
 pub use self::metric::GnnMetric;
 pub use self::prepared::TEST_SIZE;
 pub use self::seeds::fold_seed;
-pub use self::settings::GnnSettings;
-pub use self::step::eval_loss;
+pub use self::settings::{GnnSettings, Sampling};
 
 /// A resolved `train-gnn` run.
 #[derive(Debug, Clone)]
@@ -183,6 +171,3 @@ impl WithModel for Train {
 pub fn run(run: GnnRun) -> Result<ExitCode> {
     with_model(run.settings.model_kind, Train(run))
 }
-
-#[cfg(test)]
-mod tests;

@@ -9,7 +9,6 @@ use anyhow::{Result, bail};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use super::batch::Sampling;
 use super::kind::ModelKind;
 use crate::models::clg_ode::objective::ObjectiveConfig;
 use crate::models::clg_ode::{DecoderConfig, ModelSizes};
@@ -170,5 +169,37 @@ impl GnnSettings {
             bail!("--resume-from needs a single fold (--cv-fold >= 0)");
         }
         Ok(())
+    }
+}
+
+/// Visit sampling and augmentation (reference defaults).
+#[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[command(next_help_heading = crate::settings::DATA)]
+pub struct Sampling {
+    /// Probability of an adjacent visit triplet (i, i+1, i+2) for subjects with more than 3 visits.
+    #[arg(long, alias = "adjacent_pair_prob", default_value_t = 0.7)]
+    pub adjacent_pair_prob: f64,
+    /// σ of the Gaussian noise added to the z-scored morphology of the reconstruction input.
+    #[arg(long, alias = "morph_noise_sigma", default_value_t = 0.05)]
+    pub morph_noise_sigma: f64,
+    /// Probability of dropping each edge of the reconstruction input (not with --residual-skip,
+    /// where the resolved settings hold 0, as the reference skips the dropout there).
+    #[arg(long, alias = "sc_pos_edge_drop_prob", default_value_t = 0.02)]
+    pub sc_pos_edge_drop_prob: f64,
+    /// Leave s_mean out of the numeric covariates (34 instead of 35).
+    #[arg(long, alias = "disable_s_mean")]
+    pub disable_s_mean: bool,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        crate::settings::defaults()
+    }
+}
+
+impl Sampling {
+    /// Whether s_mean is a numeric covariate.
+    pub fn include_s_mean(&self) -> bool {
+        !self.disable_s_mean
     }
 }

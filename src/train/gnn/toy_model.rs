@@ -126,9 +126,9 @@ mod tests {
     use burn::backend::flex::{Flex, FlexDevice};
 
     use super::super::cv::{Forecaster, WithModel};
+    use super::super::protocol::saved_run::{Horizon, SavedRun};
     use super::super::registry::with_model;
-    use super::super::reopen::{DataOverrides, Forecast};
-    use super::super::saved_run::{Horizon, SavedRun};
+    use super::super::saved::reopen::{DataOverrides, Forecast};
     use super::super::{Factory, GnnRun};
     use crate::cli::Command;
     use crate::cli::config::parse_from;
@@ -229,7 +229,7 @@ mod tests {
         let Command::EvalGnn(s) = command(&["eval-gnn", &o]) else {
             unreachable!()
         };
-        crate::train::gnn::eval_gnn::run(s).unwrap();
+        crate::train::gnn::saved::eval_gnn::run(s).unwrap();
         let m: serde_json::Value =
             read_json(&files.eval_dir("test", "best").eval_metrics_json()).unwrap();
         assert!(

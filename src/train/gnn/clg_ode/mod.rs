@@ -4,6 +4,14 @@
 //! scored with the best fold's best weights at the end; a saved run forecasts visit 1 or any
 //! Δt ahead.
 
+pub mod batch;
+mod columns;
+mod evaluate;
+mod phases;
+mod porcelain;
+pub mod step;
+mod sums;
+mod test_set;
 mod weights;
 
 use std::collections::BTreeMap;
@@ -12,20 +20,20 @@ use anyhow::Result;
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
+use self::columns::settings_columns;
+use self::evaluate::{predict_at, predict_visit1, validate};
+use self::step::{Pieces, grads};
+use self::sums::{GnnEpoch, GnnStep};
+use self::test_set::{eb_forecaster, population_drift, score_test};
 use self::weights::{final_state, weights_from};
 use super::cv::{Cv, CvFold, Forecaster, Inner, Plan};
 use super::kind::ModelKind;
 use super::metric::GnnMetric;
-use super::porcelain;
 use super::protocol::breakdown::Predictions;
-use super::protocol::columns::settings_columns;
-use super::protocol::evaluate::{predict_at, predict_visit1, validate};
 use super::protocol::fold_data::FoldStart;
-use super::protocol::test_set::{FoldResult, eb_forecaster, population_drift, score_test};
-use super::saved_run::{Horizon, SavedRun};
+use super::protocol::saved_run::{Horizon, SavedRun};
+use super::protocol::test_set::FoldResult;
 use super::seeds::fold_seed;
-use super::step::{Pieces, grads};
-use super::sums::{GnnEpoch, GnnStep};
 use crate::engine::{
     Batch, Done, EpochCtx, EpochReport, JobMetric, LrSchedule, Row, RunContext, StepOut,
 };
@@ -108,7 +116,7 @@ impl Forecaster for ClgOdeModel {
             } else {
                 None
             },
-            phases: super::phases::phases(&s.objective, s.max_epochs),
+            phases: phases::phases(&s.objective, s.max_epochs),
         }
     }
 
@@ -336,3 +344,6 @@ impl Forecaster for ClgOdeModel {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

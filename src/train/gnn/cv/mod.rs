@@ -29,8 +29,8 @@ use super::protocol::breakdown::Predictions;
 use super::protocol::columns::val_sc_columns;
 use super::protocol::evaluate::versus_identity;
 use super::protocol::fold_data::{FoldData, FoldStart};
+use super::protocol::saved_run::{Horizon, SavedRun};
 use super::protocol::test_set::FoldResult;
-use super::saved_run::{Horizon, SavedRun};
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
 use crate::engine::{

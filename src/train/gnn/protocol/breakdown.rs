@@ -8,8 +8,7 @@ use anyhow::Result;
 use ndarray::Array2;
 use serde_json::{Value, json};
 
-use super::super::batch::delta_t;
-use super::fold_data::FoldData;
+use super::fold_data::{FoldData, delta_t};
 use crate::data::connectome::par_map;
 use crate::files::write_atomic;
 use crate::metrics::Skill;

@@ -159,3 +159,15 @@ impl FoldData {
         self.numeric.iter().flatten().next().map_or(0, |v| v.len())
     }
 }
+
+/// Δt between visits `a < b` of one subject (docs/clg-ode-model.md §2.5): age difference, or `b − a` when that
+/// is not finite or ≤ 0; at least 1e-3.
+pub fn delta_t(scans: &[Scan], a: usize, b: usize) -> f64 {
+    let d = scans[b].age - scans[a].age;
+    let d = if d.is_finite() && d > 0.0 {
+        d
+    } else {
+        (b - a) as f64
+    };
+    d.max(1e-3)
+}

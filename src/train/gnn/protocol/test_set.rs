@@ -1,31 +1,26 @@
-//! The end of a `train-gnn` run: the best fold's best weights, with that fold's normalisation,
-//! scored on the held-out test subjects; writes `test_metrics.json`, `test_sc_metrics.json` and
-//! `clg_ode_results.json` (the reference's file names).
+//! The end of a `train-gnn` run: the best fold and its data (with that fold's normalisation) and
+//! best checkpoint, for the model to forecast the held-out test subjects; the result files
+//! `test_metrics.json`, `test_sc_metrics.json` and `clg_ode_results.json` (the reference's file
+//! names, for every model).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::super::batch::delta_t;
 use super::super::config::GnnConfig;
 use super::super::metric::GnnMetric;
 use super::super::prepared::Prepared;
-use super::super::step::eval_loss;
 use super::breakdown::{
     Predictions, per_subject, per_subject_at, strata, three_visit_subjects, write_per_subject,
 };
-use super::evaluate::{TestMetrics, exact_topology, predict_at, predict_visit1};
+use super::evaluate::{TestMetrics, exact_topology};
 use super::fold_data::FoldData;
-use crate::dist::Single;
 use crate::engine::{JobMetric, StageResult};
 use crate::files::write_json;
-use crate::models::clg_ode::objective::Objective;
 use crate::outputs::RunDir;
 use crate::toolbox::checkpoint::Checkpoint;
-use crate::toolbox::params;
 
 /// One finished fold, as `clg_ode_results.json` reports it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -101,107 +96,6 @@ pub fn best_fold_data(
         .clone()
         .context("the best fold has no best checkpoint")?;
     Ok((data, Checkpoint::load(&path)?))
-}
-
-/// Scores CLG-ODE's best fold's best weights on the test subjects and writes the result files
-/// into the run directory.
-pub fn score_test<B: Backend>(
-    config: &GnnConfig,
-    objective: &Objective,
-    prep: &Prepared,
-    finished: &[FoldResult],
-    run_dir: &Path,
-    device: &B::Device,
-) -> Result<()> {
-    let best_fold = best_fold(config, finished)?;
-    let (data, ck) = best_fold_data(prep, config, &best_fold)?;
-    let mut objective = objective.clone();
-    objective.population_drift = population_drift(config, prep, &data, best_fold.fold);
-    objective.eb_forecaster = eb_forecaster(config, prep, &data, best_fold.fold);
-    let objective = &objective;
-    let model = params::load(
-        config.model.init::<B>(device),
-        &ck.with_prefix("model"),
-        device,
-    )?;
-    let (_, test_loss) = eval_loss(
-        &model,
-        objective,
-        &data,
-        &config.settings.sampling,
-        &prep.test,
-        config.settings.batch_size,
-        config.settings.max_epochs,
-        device,
-        &Single,
-    )?;
-    let preds = predict_visit1(
-        &model,
-        objective,
-        &data,
-        &config.settings.sampling,
-        &prep.test,
-        8,
-        config.settings.max_epochs,
-        device,
-    );
-    let far_subjects = three_visit_subjects(&data, &prep.test);
-    let far_dts: Vec<f64> = far_subjects
-        .iter()
-        .map(|&s| delta_t(data.scans(s), 0, 2))
-        .collect();
-    let far = predict_at(
-        &model,
-        objective,
-        &data,
-        &config.settings.sampling,
-        &far_subjects,
-        &far_dts,
-        &vec![Some(2); far_subjects.len()],
-        config.settings.max_epochs,
-        device,
-    );
-    let loss_bins = objective.cfg.topology.loss_bins;
-    let results = TestRun {
-        config,
-        prep,
-        finished,
-        best: &best_fold,
-        test_loss,
-    };
-    write_test_results(&results, &data, &preds, Some(&far), loss_bins, run_dir)
-}
-
-/// The population drift of fold `fold`'s training subjects when the model starts its residual
-/// from it (`--drift-head`).
-pub fn population_drift(
-    config: &GnnConfig,
-    prep: &Prepared,
-    data: &FoldData,
-    fold: usize,
-) -> Option<Vec<f32>> {
-    let split = prep.folds.iter().find(|s| s.fold == fold)?;
-    config
-        .settings
-        .decoder
-        .drift_head
-        .then(|| super::super::fits::fit_population_drift(data, &split.train))
-}
-
-/// The empirical-Bayes forecaster of fold `fold`'s training subjects when the model starts its
-/// residual from it (`--eb-head`).
-pub fn eb_forecaster(
-    config: &GnnConfig,
-    prep: &Prepared,
-    data: &FoldData,
-    fold: usize,
-) -> Option<std::sync::Arc<crate::models::eb_drift::EbParams>> {
-    let split = prep.folds.iter().find(|s| s.fold == fold)?;
-    config
-        .settings
-        .decoder
-        .eb_head
-        .then(|| super::super::fits::fit_arc(data, &split.train))
 }
 
 /// What the test result files report besides the predictions.

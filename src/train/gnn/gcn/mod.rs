@@ -177,3 +177,6 @@ fn predict<B: Backend>(
     }
     out
 }
+
+#[cfg(test)]
+mod golden;

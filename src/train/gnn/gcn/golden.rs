@@ -10,7 +10,7 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use serde_json::Value;
 
-use super::golden_json::{
+use super::super::golden_json::{
     check, check_adam_moments, check_params, flat, golden, host, param, tensor3,
 };
 use crate::models::gcn_baseline::{GcnBaseline, loss};

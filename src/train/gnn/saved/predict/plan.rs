@@ -6,9 +6,9 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 
 use super::PredictSettings;
-use crate::train::gnn::batch::delta_t;
-use crate::train::gnn::coverage::Coverage;
-use crate::train::gnn::saved_run::SavedRun;
+use crate::train::gnn::protocol::fold_data::delta_t;
+use crate::train::gnn::protocol::saved_run::SavedRun;
+use crate::train::gnn::saved::coverage::Coverage;
 
 /// One prediction to make.
 pub(super) struct Item {

@@ -1,4 +1,4 @@
-//! Tests of batch building, the objective on real batches and the data-parallel
+//! Tests of CLG-ODE's batch building, the objective on real batches and the data-parallel
 //! decomposition, on a small synthetic cohort.
 
 use std::sync::Arc;
@@ -11,10 +11,11 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::data::connectome::write_synthetic_cohort;
 
-use super::batch::{Mode, Sampling, build, long_visits, sample_visits};
-use super::protocol::fold_data::FoldData;
+use super::super::protocol::fold_data::FoldData;
+use super::super::settings::Sampling;
+use super::super::{CohortPaths, TEST_SIZE, seeds};
+use super::batch::{Mode, build, long_visits, sample_visits};
 use super::step::{self, eval_loss};
-use super::*;
 use crate::data::connectome::{Cohort, LoadOptions, cv_fold, load_cohort, test_split};
 use crate::dist::Single;
 use crate::models::clg_ode::objective::{

@@ -3,57 +3,13 @@
 
 use ndarray::Array2;
 use rand::Rng;
-use serde::{Deserialize, Serialize};
 
-use super::protocol::fold_data::FoldData;
+use super::super::protocol::fold_data::{FoldData, delta_t};
+use super::super::settings::Sampling;
 use crate::data::connectome::Scan;
 use crate::models::clg_ode::objective::{
     AccItem, FORECAST_K_WEIGHT, ObjectiveConfig, ObjectiveInput, Pred, VelItem,
 };
-
-/// Visit sampling and augmentation (reference defaults).
-#[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[command(next_help_heading = crate::settings::DATA)]
-pub struct Sampling {
-    /// Probability of an adjacent visit triplet (i, i+1, i+2) for subjects with more than 3 visits.
-    #[arg(long, alias = "adjacent_pair_prob", default_value_t = 0.7)]
-    pub adjacent_pair_prob: f64,
-    /// σ of the Gaussian noise added to the z-scored morphology of the reconstruction input.
-    #[arg(long, alias = "morph_noise_sigma", default_value_t = 0.05)]
-    pub morph_noise_sigma: f64,
-    /// Probability of dropping each edge of the reconstruction input (not with --residual-skip,
-    /// where the resolved settings hold 0, as the reference skips the dropout there).
-    #[arg(long, alias = "sc_pos_edge_drop_prob", default_value_t = 0.02)]
-    pub sc_pos_edge_drop_prob: f64,
-    /// Leave s_mean out of the numeric covariates (34 instead of 35).
-    #[arg(long, alias = "disable_s_mean")]
-    pub disable_s_mean: bool,
-}
-
-impl Default for Sampling {
-    fn default() -> Self {
-        crate::settings::defaults()
-    }
-}
-
-impl Sampling {
-    /// Whether s_mean is a numeric covariate.
-    pub fn include_s_mean(&self) -> bool {
-        !self.disable_s_mean
-    }
-}
-
-/// Δt between visits `a < b` of one subject (docs/clg-ode-model.md §2.5): age difference, or `b − a` when that
-/// is not finite or ≤ 0; at least 1e-3.
-pub fn delta_t(scans: &[Scan], a: usize, b: usize) -> f64 {
-    let d = scans[b].age - scans[a].age;
-    let d = if d.is_finite() && d > 0.0 {
-        d
-    } else {
-        (b - a) as f64
-    };
-    d.max(1e-3)
-}
 
 /// The visits of one training example: start i, optional j and k (docs/clg-ode-model.md §3.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

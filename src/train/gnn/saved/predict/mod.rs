@@ -24,8 +24,8 @@ use std::sync::atomic::AtomicUsize;
 use anyhow::{Context, Result, bail};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
+use super::super::protocol::saved_run::{Horizon, SavedRun};
 use super::reopen::{DataOverrides, Forecast};
-use super::saved_run::{Horizon, SavedRun};
 use crate::backend::{self, DeviceSettings};
 use crate::outputs::heatmap;
 use crate::outputs::run_files::refuse_run_file;

@@ -12,7 +12,7 @@ use ndarray::Array2;
 use super::PredictSettings;
 use super::plan::Item;
 use crate::outputs::heatmap;
-use crate::train::gnn::saved_run::SavedRun;
+use crate::train::gnn::protocol::saved_run::SavedRun;
 
 /// Writes an N×N matrix as CSV (no header): the upper triangle mirrored, zero diagonal.
 pub fn write_matrix(path: &Path, m: &Array2<f32>) -> Result<()> {

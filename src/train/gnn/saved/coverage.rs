@@ -4,8 +4,8 @@
 
 use anyhow::{Result, bail};
 
-use super::batch::delta_t;
-use super::saved_run::SavedRun;
+use super::super::protocol::fold_data::delta_t;
+use super::super::protocol::saved_run::SavedRun;
 
 /// What the fold's training subjects cover: their longest Δt from visit 0, and the range of
 /// their scan ages.

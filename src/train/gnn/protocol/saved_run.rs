@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
-use super::config::GnnConfig;
-use super::prepared::Prepared;
-use super::protocol::fold_data::FoldData;
+use super::super::config::GnnConfig;
+use super::super::prepared::Prepared;
+use super::fold_data::FoldData;
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// A run directory with one of its checkpoints and the data of that checkpoint's fold.

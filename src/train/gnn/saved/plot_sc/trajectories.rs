@@ -9,9 +9,9 @@
 use anyhow::{Context, Result, bail};
 use ndarray::Array2;
 
+use super::super::super::protocol::saved_run::{Horizon, SavedRun};
 use super::super::coverage::Coverage;
 use super::super::reopen::Forecast;
-use super::super::saved_run::{Horizon, SavedRun};
 use super::PlotScSettings;
 use crate::backend;
 use crate::outputs::heatmap;

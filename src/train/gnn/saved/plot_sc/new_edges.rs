@@ -9,8 +9,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
+use super::super::super::protocol::saved_run::{Horizon, SavedRun};
 use super::super::reopen::Forecast;
-use super::super::saved_run::{Horizon, SavedRun};
 use super::{PlotScSettings, run_labels};
 use crate::backend;
 use crate::files::write_atomic;

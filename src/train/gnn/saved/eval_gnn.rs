@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::batch::delta_t;
-use super::protocol::breakdown::{
+use super::super::protocol::breakdown::{
     SubjectScore, per_subject, per_subject_at, strata, three_visit_subjects, write_per_subject,
 };
-use super::protocol::evaluate::{TestMetrics, exact_topology};
+use super::super::protocol::evaluate::{TestMetrics, exact_topology};
+use super::super::protocol::fold_data::delta_t;
+use super::super::protocol::saved_run::{Horizon, SavedRun};
 use super::reopen::{DataOverrides, Forecast};
-use super::saved_run::{Horizon, SavedRun};
 use crate::backend::{self, DeviceSettings};
 use crate::files::write_json;
 use crate::metrics::sc::ScMetrics;

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+use super::super::protocol::saved_run::{Horizon, SavedRun};
 use super::reopen::{DataOverrides, Forecast};
-use super::saved_run::{Horizon, SavedRun};
 use crate::backend::{self, DeviceSettings};
 use crate::outputs::RunDir;
 use crate::outputs::heatmap::{self, Comparison};

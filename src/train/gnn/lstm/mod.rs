@@ -225,3 +225,6 @@ fn predict<B: Backend>(
     }
     out
 }
+
+#[cfg(test)]
+mod golden;

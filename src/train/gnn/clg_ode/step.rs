@@ -19,9 +19,10 @@ use burn::tensor::backend::AutodiffBackend;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::batch::{Mode, Sampling, build};
-use super::protocol::fold_data::FoldData;
-use super::seeds::subject_rng;
+use super::super::protocol::fold_data::FoldData;
+use super::super::seeds::subject_rng;
+use super::super::settings::Sampling;
+use super::batch::{Mode, build};
 use crate::backend::BackendKind;
 use crate::dist::Collective;
 use crate::models::clg_ode::ClgOde;

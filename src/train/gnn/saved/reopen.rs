@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use burn::tensor::backend::AutodiffBackend;
 
-use super::config::GnnConfig;
-use super::cv::{Forecaster, WithModel};
-use super::prepared::{Prepared, Split, fold_stem, prepare};
-use super::protocol::breakdown::Predictions;
-use super::protocol::fold_data::FoldData;
-use super::registry::{ModelInfo, with_model};
-use super::saved_run::{Horizon, SavedRun};
+use super::super::config::GnnConfig;
+use super::super::cv::{Forecaster, WithModel};
+use super::super::prepared::{Prepared, Split, fold_stem, prepare};
+use super::super::protocol::breakdown::Predictions;
+use super::super::protocol::fold_data::FoldData;
+use super::super::protocol::saved_run::{Horizon, SavedRun};
+use super::super::registry::{ModelInfo, with_model};
 use crate::backend::{BackendJob, Placement};
 use crate::data::connectome::CohortPaths;
 use crate::outputs::RunDir;
@@ -93,7 +93,7 @@ impl SavedRun {
                 topo_bins: set.topo_bins,
             },
         )?;
-        let now = super::config::cohort_fingerprint(&prep.cohort);
+        let now = super::super::config::cohort_fingerprint(&prep.cohort);
         let then = &config.cohort_fingerprint;
         if !then.is_empty() && *then != now {
             if !paths.other_cohort {
