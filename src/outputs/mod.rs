@@ -10,6 +10,7 @@ pub mod legend;
 pub mod metrics;
 pub mod pr_chart;
 pub mod run_files;
+pub mod run_meta;
 pub mod rundir;
 pub mod strata;
 pub mod tensorboard;

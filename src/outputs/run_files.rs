@@ -36,7 +36,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::metrics::{MetricsFiles, Row};
-use super::rundir::RunMeta;
+use super::run_meta::RunMeta;
 use crate::files::{write_atomic, write_json};
 
 mod guard;
@@ -57,6 +57,8 @@ pub const CURVES_SVG: &str = "curves.svg";
 pub const LOCK: &str = ".lock";
 /// `checkpoints/`.
 pub const CHECKPOINTS: &str = "checkpoints";
+/// The folder in a run directory holding the event files.
+pub const TENSORBOARD_DIR: &str = "tensorboard";
 /// The extension of every checkpoint and model file.
 pub const CHECKPOINT_EXT: &str = ".safetensors";
 /// The suffix of a best model file, `<stem>_best.safetensors`.

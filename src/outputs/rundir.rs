@@ -4,9 +4,9 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use serde::Serialize;
 
 use super::RunDir;
+pub use super::run_meta::{RunMeta, hostname};
 
 /// Where a run directory comes from: `--out`, `--run-name`, `--resume`, and the scheduler's
 /// job id (for default names and for finding a requeued job's directory).
@@ -173,8 +173,7 @@ fn foreign_entry(dir: &Path) -> Option<String> {
     let entries = std::fs::read_dir(dir).ok()?;
     entries.flatten().find_map(|e| {
         let name = e.file_name().to_string_lossy().into_owned();
-        let full_dir = [f::CHECKPOINTS, super::tensorboard::TENSORBOARD_DIR]
-            .contains(&name.as_str())
+        let full_dir = [f::CHECKPOINTS, f::TENSORBOARD_DIR].contains(&name.as_str())
             && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_some());
         (ours.contains(&name.as_str()) || full_dir).then_some(name)
     })
@@ -225,64 +224,6 @@ fn remove_dead_temporaries(dir: &Path) {
                 "removed {}, left by process {pid}, which has ended",
                 e.path().display()
             );
-        }
-    }
-}
-
-/// Host name, for run metadata.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-/// What `run_meta.json` records about every run.
-#[derive(Serialize, Debug, Clone)]
-pub struct RunMeta {
-    pub trainer_version: &'static str,
-    pub git_commit: Option<&'static str>,
-    pub run_dir: String,
-    pub created_at: String,
-    pub host: String,
-    pub job_id: Option<String>,
-    pub backend: String,
-    pub device: String,
-    pub world_size: usize,
-    pub argv: Vec<String>,
-    /// Scheduler environment seen at start (rank, job ids, hosts, devices, container).
-    pub cluster: serde_json::Value,
-    /// The CUDA preflight report (`trainer doctor`), when a CUDA device was requested.
-    pub preflight: serde_json::Value,
-    /// Whatever else the job wants to record (resume source, effective batch, …).
-    pub extra: serde_json::Map<String, serde_json::Value>,
-}
-
-impl RunMeta {
-    /// `cluster`: the scheduler environment seen at start; `preflight`: the CUDA preflight
-    /// report, when a CUDA device was requested.
-    pub fn new(
-        run_dir: &Path,
-        backend: &str,
-        device: &str,
-        job_id: Option<String>,
-        cluster: serde_json::Value,
-        preflight: Option<serde_json::Value>,
-    ) -> Self {
-        Self {
-            trainer_version: env!("CARGO_PKG_VERSION"),
-            git_commit: option_env!("TRAINER_GIT_COMMIT"),
-            run_dir: run_dir.display().to_string(),
-            created_at: chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
-            host: hostname(),
-            job_id,
-            backend: backend.to_string(),
-            device: device.to_string(),
-            world_size: 1,
-            argv: std::env::args().collect(),
-            cluster,
-            preflight: preflight.unwrap_or_else(|| serde_json::json!("not run (CPU device)")),
-            extra: Default::default(),
         }
     }
 }

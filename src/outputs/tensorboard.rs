@@ -27,9 +27,7 @@ use serde_json::Value;
 
 use super::curves::stage_of;
 use super::metrics::Row;
-
-/// The folder in a run directory holding the event files.
-pub const TENSORBOARD_DIR: &str = "tensorboard";
+use super::run_files::TENSORBOARD_DIR;
 
 /// Columns that are not scalars of the run (the x axis, flags, counters of the position).
 const NOT_SCALARS: &[&str] = &["epoch", "is_best", "steps", "epoch_steps"];

@@ -11,9 +11,8 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::Result;
 
-use super::{CHECKPOINTS, LOCK, RUN_META_JSON, RunDir, TOP_FILES};
+use super::{CHECKPOINTS, LOCK, RUN_META_JSON, RunDir, TENSORBOARD_DIR, TOP_FILES};
 use crate::error::{Exit, ExitError};
-use crate::outputs::tensorboard::TENSORBOARD_DIR;
 
 /// Whether `name` is one a run writes at the top of its directory: its files
 /// ([`super::TOP_FILES`], `run_meta.json`, the lock, `curves.png`) and its folders
