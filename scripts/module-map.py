@@ -9,8 +9,10 @@ Usage: scripts/module-map.py [--check | --write | --edges]
                above it,
              * a room's line count in the "Module map" table is off by more than 10%
                (then run --write);
-             * files import each other in a circle anywhere in src/ (scripts/file_circles.py:
-               file-level `use crate::`/`super::` imports, inside folders too);
+             * files import each other in a circle anywhere in src/, or the children of a folder
+               (its files and subfolders) import each other in a loop (scripts/file_circles.py:
+               file-level `use crate::`/`super::` imports, through `pub use` re-exports, inside
+               folders too);
   --write  rewrite the Module map's line counts from src/;
   --edges  print every import edge between top-level modules with the layers.
 Production code = not tests.rs, not golden/ folders, not `#[cfg(test)] mod` blocks, not
@@ -21,7 +23,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from file_circles import file_circles  # noqa: E402
+from file_circles import edges as file_edges, file_circles, folder_loops  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "src")
@@ -164,8 +166,14 @@ def main():
                     f"a module imports only from layers below it"
                 )
     if mode == "--check":
-        for circle in file_circles(SRC):
+        graph = file_edges(SRC)
+        for circle in file_circles(SRC, graph):
             problems.append("Import circle between files: " + " -> ".join(circle + circle[:1]))
+        for folder, children, steps in folder_loops(SRC, graph):
+            problems.append(
+                f"Import loop between the children of {folder}/: "
+                + ", ".join(f"{a} -> {b} ({u} -> {v})" for a, b, (u, v) in steps)
+            )
     for p in problems:
         print(p)
     if mode == "--check":
