@@ -107,7 +107,10 @@ impl BackendJob for BenchJob<'_> {
             op_profile::phase("data");
             let (x, y) = data.batch(step);
             op_profile::phase("forward");
-            let loss = crate::launch::cross_entropy(model.forward(x), y);
+            let loss = crate::launch::cross_entropy(
+                model.forward_with(x, &crate::launch::BackendDropout),
+                y,
+            );
             op_profile::phase("backward");
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             op_profile::phase("optimizer");

@@ -2,11 +2,14 @@
 //! backend: the one-pass Adam update of `flex` (`fast_cpu::adam`) and of `tch`
 //! (`backend::fast_tch::adam`, LibTorch's fused kernel), which the loop
 //! (`toolbox::optim`, through `RunContext::fused_adam`) calls without naming a backend; and
-//! the cross-entropy of `tch` in LibTorch's own kernels (`backend::fast_tch::xent`).
+//! the cross-entropy and dropout of `tch` in LibTorch's own kernels (`backend::fast_tch::xent`,
+//! `backend::fast_tch::dropout`).
 
+use burn::nn::Dropout;
 use burn::prelude::*;
 
 use crate::backend::fast_cpu::adam;
+use crate::models::cnn::Dropping;
 use crate::toolbox::optim::{AdamScalars, FusedAdam};
 
 /// The mean cross-entropy of `logits` `[n, classes]` against class indices `target` `[n]`
@@ -19,6 +22,21 @@ pub fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, target: Tensor<B, 1, Int>
         return crate::backend::fast_tch::xent::cross_entropy(logits, target);
     }
     burn::nn::loss::CrossEntropyLoss::new(None, &logits.device()).forward(logits, target)
+}
+
+/// Dropout the way the backend trains it fastest: on `tch` (not `tch-plain`) LibTorch's
+/// `native_dropout` and its backward, one operation each (`backend::fast_tch::dropout`);
+/// elsewhere Burn's `Dropout`, bit for bit what it was.
+pub struct BackendDropout;
+
+impl<B: Backend> Dropping<B> for BackendDropout {
+    fn apply<const D: usize>(&self, x: Tensor<B, D>, layer: &Dropout) -> Tensor<B, D> {
+        #[cfg(feature = "tch")]
+        if layer.prob > 0.0 && crate::backend::fast_tch::dropout::applies::<B>() {
+            return crate::backend::fast_tch::dropout::dropout(x, layer.prob);
+        }
+        layer.forward(x)
+    }
 }
 
 /// `fast_cpu::adam::fused_step` with the loop's scalars.

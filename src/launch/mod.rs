@@ -9,7 +9,7 @@
 //! directory.
 
 mod hooks;
-pub use hooks::{cross_entropy, fused_adam};
+pub use hooks::{BackendDropout, cross_entropy, fused_adam};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -41,12 +41,33 @@ impl<B: Backend> MnistCnn<B> {
 
     /// Logits `[batch, 10]` for images `[batch, 1, 28, 28]`.
     pub fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 2> {
+        self.forward_with(x, &BurnDropout)
+    }
+
+    /// [`MnistCnn::forward`] with the dropout layers applied by `drop` (a backend's own
+    /// kernel: `launch::BackendDropout`).
+    pub fn forward_with(&self, x: Tensor<B, 4>, drop: &impl Dropping<B>) -> Tensor<B, 2> {
         let x = relu(self.conv1.forward(x));
         let x = relu(self.pool.forward(self.conv2.forward(x)));
-        let x = self.dropout1.forward(x);
+        let x = drop.apply(x, &self.dropout1);
         let x = x.flatten::<2>(1, 3);
-        let x = self.dropout2.forward(relu(self.fc1.forward(x)));
+        let x = drop.apply(relu(self.fc1.forward(x)), &self.dropout2);
         self.fc2.forward(x)
+    }
+}
+
+/// How a network applies its dropout layers: Burn's `Dropout` ([`BurnDropout`]), or a
+/// backend's own kernel with the layer's rate.
+pub trait Dropping<B: Backend> {
+    fn apply<const D: usize>(&self, x: Tensor<B, D>, layer: &Dropout) -> Tensor<B, D>;
+}
+
+/// Burn's `Dropout::forward` (active in training, the identity in evaluation).
+pub struct BurnDropout;
+
+impl<B: Backend> Dropping<B> for BurnDropout {
+    fn apply<const D: usize>(&self, x: Tensor<B, D>, layer: &Dropout) -> Tensor<B, D> {
+        layer.forward(x)
     }
 }
 

@@ -30,6 +30,7 @@ use super::profile::CallCounter;
 
 pub mod adam;
 mod delegated;
+pub mod dropout;
 mod grads;
 mod random;
 pub mod xent;

@@ -262,7 +262,7 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
             Some(r) => r.shard((b.stage, b.epoch), b.order, (b.lo, b.hi)),
             None => to_tensors::<B>(&self.train, idx, b.device),
         };
-        let loss = launch::cross_entropy(model.forward(x), y);
+        let loss = launch::cross_entropy(model.forward_with(x, &launch::BackendDropout), y);
         let n = idx.len() as f64;
         let sums = DeviceSums {
             values: loss.clone().inner(),
