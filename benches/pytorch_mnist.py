@@ -11,7 +11,11 @@ On `--device cuda` the model and the data live on the GPU, the clock waits for t
 (torch.cuda.synchronize) at both ends, and inference copies each batch's predictions to the host,
 as the trainer's does. `--feed host` keeps the images on the host as bytes and normalises and
 copies each training batch to the device in the step (`.to(device)`), as a loader without pinned
-memory does: the host-fed question, beside the GPU-resident one.
+memory does: the host-fed question, beside the GPU-resident one. `--feed graph` (CUDA only)
+captures the whole training step once as a CUDA graph (`torch.cuda.graphs`'s whole-network
+capture: warm-up on a side stream, Adam with `capturable=True`, static input buffers) and
+replays it per step after copying the batch into those buffers: the ceiling of a launch-free
+step, reported beside the eager reference.
 
 `trainer bench mnist --pytorch PYTHON` runs this script (embedded in the binary) in the same
 run as its own backends and adds PyTorch's row to its table.
@@ -68,6 +72,32 @@ def cpu_capability():
         return None
 
 
+def captured_step(model, opt, x0, y0, dev):
+    """The training step captured once as a CUDA graph; returns `step(xb, yb)`, which copies the
+    batch into the graph's static inputs and replays it (torch.cuda.graphs, whole-network
+    capture). Three eager steps on a side stream first, as capture requires."""
+    static_x, static_y = x0.clone(), y0.clone()
+    side = torch.cuda.Stream(dev)
+    side.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(model(static_x), static_y).backward()
+            opt.step()
+    torch.cuda.current_stream(dev).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        F.cross_entropy(model(static_x), static_y).backward()
+        opt.step()
+
+    def step(xb, yb):
+        static_x.copy_(xb)
+        static_y.copy_(yb)
+        graph.replay()
+    return step
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("data_dir", nargs="?", default="/usr/share/datasets/fashion-mnist")
@@ -78,12 +108,15 @@ def main():
     p.add_argument("--synthetic", action="store_true", help="random images instead of DATA_DIR")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     p.add_argument("--json", action="store_true", help="print one JSON line")
-    p.add_argument("--feed", default="device", choices=["device", "host"],
-                   help="training batches from data on the device, or normalised and copied per step")
+    p.add_argument("--feed", default="device", choices=["device", "host", "graph"],
+                   help="training batches from data on the device, normalised and copied per "
+                        "step, or the whole step replayed as a CUDA graph")
     a = p.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit(f"--device {a.device}: torch {torch.__version__} sees no CUDA device")
+    if a.feed == "graph" and dev.type != "cuda":
+        raise SystemExit(f"--feed graph: CUDA graphs need a CUDA device, not --device {a.device}")
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
@@ -97,8 +130,9 @@ def main():
     host_x, host_y = (x * 0.3081 + 0.1307) * 255.0, y  # the bytes, to normalise per step
     x, y = x.to(dev), y.to(dev)
     model = Net().to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=a.feed == "graph")
     model.train()
+    step = captured_step(model, opt, x[:bs], y[:bs], dev) if a.feed == "graph" else None
     for i in range(total):
         if i == a.warmup:
             sync()
@@ -109,6 +143,9 @@ def main():
             yb = host_y[sl].to(dev)
         else:
             xb, yb = x[i * bs:(i + 1) * bs], y[i * bs:(i + 1) * bs]
+        if step is not None:
+            step(xb, yb)
+            continue
         opt.zero_grad()
         F.cross_entropy(model(xb), yb).backward()
         opt.step()

@@ -39,7 +39,8 @@
 #   the ones a run cut short needs most come first)
 #   bench-mnist-64   trainer bench mnist at batch 64: flex on all the host's cores, tch, cuda,
 #                    cuda-fusion on the GPU (PyTorch on CPU and GPU with --pytorch: on the GPU
-#                    with its data on the device, the reference, and host-fed per step), same
+#                    with its data on the device, the reference, host-fed per step, and its
+#                    step replayed as a CUDA graph: the ceiling, reported), same
 #                    data and steps, 3 interleaved rounds; ops/uploads/reads per step per row
 #   bench-gnn        trainer bench gnn, 1000 subjects x 400 nodes, batch 2 and 16: CLG-ODE
 #                    seconds per epoch, flex (all cores) and tch, 6 timed steps after 2 warm-up
@@ -228,7 +229,7 @@ GPU_BACKENDS=cuda,cuda-fusion
 [ "$TCH" = 1 ] && GPU_BACKENDS=tch,$GPU_BACKENDS
 BENCH=""
 bench_mnist() {
-  soft_step "bench-mnist-$1" timeout 200 "$FBIN" bench mnist --data-dir "$DATA" --batch-size "$1" \
+  soft_step "bench-mnist-$1" timeout 240 "$FBIN" bench mnist --data-dir "$DATA" --batch-size "$1" \
     --steps 20 --rounds 3 --backends "flex,$GPU_BACKENDS" ${PYTORCH:+--pytorch "$PYTORCH"} \
     --json "$WORK/bench-$1.json"
   [ -s "$WORK/bench-$1.json" ] && BENCH="${BENCH:+$BENCH,}\"$1\":$(tr -d '\n' <"$WORK/bench-$1.json")"

@@ -17,6 +17,7 @@ use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
 
 use super::BenchSettings as BenchArgs;
+use super::pytorch::Feed;
 use super::report::{
     BenchRow, Floor, Measure, PhaseFigures, Rate, Spread, load_average, print_table,
 };
@@ -186,9 +187,9 @@ struct Contender {
     device: String,
     /// `None` for PyTorch.
     placement: Option<Placement>,
-    /// PyTorch with its training batches normalised and copied to the device per step (the
-    /// reference rows keep the data on the device, as ours do).
-    host_fed: bool,
+    /// How PyTorch's training batches are fed (the reference rows keep the data on the device,
+    /// as ours do; the others are reported beside them).
+    feed: Feed,
     rounds: Vec<Measure>,
     error: Option<String>,
 }
@@ -199,7 +200,7 @@ impl Contender {
             backend: backend.into(),
             device: device.into(),
             placement,
-            host_fed: false,
+            feed: Feed::Device,
             rounds: Vec::new(),
             error: None,
         }
@@ -257,8 +258,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
             // And fed from the host per step, as a loader without pinned memory does: the
             // other question (reported, never the reference).
             let mut fed = Contender::new("pytorch host-fed", &device, None);
-            fed.host_fed = true;
+            fed.feed = Feed::Host;
             all.push(fed);
+            // And its whole step captured once as a CUDA graph and replayed: the ceiling
+            // `--cuda-graph` aims at (reported, never the reference).
+            let mut graph = Contender::new("pytorch cuda-graph", &device, None);
+            graph.feed = Feed::Graph;
+            all.push(graph);
         }
     }
     let n = all.len();
@@ -284,13 +290,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
             };
             let result = match (c.placement, &args.pytorch) {
                 (Some(p), _) => backend::dispatch_checked(p, job),
-                (None, Some(python)) => {
-                    super::pytorch::run(python, &args, batch_size, threads, &c.device, c.host_fed)
-                        .map(|(m, label)| {
-                            c.backend = label;
-                            m
-                        })
-                }
+                (None, Some(python)) => super::pytorch::run(
+                    python, &args, batch_size, threads, &c.device, c.feed,
+                )
+                .map(|(m, label)| {
+                    c.backend = label;
+                    m
+                }),
                 (None, None) => continue,
             };
             match result {
@@ -306,7 +312,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         all.iter()
             .find(|c| {
                 c.placement.is_none()
-                    && !c.host_fed
+                    && c.feed == Feed::Device
                     && (c.device != "cpu") == gpu
                     && c.error.is_none()
                     && !c.rounds.is_empty()

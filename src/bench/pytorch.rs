@@ -15,16 +15,39 @@ use super::report::{Measure, Rate};
 
 const SCRIPT: &str = include_str!("../../benches/pytorch_mnist.py");
 
-/// One PyTorch round on `device` (`cpu` or `cuda:N`), its training batches from data on the
-/// device or (`host_fed`) normalised and copied there per step: the figures and the
-/// `pytorch <version>` label.
+/// Where PyTorch's training batches come from (the script's `--feed`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feed {
+    /// Data on the device, each batch a slice of it: the reference (eager, as ours).
+    Device,
+    /// Normalised on the host and copied to the device per step (a loader without pinned
+    /// memory): reported, never the reference.
+    Host,
+    /// The whole step captured once as a CUDA graph (`torch.cuda.graphs`, Adam with
+    /// `capturable=True`) and replayed per step on static inputs: the ceiling of launch-free
+    /// training on a GPU, reported, never the reference.
+    Graph,
+}
+
+impl Feed {
+    fn arg(self) -> &'static str {
+        match self {
+            Feed::Device => "device",
+            Feed::Host => "host",
+            Feed::Graph => "graph",
+        }
+    }
+}
+
+/// One PyTorch round on `device` (`cpu` or `cuda:N`), its training batches fed as `feed` says:
+/// the figures and the `pytorch <version>` label.
 pub fn run(
     python: &Path,
     args: &BenchArgs,
     batch_size: usize,
     threads: usize,
     device: &str,
-    host_fed: bool,
+    feed: Feed,
 ) -> Result<(Measure, String)> {
     let mut cmd = Command::new(python);
     cmd.arg("-");
@@ -37,7 +60,7 @@ pub fn run(
         .args(["--batch-size", &batch_size.to_string()])
         .args(["--threads", &threads.to_string(), "--json"])
         .args(["--device", device])
-        .args(["--feed", if host_fed { "host" } else { "device" }])
+        .args(["--feed", feed.arg()])
         // TRAINER_CPU_AVX512=0 stands for a CPU without AVX-512: PyTorch too.
         .envs(fast_cpu::isa::pytorch_env().iter().copied())
         .stdin(Stdio::piped())
@@ -84,9 +107,10 @@ pub fn run(
         ("cpu", Some(isa)) => format!("pytorch {} {isa}", v["torch"].as_str().unwrap_or("?")),
         _ => format!("pytorch {}", v["torch"].as_str().unwrap_or("?")),
     };
-    let label = match host_fed {
-        true => format!("{label} host-fed"),
-        false => label,
+    let label = match feed {
+        Feed::Device => label,
+        Feed::Host => format!("{label} host-fed"),
+        Feed::Graph => format!("{label} cuda-graph"),
     };
     Ok((measure, label))
 }

@@ -7,10 +7,9 @@
 //! those of the tensor version (tested); the buffers are updated in place when nothing else
 //! holds them.
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 
 use burn::prelude::*;
-use burn::tensor::TensorPrimitive;
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
@@ -72,19 +71,14 @@ pub fn fused_step<B: Backend>(
 }
 
 /// The Flex tensor inside a tensor of `B` = [`FastCpu`].
+const WHAT: &str = "fused Adam runs on FastCpu only (fused_adam_for)";
+
 fn flex<B: Backend>(t: Tensor<B, 1>) -> FlexTensor {
-    let prim: Box<dyn Any> = Box::new(t.into_primitive().tensor());
-    *prim
-        .downcast::<FlexTensor>()
-        .expect("fused Adam runs on FastCpu only (fused_adam_for)")
+    super::cast::float_primitive(t, WHAT)
 }
 
 fn back<B: Backend>(t: FlexTensor) -> Tensor<B, 1> {
-    let prim: Box<dyn Any> = Box::new(t);
-    let prim = *prim
-        .downcast::<B::FloatTensorPrimitive>()
-        .expect("fused Adam runs on FastCpu only (fused_adam_for)");
-    Tensor::from_primitive(TensorPrimitive::Float(prim))
+    super::cast::float_tensor(t, WHAT)
 }
 
 /// A whole, contiguous buffer (written in place if nothing else holds it: `storage_mut` copies

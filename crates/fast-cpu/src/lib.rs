@@ -60,6 +60,7 @@ use crate::profile::CallCounter;
 pub mod adam;
 mod batch_sums;
 mod bias_grad;
+pub mod cast;
 mod chacha;
 mod conv;
 mod direct;

@@ -13,13 +13,11 @@
 //! tested in tests/backends/tch_fused.rs). Because the step count is a constant, one tensor per
 //! device holds it for every parameter and every step: no upload in the step.
 
-use std::any::Any;
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char};
 
 use burn::backend::libtorch::TchTensor;
 use burn::prelude::*;
-use burn::tensor::TensorPrimitive;
 
 use super::FastTch;
 use crate::backend::fast_cpu::adam::AdamScalars;
@@ -65,19 +63,14 @@ pub fn fused_adam_for<B: Backend>() -> bool {
     std::any::TypeId::of::<B>() == std::any::TypeId::of::<FastTch>()
 }
 
+const WHAT: &str = "the fused Adam of tch runs on FastTch only (fused_adam_for)";
+
 fn tch_of<B: Backend>(t: Tensor<B, 1>) -> TchTensor {
-    let prim: Box<dyn Any> = Box::new(t.into_primitive().tensor());
-    *prim
-        .downcast::<TchTensor>()
-        .expect("the fused Adam of tch runs on FastTch only (fused_adam_for)")
+    crate::backend::fast_cpu::cast::float_primitive(t, WHAT)
 }
 
 fn back<B: Backend>(t: TchTensor) -> Tensor<B, 1> {
-    let prim: Box<dyn Any> = Box::new(t);
-    let prim = *prim
-        .downcast::<B::FloatTensorPrimitive>()
-        .expect("FastTch's float tensors are TchTensor");
-    Tensor::from_primitive(TensorPrimitive::Float(prim))
+    crate::backend::fast_cpu::cast::float_tensor(t, WHAT)
 }
 
 /// A tensor this update may write: `t` itself when nothing else holds its storage, else a copy.

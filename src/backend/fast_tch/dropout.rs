@@ -7,7 +7,7 @@
 //! stream of the same generator). Reached from [`crate::launch::Dropping`] for
 //! `Autodiff<FastTch>`.
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -16,10 +16,10 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, unary};
 use burn::backend::libtorch::TchTensor;
 use burn::prelude::*;
-use burn::tensor::TensorPrimitive;
 use burn_backend::BackendTypes;
 
 use super::FastTch;
+use crate::backend::fast_cpu::cast;
 
 type Trained = Autodiff<FastTch>;
 type TrainedFloat = <Trained as BackendTypes>::FloatTensorPrimitive;
@@ -32,15 +32,9 @@ pub fn applies<B: Backend>() -> bool {
 /// `x` with each value zeroed with probability `p` (0 < p < 1) and the others scaled by
 /// 1/(1 − p). `B` must pass [`applies`].
 pub fn dropout<B: Backend, const D: usize>(x: Tensor<B, D>, p: f64) -> Tensor<B, D> {
-    let x: Box<dyn Any> = Box::new(x.into_primitive().tensor());
-    let x = *x
-        .downcast::<TrainedFloat>()
-        .expect("dropout runs on Autodiff<FastTch> only (applies)");
-    let out: Box<dyn Any> = Box::new(tracked(x, p));
-    let out = *out
-        .downcast::<B::FloatTensorPrimitive>()
-        .expect("the output has the input's type");
-    Tensor::from_primitive(TensorPrimitive::Float(out))
+    const WHAT: &str = "dropout runs on Autodiff<FastTch> only (applies)";
+    let x: TrainedFloat = cast::float_primitive(x, WHAT);
+    cast::float_tensor(tracked(x, p), WHAT)
 }
 
 #[derive(Debug)]

@@ -8,7 +8,7 @@
 //! [`crate::launch::cross_entropy`], for `Autodiff<FastTch>` (training) and `FastTch`
 //! (evaluation); every other backend keeps Burn's loss.
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 use std::ffi::{CStr, c_char};
 
 use burn::backend::Autodiff;
@@ -17,10 +17,10 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, unary};
 use burn::backend::libtorch::TchTensor;
 use burn::prelude::*;
-use burn::tensor::TensorPrimitive;
 use burn_backend::BackendTypes;
 
 use super::FastTch;
+use crate::backend::fast_cpu::cast;
 
 unsafe extern "C" {
     fn trainer_cross_entropy(
@@ -55,24 +55,15 @@ pub fn applies<B: Backend>() -> bool {
 /// The mean cross-entropy of `logits` `[n, classes]` against class indices `target` `[n]`,
 /// shape `[1]` (what Burn's `CrossEntropyLoss` returns). `B` must pass [`applies`].
 pub fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, target: Tensor<B, 1, Int>) -> Tensor<B, 1> {
-    let target: Box<dyn Any> = Box::new(target.into_primitive());
-    let target = *target
-        .downcast::<TchTensor>()
-        .expect("FastTch's integer tensors are TchTensor (applies)");
-    let logits: Box<dyn Any> = Box::new(logits.into_primitive().tensor());
-    let loss: Box<dyn Any> = match logits.downcast::<TrainedFloat>() {
-        Ok(logits) => Box::new(tracked(*logits, target)),
-        Err(logits) => {
-            let logits = logits
-                .downcast::<TchTensor>()
-                .expect("cross_entropy runs on FastTch only (applies)");
-            Box::new(forward(&logits, &target).0)
-        }
-    };
-    let loss = *loss
-        .downcast::<B::FloatTensorPrimitive>()
-        .expect("the loss has the logits' type");
-    Tensor::from_primitive(TensorPrimitive::Float(loss))
+    const WHAT: &str = "cross_entropy runs on FastTch only (applies)";
+    let target: TchTensor = cast::int_primitive(target, WHAT);
+    if TypeId::of::<B>() == TypeId::of::<Trained>() {
+        let logits: TrainedFloat = cast::float_primitive(logits, WHAT);
+        cast::float_tensor(tracked(logits, target), WHAT)
+    } else {
+        let logits: TchTensor = cast::float_primitive(logits, WHAT);
+        cast::float_tensor(forward(&logits, &target).0, WHAT)
+    }
 }
 
 /// What the backward keeps: the log-softmax, the targets and the total weight.
