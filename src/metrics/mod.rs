@@ -5,11 +5,12 @@
 //! * [`skill`]: a forecast against the identity forecast.
 //! * [`topology`]: exact Betti curves, degree and strength correlations.
 
+pub mod absent;
 pub mod paired;
 pub mod pr;
 pub mod sc;
 pub mod skill;
 pub mod topology;
 
-pub use sc::{ScMetrics, ks_statistic, pearson, sc_metrics, sparsify_topk};
+pub use sc::{ScKey, ScMetrics, ks_statistic, pearson, sc_metrics, sparsify_topk};
 pub use skill::Skill;

@@ -13,11 +13,37 @@ use serde::{Deserialize, Serialize};
 use crate::data::connectome::preprocess::{ecc, upper_triangle};
 
 macro_rules! metric_struct {
-    ($(#[$doc:meta])* $name:ident { $($field:ident),* $(,)? }) => {
+    ($(#[$doc:meta])* $name:ident, $(#[$kdoc:meta])* $key:ident { $($field:ident => $variant:ident),* $(,)? }) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
         pub struct $name {
-            $(pub $field: f64,)*
+            $(
+                #[serde(default = "super::absent::nan", deserialize_with = "super::absent::null_as_nan")]
+                pub $field: f64,
+            )*
+        }
+
+        $(#[$kdoc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $key {
+            $($variant),*
+        }
+
+        impl $key {
+            /// Every key, in the order of the struct's fields.
+            pub const ALL: &'static [$key] = &[$($key::$variant),*];
+
+            /// The key's name: its field, JSON key and CSV column (`sc_log_mse`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($key::$variant => stringify!($field)),*
+                }
+            }
+
+            /// The key named `name`, if any.
+            pub fn from_name(name: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|k| k.name() == name)
+            }
         }
 
         impl $name {
@@ -27,6 +53,18 @@ macro_rules! metric_struct {
             /// Values in the order of [`Self::NAMES`].
             pub fn values(&self) -> Vec<f64> {
                 vec![$(self.$field),*]
+            }
+
+            /// Every metric undefined (NaN).
+            pub fn undefined() -> Self {
+                Self { $($field: f64::NAN),* }
+            }
+
+            /// The value of metric `key`.
+            pub fn get(&self, key: $key) -> f64 {
+                match key {
+                    $($key::$variant => self.$field),*
+                }
             }
 
             fn from_values(values: &[f64]) -> Self {
@@ -56,29 +94,31 @@ metric_struct! {
     ///   innovation module's new-edge scores of a forecast (set by [`ScMetrics::with_new_edges`]);
     ///   NaN (null in JSON, empty in CSV, N/A in tables) where undefined: no innovation module,
     ///   the identity, or no true new edge (the reference writes 0). Means skip undefined values.
-    ScMetrics {
-        sc_log_mse,
-        sc_log_mae,
-        sc_log_pearson,
-        sc_log_pearson_pos,
-        sc_log_pearson_topk,
-        sc_log_pearson_sparse,
-        ecc_l2,
-        ecc_pearson,
-        deg_mae,
-        deg_rmse,
-        deg_pearson,
-        deg_ks,
-        strength_mae,
-        strength_rmse,
-        strength_pearson,
-        strength_ks,
-        mse_zero,
-        mse_new_region,
-        mse_zero_strict,
-        new_edge_precision_at_knew,
-        new_edge_recall_at_knew,
-        new_edge_auprc,
+    ScMetrics,
+    /// A key of [`ScMetrics`]: a metric named by type, never by a string sliced or searched.
+    ScKey {
+        sc_log_mse => ScLogMse,
+        sc_log_mae => ScLogMae,
+        sc_log_pearson => ScLogPearson,
+        sc_log_pearson_pos => ScLogPearsonPos,
+        sc_log_pearson_topk => ScLogPearsonTopk,
+        sc_log_pearson_sparse => ScLogPearsonSparse,
+        ecc_l2 => EccL2,
+        ecc_pearson => EccPearson,
+        deg_mae => DegMae,
+        deg_rmse => DegRmse,
+        deg_pearson => DegPearson,
+        deg_ks => DegKs,
+        strength_mae => StrengthMae,
+        strength_rmse => StrengthRmse,
+        strength_pearson => StrengthPearson,
+        strength_ks => StrengthKs,
+        mse_zero => MseZero,
+        mse_new_region => MseNewRegion,
+        mse_zero_strict => MseZeroStrict,
+        new_edge_precision_at_knew => NewEdgePrecisionAtKnew,
+        new_edge_recall_at_knew => NewEdgeRecallAtKnew,
+        new_edge_auprc => NewEdgeAuprc,
     }
 }
 
@@ -102,9 +142,18 @@ impl ScMetrics {
         self
     }
 
-    /// Whether metric `name` may be undefined (NaN) for a subject and is then left out of means.
-    fn may_be_undefined(name: &str) -> bool {
-        name.starts_with("new_edge_")
+    /// As [`Self::to_map`] (keys sorted), for serde's `serialize_with`: the key order of
+    /// `test_sc_metrics.json` and of the SC metrics in `clg_ode_results.json`.
+    pub fn serialize_sorted<S: serde::Serializer>(m: &ScMetrics, s: S) -> Result<S::Ok, S::Error> {
+        m.to_map().serialize(s)
+    }
+
+    /// Whether metric `key` may be undefined (NaN) for a subject and is then left out of means.
+    fn may_be_undefined(key: ScKey) -> bool {
+        matches!(
+            key,
+            ScKey::NewEdgePrecisionAtKnew | ScKey::NewEdgeRecallAtKnew | ScKey::NewEdgeAuprc
+        )
     }
 
     /// Element-wise mean over subjects (all zeros for an empty slice), as the reference averages
@@ -118,7 +167,7 @@ impl ScMetrics {
         let mut count = vec![0usize; Self::NAMES.len()];
         for m in items {
             for (k, v) in m.values().into_iter().enumerate() {
-                if v.is_nan() && Self::may_be_undefined(Self::NAMES[k]) {
+                if v.is_nan() && Self::may_be_undefined(ScKey::ALL[k]) {
                     continue;
                 }
                 sum[k] += v;

@@ -9,10 +9,22 @@ use super::sc::ScMetrics;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Skill {
     /// 1 − sc_log_mse(model) / sc_log_mse(identity); NaN when the identity's error is 0.
+    #[serde(
+        default = "super::absent::nan",
+        deserialize_with = "super::absent::null_as_nan"
+    )]
     pub skill: f64,
     /// sc_log_pearson(model) − sc_log_pearson(identity).
+    #[serde(
+        default = "super::absent::nan",
+        deserialize_with = "super::absent::null_as_nan"
+    )]
     pub pearson_gain: f64,
     /// sc_log_pearson_sparse(model) − sc_log_pearson_sparse(identity).
+    #[serde(
+        default = "super::absent::nan",
+        deserialize_with = "super::absent::null_as_nan"
+    )]
     pub pearson_sparse_gain: f64,
 }
 

@@ -55,10 +55,26 @@ pub fn betti_curve(w: ArrayView2<f32>, taus: &[f64]) -> Vec<Betti> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExactTopology {
     /// Σ_τ |β0(pred) − β0(true)| and the same for β1, over the K thresholds.
+    #[serde(
+        default = "super::absent::nan",
+        deserialize_with = "super::absent::null_as_nan"
+    )]
     pub betti0_l1: f64,
+    #[serde(
+        default = "super::absent::nan",
+        deserialize_with = "super::absent::null_as_nan"
+    )]
     pub betti1_l1: f64,
     /// Pearson r over nodes of degree (edges > 0) and strength (row sum).
+    #[serde(
+        default = "super::absent::nan",
+        deserialize_with = "super::absent::null_as_nan"
+    )]
     pub degree_pearson: f64,
+    #[serde(
+        default = "super::absent::nan",
+        deserialize_with = "super::absent::null_as_nan"
+    )]
     pub strength_pearson: f64,
 }
 

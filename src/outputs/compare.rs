@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::RunDir;
+use super::result_files::RunResults;
 use super::text::csv_cell;
 
 pub use super::group_table::Format;
@@ -41,10 +42,6 @@ pub struct RunSummary {
     pub cpu_seconds: Option<f64>,
 }
 
-fn num(v: &Value, path: &[&str]) -> Option<f64> {
-    path.iter().try_fold(v, |v, k| v.get(k))?.as_f64()
-}
-
 /// The per-run line of our run directory `dir`: its `clg_ode_results.json` and `metrics.jsonl`.
 pub fn summarize(dir: &RunDir) -> Result<RunSummary> {
     let file = dir.results_json();
@@ -54,12 +51,18 @@ pub fn summarize(dir: &RunDir) -> Result<RunSummary> {
             file.display()
         )
     })?;
-    let r: Value =
-        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", file.display()))?;
-    let need = |path: &[&str]| {
-        num(&r, path)
-            .with_context(|| format!("{}: no number at {}", file.display(), path.join(".")))
-            .map(Some)
+    let r: RunResults = serde_json::from_str(&text).map_err(|e| {
+        let what = if e.is_data() {
+            "not a run's results"
+        } else {
+            "not JSON"
+        };
+        anyhow::Error::new(e).context(format!("{}: {what}", file.display()))
+    })?;
+    let need = |v: f64, path: &str| {
+        (!v.is_nan())
+            .then_some(Some(v))
+            .with_context(|| format!("{}: no number at {path}", file.display()))
     };
     let rows = dir.read_metrics()?;
     let sum = |key: &str| -> f64 {
@@ -67,34 +70,44 @@ pub fn summarize(dir: &RunDir) -> Result<RunSummary> {
             .filter_map(|row| row.get(key).and_then(Value::as_f64))
             .sum()
     };
-    let best_fold = r.get("best_fold").and_then(Value::as_i64);
-    let fold_info = r.get("cv_folds").and_then(Value::as_array).and_then(|f| {
-        f.iter()
-            .find(|f| f.get("fold").and_then(Value::as_i64) == best_fold)
-    });
-    let exact = |who: &str, key: &str| num(&r, &["test_exact_topology", who, key]);
+    let fold_info = r.cv_folds.iter().find(|f| f.fold == r.best_fold);
+    let (model, identity) = (&r.test_sc_metrics, &r.test_identity_baseline_sc_metrics);
+    let exact = |v: f64| (!v.is_nan()).then_some(v);
+    let (em, ei) = (
+        &r.test_exact_topology.model,
+        &r.test_exact_topology.identity_baseline,
+    );
     Ok(RunSummary {
         run: dir.path().display().to_string(),
-        fold: best_fold,
+        fold: r.best_fold.map(|f| f as i64),
         epochs: rows.len(),
-        best_epoch: fold_info.and_then(|f| f.get("best_epoch")?.as_i64()),
-        test_sc_log_mse: need(&["test_sc_metrics", "sc_log_mse"])?,
-        identity_sc_log_mse: need(&["test_identity_baseline_sc_metrics", "sc_log_mse"])?,
-        skill: need(&["test_skill", "skill"])?,
-        test_pearson_sparse: need(&["test_sc_metrics", "sc_log_pearson_sparse"])?,
-        identity_pearson_sparse: need(&[
-            "test_identity_baseline_sc_metrics",
-            "sc_log_pearson_sparse",
-        ])?,
-        pearson_sparse_gain: need(&["test_skill", "pearson_sparse_gain"])?,
-        betti0_l1: exact("model", "betti0_l1"),
-        identity_betti0_l1: exact("identity_baseline", "betti0_l1"),
-        betti1_l1: exact("model", "betti1_l1"),
-        identity_betti1_l1: exact("identity_baseline", "betti1_l1"),
-        degree_pearson: exact("model", "degree_pearson"),
-        strength_pearson: exact("model", "strength_pearson"),
+        best_epoch: fold_info.and_then(|f| Some(f.best_epoch? as i64)),
+        test_sc_log_mse: need(model.sc_log_mse, "test_sc_metrics.sc_log_mse")?,
+        identity_sc_log_mse: need(
+            identity.sc_log_mse,
+            "test_identity_baseline_sc_metrics.sc_log_mse",
+        )?,
+        skill: need(r.test_skill.skill, "test_skill.skill")?,
+        test_pearson_sparse: need(
+            model.sc_log_pearson_sparse,
+            "test_sc_metrics.sc_log_pearson_sparse",
+        )?,
+        identity_pearson_sparse: need(
+            identity.sc_log_pearson_sparse,
+            "test_identity_baseline_sc_metrics.sc_log_pearson_sparse",
+        )?,
+        pearson_sparse_gain: need(
+            r.test_skill.pearson_sparse_gain,
+            "test_skill.pearson_sparse_gain",
+        )?,
+        betti0_l1: exact(em.betti0_l1),
+        identity_betti0_l1: exact(ei.betti0_l1),
+        betti1_l1: exact(em.betti1_l1),
+        identity_betti1_l1: exact(ei.betti1_l1),
+        degree_pearson: exact(em.degree_pearson),
+        strength_pearson: exact(em.strength_pearson),
         wall_seconds: Some(sum("seconds") + sum("eval_seconds")),
-        cpu_seconds: Some(num(&r, &["cpu_seconds"]).unwrap_or_else(|| sum("train_cpu_seconds"))),
+        cpu_seconds: Some(exact(r.cpu_seconds).unwrap_or_else(|| sum("train_cpu_seconds"))),
     })
 }
 

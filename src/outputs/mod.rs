@@ -9,6 +9,7 @@ pub mod heatmap;
 pub mod legend;
 pub mod metrics;
 pub mod pr_chart;
+pub mod result_files;
 pub mod run_files;
 pub mod run_meta;
 pub mod rundir;

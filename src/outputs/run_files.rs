@@ -36,6 +36,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::metrics::{MetricsFiles, Row};
+use super::result_files::{RunResults, TestMetricsFile};
 use super::run_meta::RunMeta;
 use crate::files::{write_atomic, write_json};
 
@@ -290,12 +291,12 @@ impl RunDir {
     }
 
     /// `clg_ode_results.json`.
-    pub fn read_results(&self) -> Result<serde_json::Value> {
+    pub fn read_results(&self) -> Result<RunResults> {
         read_json(&self.results_json())
     }
 
     /// `test_metrics.json`.
-    pub fn read_test_metrics(&self) -> Result<serde_json::Value> {
+    pub fn read_test_metrics(&self) -> Result<TestMetricsFile> {
         read_json(&self.test_metrics_json())
     }
 

@@ -91,14 +91,8 @@ fn read_subjects(dir: &RunDir) -> Result<Subjects> {
             .collect();
         values.insert(record.get(subject).unwrap_or_default().to_string(), metrics);
     }
-    let results: Option<serde_json::Value> =
-        crate::outputs::run_files::read_json(&dir.results_json()).ok();
-    let model = results
-        .as_ref()
-        .and_then(|r| r.get("model"))
-        .and_then(|m| m.as_str())
-        .unwrap_or("?")
-        .to_string();
+    let model = dir.read_results().ok().and_then(|r| r.model);
+    let model = model.unwrap_or_else(|| "?".into());
     Ok(Subjects {
         path,
         model,

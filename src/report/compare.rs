@@ -92,13 +92,13 @@ fn group_value(run: &Run, key: &str) -> String {
             _ => r.group_value(key).unwrap_or_else(|| "?".into()),
         };
     }
-    let results = read_json(&run.dir.results_json());
+    let results = run.dir.read_results().ok();
     let args = || read_json(&run.dir.args_json());
     match key {
         "source" => "trainer".into(),
         "model" => results
             .as_ref()
-            .and_then(|r| r.get("model").map(text))
+            .and_then(|r| r.model.clone())
             .or_else(|| args()?.get("model_kind").map(text))
             .unwrap_or_else(|| "?".into()),
         // `[run] preset` of the run's config.toml; "none" for the reference's defaults.
@@ -112,7 +112,7 @@ fn group_value(run: &Run, key: &str) -> String {
         },
         "fold" => results
             .as_ref()
-            .and_then(|r| r.get("cv_fold").map(text))
+            .and_then(|r| r.cv_fold.map(|f| f.to_string()))
             .unwrap_or_else(|| "?".into()),
         _ => args()
             .and_then(|a| find(&a, key))

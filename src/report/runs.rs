@@ -169,35 +169,25 @@ pub(super) fn read(inputs: &[PathBuf]) -> Result<Vec<Run>> {
 }
 
 /// Metric `name` of a finished run: a test metric of the model (`sc_log_mse`), `skill`,
-/// `pearson_gain`, `identity_<metric>`, `forecast_only.<metric>`, or a column of the best
-/// epoch's metrics row (`val_mask_ratio`); `None` when the run has no results.
+/// `pearson_gain`, `identity_<metric>`, `forecast_only.<metric>` ([`TestMetricsFile::metric`]),
+/// or a column of the best epoch's metrics row (`val_mask_ratio`); `None` when the run has no
+/// results.
+///
+/// [`TestMetricsFile::metric`]: crate::outputs::result_files::TestMetricsFile::metric
 pub(super) fn metric(dir: &RunDir, name: &str) -> Option<f64> {
-    let test = read_json(&dir.test_metrics_json())?;
-    let from_test = if let Some(rest) = name.strip_prefix("forecast_only.") {
-        test["forecast_only"]["model"][rest].as_f64()
-    } else if let Some(rest) = name.strip_prefix("identity_") {
-        test["identity_baseline"][rest].as_f64()
-    } else if name == "skill" || name == "pearson_gain" {
-        test["skill"][name].as_f64()
-    } else {
-        test["model"][name].as_f64().or(test[name].as_f64())
-    };
-    from_test.or_else(|| {
-        let results = read_json(&dir.results_json())?;
-        let fold = &results["best_fold"];
-        let folds = results["cv_folds"].as_array()?;
-        let info = folds
-            .iter()
-            .find(|f| &f["fold"] == fold)
-            .or(folds.first())?;
-        let best = info["best_epoch"].as_u64()?;
-        let rows = std::fs::read_to_string(dir.metrics_jsonl()).ok()?;
-        rows.lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    let test = dir.read_test_metrics().ok()?;
+    test.metric(name).or_else(|| {
+        let results = dir.read_results().ok()?;
+        let info = results.best_fold_entry()?;
+        let best = info.best_epoch? as u64;
+        let fold = serde_json::json!(info.fold);
+        let rows = dir.read_metrics().ok()?;
+        rows.iter()
             .find(|r| {
-                r["epoch"].as_u64() == Some(best)
-                    && (r["fold"].is_null() || r["fold"] == info["fold"])
-            })?[name]
+                r.get("epoch").and_then(Value::as_u64) == Some(best)
+                    && r.get("fold").is_none_or(|f| f.is_null() || *f == fold)
+            })?
+            .get(name)?
             .as_f64()
     })
 }

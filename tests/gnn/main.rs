@@ -21,3 +21,4 @@ mod gnn_rescore;
 mod gnn_safety;
 mod gnn_train;
 mod new_edges;
+mod result_files;

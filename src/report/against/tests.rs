@@ -76,7 +76,11 @@ fn run(root: &Path, name: &str, model: &str, rows: &[(&str, &str, &str)]) -> Pat
     let dir = root.join(name);
     std::fs::create_dir_all(&dir).unwrap();
     let d = RunDir::new(&dir);
-    std::fs::write(d.results_json(), format!(r#"{{"model": "{model}"}}"#)).unwrap();
+    let none = crate::metrics::ScMetrics::undefined();
+    let skill = crate::outputs::result_files::examples::no_skill();
+    let results =
+        crate::outputs::result_files::examples::results(model, &[], 0, (none, none, skill));
+    crate::files::write_json(&d.results_json(), &results).unwrap();
     let mut csv = String::from("subject,forecast,model_sc_log_mse,identity_sc_log_mse\n");
     for (s, m, id) in rows {
         csv.push_str(&format!("{s},1,{m},{id}\n"));

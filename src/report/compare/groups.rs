@@ -5,12 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{Result, bail};
-use serde_json::Value;
-
-use super::{CompareSettings, Run, RunStatus, group_value, read_json};
+use super::{CompareSettings, Run, RunStatus, group_value};
 use crate::metrics::sc::ScMetrics;
 use crate::outputs::group_table::{self, Format, Grouping};
+use anyhow::{Result, bail};
 
 /// Keys every run answers (besides a sweep's varied keys and any setting of `args.json`).
 const NAMED_KEYS: &[&str] = &[
@@ -159,20 +157,10 @@ fn check_metrics(runs: &[Run], metrics: &[String]) -> Result<()> {
 /// The test metrics a finished run answers by name (`identity_<metric>`, `forecast_only.<metric>`
 /// and the metrics.jsonl columns are named by the error message as patterns).
 fn available(run: &Run) -> Vec<String> {
-    let Some(test) = read_json(&run.dir.test_metrics_json()) else {
-        return Vec::new();
-    };
-    let numeric = |v: &Value| -> Vec<String> {
-        v.as_object()
-            .map(|m| {
-                let numbers = m.iter().filter(|(_, v)| v.is_number());
-                numbers.map(|(k, _)| k.clone()).collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut out = numeric(&test["model"]);
-    out.extend(numeric(&test["skill"]));
-    out
+    run.dir
+        .read_test_metrics()
+        .map(|t| t.defined())
+        .unwrap_or_default()
 }
 
 /// The identity forecast ("the next scan equals this one") as rows of its own: every finished

@@ -1,7 +1,9 @@
 //! `trainer compare` over every kind of input.
 
 use super::*;
+use crate::metrics::{ScMetrics, Skill};
 use crate::outputs::RunDir;
+use crate::outputs::result_files::examples;
 use crate::sweep::state;
 use serde_json::json;
 use std::path::Path;
@@ -10,10 +12,20 @@ use std::path::Path;
 fn a_best_epoch_column_is_of_the_best_folds_best_epoch() {
     let t = tempfile::tempdir().unwrap();
     let d = &RunDir::new(t.path());
-    std::fs::write(d.test_metrics_json(), r#"{"model": {"sc_log_mse": 1.5}}"#).unwrap();
-    let results = json!({"best_fold": 1, "cv_folds": [
-        {"fold": 0, "best_epoch": 1}, {"fold": 1, "best_epoch": 2}]});
-    std::fs::write(d.results_json(), results.to_string()).unwrap();
+    let sc = ScMetrics {
+        sc_log_mse: 1.5,
+        ..ScMetrics::undefined()
+    };
+    let none = ScMetrics::undefined();
+    let test = examples::test_metrics(sc, none, examples::no_skill());
+    crate::files::write_json(&d.test_metrics_json(), &test).unwrap();
+    let results = examples::results(
+        "clg-ode",
+        &[(0, 1), (1, 2)],
+        1,
+        (sc, none, test.metrics.skill),
+    );
+    crate::files::write_json(&d.results_json(), &results).unwrap();
     let rows = [(0, 1, 10.0), (0, 2, 20.0), (1, 1, 30.0), (1, 2, 40.0)]
         .map(|(fold, epoch, v)| json!({"fold": fold, "epoch": epoch, "val_loss": v}).to_string());
     std::fs::write(d.metrics_jsonl(), rows.join("\n")).unwrap();
@@ -26,16 +38,19 @@ fn a_best_epoch_column_is_of_the_best_folds_best_epoch() {
 fn finished(dir: &RunDir, mse: f64) {
     std::fs::create_dir_all(dir.path()).unwrap();
     dir.write_args(&json!({"settings": {"lr": 1}})).unwrap();
-    let sc = |m: f64| json!({"sc_log_mse": m, "sc_log_pearson_sparse": 0.5});
-    crate::files::write_json(
-        &dir.test_metrics_json(),
-        &json!({"model": sc(mse), "skill": {"skill": 0.5}}),
-    )
-    .unwrap();
-    let results = json!({"model": "clg-ode", "best_fold": 0,
-        "cv_folds": [{"fold": 0, "best_epoch": 1}],
-        "test_sc_metrics": sc(mse), "test_identity_baseline_sc_metrics": sc(2.0 * mse),
-        "test_skill": {"skill": 0.5, "pearson_sparse_gain": 0.0}});
+    let sc = |m: f64| ScMetrics {
+        sc_log_mse: m,
+        sc_log_pearson_sparse: 0.5,
+        ..ScMetrics::undefined()
+    };
+    let skill = Skill {
+        skill: 0.5,
+        pearson_sparse_gain: 0.0,
+        ..examples::no_skill()
+    };
+    let test = examples::test_metrics(sc(mse), sc(2.0 * mse), skill);
+    crate::files::write_json(&dir.test_metrics_json(), &test).unwrap();
+    let results = examples::results("clg-ode", &[(0, 1)], 0, (sc(mse), sc(2.0 * mse), skill));
     crate::files::write_json(&dir.results_json(), &results).unwrap();
 }
 

@@ -4,6 +4,7 @@
 //! panels of `curves.svg`.
 
 use crate::engine::{Drawn, JobMetric, Mode, TRAIN_LOSS};
+use crate::metrics::ScKey;
 
 /// The metrics of a `train-gnn` run, in the order its rows write them: the engine's training
 /// loss, the validation loss, then the validation SC columns (the reference's eight, the
@@ -38,9 +39,9 @@ pub enum GnnMetric {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScSource {
     /// The forecast's SC metric of this key (`sc_log_mse`).
-    Model(&'static str),
+    Model(ScKey),
     /// The identity forecast's SC metric of this key.
-    Identity(&'static str),
+    Identity(ScKey),
     Skill,
     PearsonGain,
     /// The forecast's SC log-MSE plus the weighted validation density loss.
@@ -57,16 +58,22 @@ impl GnnMetric {
     /// What its validation SC column is computed from (`None`: a loss).
     pub fn sc_source(self) -> Option<ScSource> {
         use GnnMetric::*;
-        let name = self.name();
         Some(match self {
             TrainLoss | ValLoss => return None,
-            ValIdentityScLogMse | ValIdentityScLogPearson | ValIdentityScLogPearsonSparse => {
-                ScSource::Identity(&name["val_identity_".len()..])
-            }
+            ValScLogMse => ScSource::Model(ScKey::ScLogMse),
+            ValScLogMae => ScSource::Model(ScKey::ScLogMae),
+            ValScLogPearson => ScSource::Model(ScKey::ScLogPearson),
+            ValScLogPearsonPos => ScSource::Model(ScKey::ScLogPearsonPos),
+            ValScLogPearsonTopk => ScSource::Model(ScKey::ScLogPearsonTopk),
+            ValScLogPearsonSparse => ScSource::Model(ScKey::ScLogPearsonSparse),
+            ValEccL2 => ScSource::Model(ScKey::EccL2),
+            ValEccPearson => ScSource::Model(ScKey::EccPearson),
+            ValIdentityScLogMse => ScSource::Identity(ScKey::ScLogMse),
+            ValIdentityScLogPearson => ScSource::Identity(ScKey::ScLogPearson),
+            ValIdentityScLogPearsonSparse => ScSource::Identity(ScKey::ScLogPearsonSparse),
             ValSkill => ScSource::Skill,
             ValPearsonGain => ScSource::PearsonGain,
             MonitorMsePlusDensity => ScSource::MsePlusDensity,
-            _ => ScSource::Model(&name["val_".len()..]),
         })
     }
 }
@@ -187,6 +194,16 @@ mod tests {
             .collect();
         assert_eq!(written, sc);
         assert_eq!(written.len(), 14);
+        // A column of the forecast's (the identity's) SC metric is named after its key.
+        for m in GnnMetric::ALL {
+            match m.sc_source() {
+                Some(ScSource::Model(k)) => assert_eq!(m.name(), format!("val_{}", k.name())),
+                Some(ScSource::Identity(k)) => {
+                    assert_eq!(m.name(), format!("val_identity_{}", k.name()))
+                }
+                _ => {}
+            }
+        }
     }
 
     #[test]

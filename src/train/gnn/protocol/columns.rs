@@ -12,16 +12,13 @@ use crate::engine::{JobMetric, Row};
 /// reference's eight, ours beside the identity's, the skill, and `monitor_mse_plus_density`);
 /// null when `sc` was not computed this epoch.
 pub fn val_sc_columns(sc: Option<&Versus>, val_density: f64, density_weight: f64, row: &mut Row) {
-    let pick = |m: &crate::metrics::ScMetrics, k: &str| {
-        m.to_map().get(k).copied().map_or(Value::Null, |v| json!(v))
-    };
     for m in GnnMetric::ALL {
         let Some(source) = m.sc_source() else {
             continue;
         };
         let value = sc.map_or(Value::Null, |v| match source {
-            ScSource::Model(k) => pick(&v.model, k),
-            ScSource::Identity(k) => pick(&v.identity, k),
+            ScSource::Model(k) => json!(v.model.get(k)),
+            ScSource::Identity(k) => json!(v.identity.get(k)),
             ScSource::Skill => json!(v.skill.skill),
             ScSource::PearsonGain => json!(v.skill.pearson_gain),
             ScSource::MsePlusDensity => json!(v.model.sc_log_mse + density_weight * val_density),

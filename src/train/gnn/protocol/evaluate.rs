@@ -3,9 +3,6 @@
 //! visit 0 — scored with [`sc_metrics`](crate::metrics::sc_metrics) and averaged over subjects;
 //! next to it the identity baseline (visit 0 predicts visit 1).
 
-use ndarray::Array2;
-use serde::Serialize;
-
 use super::super::versus::Versus;
 use super::breakdown::{Predictions, SubjectScore, per_subject};
 use super::fold_data::FoldData;
@@ -13,6 +10,8 @@ use crate::data::connectome::par_map;
 use crate::metrics::Skill;
 use crate::metrics::sc::ScMetrics;
 use crate::metrics::topology::ExactTopology;
+use crate::outputs::result_files::{ExactVersus, ForecastOnly, TestMetrics};
+use ndarray::Array2;
 
 /// Scores `preds` (one per subject of `subjects`) and the identity forecast (visit 0 for visit
 /// 1), averaged over subjects.
@@ -29,27 +28,6 @@ pub fn versus_identity(
         model: t.model,
         identity: t.identity_baseline,
     }
-}
-
-/// Test metrics of the model and of the identity baseline, over all test subjects and over the
-/// subjects with a visit 1 (forecasts only).
-#[derive(Debug, Clone, Serialize)]
-pub struct TestMetrics {
-    pub protocol: &'static str,
-    pub n_subjects: usize,
-    pub model: ScMetrics,
-    pub identity_baseline: ScMetrics,
-    /// The model against the identity baseline.
-    pub skill: Skill,
-    pub forecast_only: ForecastOnly,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ForecastOnly {
-    pub n_subjects: usize,
-    pub model: ScMetrics,
-    pub identity_baseline: ScMetrics,
-    pub skill: Skill,
 }
 
 /// Subject `sub`'s visit 0 (the identity forecast) and what a prediction is scored against:
@@ -74,6 +52,7 @@ pub fn test_metrics(
     TestMetrics::of(&per_subject(data, subjects, preds, topo_bins))
 }
 
+/// The test metrics' computation (the type is the file's: `crate::outputs::result_files`).
 impl TestMetrics {
     /// The averages of per-subject scores.
     pub fn of(rows: &[SubjectScore]) -> TestMetrics {
@@ -90,7 +69,8 @@ impl TestMetrics {
             protocol: "one prediction per test subject from visit 0 (clean inputs, z0 = mu): \
                    forecast of visit 1 over dt_01 when the subject has >= 2 visits, else \
                    reconstruction of visit 0; metrics averaged over subjects. \
-                   identity_baseline predicts visit 1 by visit 0's A_raw.",
+                   identity_baseline predicts visit 1 by visit 0's A_raw."
+                .into(),
             n_subjects: subjects.len(),
             model: ScMetrics::mean(&all_m),
             identity_baseline: ScMetrics::mean(&all_b),
@@ -103,15 +83,6 @@ impl TestMetrics {
             },
         }
     }
-}
-
-/// Exact topology (Betti curves at `bins` thresholds, degree and strength correlations) of the
-/// model's predictions and of the identity forecast, averaged over subjects.
-#[derive(Debug, Clone, Serialize)]
-pub struct ExactVersus {
-    pub thresholds: usize,
-    pub model: ExactTopology,
-    pub identity_baseline: ExactTopology,
 }
 
 /// See [`ExactVersus`]; the truth is visit 1 when there is one, else visit 0 (as in

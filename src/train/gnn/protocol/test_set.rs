@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
 use super::super::config::GnnConfig;
 use super::super::metric::GnnMetric;
@@ -15,11 +14,12 @@ use super::super::prepared::Prepared;
 use super::breakdown::{
     Predictions, per_subject, per_subject_at, strata, three_visit_subjects, write_per_subject,
 };
-use super::evaluate::{TestMetrics, exact_topology};
+use super::evaluate::exact_topology;
 use super::fold_data::FoldData;
 use crate::engine::{JobMetric, StageResult};
 use crate::files::write_json;
 use crate::outputs::RunDir;
+use crate::outputs::result_files::{FoldEntry, RunResults, TestMetrics, TestMetricsFile};
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// One finished fold, as `clg_ode_results.json` reports it.
@@ -134,42 +134,51 @@ pub fn write_test_results(
     });
     write_json(&files.strata_json(), &strata(&rows, far_rows.as_deref()))?;
     let exact = exact_topology(data, &prep.test, &preds.matrices, loss_bins);
-    let mut test_json = serde_json::to_value(&test)?;
-    if let Value::Object(m) = &mut test_json {
-        m.insert("exact_topology".into(), serde_json::to_value(&exact)?);
-        m.insert("test_loss".into(), json!(test_loss));
-        m.insert("best_fold".into(), json!(best_fold.fold));
-        m.insert("checkpoint".into(), json!(best_fold.best_checkpoint));
-    }
-    write_json(&files.test_metrics_json(), &test_json)?;
+    let test_file = TestMetricsFile {
+        metrics: test.clone(),
+        exact_topology: exact.clone(),
+        test_loss,
+        best_fold: Some(best_fold.fold),
+        checkpoint: best_fold.best_checkpoint.clone(),
+    };
+    write_json(&files.test_metrics_json(), &test_file)?;
     write_json(&files.test_sc_metrics_json(), &test.model.to_map())?;
     let monitor = config
         .monitor
         .as_ref()
         .map_or(GnnMetric::ValLoss.name(), |m| m.metric.as_str());
-    let results = json!({
-        "model": config.settings.model_kind,
-        "cv_folds": finished.iter().map(|f| json!({
-            "fold": f.fold, "best_val_loss": f.best_val_loss, "best_monitor_metric": monitor,
-            "best_monitor": f.best_val_loss, "best_epoch": f.best_epoch,
-            "epochs_run": f.epochs_run, "stopped_early": f.stopped_early,
-            "best_model_path": f.best_checkpoint, "last_model_path": f.last_checkpoint,
-        })).collect::<Vec<_>>(),
-        "cv_fold": config.settings.cv_fold,
-        "cv_folds_total": config.settings.cv_folds,
-        "best_cv_score": best_fold.best_val_loss,
-        "best_fold": best_fold.fold,
-        "best_model_path": best_fold.best_checkpoint,
-        "test_loss": test_loss,
-        "test_sc_metrics": test.model.to_map(),
-        "test_identity_baseline_sc_metrics": test.identity_baseline.to_map(),
-        "test_skill": test.skill,
-        "test_exact_topology": exact,
-        "n_subjects": cohort.subjects.len(),
-        "n_trainval": prep.trainval.len(),
-        "n_test": prep.test.len(),
-        "cpu_seconds": crate::toolbox::usage::cpu_seconds(),
-    });
+    let model = serde_json::to_value(config.settings.model_kind)?;
+    let results = RunResults {
+        model: model.as_str().map(str::to_owned),
+        cv_folds: finished
+            .iter()
+            .map(|f| FoldEntry {
+                fold: Some(f.fold),
+                best_val_loss: f.best_val_loss,
+                best_monitor_metric: monitor.to_string(),
+                best_monitor: f.best_val_loss,
+                best_epoch: Some(f.best_epoch),
+                epochs_run: f.epochs_run,
+                stopped_early: f.stopped_early,
+                best_model_path: f.best_checkpoint.clone(),
+                last_model_path: f.last_checkpoint.clone(),
+            })
+            .collect(),
+        cv_fold: Some(config.settings.cv_fold),
+        cv_folds_total: config.settings.cv_folds,
+        best_cv_score: best_fold.best_val_loss,
+        best_fold: Some(best_fold.fold),
+        best_model_path: best_fold.best_checkpoint.clone(),
+        test_loss,
+        test_sc_metrics: test.model,
+        test_identity_baseline_sc_metrics: test.identity_baseline,
+        test_skill: test.skill,
+        test_exact_topology: exact,
+        n_subjects: cohort.subjects.len(),
+        n_trainval: prep.trainval.len(),
+        n_test: prep.test.len(),
+        cpu_seconds: crate::toolbox::usage::cpu_seconds(),
+    };
     write_json(&files.results_json(), &results)?;
     eprintln!(
         "[train-gnn] test ({} subjects, fold {} best epoch {}): loss {:.4}, sc_log_mse {:.4} \

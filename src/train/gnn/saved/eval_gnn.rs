@@ -18,7 +18,7 @@ use serde_json::json;
 use super::super::protocol::breakdown::{
     SubjectScore, per_subject, per_subject_at, strata, three_visit_subjects, write_per_subject,
 };
-use super::super::protocol::evaluate::{TestMetrics, exact_topology};
+use super::super::protocol::evaluate::exact_topology;
 use super::super::protocol::fold_data::delta_t;
 use super::super::protocol::saved_run::{Horizon, SavedRun};
 use super::reopen::{DataOverrides, Forecast};
@@ -26,6 +26,7 @@ use crate::backend::{self, DeviceSettings};
 use crate::files::write_json;
 use crate::metrics::sc::ScMetrics;
 use crate::outputs::RunDir;
+use crate::outputs::result_files::{EvalMetricsFile, TestMetrics};
 
 /// Which subjects are scored.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,18 +171,15 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
         &preds.matrices,
         set.objective.topology.loss_bins,
     );
-    let mut m = serde_json::to_value(&metrics)?;
-    if let serde_json::Value::Object(o) = &mut m {
-        o.insert("exact_topology".into(), serde_json::to_value(&exact)?);
-        o.insert("fold".into(), json!(fold));
-        o.insert("checkpoint".into(), json!(run.ck_path));
-        o.insert(
-            "split".into(),
-            json!(format!("{:?}", s.split).to_lowercase()),
-        );
-        o.insert("split_changes".into(), json!(run.split_changes));
-        o.insert("paired_vs_identity".into(), paired_vs_identity(&rows));
-    }
+    let m = EvalMetricsFile {
+        metrics,
+        exact_topology: exact,
+        fold,
+        checkpoint: run.ck_path.clone(),
+        split: format!("{:?}", s.split).to_lowercase(),
+        split_changes: run.split_changes.clone(),
+        paired_vs_identity: paired_vs_identity(&rows),
+    };
     let dir = out.path();
     let parent = dir
         .parent()
@@ -207,7 +205,7 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
     }
     std::fs::rename(&staging, dir)
         .with_context(|| format!("cannot move the results to {}", dir.display()))?;
-    if let Some(p) = m["paired_vs_identity"]["sc_log_mse"].as_object() {
+    if let Some(p) = m.paired_vs_identity["sc_log_mse"].as_object() {
         eprintln!(
             "[eval-gnn] paired over {} forecast subjects, sc_log_mse − identity: {:.3e} \
              [{:.3e}, {:.3e}] (bootstrap 95%), {} lower / {} higher, Wilcoxon p = {:.3e}",
@@ -224,9 +222,9 @@ pub fn run(s: EvalGnnSettings) -> Result<()> {
         "[eval-gnn] {} subjects, fold {fold}: sc_log_mse {:.6} (identity {:.6}, skill {:+.4}); \
          wrote {}",
         subjects.len(),
-        metrics.model.sc_log_mse,
-        metrics.identity_baseline.sc_log_mse,
-        metrics.skill.skill,
+        m.metrics.model.sc_log_mse,
+        m.metrics.identity_baseline.sc_log_mse,
+        m.metrics.skill.skill,
         dir.display()
     );
     Ok(())

@@ -18,6 +18,7 @@ use super::super::registry::{ModelInfo, with_model};
 use crate::backend::{BackendJob, Placement};
 use crate::data::connectome::CohortPaths;
 use crate::outputs::RunDir;
+use crate::outputs::result_files::RunResults;
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// Cohort paths that replace the run's own (e.g. after the data moved), each optional.
@@ -187,14 +188,17 @@ fn checkpoint_path(run_dir: &Path, which: &str, model: ModelInfo) -> Result<Path
     let files = RunDir::new(run_dir);
     let results = files.results_json();
     let best_fold = || -> Result<usize> {
-        let r: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&results).with_context(|| {
-                format!("{}: the run has no test results yet", results.display())
-            })?)
-            .with_context(|| format!("{}: not JSON", results.display()))?;
-        r["best_fold"]
-            .as_u64()
-            .map(|f| f as usize)
+        let text = std::fs::read_to_string(&results)
+            .with_context(|| format!("{}: the run has no test results yet", results.display()))?;
+        let r: RunResults = serde_json::from_str(&text).map_err(|e| {
+            let what = if e.is_data() {
+                "not a run's results"
+            } else {
+                "not JSON"
+            };
+            anyhow::Error::new(e).context(format!("{}: {what}", results.display()))
+        })?;
+        r.best_fold
             .with_context(|| format!("{}: no best_fold", results.display()))
     };
     let path = match which {
