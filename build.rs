@@ -31,7 +31,23 @@ fn torch_shim() {
     let root = lib.parent().expect("LibTorch's lib directory has a parent");
     let include = root.join("include");
     let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| cxx11_abi());
-    cc::Build::new()
+    let mut build = cc::Build::new();
+    // CUDA graphs (`--cuda-graph`) when this LibTorch has CUDA and CUDA's runtime headers are
+    // found; the shim says "no CUDA" otherwise.
+    println!("cargo:rerun-if-env-changed=TRAINER_CUDA_INCLUDE");
+    println!("cargo:rerun-if-env-changed=CUDA_HOME");
+    if let Some(site) = root.parent() {
+        // Installing the headers' package (setup-torch.sh) changes this folder.
+        println!("cargo:rerun-if-changed={}", site.join("nvidia").display());
+    }
+    if lib.join("libtorch_cuda.so").exists()
+        && let Some(cuda) = cuda_include(root)
+    {
+        build.define("TRAINER_SHIM_CUDA", None).includes(cuda);
+        // The streams' functions (torch-sys links torch_cuda, which needs it too, not this).
+        println!("cargo:rustc-link-lib=dylib=c10_cuda");
+    }
+    build
         .cpp(true)
         .pic(true)
         .warnings(false)
@@ -42,6 +58,39 @@ fn torch_shim() {
         .flag("-DGLOG_USE_GLOG_EXPORT")
         .file(SHIM)
         .compile("trainer_torch_shim");
+}
+
+/// The folders holding CUDA's runtime headers (`cuda_runtime_api.h` and the `crt/` it includes):
+/// those PyTorch's wheel brings (`nvidia/cuda_runtime/include`, with `nvidia/cuda_nvcc/include`
+/// beside the `torch` package), else `TRAINER_CUDA_INCLUDE`, `$CUDA_HOME/include` or
+/// `/usr/local/cuda/include`.
+fn cuda_include(torch: &std::path::Path) -> Option<Vec<std::path::PathBuf>> {
+    let mut candidates: Vec<std::path::PathBuf> = Vec::new();
+    if let Some(dir) = std::env::var_os("TRAINER_CUDA_INCLUDE") {
+        candidates.push(dir.into());
+    }
+    if let Some(home) = std::env::var_os("CUDA_HOME") {
+        candidates.push(std::path::PathBuf::from(home).join("include"));
+    }
+    candidates.push("/usr/local/cuda/include".into());
+    if let Some(site) = torch.parent() {
+        // The runtime's headers include `crt/*.h`, which come with the compiler's package
+        // (nvidia-cuda-nvcc-cu12, headers only; scripts/setup-torch.sh installs it).
+        let (runtime, nvcc) = (
+            site.join("nvidia/cuda_runtime/include"),
+            site.join("nvidia/cuda_nvcc/include"),
+        );
+        if nvcc.join("crt/host_defines.h").exists() {
+            return runtime
+                .join("cuda_runtime_api.h")
+                .exists()
+                .then(|| vec![runtime, nvcc]);
+        }
+    }
+    candidates
+        .into_iter()
+        .find(|d| d.join("cuda_runtime_api.h").exists() && d.join("crt/host_defines.h").exists())
+        .map(|d| vec![d])
 }
 
 /// PyTorch's C++ ABI flag when LibTorch comes from a PyTorch install (as torch-sys asks it),

@@ -35,6 +35,10 @@
 #   synth-cohort     a 20-subject, 100-node synthetic cohort for the CLG-ODE steps
 #   mnist-tch        train-mnist, 1 epoch, --backend tch --device cuda (the default GPU path)
 #   gnn-tch          train-gnn, 2 epochs of fold 0 on that cohort, --backend tch --device cuda
+#   mnist-graph      (figure-like: recorded, the script goes on) train-mnist with --cuda-graph
+#                    against the eager run, every step's loss within 1e-3 relative (Adam's bias
+#                    corrections in its kernel; dropout's masks the same), and a graph run without
+#                    --log-steps giving the same epoch row
 #   (figures: a failure is recorded in the report and the script goes on; each has a timeout;
 #   the ones a run cut short needs most come first)
 #   bench-mnist-64   trainer bench mnist at batch 64: flex on all the host's cores, tch, cuda,
@@ -219,6 +223,21 @@ if [ "$TCH" = 1 ]; then
   step mnist-tch 0 "$FBIN" "${MNIST[@]}" --backend tch --device cuda --out "$WORK/mnist-tch"
   step gnn-tch 0 "$FBIN" train-gnn "${GNN_DATA[@]}" --results-dir "$WORK/gnn-tch" --backend tch \
     --device cuda
+  # --cuda-graph: the recorded step against the eager one, loss by loss (steps.csv), and the
+  # deferred reads of a graph run without --log-steps giving the same epoch row.
+  soft_step mnist-graph bash -c '
+    "$1" "${@:3}" --backend tch --device cuda --log-steps --out "$2/mnist-eager-steps" &&
+    "$1" "${@:3}" --backend tch --device cuda --log-steps --cuda-graph --out "$2/mnist-graph-steps" &&
+    "$1" "${@:3}" --backend tch --device cuda --cuda-graph --out "$2/mnist-graph" &&
+    awk -F, -v tol=1e-3 "FNR == 1 { next } NR == FNR { a[\$1] = \$3; next }
+      { d = \$3 - a[\$1]; if (d < 0) d = -d; r = d / (a[\$1] < 0 ? -a[\$1] : a[\$1]);
+        if (r > worst) worst = r; n++ }
+      END { printf \"%d steps compared, worst relative difference %g (tolerance %g)\\n\", n, worst, tol;
+            exit !(n > 0 && worst <= tol) }" \
+      "$2/mnist-eager-steps/steps.csv" "$2/mnist-graph-steps/steps.csv" &&
+    cmp <(cut -d, -f1-4 "$2/mnist-graph-steps/metrics.csv") <(cut -d, -f1-4 "$2/mnist-graph/metrics.csv") &&
+    echo "graph run with and without --log-steps: same epoch row"
+  ' _ "$FBIN" "$WORK" "${MNIST[@]}"
 fi
 # --- the figures (a failure is recorded and the next one runs: every figure counts) --------------
 # The ones a run cut short should still have come first: MNIST at batch 64 and CLG-ODE at 200 and

@@ -34,6 +34,8 @@ struct BenchJob<'a> {
     batch: usize,
     data: &'a MnistSplit,
     args: &'a BenchArgs,
+    /// The step recorded as a CUDA graph and replayed (`--cuda-graph`'s row).
+    graph: bool,
 }
 
 /// The bench's batches, resident on the device: every image its steps use, normalised and
@@ -62,11 +64,81 @@ impl<B: Backend> DeviceBatches<B> {
     }
 
     fn batch(&self, step: usize) -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
-        let idx = self.order.clone().narrow(0, step * self.bs, self.bs);
+        self.select(self.order.clone().narrow(0, step * self.bs, self.bs))
+    }
+
+    fn select(&self, idx: Tensor<B, 1, Int>) -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
         (
             self.images.clone().select(0, idx.clone()),
             self.labels.clone().select(0, idx),
         )
+    }
+}
+
+/// The bench's step recorded as a CUDA graph (`--cuda-graph`'s row): the batch's indices copied
+/// into a fixed buffer, two eager warm-up steps on the side stream, the third recorded, every
+/// step from then on one replay (as `train-mnist --cuda-graph` runs, `engine::graph`).
+struct BenchGraph<B: AutodiffBackend> {
+    capture: Box<dyn crate::engine::graph::StepCapture<B::InnerBackend>>,
+    fixed: Tensor<B, 1, Int>,
+    steps: usize,
+}
+
+impl<B: AutodiffBackend> BenchGraph<B> {
+    fn new(device: &B::Device, bs: usize) -> Result<Self> {
+        let make = crate::launch::capture::step_capture::<B::InnerBackend>()
+            .ok_or_else(|| anyhow::anyhow!("this backend records no CUDA graph"))?;
+        Ok(Self {
+            capture: make(device, 1e-8)?,
+            fixed: Tensor::zeros([bs], device),
+            steps: 0,
+        })
+    }
+
+    fn step(
+        &mut self,
+        model: MnistCnn<B>,
+        adam: &mut Adam<B::InnerBackend>,
+        data: &DeviceBatches<B>,
+        step: usize,
+        once: impl Fn(
+            MnistCnn<B>,
+            &mut Adam<B::InnerBackend>,
+            (Tensor<B, 4>, Tensor<B, 1, Int>),
+        ) -> MnistCnn<B>,
+    ) -> Result<MnistCnn<B>> {
+        let idx = data.order.clone().narrow(0, step * data.bs, data.bs);
+        if !crate::launch::copy_into(&self.fixed, idx) {
+            bail!("this backend cannot fill a fixed buffer");
+        }
+        let time = adam.next_time().unwrap_or(1);
+        self.capture.adam(time, 1e-3);
+        let fixed = || data.select(self.fixed.clone());
+        self.steps += 1;
+        match self.steps {
+            1 | 2 => {
+                self.capture.side_stream(true)?;
+                let model = once(model, adam, fixed());
+                self.capture.side_stream(false)?;
+                Ok(model)
+            }
+            3 => {
+                let before = crate::engine::graph::addresses(self.capture.as_ref(), &model);
+                self.capture.begin()?;
+                let model = once(model, adam, fixed());
+                self.capture.end()?;
+                if crate::engine::graph::addresses(self.capture.as_ref(), &model) != before {
+                    bail!("the recorded step did not update the parameters in place");
+                }
+                self.capture.replay()?;
+                Ok(model)
+            }
+            _ => {
+                self.capture.replay()?;
+                adam.count_replayed_step();
+                Ok(model)
+            }
+        }
     }
 }
 
@@ -99,14 +171,7 @@ impl BackendJob for BenchJob<'_> {
         // The update train-mnist runs on this backend (one pass on `flex`).
         let mut adam = Adam::<B::InnerBackend>::with_fused(crate::launch::fused_adam());
         let data = DeviceBatches::<B>::new(self.data, bs, warmup + steps, &device);
-        let (mut clock, mut counts) = (Clock::start(), Counts::now());
-        for step in 0..warmup + steps {
-            if step == warmup {
-                (clock, counts) = (Clock::start(), Counts::now());
-                op_profile::reset();
-            }
-            op_profile::phase("data");
-            let (x, y) = data.batch(step);
+        let step_once = |model: MnistCnn<B>, adam: &mut Adam<B::InnerBackend>, (x, y)| {
             op_profile::phase("forward");
             let loss = crate::launch::cross_entropy(
                 model.forward_with(x, &crate::launch::BackendDropout),
@@ -115,8 +180,25 @@ impl BackendJob for BenchJob<'_> {
             op_profile::phase("backward");
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             op_profile::phase("optimizer");
-            model = adam.step(1e-3, model, Grads::Params(grads));
+            adam.step(1e-3, model, Grads::Params(grads))
+        };
+        let mut graph = match self.graph {
+            true => Some(BenchGraph::new(&device, bs)?),
+            false => None,
+        };
+        let (mut clock, mut counts) = (Clock::start(), Counts::now());
+        for step in 0..warmup + steps {
+            if step == warmup {
+                (clock, counts) = (Clock::start(), Counts::now());
+                op_profile::reset();
+            }
+            op_profile::phase("data");
+            model = match graph.as_mut() {
+                Some(g) => g.step(model, &mut adam, &data, step, step_once)?,
+                None => step_once(model, &mut adam, data.batch(step)),
+            };
         }
+        drop(graph);
         let counts = counts.elapsed();
         let counts = counts.per_step(steps as u64, counts.ops > 0);
         // Reading a value waits for queued device work.
@@ -190,6 +272,8 @@ struct Contender {
     /// How PyTorch's training batches are fed (the reference rows keep the data on the device,
     /// as ours do; the others are reported beside them).
     feed: Feed,
+    /// Ours with the step recorded as a CUDA graph (`--cuda-graph`).
+    graph: bool,
     rounds: Vec<Measure>,
     error: Option<String>,
 }
@@ -201,6 +285,7 @@ impl Contender {
             device: device.into(),
             placement,
             feed: Feed::Device,
+            graph: false,
             rounds: Vec::new(),
             error: None,
         }
@@ -244,6 +329,14 @@ pub fn run(args: BenchArgs) -> Result<()> {
     // best (a peak; noise only lowers a measurement).
     let mut sgemm = vec![fast_cpu::sgemm_gflops_one_core()];
     let mut all = contenders(&args.backends);
+    // `tch` on a GPU also with its step recorded as a CUDA graph (`train-mnist --cuda-graph`).
+    if let Some(p) = all.iter().filter_map(|c| c.placement).find(|p| {
+        p.backend == BackendKind::Tch && p.device.is_cuda() && crate::launch::capture::available()
+    }) {
+        let mut graph = Contender::new("tch cuda-graph", &p.device.to_string(), Some(p));
+        graph.graph = true;
+        all.push(graph);
+    }
     if args.pytorch.is_some() {
         all.push(Contender::new("pytorch", "cpu", None));
         // PyTorch on the GPU too when one of ours runs there: each row is compared with PyTorch
@@ -287,6 +380,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 batch: batch_size,
                 data: &data,
                 args: &args,
+                graph: c.graph,
             };
             let result = match (c.placement, &args.pytorch) {
                 (Some(p), _) => backend::dispatch_checked(p, job),

@@ -57,6 +57,13 @@ pub struct RunArgs {
     /// Also append every step's global loss to `steps.csv` (step, epoch, loss, lr).
     #[arg(long)]
     pub log_steps: bool,
+    /// Capture the training step as a CUDA graph once per epoch and replay it for every full
+    /// batch (one launch instead of about forty; the last, shorter batch runs as usual):
+    /// `--backend tch` on a CUDA device, one process, Adam, one micro-batch, `train-mnist`.
+    /// Refused elsewhere. Adam's bias corrections then run in its kernel (within f32 rounding
+    /// of a run without the flag).
+    #[arg(long, alias = "cuda_graph")]
+    pub cuda_graph: bool,
     /// Signals that mean "checkpoint and requeue" (exit 75); other handled signals (of TERM,
     /// INT, USR1, USR2) checkpoint and exit with 128 + the signal number.
     #[arg(
@@ -89,6 +96,7 @@ impl RunArgs {
             log_every_secs: self.log_every_secs,
             stop_after_steps: self.stop_after_steps,
             log_steps: self.log_steps,
+            cuda_graph: self.cuda_graph,
             resolved_config: self.resolved_config,
         })
     }

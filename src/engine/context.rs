@@ -31,6 +31,8 @@ pub struct RunContext<B: AutodiffBackend> {
     pub resume: Option<PathBuf>,
     /// The backend's one-pass Adam update, if it has one (`launch::hooks`).
     pub fused_adam: Option<FusedAdam<B::InnerBackend>>,
+    /// `--cuda-graph`: the backend's capture of a training step (`launch::hooks::step_capture`).
+    pub step_capture: Option<super::graph::CaptureFactory<B::InnerBackend>>,
 }
 
 impl<B: AutodiffBackend> RunContext<B> {

@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use burn::tensor::backend::AutodiffBackend;
 
 use super::epoch_ctx::Ctx;
+use super::graph::{Plan, StepGraph};
 use super::pending::{Queue, StepAt, StepResult, StepSumsOf};
 use super::progress::Progress;
 use super::state::{Position, Saved};
@@ -21,6 +22,12 @@ use crate::toolbox::seed::epoch_order;
 use crate::toolbox::stop::StopReason;
 
 pub(super) type Weights = Vec<(String, HostTensor)>;
+
+/// The model after a step, and the step's sums.
+type Stepped<B, J> = (
+    <J as Job<B>>::Model,
+    StepSumsOf<<B as AutodiffBackend>::InnerBackend, <J as Job<B>>::Step>,
+);
 
 /// One stage in progress: its job, set-up, optimiser and best weights so far.
 pub(super) struct StageRun<'j, B: AutodiffBackend, J: Job<B>> {
@@ -142,13 +149,26 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         // read at the progress intervals, before a checkpoint, at a stop and at the end.
         let defer = ctx.comm.size() * spec.plan.micro_batches.max(1) == 1 && !ctx.run.log_steps;
         let mut queue = Queue::default();
+        // `--cuda-graph`: this epoch's step recorded once and replayed (`super::graph`).
+        let mut graph = match ctx.capture {
+            Some(make) => Some(StepGraph::new(make(ctx.device_inner(), self.adam_eps()?)?)),
+            None => None,
+        };
         while pos.epoch_items < items {
             let start = pos.epoch_items;
             let end = (start + global_batch).min(items);
             let counts0 = Counts::now();
-            let (grads, step_sums) =
-                self.step_shards(ctx, pos, &model, &order, (start, end), defer)?;
-            model = self.optimizer.step(lr, model, grads);
+            let (m, step_sums) = match graph.as_mut() {
+                Some(g) => {
+                    self.graph_step(ctx, pos, model, &order, (start, end), (lr, defer), g)?
+                }
+                None => {
+                    let (grads, sums) =
+                        self.step_shards(ctx, pos, &model, &order, (start, end), (defer, false))?;
+                    (self.optimizer.step(lr, model, grads), sums)
+                }
+            };
+            model = m;
             counts = counts.plus(counts0.elapsed());
             steps += 1;
             crate::toolbox::stop::test_pause(pos.global_step + 1, &ctx.tag);
@@ -254,7 +274,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         model: &J::Model,
         order: &[usize],
         (start, end): (usize, usize),
-        defer: bool,
+        (defer, fixed_inputs): (bool, bool),
     ) -> Result<StepResult<B, J::Step>> {
         let (rank, world) = (ctx.comm.rank(), ctx.comm.size());
         let micro = ctx.spec.plan.micro_batches.max(1);
@@ -274,6 +294,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                 hi,
                 shard,
                 shards,
+                fixed_inputs,
                 device: ctx.device,
                 comm: ctx.comm,
             };
@@ -311,6 +332,104 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
             grads
         };
         Ok((grads.into_grads(ctx.device)?, StepSumsOf::Read(sums)))
+    }
+
+    /// One step of an epoch with a CUDA graph (`--cuda-graph`, one rank, one micro-batch): a
+    /// full batch's inputs filled into the job's fixed buffers, then warmed up, recorded or
+    /// replayed ([`StepGraph::plan`]); a batch of another size runs as without a graph. The
+    /// sums are read when `defer` is off (`--log-steps`).
+    #[allow(clippy::too_many_arguments)]
+    fn graph_step(
+        &mut self,
+        ctx: &mut Ctx<'_, B>,
+        pos: &Position,
+        model: J::Model,
+        order: &[usize],
+        (start, end): (usize, usize),
+        (lr, defer): (f64, bool),
+        g: &mut StepGraph<B::InnerBackend, J::Step>,
+    ) -> Result<Stepped<B, J>> {
+        let time = self.optimizer.adam_mut().and_then(|a| a.next_time());
+        let time =
+            time.context("--cuda-graph: the optimiser's parameters are at different steps")?;
+        let full = ctx.spec.plan.global_batch(1);
+        let plan = g.plan(end - start, full, time, lr);
+        let eager = |sr: &mut Self, ctx: &mut Ctx<'_, B>, model: J::Model, how: (bool, bool)| {
+            let (grads, sums) = sr.step_shards(ctx, pos, &model, order, (start, end), how)?;
+            Ok::<_, anyhow::Error>((sr.optimizer.step(lr, model, grads), sums))
+        };
+        if let Plan::Eager { side_stream: false } = plan {
+            let (model, sums) = eager(self, ctx, model, (defer, false))?;
+            g.after_eager(&model);
+            return Ok((model, sums));
+        }
+        let batch = Batch {
+            stage: pos.stage,
+            epoch: pos.epoch,
+            global_step: pos.global_step,
+            order,
+            start,
+            end,
+            lo: start,
+            hi: end,
+            shard: 0,
+            shards: 1,
+            fixed_inputs: false,
+            device: ctx.device,
+            comm: ctx.comm,
+        };
+        if !self.job.fill_graph_inputs(&batch)? {
+            bail!(
+                "--cuda-graph: {} cannot fill fixed input buffers",
+                ctx.spec.name
+            );
+        }
+        let (model, sums) = match plan {
+            Plan::Replay => {
+                let sums = g.replay()?;
+                if let Some(adam) = self.optimizer.adam_mut() {
+                    adam.count_replayed_step();
+                }
+                (model, sums)
+            }
+            Plan::Capture => {
+                g.begin(&model)?;
+                let (model, sums) = match eager(self, ctx, model, (true, true)) {
+                    Ok(done) => done,
+                    Err(e) => {
+                        g.abort();
+                        return Err(e);
+                    }
+                };
+                let sums = g.end(&model, sums, end - start)?;
+                (model, sums)
+            }
+            Plan::Eager { .. } => {
+                g.side_stream(true)?;
+                let done = eager(self, ctx, model, (true, true));
+                g.side_stream(false)?;
+                let (model, sums) = done?;
+                g.after_eager(&model);
+                let StepSumsOf::OnDevice(sums) = sums else {
+                    return Ok((model, sums));
+                };
+                (model, sums)
+            }
+        };
+        Ok(if defer {
+            (model, StepSumsOf::OnDevice(sums))
+        } else {
+            (model, StepSumsOf::Read(sums.read_now()))
+        })
+    }
+
+    /// Adam's ε, for a step whose update a CUDA graph replays (other optimisers are refused
+    /// before the run).
+    fn adam_eps(&mut self) -> Result<f64> {
+        match self.optimizer.adam_mut() {
+            Some(a) => Ok(f64::from(a.eps)),
+            None => bail!("--cuda-graph needs --optimizer adam"),
+        }
     }
 
     /// A step's global sums, read: the divergence check, the epoch's running sums and the

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use burn::tensor::backend::AutodiffBackend;
 
+use super::graph::CaptureFactory;
 use super::retention::Removed;
 use super::{JobSpec, RunSettings};
 use crate::dist::Collective;
@@ -29,10 +30,17 @@ pub(super) struct Ctx<'a, B: AutodiffBackend> {
     pub resumed_from: Option<PathBuf>,
     /// Epoch files removed by this process (`--keep-checkpoints best-last`).
     pub removed: Removed,
+    /// `--cuda-graph`: the backend's capture of a step (`super::graph`).
+    pub capture: Option<CaptureFactory<B::InnerBackend>>,
 }
 
 impl<B: AutodiffBackend> Ctx<'_, B> {
     pub fn main(&self) -> bool {
         self.comm.rank() == 0
+    }
+
+    /// The device, as the inner (non-autodiff) backend names it (the same type).
+    pub fn device_inner(&self) -> &<B::InnerBackend as burn_backend::BackendTypes>::Device {
+        self.device
     }
 }

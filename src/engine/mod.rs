@@ -16,6 +16,7 @@ pub mod degeneracy;
 mod epoch;
 mod epoch_ctx;
 mod epoch_end;
+pub mod graph;
 pub mod metric;
 pub mod monitor;
 pub mod pending;
@@ -225,6 +226,9 @@ pub struct Batch<'a, B: AutodiffBackend> {
     /// draw the same.
     pub shard: usize,
     pub shards: usize,
+    /// `--cuda-graph`: the job filled this batch's inputs into its fixed buffers and drew its
+    /// seed ([`Job::fill_graph_inputs`]): the step reads them there and does no host work.
+    pub fixed_inputs: bool,
     pub device: &'a B::Device,
     pub comm: &'a dyn Collective,
 }
@@ -326,6 +330,14 @@ pub trait Job<B: AutodiffBackend> {
         _batch: &Batch<'_, B>,
     ) -> Result<Option<DeviceStepOut<B::InnerBackend, Self::Step>>> {
         Ok(None)
+    }
+    /// `--cuda-graph`: fills this full batch's inputs (one rank, one micro-batch) into device
+    /// buffers of fixed address and shape, and draws what is drawn per step (the dropout seed),
+    /// so that the next [`Job::step_on_device`] reads them there and stays free of host work: a
+    /// CUDA graph can then record it once and replay it. `Ok(false)` (the default): the job
+    /// cannot (the run is refused before it starts; [`crate::launch::JobFactory::graph_capturable`]).
+    fn fill_graph_inputs(&mut self, _batch: &Batch<'_, B>) -> Result<bool> {
+        Ok(false)
     }
     /// After an epoch's steps, before the evaluation: a closed-form model's weights fitted from
     /// the epoch's sums (the default keeps the weights the steps' gradients trained).

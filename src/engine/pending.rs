@@ -10,8 +10,9 @@ use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 
-/// How a step's sums are made from its values once read (as f64, in order).
-pub type Finish<S> = Box<dyn FnOnce(&[f64]) -> S>;
+/// How a step's sums are made from its values once read (as f64, in order). Shared: a step a
+/// CUDA graph replays makes its sums the same way every time (`super::graph`).
+pub type Finish<S> = std::rc::Rc<dyn Fn(&[f64]) -> S>;
 
 /// A step's sums still on the device: its `values` (one dimension, f32 on the device), and
 /// how to make the sums from them once read (as f64, in order).

@@ -110,6 +110,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         steps_here: 0,
         resumed_from: rc.resume.clone(),
         removed: Removed::default(),
+        capture: rc.step_capture,
         spec,
     };
     let started = Instant::now();

@@ -40,6 +40,8 @@ pub struct RunSettings {
     pub stop_after_steps: Option<u64>,
     /// Append every step's loss to `steps.csv`.
     pub log_steps: bool,
+    /// Capture the fixed-shape training step as a CUDA graph and replay it (`--cuda-graph`).
+    pub cuda_graph: bool,
     /// Which signals ask for a requeue, and whether to call `scontrol requeue`.
     pub requeue: RequeuePolicy,
     /// The resolved configuration as TOML, written to `config.toml`.

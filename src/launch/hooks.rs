@@ -39,6 +39,18 @@ impl<B: Backend> Dropping<B> for BackendDropout {
     }
 }
 
+/// Copies `src` into `dst`'s memory in place (`--cuda-graph`: a job's fixed input buffers);
+/// `false` on a backend that cannot (only `tch` records graphs).
+pub fn copy_into<B: Backend>(dst: &Tensor<B, 1, Int>, src: Tensor<B, 1, Int>) -> bool {
+    #[cfg(feature = "tch")]
+    if crate::backend::fast_tch::xent::applies::<B>() {
+        crate::backend::fast_tch::graph::copy_into(dst, src);
+        return true;
+    }
+    let _ = (dst, src);
+    false
+}
+
 /// `fast_cpu::adam::fused_step` with the loop's scalars.
 #[allow(clippy::type_complexity)]
 fn flex_step<B: Backend>(

@@ -8,8 +8,9 @@
 //! data error leaves no run directory behind) → [`crate::engine::train`], which creates the
 //! directory.
 
+pub mod capture;
 mod hooks;
-pub use hooks::{BackendDropout, cross_entropy, fused_adam};
+pub use hooks::{BackendDropout, copy_into, cross_entropy, fused_adam};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -43,11 +44,22 @@ pub trait JobFactory: Send {
     fn runs_root(&self) -> PathBuf;
     /// The job, from the run's context (loads its data).
     fn build<B: AutodiffBackend>(self, ctx: &RunContext<B>) -> Result<Self::Job<B>>;
+    /// Whether the job's step can be recorded as a CUDA graph with these settings
+    /// (`--cuda-graph`; [`Job::fill_graph_inputs`]), else why not.
+    fn graph_capturable(&self) -> Result<()> {
+        anyhow::bail!(
+            "its steps change shape from batch to batch, which a recorded graph cannot; it \
+             applies to train-mnist"
+        )
+    }
 }
 
 /// Launches the job `factory` builds, as `launch` says; returns the process exit code.
 pub fn run<F: JobFactory>(mut launch: Launch, factory: F) -> Result<ExitCode> {
     let tag = format!("[{}]", factory.name());
+    if launch.run.cuda_graph {
+        capture::check(factory.name(), factory.graph_capturable(), launch.placement)?;
+    }
     let preflight = backend::preflight_for(launch.placement, &tag)?;
     // Before the backend starts: CubeCL reads its configuration once, at its first client.
     let tuning = autotune::configure(&launch.autotune, launch.placement, preflight.as_ref(), &tag);
@@ -115,6 +127,9 @@ impl<F: JobFactory> BackendJob for Dispatched<F> {
                 placement.device
             );
         }
+        if launch.run.cuda_graph {
+            capture::check_world(comm.size())?;
+        }
         let job_id = job_id(&cluster);
         let mut run = launch.run;
         run.requeue.job = job_id
@@ -128,6 +143,15 @@ impl<F: JobFactory> BackendJob for Dispatched<F> {
         };
         let run_dir = rundir::shared(comm.as_ref(), &naming, &factory.runs_root())?;
         let resume = rundir::resume_source(run.resume.as_deref(), &run_dir)?;
+        let step_capture = match run.cuda_graph {
+            true => Some(capture::step_capture::<B::InnerBackend>().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--cuda-graph: backend {} has no graph capture",
+                    placement.backend.name()
+                )
+            })?),
+            false => None,
+        };
         let ctx = RunContext::<B> {
             device,
             placement,
@@ -139,6 +163,7 @@ impl<F: JobFactory> BackendJob for Dispatched<F> {
             run_dir,
             resume,
             fused_adam: hooks::fused_adam::<B::InnerBackend>(),
+            step_capture,
         };
         let job = factory.build(&ctx)?;
         engine::train(job, &ctx)

@@ -200,3 +200,193 @@ fn dropout_in_libtorch_kernels_keeps_scales_and_backpropagates_as_burns() {
         "{fused:?} against Burn's {burns:?}"
     );
 }
+
+/// `--cuda-graph`'s Adam (issue 72 item 5): while a `DeviceAdam` is set, the fused update reads
+/// its step count and rate from two device scalars (a replayed step cannot carry them in its
+/// launch) and applies the kernel's own bias corrections: over five steps it agrees with the
+/// tensor Adam within 1e-6 relative (the same formula; f32 rounding differs by an ulp or two
+/// per step), and the rate really comes from the device (0 there leaves the parameters as they
+/// were though the loop passes 1e-3). Dropped, the launch's scalars apply again. Checked on
+/// the CPU: LibTorch has the same `_fused_adam_` (tensor-rate overload) there.
+#[test]
+fn the_replayable_adam_reads_step_and_rate_from_the_device_within_1e_6() {
+    use burn::backend::libtorch::LibTorchDevice;
+    use trainer::backend::fast_tch::graph::DeviceAdam;
+
+    let fused = trainer::launch::fused_adam::<FastTch>().expect("tch has a fused Adam");
+    let mut a = Adam::<FastTch>::with_fused(Some(fused));
+    let mut b = Adam::<FastTch>::default();
+    let sizes = [32, 18_432];
+    let mut pa: Vec<_> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| tensor::<FastTch, 1>(&random(n, i as u64), [n]))
+        .collect();
+    let mut pb = pa.clone();
+    let grad = |step: u64, i: usize, n: usize| {
+        let g: Vec<f32> = random(n, 200 + 10 * step + i as u64)
+            .iter()
+            .map(|v| v * [1e-3f32, 30.0][i])
+            .collect();
+        tensor::<FastTch, 1>(&g, [n])
+    };
+    let scalars = DeviceAdam::new(&LibTorchDevice::Cpu, 1e-8);
+    for step in 0..5u64 {
+        assert_eq!(a.next_time(), Some(step + 1));
+        scalars.set(step + 1, 1e-3);
+        for (i, &n) in sizes.iter().enumerate() {
+            let g = grad(step, i, n);
+            pa[i] = a.updated(i, pa[i].clone(), g.clone(), 1e-3);
+            pb[i] = b.updated(i, pb[i].clone(), g, 1e-3);
+            let e = rel_err(&host(pa[i].clone()), &host(pb[i].clone()));
+            assert!(e <= 1e-6, "step {step} parameter {i}: relative error {e}");
+        }
+    }
+    scalars.set(6, 0.0);
+    let before = host(pa[1].clone());
+    pa[1] = a.updated(1, pa[1].clone(), grad(5, 1, sizes[1]), 1e-3);
+    assert_eq!(
+        host(pa[1].clone()),
+        before,
+        "the rate was not read from the device"
+    );
+    drop(scalars);
+    let before = host(pa[1].clone());
+    pa[1] = a.updated(1, pa[1].clone(), grad(6, 1, sizes[1]), 1e-3);
+    assert_ne!(
+        host(pa[1].clone()),
+        before,
+        "the launch's rate did not apply again"
+    );
+    // Parameters at different steps have no common next step; a replayed update counted moves
+    // every parameter's step count without an update.
+    assert_eq!(a.next_time(), None);
+    assert_eq!(b.next_time(), Some(6));
+    b.count_replayed_step();
+    assert_eq!(b.next_time(), Some(7));
+}
+
+/// The pieces a recorded step relies on, on the CPU: an in-place copy fills a fixed buffer
+/// (shared by its clones), a snapshot is new memory with the same values, and a capture
+/// needs a CUDA device.
+#[test]
+fn fixed_buffers_keep_their_address_and_a_capture_needs_cuda() {
+    use burn::backend::libtorch::LibTorchDevice;
+    use burn::prelude::*;
+    use trainer::backend::fast_tch::graph;
+
+    let dev = LibTorchDevice::Cpu;
+    let fixed = Tensor::<FastTch, 1, Int>::zeros([4], &dev);
+    let src = Tensor::<FastTch, 1, Int>::from_data([3i64, 1, 4, 1], &dev);
+    graph::copy_into(&fixed, src);
+    assert_eq!(
+        fixed.clone().into_data().to_vec::<i64>().unwrap(),
+        [3, 1, 4, 1]
+    );
+    let f = tensor::<FastTch, 1>(&[1.5, -2.0], [2]);
+    let s = graph::snapshot(f.clone());
+    assert_ne!(graph::address(s.clone()), graph::address(f.clone()));
+    assert_eq!(host(s), host(f));
+    let err = graph::Capture::new(&dev)
+        .err()
+        .expect("a CPU capture is refused");
+    assert!(format!("{err:#}").contains("CUDA"), "{err:#}");
+}
+
+/// `--cuda-graph` with `--backend tch` on the CPU: refused (exit 2) naming the CUDA device it
+/// needs, with no run directory.
+#[test]
+fn cuda_graph_on_a_cpu_device_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("data");
+    common::write_tiny_mnist(&data, 32);
+    let o = common::run_in(
+        t.path(),
+        &[
+            "train-mnist",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--backend",
+            "tch",
+            "--device",
+            "cpu",
+            "--cuda-graph",
+            "--out",
+            "run",
+        ],
+    );
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--cuda-graph") && err.contains("CUDA device"),
+        "{err}"
+    );
+    assert!(!t.path().join("run").exists());
+}
+
+/// What a recorded step's replay relies on, checked on the CPU with the real training step of
+/// `tch` (the CNN, LibTorch's loss and dropout, the fused Adam with device scalars): after a
+/// step every parameter is still in the memory it was in before (the update is in place), so
+/// a replay updates the model the loop holds. Three steps, the first one making the moments.
+#[test]
+fn the_tch_step_updates_every_parameter_in_place() {
+    use burn::backend::Autodiff;
+    use burn::backend::libtorch::LibTorchDevice;
+    use burn::optim::GradientsParams;
+    use burn::prelude::*;
+    use trainer::backend::fast_tch::graph::{self, DeviceAdam};
+    use trainer::engine::graph::{StepCapture, addresses};
+    use trainer::models::cnn::MnistCnn;
+    use trainer::toolbox::optim::Grads;
+
+    type B = Autodiff<FastTch>;
+    /// Only the addresses: the rest of a capture needs a GPU.
+    struct Addresses;
+    impl StepCapture<FastTch> for Addresses {
+        fn side_stream(&mut self, _: bool) -> anyhow::Result<()> {
+            unreachable!()
+        }
+        fn begin(&mut self) -> anyhow::Result<()> {
+            unreachable!()
+        }
+        fn end(&mut self) -> anyhow::Result<()> {
+            unreachable!()
+        }
+        fn replay(&mut self) -> anyhow::Result<()> {
+            unreachable!()
+        }
+        fn adam(&mut self, _: u64, _: f64) {
+            unreachable!()
+        }
+        fn address(&self, t: Tensor<FastTch, 1>) -> usize {
+            graph::address(t)
+        }
+        fn snapshot(&self, _: Tensor<FastTch, 1>) -> Tensor<FastTch, 1> {
+            unreachable!()
+        }
+    }
+    let dev = LibTorchDevice::Cpu;
+    let mut model = MnistCnn::<B>::new(&dev, true);
+    trainer::toolbox::params::materialize(&model);
+    let fused = trainer::launch::fused_adam::<FastTch>().expect("tch has a fused Adam");
+    let mut adam = Adam::<FastTch>::with_fused(Some(fused));
+    let scalars = DeviceAdam::new(&dev, 1e-8);
+    let x = tensor::<B, 4>(&random(16 * 784, 3), [16, 1, 28, 28]);
+    let y =
+        Tensor::<B, 1, Int>::from_data([0i64, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5], &dev);
+    for step in 0..3 {
+        let before = addresses(&Addresses, &model);
+        scalars.set(adam.next_time().unwrap(), 1e-3);
+        let loss = trainer::launch::cross_entropy(
+            model.forward_with(x.clone(), &trainer::launch::BackendDropout),
+            y.clone(),
+        );
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = adam.step(1e-3, model, Grads::Params(grads));
+        assert_eq!(
+            addresses(&Addresses, &model),
+            before,
+            "step {step}: a parameter moved"
+        );
+    }
+}

@@ -14,6 +14,7 @@ mod sweep_helpers;
 mod architecture;
 mod bench_cli;
 mod bench_limits;
+mod cuda_graph;
 mod data_fetch;
 mod ddp;
 mod engine_regression;

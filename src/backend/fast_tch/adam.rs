@@ -12,6 +12,11 @@
 //! same value to within f32 rounding, not bit for bit (within 1e-6 relative over several steps,
 //! tested in tests/backends/tch_fused.rs). Because the step count is a constant, one tensor per
 //! device holds it for every parameter and every step: no upload in the step.
+//!
+//! A step that a CUDA graph replays (`graph.rs`, `--cuda-graph`) cannot carry per-step scalars
+//! in its launch: while a [`super::graph::DeviceAdam`] is set, the update reads the real step
+//! count and the rate from two device scalars and applies the kernel's own bias corrections
+//! (`p − (lr/c₁)·m / (√v/√c₂ + ε)`, the same formula; within f32 rounding of both).
 
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char};
@@ -30,6 +35,19 @@ unsafe extern "C" {
         exp_avg_sq: *mut torch_sys::C_tensor,
         step: *mut torch_sys::C_tensor,
         lr: f64,
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> i32;
+    fn trainer_fused_adam_graph(
+        param: *mut torch_sys::C_tensor,
+        grad: *mut torch_sys::C_tensor,
+        exp_avg: *mut torch_sys::C_tensor,
+        exp_avg_sq: *mut torch_sys::C_tensor,
+        step: *mut torch_sys::C_tensor,
+        lr: *mut torch_sys::C_tensor,
         beta1: f64,
         beta2: f64,
         eps: f64,
@@ -99,7 +117,36 @@ pub fn fused_step<B: Backend>(
             TchTensor::new(p.tensor.zeros_like()),
         ),
     };
-    let mut step = step_tensor(p.tensor.device());
+    let device = p.tensor.device();
+    // A step a CUDA graph replays reads its step count and rate from the device (graph.rs).
+    let on_device = super::graph::device_adam(device, |scalars| {
+        scalars.map(|d| {
+            crate::backend::profile::timed("fused_adam", || {
+                // SAFETY: as below; `d.step` and `d.lr` are live tensors of the same device.
+                super::graph::shim("LibTorch's fused Adam (capturable)", |e, n| unsafe {
+                    trainer_fused_adam_graph(
+                        p.tensor.as_mut_ptr(),
+                        g.tensor.as_mut_ptr(),
+                        m.tensor.as_mut_ptr(),
+                        v.tensor.as_mut_ptr(),
+                        d.step.as_mut_ptr(),
+                        d.lr.as_mut_ptr(),
+                        f64::from(s.beta1),
+                        f64::from(s.beta2),
+                        d.eps,
+                        e,
+                        n,
+                    )
+                })
+            })
+        })
+    });
+    if let Some(done) = on_device {
+        // A kernel the LibTorch we link refuses (dtype, device) is a build defect, not input.
+        done.unwrap_or_else(|e| panic!("{e}"));
+        return (back(m), back(v), back(p));
+    }
+    let mut step = step_tensor(device);
     let mut err = [0 as c_char; 512];
     // One operation of the backend, timed and counted as such.
     let code = crate::backend::profile::timed("fused_adam", || {

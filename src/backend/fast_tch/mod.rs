@@ -32,6 +32,7 @@ pub mod adam;
 mod delegated;
 pub mod dropout;
 mod grads;
+pub mod graph;
 mod random;
 pub mod xent;
 

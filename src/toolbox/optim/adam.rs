@@ -96,6 +96,23 @@ impl<B: Backend> Adam<B> {
         step_module(self, lr, module, grads)
     }
 
+    /// The step count the next update takes (1 for the first), when every parameter's state
+    /// is at the same step (`None` otherwise): what a replayed update reads from the device
+    /// (`--cuda-graph`).
+    pub fn next_time(&self) -> Option<u64> {
+        let mut times = self.slots.iter().map(|s| s.as_ref().map_or(0, |s| s.time));
+        let first = times.next().unwrap_or(0);
+        times.all(|t| t == first).then_some(first + 1)
+    }
+
+    /// Counts an update that ran on the device without this loop (a CUDA graph's replay: the
+    /// parameters and moments changed in place): every parameter's step count + 1.
+    pub fn count_replayed_step(&mut self) {
+        for s in self.slots.iter_mut().flatten() {
+            s.time += 1;
+        }
+    }
+
     /// Saves the state as `optim.adam.{moment_1,moment_2}.<param name>` (F32) and
     /// `optim.adam.time.<param name>` (I64).
     pub fn save_into(&self, names: &[String], ckpt: &mut Checkpoint) {

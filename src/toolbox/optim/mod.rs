@@ -170,6 +170,14 @@ impl<B: Backend> Optimizer<B> {
         }
     }
 
+    /// The Adam optimiser, when it is one.
+    pub fn adam_mut(&mut self) -> Option<&mut Adam<B>> {
+        match self {
+            Optimizer::Adam(a) => Some(a),
+            Optimizer::Sgd(_) => None,
+        }
+    }
+
     /// What it is, with its constants.
     pub fn spec(&self) -> OptimizerSpec {
         match self {

@@ -158,6 +158,7 @@ mod tests {
                 run_dir: run.launch.run.out.clone().unwrap(),
                 resume: None,
                 fused_adam: None,
+                step_capture: None,
             };
             let factory = Factory::<M> {
                 run,

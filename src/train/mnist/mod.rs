@@ -193,6 +193,27 @@ fn fingerprint(a: &MnistSettings, c: &MnistConfig) -> serde_json::Value {
     })
 }
 
+impl<B: AutodiffBackend> MnistJob<B> {
+    /// Dropout's generator seeded for step `b` (from the seed, the global step and the shard).
+    fn seed_step(&self, b: &Batch<'_, B>) {
+        B::seed(
+            b.device,
+            mix(
+                mix(self.settings.seed, 0x5eed_0000 + b.global_step),
+                b.shard as u64,
+            ),
+        );
+    }
+
+    /// The training split on the device (uploaded at the first call), or `None` when it is too
+    /// large to hold there.
+    fn resident(&mut self, device: &B::Device) -> Option<&mut Resident<B>> {
+        self.resident
+            .get_or_insert_with(|| Resident::upload(&self.train, device))
+            .as_mut()
+    }
+}
+
 impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
     type Model = MnistCnn<B>;
     type Step = LossSums;
@@ -245,28 +266,32 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
         b: &Batch<'_, B>,
     ) -> Result<Option<DeviceStepOut<B::InnerBackend, LossSums>>> {
         let idx = &b.order[b.lo..b.hi];
-        B::seed(
-            b.device,
-            mix(
-                mix(self.settings.seed, 0x5eed_0000 + b.global_step),
-                b.shard as u64,
-            ),
-        );
+        let fixed = match b.fixed_inputs {
+            // Seeded and filled by `fill_graph_inputs` (a recorded step does no host work).
+            true => self
+                .resident
+                .as_ref()
+                .and_then(|r| r.as_ref()?.fixed_shard()),
+            false => {
+                self.seed_step(b);
+                None
+            }
+        };
         if idx.is_empty() {
             return Ok(None);
         }
-        let resident = self
-            .resident
-            .get_or_insert_with(|| Resident::upload(&self.train, b.device));
-        let (x, y) = match resident {
-            Some(r) => r.shard((b.stage, b.epoch), b.order, (b.lo, b.hi)),
-            None => to_tensors::<B>(&self.train, idx, b.device),
+        let (x, y) = match fixed {
+            Some(xy) => xy,
+            None => match self.resident(b.device) {
+                Some(r) => r.shard((b.stage, b.epoch), b.order, (b.lo, b.hi)),
+                None => to_tensors::<B>(&self.train, idx, b.device),
+            },
         };
         let loss = launch::cross_entropy(model.forward_with(x, &launch::BackendDropout), y);
         let n = idx.len() as f64;
         let sums = DeviceSums {
             values: loss.clone().inner(),
-            finish: Box::new(move |v: &[f64]| LossSums {
+            finish: std::rc::Rc::new(move |v: &[f64]| LossSums {
                 sum: v.first().copied().unwrap_or(f64::NAN) * n,
                 count: n,
             }),
@@ -279,6 +304,14 @@ impl<B: AutodiffBackend> Job<B> for MnistJob<B> {
             grads: GradientsParams::from_grads(loss.backward(), model),
             sums,
         }))
+    }
+
+    fn fill_graph_inputs(&mut self, b: &Batch<'_, B>) -> Result<bool> {
+        self.seed_step(b);
+        Ok(match self.resident(b.device) {
+            Some(r) => r.fill_fixed((b.stage, b.epoch), b.order, (b.lo, b.hi)),
+            None => false,
+        })
     }
 
     fn end_epoch(
@@ -321,6 +354,19 @@ impl JobFactory for Factory {
 
     fn runs_root(&self) -> PathBuf {
         Path::new("runs").to_path_buf()
+    }
+
+    fn graph_capturable(&self) -> Result<()> {
+        if self.0.grad_accum > 1 {
+            anyhow::bail!(
+                "one micro-batch per step (not --grad-accum {})",
+                self.0.grad_accum
+            );
+        }
+        if !matches!(self.0.optimizer.spec()?, OptimizerSpec::Adam { .. }) {
+            anyhow::bail!("it replays the fused Adam: it needs --optimizer adam");
+        }
+        Ok(())
     }
 
     fn build<B: AutodiffBackend>(self, ctx: &RunContext<B>) -> Result<MnistJob<B>> {

@@ -20,6 +20,9 @@ pub struct Resident<B: Backend> {
     labels: Tensor<B, 1, Int>,
     /// The order of (stage, epoch), uploaded at its first step.
     order: Option<((usize, usize), Tensor<B, 1, Int>)>,
+    /// `--cuda-graph`: the current batch's indices in memory of fixed address, which a
+    /// recorded step reads.
+    fixed: Option<Tensor<B, 1, Int>>,
 }
 
 impl<B: Backend> Resident<B> {
@@ -35,16 +38,61 @@ impl<B: Backend> Resident<B> {
             images: Tensor::from_data(TensorData::new(x, [n, 1, 28, 28]), device),
             labels: Tensor::from_data(TensorData::new(y, [n]), device),
             order: None,
+            fixed: None,
         })
     }
 
     /// Items `order[lo..hi]` of epoch `epoch` of stage `stage` (whose whole order is `order`).
     pub fn shard(
         &mut self,
-        (stage, epoch): (usize, usize),
+        key: (usize, usize),
         order: &[usize],
         (lo, hi): (usize, usize),
     ) -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
+        let idx = self.indices(key, order, (lo, hi));
+        self.select(idx)
+    }
+
+    /// `--cuda-graph`: copies the indices of `order[lo..hi]` into the fixed buffer (one copy on
+    /// the device; the buffer is made at the first call and for another size). `false` when the
+    /// backend cannot copy in place (then no graph can record the step).
+    pub fn fill_fixed(
+        &mut self,
+        key: (usize, usize),
+        order: &[usize],
+        (lo, hi): (usize, usize),
+    ) -> bool {
+        let idx = self.indices(key, order, (lo, hi));
+        let fixed = match &self.fixed {
+            Some(f) if f.dims()[0] == hi - lo => f.clone(),
+            _ => {
+                let f = Tensor::zeros([hi - lo], &self.images.device());
+                self.fixed = Some(f.clone());
+                f
+            }
+        };
+        crate::launch::copy_into(&fixed, idx)
+    }
+
+    /// The items whose indices [`Resident::fill_fixed`] filled in, read from the fixed buffer.
+    pub fn fixed_shard(&self) -> Option<(Tensor<B, 4>, Tensor<B, 1, Int>)> {
+        self.fixed.clone().map(|idx| self.select(idx))
+    }
+
+    fn select(&self, idx: Tensor<B, 1, Int>) -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
+        (
+            self.images.clone().select(0, idx.clone()),
+            self.labels.clone().select(0, idx),
+        )
+    }
+
+    /// The device indices of `order[lo..hi]` (the epoch's order uploaded at its first step).
+    fn indices(
+        &mut self,
+        (stage, epoch): (usize, usize),
+        order: &[usize],
+        (lo, hi): (usize, usize),
+    ) -> Tensor<B, 1, Int> {
         let device = self.images.device();
         let current = match &self.order {
             Some((key, t)) if *key == (stage, epoch) => t.clone(),
@@ -55,10 +103,6 @@ impl<B: Backend> Resident<B> {
                 t
             }
         };
-        let idx = current.narrow(0, lo, hi - lo);
-        (
-            self.images.clone().select(0, idx.clone()),
-            self.labels.clone().select(0, idx),
-        )
+        current.narrow(0, lo, hi - lo)
     }
 }
