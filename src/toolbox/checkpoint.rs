@@ -16,6 +16,10 @@ use crate::files::write_atomic;
 /// Identifies our checkpoints (metadata key `format`).
 pub const FORMAT: &str = "trainer-checkpoint/1";
 
+/// The prefix of the model's weights (`model.<parameter name>`) and the metadata key of the
+/// model's name, in every checkpoint and model file.
+const MODEL: &str = "model";
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Checkpoint {
     pub floats: BTreeMap<String, HostTensor>,
@@ -46,6 +50,28 @@ impl Checkpoint {
             .iter()
             .filter_map(|(k, v)| k.strip_prefix(&p).map(|k| (k.to_string(), v.clone())))
             .collect()
+    }
+
+    /// The model's weights (the tensors under `model.`, by parameter name).
+    pub fn model(&self) -> BTreeMap<String, HostTensor> {
+        self.with_prefix(MODEL)
+    }
+
+    /// Adds the model's weights under `model.`.
+    pub fn put_model(&mut self, weights: impl IntoIterator<Item = (String, HostTensor)>) {
+        for (name, t) in weights {
+            self.floats.insert(format!("{MODEL}.{name}"), t);
+        }
+    }
+
+    /// The name of the model that wrote the file (metadata `model`).
+    pub fn model_name(&self) -> Option<&str> {
+        self.metadata.get(MODEL).map(String::as_str)
+    }
+
+    /// Records the model's name (metadata `model`).
+    pub fn set_model_name(&mut self, name: &str) {
+        self.metadata.insert(MODEL.into(), name.into());
     }
 
     /// Serialises to safetensors bytes.
@@ -156,20 +182,21 @@ mod tests {
     #[test]
     fn round_trip() {
         let mut ck = Checkpoint::default();
-        ck.floats.insert(
-            "model.w".into(),
-            HostTensor {
-                shape: vec![2, 2],
-                data: vec![1.0, 2.0, 3.0, 4.5],
-            },
-        );
+        let w = HostTensor {
+            shape: vec![2, 2],
+            data: vec![1.0, 2.0, 3.0, 4.5],
+        };
+        ck.put_model([("w".to_string(), w.clone())]);
         ck.counters.insert("train.epoch".into(), 3);
         ck.reals.insert("train.loss_sum".into(), 0.1 + 0.2);
-        ck.metadata.insert("model".into(), "x".into());
+        ck.set_model_name("x");
         let bytes = ck.to_bytes().unwrap();
         let mut back = Checkpoint::from_bytes(&bytes, Path::new("c")).unwrap();
         back.metadata.remove("format");
         assert_eq!(back, ck);
+        assert!(back.floats.contains_key("model.w"));
+        assert_eq!(back.model(), BTreeMap::from([("w".to_string(), w)]));
+        assert_eq!(back.model_name(), Some("x"));
     }
 
     #[test]

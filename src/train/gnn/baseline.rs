@@ -269,5 +269,5 @@ fn load<B: AutodiffBackend, M: GradBaseline>(
     device: &B::Device,
 ) -> Result<Inner<M, B>> {
     let net = M::init::<B>(settings, n, device).valid();
-    params::load(net, &ck.with_prefix("model"), device)
+    params::load(net, &ck.model(), device)
 }

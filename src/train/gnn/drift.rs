@@ -66,7 +66,7 @@ impl ClosedFormFit for DriftModel {
 
     fn checkpoint_params(ck: &Checkpoint, _n: usize) -> Result<Vec<f32>> {
         Ok(ck
-            .with_prefix("model")
+            .model()
             .get("drift")
             .context("the linear-drift model file has no drift")?
             .data

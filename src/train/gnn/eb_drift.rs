@@ -124,7 +124,7 @@ impl ClosedFormFit for EbDriftModel {
     }
 
     fn checkpoint_params(ck: &Checkpoint, n: usize) -> Result<EbParams> {
-        let weights = ck.with_prefix("model");
+        let weights = ck.model();
         params_from(n, |name| {
             Ok(weights
                 .get(name)
