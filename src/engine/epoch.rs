@@ -11,13 +11,12 @@ use super::epoch_ctx::Ctx;
 use super::graph::{Plan, StepGraph};
 use super::pending::{Queue, StepAt, StepResult, StepSumsOf};
 use super::progress::Progress;
-use super::state::{Position, Saved};
-use super::{Batch, EpochSums, Job, KeepCheckpoints, Row, Stage, StepSums};
+use super::state::Position;
+use super::{Batch, EpochSums, Job, Stage, StepSums};
 use crate::host_reads::{Counts, PerStep};
-use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::ddp;
 use crate::toolbox::optim::{Grads, Optimizer};
-use crate::toolbox::params::{self, HostTensor};
+use crate::toolbox::params::HostTensor;
 use crate::toolbox::seed::epoch_order;
 use crate::toolbox::stop::StopReason;
 
@@ -481,48 +480,6 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                 .display(),
         );
         ctx.run.requeue.finish(reason, &ctx.tag)
-    }
-
-    /// Writes the resume checkpoint `last.safetensors` (rank 0), and `epoch_NNN.safetensors`
-    /// at the end of an epoch with `--keep-checkpoints all`. `row`: the epoch's metrics row.
-    pub(super) fn save(
-        &self,
-        ctx: &Ctx<'_, B>,
-        pos: &Position,
-        model: &J::Model,
-        row: Option<&Row>,
-    ) -> Result<()> {
-        if !ctx.main() {
-            return Ok(());
-        }
-        let mut pos = pos.clone();
-        pos.acc = serde_json::to_value(&self.sums)?;
-        let mut ck = Checkpoint::default();
-        for (name, t) in params::collect(model) {
-            ck.floats.insert(format!("model.{name}"), t);
-        }
-        self.optimizer.save_into(&self.names, &mut ck);
-        ck.metadata
-            .insert("model".into(), ctx.spec.model_name.into());
-        ck.metadata.insert("config".into(), ctx.config.clone());
-        Saved {
-            position: pos,
-            job_state: serde_json::to_value(self.job.state())?,
-            row: row.cloned(),
-            best: self.best.clone(),
-        }
-        .write_into(&mut ck, &ctx.spec.fingerprint, ctx.spec.plan.seed)?;
-        let run_files = crate::outputs::RunDir::new(&ctx.run_dir);
-        // A job with model files keeps its epochs as model files (`end_epoch`).
-        if ctx.run.keep_checkpoints == KeepCheckpoints::All
-            && self.stage.model_file.is_none()
-            && let Some(epoch) = row.and_then(|r| r.get("epoch")).and_then(|e| e.as_u64())
-        {
-            let path = run_files.epoch_checkpoint(epoch);
-            ck.save(&path)?;
-            super::retention::record(&run_files, &path, &ctx.tag)?;
-        }
-        ck.save(&run_files.last_checkpoint())
     }
 }
 

@@ -1,5 +1,6 @@
-//! The end of an epoch: evaluation, monitor, model files (best, last, per epoch), the metrics
-//! row, the resume checkpoint, the removal of epoch files (`--keep-checkpoints`) and the curves.
+//! The end of an epoch, one concern each: the evaluation and what the monitor makes of it, the
+//! metrics row, the files (model files, resume checkpoint, the removal of epoch files under
+//! `--keep-checkpoints`; [`super::persist`]) and the report (metrics files, curves, log line).
 
 use std::time::Instant;
 
@@ -8,14 +9,35 @@ use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use serde_json::json;
 
-use super::epoch::{StageRun, Trained, Weights};
+use super::epoch::{StageRun, Trained};
 use super::epoch_ctx::Ctx;
+use super::persist::ModelPaths;
 use super::progress::fmt_secs;
 use super::state::{Position, StageResult};
-use super::{EpochCtx, Job, JobSpec, KeepCheckpoints, TRAIN_LOSS, retention};
+use super::{
+    EpochCtx, EpochReport, Job, KeepCheckpoints, Monitor, Row, TRAIN_LOSS, Valid, retention,
+};
 use crate::outputs::{RunDir, curves, tensorboard};
-use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
+
+/// An epoch's evaluation, and what the stage's monitor made of it.
+struct Evaluation {
+    report: EpochReport,
+    seconds: f64,
+    /// The monitored metric's value, when the evaluation measured it.
+    monitored: Option<f64>,
+    /// Whether the model is the stage's best so far.
+    improved: bool,
+}
+
+impl Evaluation {
+    /// The monitored metric's name and value, when measured.
+    fn monitored<'m>(&self, monitor: Option<&'m Monitor>) -> Option<(&'m str, f64)> {
+        monitor
+            .zip(self.monitored)
+            .map(|(m, v)| (m.metric.as_str(), v))
+    }
+}
 
 impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
     /// Evaluation, monitor, model files, metrics row, checkpoint and curves of the epoch that
@@ -27,91 +49,117 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         model: &J::Model,
         trained: Trained,
     ) -> Result<()> {
-        let spec = self.stage_spec(ctx);
-        let (epoch, stage_index) = (pos.epoch, pos.stage);
-        let t_eval = Instant::now();
+        let monitor = self.monitor(ctx);
+        let monitor = monitor.as_ref();
+        let epoch = pos.epoch;
         let valid = model.valid();
-        let eval = self.job.end_epoch(
-            &valid,
+        let eval = self.evaluate(ctx, pos, &valid, monitor)?;
+        let paths = self.model_paths(ctx, monitor);
+        if ctx.main() {
+            let scored = (eval.improved, eval.monitored(monitor));
+            self.keep_model_files(ctx, &paths, params::collect(&valid), epoch + 1, scored)?;
+        }
+        let row = self.row(ctx, pos, &eval, &trained, monitor);
+        let stopped_early = self.next_epoch(ctx, pos, paths, monitor);
+        self.save(ctx, pos, model, Some(&row))?;
+        if ctx.main() && ctx.run.keep_checkpoints == KeepCheckpoints::BestLast {
+            // After the new resume checkpoint is in place.
+            let from = ctx.resumed_from.clone();
+            let run_files = RunDir::new(&ctx.run_dir);
+            retention::prune(&run_files, from.as_deref(), &mut ctx.removed, &ctx.tag);
+        }
+        if ctx.main() {
+            self.report(ctx, epoch + 1, &row, &eval, &trained, stopped_early)?;
+        }
+        Ok(())
+    }
+
+    /// The stage's monitor: its own, or the run's (see [`super::Stage::monitor`]).
+    fn monitor(&self, ctx: &Ctx<'_, B>) -> Option<Monitor> {
+        self.stage
+            .monitor
+            .as_ref()
+            .or(ctx.spec.monitor.as_ref())
+            .cloned()
+    }
+
+    /// The job's evaluation of the epoch `pos.epoch` that just trained, recorded by `monitor`.
+    fn evaluate(
+        &mut self,
+        ctx: &Ctx<'_, B>,
+        pos: &mut Position,
+        valid: &Valid<B, J>,
+        monitor: Option<&Monitor>,
+    ) -> Result<Evaluation> {
+        let t_eval = Instant::now();
+        let report = self.job.end_epoch(
+            valid,
             &self.sums,
             &EpochCtx {
-                stage: stage_index,
-                epoch,
+                stage: pos.stage,
+                epoch: pos.epoch,
                 device: ctx.device,
                 comm: ctx.comm,
             },
         )?;
-        let train_loss = eval.train_loss;
-        let eval_seconds = t_eval.elapsed().as_secs_f64();
-
+        let seconds = t_eval.elapsed().as_secs_f64();
         let mut improved = false;
         let mut monitored = None;
-        if let Some(m) = &spec.monitor {
-            match eval.get(&m.metric) {
+        if let Some(m) = monitor {
+            match report.get(&m.metric) {
                 Some(value) => {
-                    improved = pos.monitor.record(m, value, epoch + 1);
+                    improved = pos.monitor.record(m, value, pos.epoch + 1);
                     monitored = Some(value);
                 }
                 // A stage of one epoch has one candidate: it is the best, measured or not
                 // (a closed-form fit whose validation subjects have no follow-up scan).
-                None if spec.plan.epochs == 1 => improved = true,
+                None if ctx.spec.plan.epochs == 1 => improved = true,
                 None => bail!(
                     "early-stopping metric `{}` is not one this job evaluates; choose one of: {}",
                     m.metric,
-                    evaluated(&eval).join(", ")
+                    evaluated(&report).join(", ")
                 ),
             }
         }
-        let files = self.stage.model_file.clone();
-        let run_files = RunDir::new(&ctx.run_dir);
-        let best_path = match (&files, &spec.monitor) {
-            (Some(f), _) => Some(run_files.best_model(&f.stem)),
-            (None, Some(_)) => Some(run_files.best_checkpoint()),
-            (None, None) => None,
-        };
-        let last_path = files.as_ref().map(|f| run_files.last_model(&f.stem));
-        if ctx.main() {
-            let weights = params::collect(&valid);
-            let model_file = |path: &std::path::Path, weights: &Weights| -> Result<()> {
-                self.model_file(&spec, path, weights, epoch + 1, monitored)
-            };
-            if improved && let Some(p) = &best_path {
-                model_file(p, &weights)?;
-            }
-            if let Some(p) = &last_path {
-                model_file(p, &weights)?;
-            }
-            if ctx.run.keep_checkpoints == KeepCheckpoints::All
-                && let Some(f) = &files
-            {
-                let path = run_files.epoch_model(&f.stem, epoch as u64 + 1);
-                model_file(&path, &weights)?;
-                retention::record(&run_files, &path, &ctx.tag)?;
-            }
-            if improved {
-                self.best = Some(weights);
-            }
-        }
+        Ok(Evaluation {
+            report,
+            seconds,
+            monitored,
+            improved,
+        })
+    }
 
+    /// The epoch's metrics row.
+    fn row(
+        &self,
+        ctx: &Ctx<'_, B>,
+        pos: &Position,
+        eval: &Evaluation,
+        trained: &Trained,
+        monitor: Option<&Monitor>,
+    ) -> Row {
+        let (spec, epoch, report) = (&ctx.spec, pos.epoch, &eval.report);
         let mut row = self.stage.columns.clone();
         row.insert("epoch".into(), json!(epoch + 1));
-        row.insert(TRAIN_LOSS.into(), json!(train_loss));
-        row.extend(eval.head.clone());
-        if let (Some(m), Some(v)) = (&spec.monitor, monitored) {
-            row.insert("monitor_metric".into(), json!(m.metric));
+        row.insert(TRAIN_LOSS.into(), json!(report.train_loss));
+        row.extend(report.head.clone());
+        if let Some((metric, v)) = eval.monitored(monitor) {
+            row.insert("monitor_metric".into(), json!(metric));
             row.insert("monitor_value".into(), json!(v));
         }
-        row.extend(eval.detail.clone());
+        row.extend(report.detail.clone());
         // The column keeps the run's metric name (every row has the same columns); a stage
         // monitored otherwise says so in `monitor_metric`.
-        if let Some(m) = &ctx.spec.monitor {
+        if let Some(m) = &spec.monitor {
             row.insert(format!("best_{}", m.metric), json!(pos.monitor.best));
-            row.insert("is_best".into(), json!(improved));
+            row.insert("is_best".into(), json!(eval.improved));
         }
-        let per_s = trained.items as f64 / trained.seconds.max(1e-9);
         row.insert("lr".into(), json!(spec.plan.lr.at(epoch)));
         row.insert("steps".into(), json!(pos.global_step));
-        row.insert(format!("{}_per_s", spec.outputs.unit), json!(per_s));
+        row.insert(
+            format!("{}_per_s", spec.outputs.unit),
+            json!(per_s(trained)),
+        );
         row.insert("seconds".into(), json!(trained.seconds));
         row.insert("allreduce_seconds".into(), json!(trained.allreduce_seconds));
         if spec.outputs.cpu_columns {
@@ -125,92 +173,85 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                 "train_cpu_seconds_per_item".into(),
                 json!(trained.cpu_seconds / trained.items.max(1) as f64),
             );
-            row.insert("eval_seconds".into(), json!(eval_seconds));
+            row.insert("eval_seconds".into(), json!(eval.seconds));
         }
+        row
+    }
 
-        pos.epoch = epoch + 1;
+    /// Moves `pos` past the epoch that ended, closing the stage after its last epoch or when
+    /// `monitor` stops it early: then the epochs since the best one.
+    fn next_epoch(
+        &mut self,
+        ctx: &Ctx<'_, B>,
+        pos: &mut Position,
+        paths: ModelPaths,
+        monitor: Option<&Monitor>,
+    ) -> Option<usize> {
+        pos.epoch += 1;
         pos.epoch_items = 0;
         pos.acc = serde_json::Value::Null;
         self.sums = J::Epoch::default();
-        let stopped_early = spec
-            .monitor
-            .as_ref()
-            .is_some_and(|m| pos.monitor.exhausted(m));
-        let stage_done = stopped_early || pos.epoch >= spec.plan.epochs;
-        if stage_done {
+        let stopped_early = monitor.is_some_and(|m| pos.monitor.exhausted(m));
+        if stopped_early || pos.epoch >= ctx.spec.plan.epochs {
             pos.finish_stage(StageResult {
-                stage: stage_index,
+                stage: pos.stage,
                 best_value: pos.monitor.best,
                 best_epoch: pos.monitor.best_epoch,
                 epochs_run: pos.epoch,
                 stopped_early,
-                best_checkpoint: best_path.filter(|_| pos.monitor.best.is_some()),
-                last_checkpoint: last_path,
+                best_checkpoint: paths.best.filter(|_| pos.monitor.best.is_some()),
+                last_checkpoint: paths.last,
             });
         }
-        self.save(ctx, pos, model, Some(&row))?;
-        if ctx.main() && ctx.run.keep_checkpoints == KeepCheckpoints::BestLast {
-            // After the new resume checkpoint is in place.
-            let from = ctx.resumed_from.clone();
-            retention::prune(&run_files, from.as_deref(), &mut ctx.removed, &ctx.tag);
-        }
-        if ctx.main() {
-            ctx.metrics.append(&row)?;
-            let rows = ctx.metrics.rows()?;
-            // A figure that cannot be drawn (a column beyond plotting range) is said, not fatal.
-            if let Err(e) = curves::write(&ctx.run_dir, &rows, &spec.outputs.panels) {
-                eprintln!("{} warning: curves.svg not drawn: {e:#}", ctx.tag);
-            }
-            tensorboard::write(&ctx.run_dir, &rows)?;
-            eprintln!(
-                "{} {}epoch {}/{}: train loss {train_loss:.4}, {}{}, {per_s:.0} {}/s, {}, {}",
-                ctx.tag,
-                self.label(),
-                epoch + 1,
-                spec.plan.epochs,
-                eval.summary,
-                if improved { " (best)" } else { "" },
-                spec.outputs.unit,
-                trained.counts.describe(),
-                fmt_secs(trained.seconds)
-            );
-            if stopped_early {
-                eprintln!(
-                    "{} {}early stop after {} epochs without improvement",
-                    ctx.tag,
-                    self.label(),
-                    pos.finished
-                        .last()
-                        .map_or(0, |s| s.epochs_run - s.best_epoch)
-                );
-            }
-        }
-        Ok(())
+        stopped_early.then(|| {
+            pos.finished
+                .last()
+                .map_or(0, |s| s.epochs_run - s.best_epoch)
+        })
     }
 
-    /// Writes a model-only file: `weights`, the stage's metadata, the model name, the 1-based
-    /// `epoch` (0: before training) and the monitored value.
-    fn model_file(
+    /// The 1-based `epoch`'s row appended to the metrics files, the curves and TensorBoard
+    /// redrawn, the epoch's log line (rank 0); `stopped_early`: the epochs since the best one
+    /// when the monitor stopped the stage.
+    fn report(
         &self,
-        spec: &JobSpec,
-        path: &std::path::Path,
-        weights: &Weights,
+        ctx: &Ctx<'_, B>,
         epoch: usize,
-        monitored: Option<f64>,
+        row: &Row,
+        eval: &Evaluation,
+        trained: &Trained,
+        stopped_early: Option<usize>,
     ) -> Result<()> {
-        let mut ck = Checkpoint::default();
-        for (name, t) in weights {
-            ck.floats.insert(format!("model.{name}"), t.clone());
+        let spec = &ctx.spec;
+        ctx.metrics.append(row)?;
+        let rows = ctx.metrics.rows()?;
+        // A figure that cannot be drawn (a column beyond plotting range) is said, not fatal.
+        if let Err(e) = curves::write(&ctx.run_dir, &rows, &spec.outputs.panels) {
+            eprintln!("{} warning: curves.svg not drawn: {e:#}", ctx.tag);
         }
-        if let Some(f) = &self.stage.model_file {
-            ck.metadata.extend(f.metadata.clone());
+        tensorboard::write(&ctx.run_dir, &rows)?;
+        eprintln!(
+            "{} {}epoch {}/{}: train loss {:.4}, {}{}, {:.0} {}/s, {}, {}",
+            ctx.tag,
+            self.label(),
+            epoch,
+            spec.plan.epochs,
+            eval.report.train_loss,
+            eval.report.summary,
+            if eval.improved { " (best)" } else { "" },
+            per_s(trained),
+            spec.outputs.unit,
+            trained.counts.describe(),
+            fmt_secs(trained.seconds)
+        );
+        if let Some(since_best) = stopped_early {
+            eprintln!(
+                "{} {}early stop after {since_best} epochs without improvement",
+                ctx.tag,
+                self.label(),
+            );
         }
-        ck.metadata.insert("model".into(), spec.model_name.into());
-        ck.metadata.insert("epoch".into(), epoch.to_string());
-        if let (Some(m), Some(v)) = (&spec.monitor, monitored) {
-            ck.metadata.insert(m.metric.clone(), v.to_string());
-        }
-        ck.save(path)
+        Ok(())
     }
 
     /// With [`JobSpec::validate_initial`]: the model as initialised is evaluated before the
@@ -222,8 +263,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         pos: &mut Position,
         model: &J::Model,
     ) -> Result<()> {
-        let spec = self.stage_spec(ctx);
-        let Some(m) = &spec.monitor else {
+        let Some(m) = self.monitor(ctx) else {
             return Ok(());
         };
         let valid = model.valid();
@@ -243,12 +283,12 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
                 m.metric
             );
         };
-        pos.monitor.record(m, value, 0);
+        pos.monitor.record(&m, value, 0);
         if ctx.main() {
             let weights = params::collect(&valid);
             if let Some(f) = &self.stage.model_file {
                 let path = RunDir::new(&ctx.run_dir).best_model(&f.stem);
-                self.model_file(&spec, &path, &weights, 0, Some(value))?;
+                self.model_file(ctx, &path, &weights, 0, Some((&m.metric, value)))?;
             }
             self.best = Some(weights);
             eprintln!(
@@ -262,19 +302,13 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
     }
 }
 
-impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
-    /// The run's spec with this stage's monitor (see [`super::Stage::monitor`]).
-    fn stage_spec(&self, ctx: &Ctx<'_, B>) -> JobSpec {
-        let mut spec = ctx.spec.clone();
-        if let Some(m) = &self.stage.monitor {
-            spec.monitor = Some(m.clone());
-        }
-        spec
-    }
+/// Items trained per second.
+fn per_s(trained: &Trained) -> f64 {
+    trained.items as f64 / trained.seconds.max(1e-9)
 }
 
 /// The metrics an epoch's evaluation gave a value (the choices of an early-stopping metric).
-fn evaluated(eval: &super::EpochReport) -> Vec<&str> {
+fn evaluated(eval: &EpochReport) -> Vec<&str> {
     eval.head
         .iter()
         .chain(eval.detail.iter())

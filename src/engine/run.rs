@@ -11,13 +11,13 @@ use super::degeneracy;
 use super::epoch::StageRun;
 use super::epoch_ctx::Ctx;
 use super::progress::fmt_secs;
+use super::resume_file::ResumeFile;
 use super::retention::{self, Removed};
-use super::state::{Position, Saved};
+use super::state::Position;
 use super::{Done, Job, JobSpec, Row, RunContext, TRAIN_LOSS};
 use crate::outputs::RunDir;
 use crate::outputs::metrics::MetricsFiles;
 use crate::outputs::rundir::{self, RunMeta};
-use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::ddp::{self, CommStats};
 use crate::toolbox::optim::Optimizer;
 use crate::toolbox::params;
@@ -34,11 +34,12 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
     let run_dir = rc.run_dir.clone();
 
     let mut pos = Position::default();
-    let mut saved: Option<(Checkpoint, Saved)> = None;
+    let mut saved: Option<ResumeFile> = None;
     if let Some(path) = &rc.resume {
-        let ck = Checkpoint::load(path)?;
-        let order = params::names(&job.init_model(0, device)?);
-        let s = Saved::read(&ck, path, &spec, &order)?;
+        let file = ResumeFile::load(path, &spec, || {
+            Ok(params::names(&job.init_model(0, device)?))
+        })?;
+        let s = &file.saved;
         let state = serde_json::from_value(s.job_state.clone())
             .map_err(|e| anyhow::anyhow!("{}: unreadable job state: {e}", path.display()))?;
         job.restore(state);
@@ -58,7 +59,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
                 pos.epoch_items
             );
         }
-        saved = Some((ck, s));
+        saved = Some(file);
     }
 
     // After the checkpoint was read (a bad one leaves no directory behind); held until the run
@@ -92,7 +93,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         if let Some(toml) = &rc.run.resolved_config {
             run_files.write_config_toml(toml)?;
         }
-        if let Some(row) = saved.as_ref().and_then(|(_, s)| s.row.as_ref()) {
+        if let Some(row) = saved.as_ref().and_then(|f| f.saved.row.as_ref()) {
             // The process may have died between the epoch's checkpoint and its metrics row.
             metrics.append_unless_present(row, &stage_key_columns(row))?;
         }
@@ -127,10 +128,10 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         let mut best = None;
         let mut sums = J::Epoch::default();
         match saved.take() {
-            Some((ck, s)) if mid_stage => {
-                model = params::load(model, &ck.with_prefix("model"), device)?;
-                optimizer.load_from(&names, &ck, device)?;
-                best = s.best;
+            Some(file) if mid_stage => {
+                model = file.model(model, device)?;
+                file.restore_optimizer(&mut optimizer, &names, device)?;
+                best = file.saved.best;
                 if !pos.acc.is_null() {
                     sums = serde_json::from_value(pos.acc.clone()).map_err(|e| {
                         anyhow::anyhow!("the checkpoint's epoch sums are unreadable: {e}")
