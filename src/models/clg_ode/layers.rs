@@ -122,22 +122,31 @@ pub struct OdeFunc<B: Backend> {
     pub conn_net: Mlp2<B>,
 }
 
-/// One branch of [`OdeFunc`] with its first layer split by input block, so that the covariate
-/// part (constant along a trajectory) is computed once per integration, not per evaluation.
-struct Branch<B: Backend> {
-    /// Rows of the first weight that multiply the state z (2L × H).
-    w_z: Tensor<B, 2>,
-    /// The row that multiplies t, [1,H].
-    w_t: Tensor<B, 2>,
-    /// `b1 + cov · W_cov`, [B,H].
+/// [`OdeFunc`] specialised to a batch of trajectories (their covariates and Δt) and run as one
+/// network of width W = 2H + 1, so that an evaluation is three backend operations whatever the
+/// batch (matmul, ReLU, matmul; docs/clg-ode-model.md §2.4 is the function, this its layout):
+///
+/// * both branches' first layers side by side, `[W_z^m | W_z^c | 0]`, one product;
+/// * the covariate and time blocks as a per-trajectory bias, `[b1 + cov·W_cov + Δt·s·w_t | 1]`,
+///   in the same product: the state carries B more columns, its trajectory's one-hot indicator,
+///   and the first weight B more rows, the biases at the evaluation's time (the covariate part
+///   is computed once per integration, the time part once per distinct time; no broadcast);
+/// * both second layers block-diagonal, their biases as the last row (met by the hidden unit
+///   that is constantly ReLU(1) = 1), B zero columns for the indicators (which stay exactly 1):
+///   one product gives `[dz_m | dz_c | 0]`. The zero blocks cost the second layer's FLOPs
+///   twice (2H·2L per node instead of 2·H·L).
+pub struct PreparedOde<B: Backend> {
+    /// First layer's state rows of both branches side by side, then a zero column: `[2L, W]`.
+    w1: Tensor<B, 2>,
+    /// Per-trajectory bias at s = 0, `[b1 + cov·W_cov | 1]`: `[B, W]`.
     base: Tensor<B, 2>,
-}
-
-/// [`OdeFunc`] specialised to a batch of trajectories (their covariates and Δt).
-pub struct PreparedOde<'a, B: Backend> {
-    func: &'a OdeFunc<B>,
-    morph: Branch<B>,
-    conn: Branch<B>,
+    /// Its change per unit of s, `[Δt·w_t | 0]`: `[B, W]`.
+    slope: Tensor<B, 2>,
+    /// Each second layer with its bias as the last row: `[H+1, L]`.
+    w2_m: Tensor<B, 2>,
+    w2_c: Tensor<B, 2>,
+    /// Δt `[B,1]`, folded into the RK4 coefficients.
+    dt: Tensor<B, 2>,
 }
 
 impl<B: Backend> OdeFunc<B> {
@@ -149,33 +158,61 @@ impl<B: Backend> OdeFunc<B> {
         }
     }
 
-    /// Splits the first layers for covariates `cov` [B, C].
-    pub fn prepare(&self, cov: Tensor<B, 2>) -> PreparedOde<'_, B> {
-        let branch = |net: &Mlp2<B>| {
-            let w = net.fc1.weight.val(); // [2L + C + 1, H]
-            let rows = w.dims()[0];
-            let c = cov.dims()[1];
-            let z_rows = rows - c - 1;
-            let w_z = w.clone().narrow(0, 0, z_rows);
-            let w_c = w.clone().narrow(0, z_rows, c);
-            let w_t = w.narrow(0, z_rows + c, 1);
-            let mut base = cov.clone().matmul(w_c);
-            if let Some(b) = &net.fc1.bias {
-                base = base + b.val().unsqueeze::<2>();
-            }
-            Branch { w_z, w_t, base }
+    /// The merged network for covariates `cov` `[B, C]` and intervals `dt` `[B]` (> 0).
+    pub fn prepare(&self, cov: Tensor<B, 2>, dt: Tensor<B, 1>) -> PreparedOde<B> {
+        let (m, c) = (&self.morph_net, &self.conn_net);
+        let device = cov.device();
+        let [b, cov_dim] = cov.dims();
+        let w = Tensor::cat(vec![m.fc1.weight.val(), c.fc1.weight.val()], 1); // [2L+C+1, 2H]
+        let [rows, h2] = w.dims();
+        let z_rows = rows - cov_dim - 1;
+        let bias = |l: &Linear<B>, width: usize| {
+            l.bias
+                .as_ref()
+                .map_or_else(|| Tensor::zeros([width], &device), |b| b.val())
         };
+        let (h, l) = (h2 / 2, m.fc2.weight.dims()[1]);
+        // Each branch's H hidden units, then its unit that is constantly ReLU(1) = 1.
+        let split = |t: Tensor<B, 2>, one: Tensor<B, 2>| {
+            Tensor::cat(
+                vec![
+                    t.clone().narrow(1, 0, h),
+                    one.clone(),
+                    t.narrow(1, h, h),
+                    one,
+                ],
+                1,
+            )
+        };
+        let w1 = split(
+            w.clone().narrow(0, 0, z_rows),
+            Tensor::zeros([z_rows, 1], &device),
+        );
+        let b1 = Tensor::cat(vec![bias(&m.fc1, h), bias(&c.fc1, h)], 0).unsqueeze::<2>();
+        let base = cov.matmul(w.clone().narrow(0, z_rows, cov_dim)) + b1;
+        let base = split(base, Tensor::ones([b, 1], &device));
+        let dt = dt.reshape([b, 1]);
+        let slope = dt.clone() * w.narrow(0, z_rows + cov_dim, 1);
+        let slope = split(slope, Tensor::zeros([b, 1], &device));
+        let second = |net: &Mlp2<B>| {
+            Tensor::cat(
+                vec![net.fc2.weight.val(), bias(&net.fc2, l).unsqueeze::<2>()],
+                0,
+            )
+        };
+        let (w2_m, w2_c) = (second(m), second(c));
         PreparedOde {
-            func: self,
-            morph: branch(&self.morph_net),
-            conn: branch(&self.conn_net),
+            w1,
+            base,
+            slope,
+            w2_m,
+            w2_c,
+            dt,
         }
     }
 }
 
-/// `[B·N, B]` one-hot rows: row `b·N + i` selects trajectory b. Multiplying it by a `[B, H]`
-/// per-trajectory bias expands the bias to every node with one small matmul (the flex backend
-/// has no fast path for a `[B,1,H]` broadcast).
+/// `[B·N, B]` one-hot rows: row `b·N + i` selects trajectory b.
 pub fn trajectory_onehot<B: Backend>(b: usize, n: usize, device: &B::Device) -> Tensor<B, 2> {
     let mut v = vec![0.0f32; b * n * b];
     for t in 0..b {
@@ -186,43 +223,63 @@ pub fn trajectory_onehot<B: Backend>(b: usize, n: usize, device: &B::Device) -> 
     Tensor::from_data(burn::tensor::TensorData::new(v, [b * n, b]), device)
 }
 
-impl<B: Backend> PreparedOde<'_, B> {
-    /// `f(t, z)` for z `[B,N,2L]` and per-trajectory times `t` `[B,1]` → `[B,N,2L]`; `onehot`
-    /// from [`trajectory_onehot`].
-    pub fn eval(&self, t: Tensor<B, 2>, z: Tensor<B, 3>, onehot: &Tensor<B, 2>) -> Tensor<B, 3> {
-        let [b, n, d] = z.dims();
-        let zf = z.reshape([b * n, d]);
-        let run = |br: &Branch<B>, net: &Mlp2<B>| {
-            let bias = br.base.clone() + t.clone() * br.w_t.clone(); // [B,H]
-            let pre = zf.clone().matmul(br.w_z.clone()) + onehot.clone().matmul(bias);
-            net.fc2.forward(relu(pre))
+impl<B: Backend> PreparedOde<B> {
+    /// The first layer's weight at s, `[2L+B, W]`: the state rows, then the biases at s.
+    fn first_layer(&self, s: f64) -> Tensor<B, 2> {
+        let bias = match s {
+            0.0 => self.base.clone(),
+            s => self.base.clone() + self.slope.clone().mul_scalar(s),
         };
-        let dm = run(&self.morph, &self.func.morph_net);
-        let dc = run(&self.conn, &self.func.conn_net);
-        Tensor::cat(vec![dm, dc], 1).reshape([b, n, d])
+        Tensor::cat(vec![self.w1.clone(), bias], 0)
+    }
+
+    /// `[f(t, z) | 0]` for the augmented states `[z | e_b]` `[B·N, 2L+B]` (trajectory-major)
+    /// and the first layer at t ([`PreparedOde::first_layer`]).
+    fn eval(&self, w1: &Tensor<B, 2>, z: Tensor<B, 2>, zeros: &Tensor<B, 2>) -> Tensor<B, 2> {
+        let hidden = relu(z.matmul(w1.clone()));
+        let width = hidden.dims()[1] / 2;
+        let dm = hidden.clone().narrow(1, 0, width).matmul(self.w2_m.clone());
+        let dc = hidden.narrow(1, width, width).matmul(self.w2_c.clone());
+        Tensor::cat(vec![dm, dc, zeros.clone()], 1)
     }
 
     /// Fixed-step RK4 from s = 0 to s = 1 of `dz/ds = Δt · f(Δt·s, z)`, i.e. the reference's
     /// integration from t = 0 to t = Δt with `steps` steps of size Δt/steps, for every
-    /// trajectory of the batch at once although their Δt differ. `dt` `[B]` → z(Δt) `[B,N,2L]`.
-    pub fn integrate(&self, z0: Tensor<B, 3>, dt: Tensor<B, 1>, steps: usize) -> Tensor<B, 3> {
-        let [b, n, _] = z0.dims();
-        let onehot = trajectory_onehot::<B>(b, n, &z0.device());
-        let dt2 = dt.clone().reshape([b, 1]);
-        let dt3 = dt.reshape([b, 1, 1]);
-        let h = 1.0 / steps.max(1) as f64;
-        let f = |s: f64, z: Tensor<B, 3>| {
-            self.eval(dt2.clone().mul_scalar(s), z, &onehot) * dt3.clone()
+    /// trajectory of the batch at once although their Δt differ; Δt is folded into the stages'
+    /// coefficients (`z + (Δt·h/2)·f`, each coefficient one value per row of the state). z0
+    /// `[B,N,2L]` → z(Δt) `[B,N,2L]`.
+    pub fn integrate(&self, z0: Tensor<B, 3>, steps: usize) -> Tensor<B, 3> {
+        let [b, n, d] = z0.dims();
+        let device = z0.device();
+        let onehot = trajectory_onehot::<B>(b, n, &device);
+        let steps = steps.max(1);
+        let h = 1.0 / steps as f64;
+        // Δt of every row and column of the state, [B·N, 2L+B].
+        let dt_rows = onehot
+            .clone()
+            .matmul(self.dt.clone() * Tensor::ones([1, d + b], &device));
+        let (half, full, sixth) = (
+            dt_rows.clone().mul_scalar(h / 2.0),
+            dt_rows.clone().mul_scalar(h),
+            dt_rows.mul_scalar(h / 6.0),
+        );
+        // The first layer at s = i·h/2: s takes 2·steps + 1 values, each built once.
+        let mut layers: Vec<Option<Tensor<B, 2>>> = vec![None; 2 * steps + 1];
+        let mut layer = |i: usize| {
+            layers[i]
+                .get_or_insert_with(|| self.first_layer(i as f64 * h / 2.0))
+                .clone()
         };
-        let mut z = z0;
+        let zeros = Tensor::<B, 2>::zeros([b * n, b], &device);
+        let mut z = Tensor::cat(vec![z0.reshape([b * n, d]), onehot], 1);
         for step in 0..steps {
-            let s = step as f64 * h;
-            let k1 = f(s, z.clone());
-            let k2 = f(s + h / 2.0, z.clone() + k1.clone().mul_scalar(h / 2.0));
-            let k3 = f(s + h / 2.0, z.clone() + k2.clone().mul_scalar(h / 2.0));
-            let k4 = f(s + h, z.clone() + k3.clone().mul_scalar(h));
-            z = z + (k1 + (k2 + k3).mul_scalar(2.0) + k4).mul_scalar(h / 6.0);
+            let (w0, w_mid, w_end) = (layer(2 * step), layer(2 * step + 1), layer(2 * step + 2));
+            let k1 = self.eval(&w0, z.clone(), &zeros);
+            let k2 = self.eval(&w_mid, z.clone() + k1.clone() * half.clone(), &zeros);
+            let k3 = self.eval(&w_mid, z.clone() + k2.clone() * half.clone(), &zeros);
+            let k4 = self.eval(&w_end, z.clone() + k3.clone() * full.clone(), &zeros);
+            z = z + (k1 + (k2 + k3).mul_scalar(2.0) + k4) * sixth.clone();
         }
-        z
+        z.narrow(1, 0, d).reshape([b, n, d])
     }
 }

@@ -8,7 +8,9 @@
 //!   s ∈ [0, 1] and `dz/ds = Δt · f(Δt·s, z)` with Δt a per-trajectory tensor. With `steps`
 //!   steps this is the reference's RK4 on [0, Δt] step for step.
 //! * The covariate and time blocks of the ODE MLPs' first layers are applied once per
-//!   integration / evaluation as per-trajectory biases (same function, fewer FLOPs).
+//!   integration / distinct time as per-trajectory biases (same function, fewer FLOPs), and the
+//!   two MLPs run as one network (`layers::PreparedOde`): four backend operations per
+//!   evaluation.
 //! * Parameter names follow the reference's, except `net.0`/`net.2` → `fc1`/`fc2`
 //!   (see [`torch_name`]). Burn's Linear weights are [in, out] (PyTorch's transposed).
 
@@ -18,6 +20,9 @@ mod invariant_tests;
 pub mod layers;
 pub mod loss;
 pub mod objective;
+#[cfg(test)]
+mod op_count_tests;
+
 #[cfg(test)]
 mod tests;
 
@@ -193,8 +198,8 @@ impl<B: Backend> ClgOde<B> {
     /// z(Δt) for every trajectory: z0 `[B,N,2L]`, cov `[B,C]`, dt `[B]` (> 0).
     pub fn integrate(&self, z0: Tensor<B, 3>, cov: Tensor<B, 2>, dt: Tensor<B, 1>) -> Tensor<B, 3> {
         self.ode_func
-            .prepare(cov)
-            .integrate(z0, dt, self.solver_steps)
+            .prepare(cov, dt)
+            .integrate(z0, self.solver_steps)
     }
 
     /// Decodes states z `[B,N,2L]`; `start` (start visit and time of each row) is needed by the

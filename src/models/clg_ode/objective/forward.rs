@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use super::diagnostics::diagnostics_into;
 use super::dynamics::{acceleration_sum, kl_sum, velocity_sum};
-use super::input::{ObjectiveInput, host, t1, t3};
+use super::input::{ObjectiveInput, host, i1, t1, t3};
 use super::predict::{Decoded, decode};
 use super::stats::{Stat, Stats};
 use super::term::{PerTerm, Term};
@@ -35,7 +35,7 @@ pub fn forward<B: Backend>(
 
     let recon = reconstruction(obj, x, &d, &pt, &counts, &weighted, &mut sums, None, device);
     dynamics(x, &d, &mut sums);
-    let topo = topology_term(obj, x, &pt, &mut sums);
+    let topo = topology_term(obj, x, &pt, &mut sums, device);
     let q_means = innovation_terms(obj, x, &d, epoch, &mut sums);
 
     // Host values in one read (one sync on a GPU): every sum, the topology's raw values, the
@@ -112,7 +112,7 @@ pub fn forward_term<B: Backend>(
         Term::Kl | Term::Vel | Term::Acc => dynamics(x, &d, &mut sums),
         Term::Topo => {
             let (pt, _) = pred_tensors(x, &d, device);
-            topology_term(obj, x, &pt, &mut sums);
+            topology_term(obj, x, &pt, &mut sums, device);
         }
         Term::NewEdge | Term::NewSparse | Term::NewReg => {
             innovation_terms(obj, x, &d, epoch, &mut sums);
@@ -247,6 +247,22 @@ fn dynamics<B: Backend>(x: &ObjectiveInput, d: &Decoded<B>, sums: &mut PerTerm<T
     }
 }
 
+/// The most elements of the `[predictions × thresholds, N, N]` soft-thresholded graphs one call
+/// of [`topology::raw_loss`] builds (its backward holds a few such temporaries): 2^26, 256 MB
+/// of f32 each: 52 predictions at N = 400 and 8 thresholds (a subject has at most 3).
+const TOPO_BATCH_ELEMENTS: usize = 1 << 26;
+
+/// Rows `qs` (ascending) of `t` `[P,N,N]`: a slice when they are consecutive (no operation),
+/// else one gather.
+fn rows_of<B: Backend>(t: Tensor<B, 3>, qs: &[usize], device: &B::Device) -> Tensor<B, 3> {
+    let first = qs.first().copied().unwrap_or(0);
+    if qs.iter().enumerate().all(|(i, &q)| q == first + i) {
+        t.narrow(0, first, qs.len())
+    } else {
+        t.select(0, i1(qs.iter().map(|&q| q as i64).collect(), device))
+    }
+}
+
 /// The topology term: the raw loss of every prediction (weighted), normalised by the scale,
 /// summed. Returns the predictions that have one (targets without thresholds have none) and
 /// their raw values, on the device (the caller reads them with the other statistics).
@@ -255,6 +271,7 @@ fn topology_term<B: Backend>(
     x: &ObjectiveInput,
     pt: &PredTensors<B>,
     sums: &mut PerTerm<Tensor<B, 1>>,
+    device: &B::Device,
 ) -> Option<(Vec<usize>, Tensor<B, 1>)> {
     let (n, p) = (x.n, x.n_preds());
     if !obj.cfg.topo_on() {
@@ -284,18 +301,19 @@ fn topology_term<B: Backend>(
     if rows.is_empty() {
         return None;
     }
-    // One prediction at a time: the backward pass of this loss holds several
-    // [thresholds, N, N] temporaries, which would otherwise exist for all at once.
+    // The predictions in as few calls as fit [`TOPO_BATCH_ELEMENTS`] (one on every shard of the
+    // reference's batches), each call weighting its predictions by one product.
     let log_p = pt.sparse.clone().clamp_min(0.0).log1p();
     let k = t.loss_bins;
+    let chunk = (TOPO_BATCH_ELEMENTS / (k * n * n).max(1)).max(1);
     let raw: Vec<Tensor<B, 1>> = rows
-        .iter()
+        .chunks(chunk)
         .enumerate()
-        .map(|(r, &q)| {
-            let one = log_p.clone().narrow(0, q, 1);
-            let range = r * k..(r + 1) * k;
-            topology::raw_loss(one, &taus[range.clone()], &target[range], &probes, t)
-                .mul_scalar(x.preds[q].weight)
+        .map(|(c, qs)| {
+            let range = c * chunk * k..(c * chunk + qs.len()) * k;
+            let weights = t1::<B>(qs.iter().map(|&q| x.preds[q].weight).collect(), device);
+            let preds = rows_of(log_p.clone(), qs, device);
+            topology::raw_loss(preds, &taus[range.clone()], &target[range], &probes, t) * weights
         })
         .collect();
     let raw = Tensor::cat(raw, 0);

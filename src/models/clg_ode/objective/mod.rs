@@ -24,6 +24,8 @@ pub mod target_sides;
 pub mod term;
 pub mod terms;
 pub mod topology;
+#[cfg(test)]
+mod topology_batch_tests;
 
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};

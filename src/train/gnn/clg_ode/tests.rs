@@ -305,3 +305,45 @@ fn clg_gnn_per_subject_pieces_do_not_depend_on_the_thread_count() {
         assert!((a - b).abs() <= 1e-4 * b.abs().max(1e-6), "{a} vs {b}");
     }
 }
+
+/// Backend operations of one training step on `flex` (`FastCpu` counts every operation, what a
+/// GPU would launch; `trainer bench gnn` prints the same count as ops/step): the reference's
+/// default objective (topology loss and GradNorm) at epoch 20, every term on, 12 RK4 steps,
+/// two subjects. Operations do not depend on the sizes, nor on the thread count. Measured
+/// (issue 74): 14,437 after the merged ODE network (38 forward + 102 backward operations per
+/// RK4 step, 244 before) and the batched topology loss; the bound leaves ~4% for unrelated
+/// changes and fails if either is undone.
+#[test]
+fn clg_training_step_ops_on_flex() {
+    use crate::backend::fast_cpu::FastCpu;
+    use crate::host_reads::Counts;
+    use crate::train::gnn::clg_ode::step::{Pieces, grads};
+    type F = Autodiff<FastCpu>;
+    let (_d, c) = cohort(12, 20);
+    let (fold, data, mut cfg) = setup(&c);
+    cfg.sizes.solver_steps = 12;
+    let dev = burn::backend::flex::FlexDevice;
+    let model = cfg.init::<F>(&dev);
+    let mut obj = Objective::new(ObjectiveConfig::default(), false, 120, 1);
+    let before = Counts::now();
+    grads(
+        &model,
+        &mut obj,
+        &data,
+        &Sampling::default(),
+        (42, 0, 20),
+        &fold.train,
+        0,
+        (0, 2),
+        Pieces::PerSubject,
+        &dev,
+        &Single,
+    )
+    .unwrap();
+    let ops = before.elapsed().ops;
+    eprintln!("one training step: {ops} ops");
+    assert!(
+        ops <= 15_000,
+        "{ops} ops per training step (measured 14,437)"
+    );
+}
