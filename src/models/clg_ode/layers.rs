@@ -123,24 +123,29 @@ pub struct OdeFunc<B: Backend> {
 }
 
 /// [`OdeFunc`] specialised to a batch of trajectories (their covariates and Δt) and run as one
-/// network of width W = 2H + 1, so that an evaluation is three backend operations whatever the
-/// batch (matmul, ReLU, matmul; docs/clg-ode-model.md §2.4 is the function, this its layout):
+/// network of width W = 2(H + 1), so that an evaluation is five backend operations whatever the
+/// batch (matmul, ReLU, a matmul per branch, cat; docs/clg-ode-model.md §2.4 is the function,
+/// this its layout):
 ///
-/// * both branches' first layers side by side, `[W_z^m | W_z^c | 0]`, one product;
-/// * the covariate and time blocks as a per-trajectory bias, `[b1 + cov·W_cov + Δt·s·w_t | 1]`,
-///   in the same product: the state carries B more columns, its trajectory's one-hot indicator,
-///   and the first weight B more rows, the biases at the evaluation's time (the covariate part
-///   is computed once per integration, the time part once per distinct time; no broadcast);
-/// * both second layers block-diagonal, their biases as the last row (met by the hidden unit
-///   that is constantly ReLU(1) = 1), B zero columns for the indicators (which stay exactly 1):
-///   one product gives `[dz_m | dz_c | 0]`. The zero blocks cost the second layer's FLOPs
-///   twice (2H·2L per node instead of 2·H·L).
+/// * both branches' first layers side by side, `[W_z^m | 0 | W_z^c | 0]`, one product;
+/// * the covariate and time blocks as a per-trajectory bias, `[b1^m + … | 1 | b1^c + … | 1]`
+///   (`b1 + cov·W_cov + Δt·s·w_t` per branch), in the same product: the state carries B more
+///   columns, its trajectory's one-hot indicator, and the first weight B more rows, the biases
+///   at the evaluation's time (the covariate part computed once per integration, the time part
+///   once per distinct time; no broadcast);
+/// * each second layer with its bias as the last row, met by its branch's hidden unit that is
+///   constantly ReLU(1) = 1; the two outputs and B zero columns for the indicators (which stay
+///   exactly 1) concatenated: `[dz_m | dz_c | 0]`.
+///
+/// (One block-diagonal second layer would save two more operations but cost the second
+/// layer's FLOPs twice, measured slower on the CPU.)
 pub struct PreparedOde<B: Backend> {
-    /// First layer's state rows of both branches side by side, then a zero column: `[2L, W]`.
+    /// First layer's state rows of both branches side by side, each then a zero column:
+    /// `[2L, W]`.
     w1: Tensor<B, 2>,
-    /// Per-trajectory bias at s = 0, `[b1 + cov·W_cov | 1]`: `[B, W]`.
+    /// Per-trajectory bias at s = 0, `[b1 + cov·W_cov | 1]` per branch: `[B, W]`.
     base: Tensor<B, 2>,
-    /// Its change per unit of s, `[Δt·w_t | 0]`: `[B, W]`.
+    /// Its change per unit of s, `[Δt·w_t | 0]` per branch: `[B, W]`.
     slope: Tensor<B, 2>,
     /// Each second layer with its bias as the last row: `[H+1, L]`.
     w2_m: Tensor<B, 2>,
