@@ -27,6 +27,7 @@ mod retention;
 mod run;
 mod settings;
 pub mod state;
+mod step;
 mod sums;
 
 use std::collections::BTreeMap;
