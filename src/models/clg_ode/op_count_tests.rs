@@ -7,8 +7,8 @@ use burn::prelude::*;
 use burn::tensor::TensorData;
 
 use super::ClgOdeConfig;
-use crate::backend::fast_cpu::FastCpu;
 use crate::host_reads::Counts;
+use fast_cpu::FastCpu;
 
 type AB = Autodiff<FastCpu>;
 

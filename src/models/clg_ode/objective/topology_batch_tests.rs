@@ -8,7 +8,7 @@ use burn::tensor::backend::AutodiffBackend;
 
 use super::config::ObjectiveConfig;
 use super::topology;
-use crate::backend::fast_cpu::FastCpu;
+use fast_cpu::FastCpu;
 
 /// A symmetric non-negative N×N matrix with zeros (raw weights), varied by `salt`.
 fn weights(n: usize, salt: usize) -> Vec<f32> {
