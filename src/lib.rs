@@ -55,6 +55,7 @@ pub mod settings;
 pub mod sweep;
 pub mod toolbox;
 pub mod train;
+pub mod training_command;
 
 use cli::{Cli, Command, DataCommand};
 
@@ -64,22 +65,22 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         print!("{toml}");
         return Ok(ExitCode::SUCCESS);
     }
-    let long_running = matches!(
-        cli.command,
-        Command::TrainMnist(_) | Command::TrainGnn(_) | Command::Bench(_)
-    ) || matches!(
-        &cli.command,
-        Command::Sweep {
-            command: cli::sweep::SweepCommand::Run { .. } | cli::sweep::SweepCommand::Task { .. }
-        }
-    );
+    let long_running = cli.command.training().is_some()
+        || matches!(cli.command, Command::Bench(_))
+        || matches!(
+            &cli.command,
+            Command::Sweep {
+                command: cli::sweep::SweepCommand::Run { .. }
+                    | cli::sweep::SweepCommand::Task { .. }
+            }
+        );
     if !long_running {
         // A report read through `| head` ends quietly when the reader closes the pipe, as `cat`
         // does (killed by SIGPIPE), instead of panicking in `println!` (Rust ignores SIGPIPE).
         // SAFETY: restoring a signal's default action before any thread is started.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    if matches!(cli.command, Command::TrainMnist(_) | Command::TrainGnn(_)) {
+    if cli.command.training().is_some() {
         // First thing, before MPI, data and checkpoint loading: a scheduler's signal (Slurm's
         // `--signal=B:USR1@…`, a requeue, a preemption) can come while the job starts, and a
         // signal with its default action would kill the process (exit 128+n) without a word.

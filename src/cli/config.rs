@@ -14,6 +14,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use clap::error::ErrorKind;
+
+use crate::training_command::TrainingCommand;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches};
 
@@ -58,6 +60,7 @@ pub fn parse_from(argv: Vec<OsString>) -> Result<Cli, clap::Error> {
         && let Some((name, given)) = m.subcommand()
     {
         let cmd = root.find_subcommand(name).expect("parsed sub-command");
+        let gnn = TrainingCommand::from_name(name).is_some_and(TrainingCommand::is_gnn);
         let mut layered = Vec::new();
         let mut in_file = Vec::new();
         let mut preset = given.get_one::<String>("preset").cloned();
@@ -65,11 +68,11 @@ pub fn parse_from(argv: Vec<OsString>) -> Result<Cli, clap::Error> {
         // scripts pass it; read as `--paths-yaml` (`cli/paths.rs`).
         let yaml_config = given
             .get_one::<PathBuf>("config")
-            .filter(|path| name == "train-gnn" && is_yaml(path))
+            .filter(|path| gnn && is_yaml(path))
             .cloned();
         let config = given
             .get_one::<PathBuf>("config")
-            .filter(|path| !(name == "train-gnn" && is_yaml(path)));
+            .filter(|path| !(gnn && is_yaml(path)));
         let mut paths_yaml: Option<(PathBuf, &str)> = given
             .try_get_one::<PathBuf>("paths_yaml")
             .ok()

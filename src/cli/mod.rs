@@ -92,3 +92,15 @@ pub enum Command {
     /// Print a shell completion script: `source <(trainer completions bash)`.
     Completions(CompletionsArgs),
 }
+
+impl Command {
+    /// The training command this is (`train-gnn`, `train-mnist`), if it is one.
+    pub fn training(&self) -> Option<crate::training_command::TrainingCommand> {
+        use crate::training_command::TrainingCommand;
+        match self {
+            Command::TrainGnn(_) => Some(TrainingCommand::TrainGnn),
+            Command::TrainMnist(_) => Some(TrainingCommand::TrainMnist),
+            _ => None,
+        }
+    }
+}

@@ -9,6 +9,8 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use clap::parser::ValueSource;
+
+use crate::training_command::TrainingCommand;
 use clap::{ArgMatches, Command};
 
 use crate::data::connectome::paths_yaml::{PathsYaml, wanted_flags};
@@ -79,7 +81,7 @@ pub(super) fn layer(
             .sources
             .push((flag.clone(), format!("{name} (key {key})")));
     }
-    if command == "train-gnn" {
+    if TrainingCommand::from_name(command).is_some_and(TrainingCommand::is_gnn) {
         for flag in REQUIRED {
             let key = wanted.iter().find(|(f, _)| f == flag).map(|(_, k)| *k);
             if !is_given(flag) && !found.iter().any(|(f, _, _)| f == flag) {

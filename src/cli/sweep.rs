@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+
+use crate::training_command::TrainingCommand;
 use clap::{Args, CommandFactory, Subcommand};
 
 use super::Cli;
@@ -187,7 +189,7 @@ fn check(command: &str, config: &std::path::Path) -> Result<()> {
         "--resume".into(),
         "auto".into(),
     ];
-    if command == "train-gnn" {
+    if TrainingCommand::from_name(command).is_some_and(TrainingCommand::is_gnn) {
         argv.extend(["--results-dir".into(), "sweep-plan-check".into()]);
     }
     super::config::parse_from(argv)

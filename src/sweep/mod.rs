@@ -32,6 +32,7 @@ use self::spec::Task;
 use self::state::{TaskState, read_state};
 use crate::cluster::scheduler::resources::Resources;
 use crate::cluster::scheduler::{SchedulerKind, quote};
+use crate::training_command::TrainingCommand;
 
 /// `DIR/sweep.json`: what `plan` resolved.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -49,6 +50,11 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// The training command its tasks run (`None` for a manifest [`Manifest::check`] refuses).
+    pub fn training_command(&self) -> Option<TrainingCommand> {
+        TrainingCommand::from_name(&self.command)
+    }
+
     /// Reads `DIR/sweep.json` and checks it as `sweep plan` checked what it wrote
     /// ([`Manifest::check`]): a manifest edited into something the plan would have refused is
     /// refused, with the key named, before anything is rendered, run or submitted.
@@ -84,10 +90,11 @@ impl Manifest {
     /// resource through its allow-list, task indices in order, names that stay inside
     /// `runs/` and are unique, phase-2 tasks after phase-1 ones.
     pub fn check(&self) -> Result<()> {
-        if !["train-gnn", "train-mnist"].contains(&self.command.as_str()) {
+        if self.training_command().is_none() {
             anyhow::bail!(
-                "`command` = {:?}: expected train-gnn or train-mnist",
-                self.command
+                "`command` = {:?}: expected {}",
+                self.command,
+                TrainingCommand::expected()
             );
         }
         quote::check_path("`spec`", &self.spec)?;

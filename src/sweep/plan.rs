@@ -134,10 +134,10 @@ pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
     let below = spec_path.display().to_string();
     let resources = resolve_resources(std::mem::take(&mut spec.resources), s, scheduler, &below)?;
     for t in &mut spec.tasks {
-        resolve_config(spec_path, &spec.command, t, flags.known)?;
-        super::spec::expand_paths_yaml(spec_path, &spec.command, t)?;
+        resolve_config(spec_path, spec.command.name(), t, flags.known)?;
+        super::spec::expand_paths_yaml(spec_path, spec.command.name(), t)?;
     }
-    for w in preset_shadows(&spec.command, &spec.tasks, flags) {
+    for w in preset_shadows(spec.command.name(), &spec.tasks, flags) {
         eprintln!("[sweep] {}: {w}", spec_path.display());
     }
     if state::manifest_path(out).exists() {
@@ -154,7 +154,7 @@ pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
         );
     }
     let manifest = Manifest {
-        command: spec.command.clone(),
+        command: spec.command.name().to_string(),
         spec: std::path::absolute(spec_path).unwrap_or(spec_path.clone()),
         scheduler,
         throttle: s.throttle,

@@ -31,9 +31,12 @@ use anyhow::{Result, bail};
 pub use super::expand::Task;
 use super::expand::{Space, then_stage};
 use crate::cluster::scheduler::resources::Resources;
+use crate::training_command::TrainingCommand;
 
+mod file;
 mod paths;
 mod vary;
+use file::SpecFile;
 pub use paths::expand_paths_yaml;
 pub use vary::parse_override;
 use vary::{apply_overrides, zip_axis};
@@ -41,7 +44,7 @@ use vary::{apply_overrides, zip_axis};
 /// A parsed specification.
 #[derive(Debug, Clone)]
 pub struct Spec {
-    pub command: String,
+    pub command: TrainingCommand,
     pub tasks: Vec<Task>,
     /// The `[resources]` table: what each task asks of the queue.
     pub resources: Resources,
@@ -83,42 +86,24 @@ impl Spec {
             },
             n => format!("{}:{n}", path.display()),
         };
-        let mut table: toml::Table = text
-            .parse()
+        // Not TOML at all: the parser's own message, with its excerpt.
+        text.parse::<toml::Table>()
             .map_err(|e| anyhow::anyhow!("{}: not valid TOML: {e}", path.display()))?;
-        apply_overrides(&mut table, overrides, known)?;
-        for key in table.keys() {
-            if ![
-                "command",
-                "base",
-                "grid",
-                "variant",
-                "folds",
-                "seeds",
-                "then",
-                "resources",
-                "zip",
-            ]
-            .contains(&key.as_str())
-            {
-                bail!(
-                    "{}: unknown key `{key}`; a spec has command, base, grid, variant, folds, \
-                     seeds, then, resources, zip",
-                    at(key)
-                );
-            }
-        }
-        let command = match table.get("command").and_then(|c| c.as_str()) {
-            Some(c @ ("train-gnn" | "train-mnist")) => c.to_string(),
-            Some(c) => bail!(
-                "{}: command `{c}`: expected train-gnn or train-mnist",
-                at("command")
-            ),
-            None => bail!(
-                "{}: no `command = \"train-gnn\"` (or train-mnist)",
-                path.display()
-            ),
+        // A key a spec does not have, a value of the wrong shape: the line of its span.
+        let mut file: SpecFile =
+            toml::from_str(text).map_err(|e| match file::line_of_span(text, &e) {
+                Some(n) => anyhow::anyhow!("{}:{n}: {}", path.display(), file::message(&e)),
+                None => anyhow::anyhow!("{}: {}", path.display(), file::message(&e)),
+            })?;
+        let Some(command) = file.command else {
+            bail!(
+                "{}: no `command = \"{}\"` (or {})",
+                path.display(),
+                TrainingCommand::TrainGnn,
+                TrainingCommand::TrainMnist
+            );
         };
+        apply_overrides(&mut file, command, overrides, known)?;
         let check_key = |key: &str| -> Result<()> {
             let per_task = ["cv_fold", "cv-fold", "seed", "random_state", "random-state"];
             if per_task.contains(&key) {
@@ -142,25 +127,18 @@ impl Spec {
                     at(key)
                 );
             }
-            if !known(&command, key) {
+            if !known(command.name(), key) {
                 bail!("{}: `{key}` is not a flag of trainer {command}", at(key));
             }
             Ok(())
         };
-        let sub_table = |name: &str| -> Result<toml::Table> {
-            match table.get(name) {
-                None => Ok(toml::Table::new()),
-                Some(toml::Value::Table(t)) => Ok(t.clone()),
-                Some(_) => bail!("{}: `{name}` must be a table", at(name)),
-            }
-        };
-        let resources = Resources::from_table(&sub_table("resources")?)
+        let resources = Resources::from_table(&file.resources)
             .map_err(|e| anyhow::anyhow!("{}: [resources]: {e}", at("resources")))?;
-        let base = sub_table("base")?;
+        let base = file.base;
         for k in base.keys() {
             check_key(k)?;
         }
-        let grid = sub_table("grid")?;
+        let grid = file.grid;
         let mut axes: Vec<(String, Vec<toml::Value>)> = Vec::new();
         for (k, v) in &grid {
             check_key(k)?;
@@ -171,61 +149,38 @@ impl Spec {
             }
         }
         let mut variants: Vec<(Option<String>, toml::Table)> = Vec::new();
-        match table.get("variant") {
+        match file.variant {
             None => variants.push((None, toml::Table::new())),
-            Some(toml::Value::Array(list)) => {
-                for v in list {
-                    let Some(t) = v.as_table() else {
-                        bail!("{}: each [[variant]] must be a table", at("variant"));
+            Some(list) => {
+                for mut flags in list {
+                    // A string: `SpecFile` refuses a variant without one.
+                    let name = match flags.remove("name") {
+                        Some(toml::Value::String(name)) => name,
+                        _ => bail!("{}: a [[variant]] needs `name = \"...\"`", at("variant")),
                     };
-                    let Some(name) = t.get("name").and_then(|n| n.as_str()) else {
-                        bail!("{}: a [[variant]] needs `name = \"...\"`", at("variant"));
-                    };
-                    let mut flags = t.clone();
-                    flags.remove("name");
                     for k in flags.keys() {
                         check_key(k)?;
                     }
-                    variants.push((Some(name.to_string()), flags));
+                    variants.push((Some(name), flags));
                 }
             }
-            Some(_) => bail!("{}: write variants as [[variant]] tables", at("variant")),
         }
-        let ints = |name: &str| -> Result<Option<Vec<i64>>> {
-            match table.get(name) {
-                None => Ok(None),
-                Some(toml::Value::Array(a)) if !a.is_empty() => a
-                    .iter()
-                    .map(|v| {
-                        v.as_integer().ok_or_else(|| {
-                            anyhow::anyhow!("{}: `{name}` must be a list of integers", at(name))
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()
-                    .map(Some),
-                Some(_) => bail!("{}: `{name}` must be a non-empty list", at(name)),
-            }
-        };
-        let folds = ints("folds")?;
-        let seeds = ints("seeds")?;
-        if folds.is_some() && command != "train-gnn" {
-            bail!("{}: folds are train-gnn's (--cv-fold)", at("folds"));
+        let (folds, seeds) = (file.folds, file.seeds);
+        if folds.is_some() && !command.is_gnn() {
+            bail!(
+                "{}: folds are {}'s (--cv-fold)",
+                at("folds"),
+                TrainingCommand::TrainGnn
+            );
         }
-        let zips = match table.get("zip") {
-            None => Vec::new(),
-            Some(toml::Value::Array(list)) => list
-                .iter()
-                .enumerate()
-                .map(|(n, z)| {
-                    let Some(z) = z.as_table() else {
-                        bail!("{}: write each zip as a [[zip]] table", at("zip"));
-                    };
-                    zip_axis(n, z, &grid, &check_key)
-                        .map_err(|e| anyhow::anyhow!("{}: {e}", at("zip")))
-                })
-                .collect::<Result<Vec<_>>>()?,
-            Some(_) => bail!("{}: write zips as [[zip]] tables", at("zip")),
-        };
+        let zips = file
+            .zip
+            .iter()
+            .enumerate()
+            .map(|(n, z)| {
+                zip_axis(n, z, &grid, &check_key).map_err(|e| anyhow::anyhow!("{}: {e}", at("zip")))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let space = Space {
             base,
             zips,
@@ -235,7 +190,7 @@ impl Spec {
             seeds,
         };
         // Counted before anything is expanded: a 10^12-point grid is refused at once.
-        let stages = if table.contains_key("then") { 2 } else { 1 };
+        let stages = if file.then.is_some() { 2 } else { 1 };
         let count = space.count().saturating_mul(stages);
         if count > max_tasks as u128 {
             bail!(
@@ -247,9 +202,8 @@ impl Spec {
         }
         let shadowed = space.shadowed();
         let mut tasks = space.tasks();
-        if table.contains_key("then") {
-            let then = sub_table("then")?;
-            if folds.is_none() || !known(&command, "resume_from") {
+        if let Some(then) = file.then {
+            if folds.is_none() || !known(command.name(), "resume_from") {
                 bail!(
                     "{}: a two-stage sweep needs train-gnn and `folds = [...]` (phase 2 resumes \
                      one fold's best checkpoint)",

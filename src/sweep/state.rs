@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::spec::Task;
 use super::{Manifest, run_dir};
 use crate::outputs::RunDir;
+use crate::training_command::TrainingCommand;
 
 /// Where a task stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,7 +151,7 @@ pub(super) fn host() -> String {
 /// for train-mnist), or `None` when they can.
 fn results_gone(dir: &Path, m: &Manifest, t: &Task) -> Option<String> {
     let run = RunDir::new(run_dir(dir, t));
-    let outcome = if m.command == "train-gnn" {
+    let outcome = if m.training_command().is_some_and(TrainingCommand::is_gnn) {
         // Any JSON: a task's results are there (the reports read them through their type).
         crate::outputs::run_files::read_json::<serde_json::Value>(&run.test_metrics_json())
             .map(|_| ())

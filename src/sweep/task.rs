@@ -19,6 +19,7 @@ use super::{Manifest, run_dir, task_config};
 use crate::files::write_json;
 use crate::outputs::RunDir;
 use crate::outputs::run_files::BEST_MODEL_SUFFIX;
+use crate::training_command::TrainingCommand;
 
 /// The best checkpoint of phase-1 task `p` (`checkpoints/*_best.safetensors` in its run
 /// directory), or why there is none yet.
@@ -190,7 +191,7 @@ pub fn run_task(
         .arg("--out")
         .arg(run_dir(dir, t))
         .args(["--resume", "auto"]);
-    if m.command == "train-gnn" {
+    if m.training_command().is_some_and(TrainingCommand::is_gnn) {
         cmd.arg("--results-dir").arg(dir);
     }
     if let Some(path) = &resume_from {

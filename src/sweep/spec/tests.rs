@@ -234,3 +234,38 @@ fn nested_task_names_and_folds_beyond_cv_folds_are_refused() {
     )
     .unwrap();
 }
+
+#[test]
+fn the_specs_shape_is_checked_with_the_line_of_the_key() {
+    for (text, needle) in [
+        (
+            "command = \"train-gnn\"\n[base]\nmax_epochs = 1\n[extra]\na = 1\n",
+            "s.toml:4: unknown key `extra`; a spec has command, base, grid, variant, folds, \
+             seeds, then, resources, zip",
+        ),
+        (
+            "command = 3\n",
+            "s.toml:1: command `3`: expected train-gnn or train-mnist",
+        ),
+        (
+            "command = \"train-gnn\"\nfolds = [\"a\"]\n",
+            "s.toml:2: `folds` must be a list of integers",
+        ),
+        (
+            "command = \"train-gnn\"\n[grid]\nmax_epochs = [1]\n[[variant]]\nname = \"a\"\n\
+             [[variant]]\nmax_epochs = 2\n",
+            "s.toml:4: a [[variant]] needs `name = \"...\"`",
+        ),
+        (
+            "folds = [0]\n",
+            "s.toml: no `command = \"train-gnn\"` (or train-mnist)",
+        ),
+    ] {
+        let e = parse(text).unwrap_err().to_string();
+        assert_eq!(e, needle, "{text}");
+    }
+    assert_eq!(
+        parse("command = \"train-mnist\"\n").unwrap().command.name(),
+        "train-mnist"
+    );
+}

@@ -3,64 +3,54 @@
 
 use anyhow::{Result, bail};
 
+use super::file::SpecFile;
 use crate::sweep::expand::Zip;
+use crate::training_command::TrainingCommand;
 
 /// `key=value` arguments after the spec, over it: a list becomes the grid axis of `key`, a
 /// single value is set in `[base]`; either way the spec's own values of `key` (in `[base]`,
 /// `[grid]`, the variants and `[then]`) give way, each with a line on stderr. A zipped key
 /// cannot be overridden alone.
 pub(super) fn apply_overrides(
-    table: &mut toml::Table,
+    file: &mut SpecFile,
+    command: TrainingCommand,
     overrides: &[(String, toml::Value)],
     known: &dyn Fn(&str, &str) -> bool,
 ) -> Result<()> {
-    let command = table
-        .get("command")
-        .and_then(|c| c.as_str())
-        .unwrap_or_default()
-        .to_string();
     for (key, value) in overrides {
-        if !known(&command, key) {
+        if !known(command.name(), key) {
             bail!("`{key}=…` (command line): `{key}` is not a flag of trainer {command}");
         }
-        let zipped = table
-            .get("zip")
-            .and_then(|z| z.as_array())
-            .is_some_and(|zs| {
-                zs.iter()
-                    .any(|z| z.as_table().is_some_and(|z| z.contains_key(key)))
-            });
-        if zipped {
+        if file.zip.iter().any(|z| z.contains_key(key)) {
             bail!("`{key}=…` (command line): `{key}` varies in a [[zip]]; change it in the spec");
         }
         // The command line wins over every place of the spec, `[then]` (phase 2) too; each
         // value it replaces is said once.
         let mut shadowed = Vec::new();
-        for name in ["base", "grid", "then"] {
-            if let Some(t) = table.get_mut(name).and_then(|t| t.as_table_mut())
-                && let Some(old) = t.remove(key)
-            {
+        for (name, t) in [
+            ("base", Some(&mut file.base)),
+            ("grid", Some(&mut file.grid)),
+            ("then", file.then.as_mut()),
+        ] {
+            if let Some(old) = t.and_then(|t| t.remove(key)) {
                 shadowed.push(format!("[{name}] {key} = {old}"));
             }
         }
-        if let Some(vs) = table.get_mut("variant").and_then(|v| v.as_array_mut()) {
-            for v in vs.iter_mut().filter_map(|v| v.as_table_mut()) {
-                if let Some(old) = v.remove(key) {
-                    let name = v.get("name").and_then(|n| n.as_str()).unwrap_or("?");
-                    shadowed.push(format!("variant {name}: {key} = {old}"));
-                }
+        for v in file.variant.iter_mut().flatten() {
+            if let Some(old) = v.remove(key) {
+                let name = v.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+                shadowed.push(format!("variant {name}: {key} = {old}"));
             }
         }
         for what in shadowed {
             eprintln!("[sweep] {key}={value} (command line) replaces the spec's {what}");
         }
-        let target = if value.is_array() { "grid" } else { "base" };
-        let t = table
-            .entry(target)
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        if let Some(t) = t.as_table_mut() {
-            t.insert(key.clone(), value.clone());
-        }
+        let target = if value.is_array() {
+            &mut file.grid
+        } else {
+            &mut file.base
+        };
+        target.insert(key.clone(), value.clone());
     }
     Ok(())
 }
