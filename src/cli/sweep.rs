@@ -129,30 +129,31 @@ pub struct ResourceArgs {
 impl ResourceArgs {
     /// The flags given, as `[resources]` keys and values.
     fn pairs(self) -> Vec<(&'static str, toml::Value)> {
+        use crate::cluster::scheduler::resources::ResourceKey as K;
         let mut out: Vec<(&'static str, toml::Value)> = [
-            ("partition", self.partition),
-            ("gpus", self.gpus),
-            ("gpu_type", self.gpu_type),
-            ("mig", self.mig),
-            ("cpus", self.cpus),
-            ("mem", self.mem),
-            ("time", self.time),
-            ("account", self.account),
-            ("qos", self.qos),
-            ("constraint", self.constraint),
-            ("image", self.image),
+            (K::Partition, self.partition),
+            (K::Gpus, self.gpus),
+            (K::GpuType, self.gpu_type),
+            (K::Mig, self.mig),
+            (K::Cpus, self.cpus),
+            (K::Mem, self.mem),
+            (K::Time, self.time),
+            (K::Account, self.account),
+            (K::Qos, self.qos),
+            (K::Constraint, self.constraint),
+            (K::Image, self.image),
         ]
         .into_iter()
-        .filter_map(|(k, v)| v.map(|v| (k, toml::Value::String(v))))
+        .filter_map(|(k, v)| v.map(|v| (k.name(), toml::Value::String(v))))
         .collect();
         for (k, list) in [
-            ("binds", self.binds),
-            ("modules", self.modules),
-            ("extra", self.extra),
+            (K::Binds, self.binds),
+            (K::Modules, self.modules),
+            (K::Extra, self.extra),
         ] {
             if !list.is_empty() {
                 let items = list.into_iter().map(toml::Value::String).collect();
-                out.push((k, toml::Value::Array(items)));
+                out.push((k.name(), toml::Value::Array(items)));
             }
         }
         out

@@ -13,7 +13,7 @@ use super::array::{Scripts, Submission, choose_trainer, job_name, ranges_list, r
 
 use super::common::{DEFAULT_PORT, JobInfo, Ranks, build, port_from_job_id, port_override};
 use super::quote::{comment, sh, sh_path};
-use super::resources::{Resources, format_time};
+use super::resources::{ResourceKey, Resources, format_time};
 use super::{ClusterEnv, Scheduler, SchedulerKind};
 use crate::cluster::error::EnvError;
 use crate::cluster::vars::Vars;
@@ -64,8 +64,8 @@ impl Scheduler for Gflow {
         ))
     }
 
-    fn has_directive(&self, key: &str) -> bool {
-        key == "extra"
+    fn has_directive(&self, key: ResourceKey) -> bool {
+        key == ResourceKey::Extra
     }
 
     fn directives(&self, r: &Resources) -> Vec<String> {

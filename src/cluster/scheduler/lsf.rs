@@ -13,7 +13,7 @@ use super::array::{
 };
 use super::common::{JobInfo, Ranks, address_override, build, port_from_job_id, port_override};
 use super::quote::{comment, directive, sh_path};
-use super::resources::Resources;
+use super::resources::{ResourceKey, Resources};
 use super::{AllocationVar, ClusterEnv, Scheduler, SchedulerKind};
 use crate::cluster::error::EnvError;
 use crate::cluster::vars::Vars;
@@ -103,8 +103,8 @@ impl Scheduler for Lsf {
         AllocationVar::set(vars, &["LSB_GPU_ALLOC_INFO"])
     }
 
-    fn has_directive(&self, key: &str) -> bool {
-        key != "qos"
+    fn has_directive(&self, key: ResourceKey) -> bool {
+        key != ResourceKey::Qos
     }
 
     fn directives(&self, r: &Resources) -> Vec<String> {

@@ -36,7 +36,7 @@ mod torchrun;
 use serde::{Deserialize, Serialize};
 
 use self::array::{Scripts, Submission};
-use self::resources::Resources;
+use self::resources::{ResourceKey, Resources};
 use super::error::EnvError;
 use super::vars::Vars;
 use super::visible_devices::{DeviceAssignment, VisibleDevices, VisibleForm};
@@ -82,10 +82,10 @@ impl SchedulerKind {
 
     /// The keys set in `r` that this scheduler has no directive for (left out, with a warning).
     pub fn ignored(self, r: &Resources) -> Vec<&'static str> {
-        r.optional_keys()
+        ResourceKey::ALL
             .into_iter()
-            .filter(|(k, set)| *set && !self.get().has_directive(k))
-            .map(|(k, _)| k)
+            .filter(|&k| k.is_optional() && r.value(k).is_some() && !self.get().has_directive(k))
+            .map(ResourceKey::name)
             .collect()
     }
 }
@@ -205,9 +205,9 @@ pub trait Scheduler: Sync {
     fn allocation(&self, _vars: &Vars) -> Vec<AllocationVar> {
         Vec::new()
     }
-    /// Whether it has a directive for `[resources]` key `key` (one of
-    /// `Resources::optional_keys`).
-    fn has_directive(&self, _key: &str) -> bool {
+    /// Whether it has a directive for `[resources]` key `key` (asked of the keys
+    /// [`ResourceKey::is_optional`]).
+    fn has_directive(&self, _key: ResourceKey) -> bool {
         false
     }
     /// The directive lines of `r` (without the warning-signal lines of the script).

@@ -35,23 +35,20 @@ mod values;
 use values::{Kind, checked, count, string, strings};
 pub use values::{format_time, parse_mem, parse_time};
 
-/// The keys of `[resources]` (and the `sweep plan` flags of the same names).
-pub const KEYS: [&str; 14] = [
-    "partition",
-    "gpus",
-    "gpu_type",
-    "mig",
-    "cpus",
-    "mem",
-    "time",
-    "account",
-    "qos",
-    "constraint",
-    "image",
-    "binds",
-    "modules",
-    "extra",
-];
+mod key;
+pub use key::ResourceKey;
+
+/// The keys of `[resources]` (and the `sweep plan` flags of the same names), from
+/// [`ResourceKey::ALL`].
+pub const KEYS: [&str; ResourceKey::ALL.len()] = {
+    let mut keys = [""; ResourceKey::ALL.len()];
+    let mut i = 0;
+    while i < keys.len() {
+        keys[i] = ResourceKey::ALL[i].name();
+        i += 1;
+    }
+    keys
+};
 
 /// A sweep's queue resources, checked and normalised.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -77,6 +74,19 @@ impl Resources {
     /// Sets `key` from a TOML value (a flag's text arrives as a string): errors name the key and
     /// what was expected.
     pub fn set(&mut self, key: &str, v: &toml::Value) -> Result<()> {
+        match ResourceKey::from_name(key) {
+            Some(k) => self.set_key(k, v),
+            None => bail!(
+                "`{key}` is not a resource; expected one of {}",
+                ResourceKey::names()
+            ),
+        }
+    }
+
+    /// Sets `k` from a TOML value: [`Resources::set`] of a known key.
+    fn set_key(&mut self, k: ResourceKey, v: &toml::Value) -> Result<()> {
+        use ResourceKey as K;
+        let key = k.name();
         let w = |v: &toml::Value| checked(key, &string(key, v)?, Kind::Name);
         let each = |kind: Kind| -> Result<Vec<String>> {
             let list = strings(key, v)?;
@@ -85,16 +95,16 @@ impl Resources {
             }
             list.iter().map(|x| checked(key, x, kind)).collect()
         };
-        match key {
-            "partition" => self.partition = Some(w(v)?),
+        match k {
+            K::Partition => self.partition = Some(w(v)?),
             // 0 is said, not left out: the tasks run on the CPU (`--device cpu`).
-            "gpus" => self.gpus = Some(count(key, v, 0, 64)?),
-            "gpu_type" => self.gpu_type = Some(w(v)?),
-            "mig" => self.mig = Some(w(v)?),
+            K::Gpus => self.gpus = Some(count(key, v, 0, 64)?),
+            K::GpuType => self.gpu_type = Some(w(v)?),
+            K::Mig => self.mig = Some(w(v)?),
             // At least one: `--cpus-per-task=0` / `-n 0` is refused by the schedulers.
-            "cpus" => self.cpus = Some(count(key, v, 1, 4096)?),
-            "mem" => self.mem_mb = Some(parse_mem(&string(key, v)?)?),
-            "time" => {
+            K::Cpus => self.cpus = Some(count(key, v, 1, 4096)?),
+            K::Mem => self.mem_mb = Some(parse_mem(&string(key, v)?)?),
+            K::Time => {
                 self.time_secs = Some(match v {
                     // Minutes; 0 would render `--time=00:00:00`, which Slurm reads as no limit.
                     toml::Value::Integer(_) => match count(key, v, 0, 525_600)? {
@@ -104,21 +114,17 @@ impl Resources {
                     other => parse_time(&string(key, other)?)?,
                 })
             }
-            "account" => self.account = Some(w(v)?),
-            "qos" => self.qos = Some(w(v)?),
-            "constraint" => {
+            K::Account => self.account = Some(w(v)?),
+            K::Qos => self.qos = Some(w(v)?),
+            K::Constraint => {
                 self.constraint = Some(checked(key, &string(key, v)?, Kind::Constraint)?)
             }
-            "image" => {
+            K::Image => {
                 self.image = Some(checked(key, &string(key, v)?, Kind::Path { comma: true })?)
             }
-            "binds" => self.binds = each(Kind::Path { comma: false })?,
-            "modules" => self.modules = each(Kind::Module)?,
-            "extra" => self.extra = each(Kind::Line)?,
-            _ => bail!(
-                "`{key}` is not a resource; expected one of {}",
-                KEYS.join(", ")
-            ),
+            K::Binds => self.binds = each(Kind::Path { comma: false })?,
+            K::Modules => self.modules = each(Kind::Module)?,
+            K::Extra => self.extra = each(Kind::Line)?,
         }
         Ok(())
     }
@@ -132,32 +138,37 @@ impl Resources {
         Ok(r)
     }
 
-    /// Each key that is set, in [`KEYS`] order, as the value [`Resources::set`] reads back to the
-    /// same field (memory in MB, a time limit as `D-HH:MM:SS`).
-    fn fields(&self) -> Vec<(&'static str, toml::Value)> {
+    /// The value of `key` when it is set, as [`Resources::set`] reads it back to the same field
+    /// (memory in MB, a time limit as `D-HH:MM:SS`, a list only when not empty).
+    pub fn value(&self, key: ResourceKey) -> Option<toml::Value> {
+        use ResourceKey as K;
         let s = |v: &String| toml::Value::String(v.clone());
         let n = |v: u32| toml::Value::Integer(v.into());
         let list =
             |v: &[String]| (!v.is_empty()).then(|| toml::Value::Array(v.iter().map(s).collect()));
-        let values = [
-            self.partition.as_ref().map(s),
-            self.gpus.map(n),
-            self.gpu_type.as_ref().map(s),
-            self.mig.as_ref().map(s),
-            self.cpus.map(n),
-            self.mem_mb.map(|m| toml::Value::String(format!("{m}M"))),
-            self.time_secs.map(|t| toml::Value::String(format_time(t))),
-            self.account.as_ref().map(s),
-            self.qos.as_ref().map(s),
-            self.constraint.as_ref().map(s),
-            self.image.as_ref().map(s),
-            list(&self.binds),
-            list(&self.modules),
-            list(&self.extra),
-        ];
-        KEYS.into_iter()
-            .zip(values)
-            .filter_map(|(k, v)| v.map(|v| (k, v)))
+        match key {
+            K::Partition => self.partition.as_ref().map(s),
+            K::Gpus => self.gpus.map(n),
+            K::GpuType => self.gpu_type.as_ref().map(s),
+            K::Mig => self.mig.as_ref().map(s),
+            K::Cpus => self.cpus.map(n),
+            K::Mem => self.mem_mb.map(|m| toml::Value::String(format!("{m}M"))),
+            K::Time => self.time_secs.map(|t| toml::Value::String(format_time(t))),
+            K::Account => self.account.as_ref().map(s),
+            K::Qos => self.qos.as_ref().map(s),
+            K::Constraint => self.constraint.as_ref().map(s),
+            K::Image => self.image.as_ref().map(s),
+            K::Binds => list(&self.binds),
+            K::Modules => list(&self.modules),
+            K::Extra => list(&self.extra),
+        }
+    }
+
+    /// Each key that is set, in [`ResourceKey::ALL`] order, with its [`Resources::value`].
+    fn fields(&self) -> Vec<(&'static str, toml::Value)> {
+        ResourceKey::ALL
+            .into_iter()
+            .filter_map(|k| self.value(k).map(|v| (k.name(), v)))
             .collect()
     }
 
@@ -181,7 +192,10 @@ impl Resources {
     /// [`Resources::check`], so that a sweep planned before this rule still reads (and can be
     /// re-planned with `--gpus N` or `--gpus 0`, which drops them: [`Resources::drop_gpu_keys`]).
     pub fn check_plan(&self) -> Result<()> {
-        for (key, v) in [("gpu_type", &self.gpu_type), ("mig", &self.mig)] {
+        for (key, v) in [
+            (ResourceKey::GpuType, &self.gpu_type),
+            (ResourceKey::Mig, &self.mig),
+        ] {
             if let (Some(v), 0) = (v, self.gpus()) {
                 let gpus = self
                     .gpus
@@ -208,8 +222,11 @@ impl Resources {
             return Vec::new();
         }
         let mut dropped = Vec::new();
-        for (key, v) in [("gpu_type", &mut self.gpu_type), ("mig", &mut self.mig)] {
-            if !given(key)
+        for (key, v) in [
+            (ResourceKey::GpuType, &mut self.gpu_type),
+            (ResourceKey::Mig, &mut self.mig),
+        ] {
+            if !given(key.name())
                 && let Some(old) = v.take()
             {
                 dropped.push(format!("{key} = {old}"));
@@ -219,7 +236,7 @@ impl Resources {
     }
 
     /// What differs from `old` to `self`, one `resources.KEY OLD -> NEW` per key (`(none)` for a
-    /// key not set), in [`KEYS`] order; empty when nothing does.
+    /// key not set), in [`ResourceKey::ALL`] order; empty when nothing does.
     pub fn changes_from(&self, old: &Resources) -> Vec<String> {
         let shown = |r: &Resources| -> Vec<(&'static str, String)> {
             r.fields()
@@ -244,7 +261,9 @@ impl Resources {
                 .find(|(key, _)| *key == k)
                 .map_or("(none)".to_string(), |(_, v)| v.clone())
         };
-        KEYS.into_iter()
+        ResourceKey::ALL
+            .into_iter()
+            .map(ResourceKey::name)
             .filter_map(|k| {
                 let (a, b) = (get(&before, k), get(&after, k));
                 (a != b).then(|| format!("resources.{k} {a} -> {b}"))
@@ -264,20 +283,6 @@ impl Resources {
     pub fn margin_secs(&self) -> Option<u64> {
         self.time_secs
             .map(|t| (t / 10).clamp(60, 600).min(t / 2).max(1))
-    }
-
-    /// The keys a scheduler may have no directive for, each with whether it is set here (the
-    /// other keys every scheduler takes, or the task script handles).
-    pub fn optional_keys(&self) -> [(&'static str, bool); 7] {
-        [
-            ("partition", self.partition.is_some()),
-            ("gpu_type", self.gpu_type.is_some()),
-            ("mig", self.mig.is_some()),
-            ("cpus", self.cpus.is_some()),
-            ("qos", self.qos.is_some()),
-            ("constraint", self.constraint.is_some()),
-            ("extra", !self.extra.is_empty()),
-        ]
     }
 
     /// Shell lines before the trainer is chosen: `module load` each module (a failure ends the

@@ -18,7 +18,7 @@ use super::common::{
     JobInfo, Ranks, Requeue, address_override, build, port_from_job_id, port_override,
 };
 use super::quote::{comment, directive, sh_path};
-use super::resources::{Resources, format_time};
+use super::resources::{ResourceKey, Resources, format_time};
 use super::{AllocationVar, ClusterEnv, Scheduler, SchedulerKind};
 use crate::cluster::error::EnvError;
 use crate::cluster::hostlist;
@@ -174,8 +174,8 @@ impl Scheduler for Slurm {
         out
     }
 
-    fn has_directive(&self, key: &str) -> bool {
-        key != "mig"
+    fn has_directive(&self, key: ResourceKey) -> bool {
+        key != ResourceKey::Mig
     }
 
     fn directives(&self, r: &Resources) -> Vec<String> {
