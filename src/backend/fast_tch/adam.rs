@@ -19,7 +19,7 @@
 //! (`p − (lr/c₁)·m / (√v/√c₂ + ε)`, the same formula; within f32 rounding of both).
 
 use std::cell::RefCell;
-use std::ffi::{CStr, c_char};
+use std::ffi::c_char;
 
 use burn::backend::libtorch::TchTensor;
 use burn::prelude::*;
@@ -123,7 +123,7 @@ pub fn fused_step<B: Backend>(
         scalars.map(|d| {
             crate::backend::profile::timed("fused_adam", || {
                 // SAFETY: as below; `d.step` and `d.lr` are live tensors of the same device.
-                super::graph::shim("LibTorch's fused Adam (capturable)", |e, n| unsafe {
+                super::kernel("LibTorch's fused Adam (capturable) failed", |e, n| unsafe {
                     trainer_fused_adam_graph(
                         p.tensor.as_mut_ptr(),
                         g.tensor.as_mut_ptr(),
@@ -141,18 +141,15 @@ pub fn fused_step<B: Backend>(
             })
         })
     });
-    if let Some(done) = on_device {
-        // A kernel the LibTorch we link refuses (dtype, device) is a build defect, not input.
-        done.unwrap_or_else(|e| panic!("{e}"));
+    if on_device.is_some() {
         return (back(m), back(v), back(p));
     }
     let mut step = step_tensor(device);
-    let mut err = [0 as c_char; 512];
     // One operation of the backend, timed and counted as such.
-    let code = crate::backend::profile::timed("fused_adam", || {
+    crate::backend::profile::timed("fused_adam", || {
         // SAFETY: every pointer is a live tch tensor handle (`at::Tensor *`) owned here for the
-        // call; the shim catches C++ exceptions and writes at most `err.len()` bytes into `err`.
-        unsafe {
+        // call; the shim catches C++ exceptions and writes at most `n` bytes into `e`.
+        super::kernel("LibTorch's fused Adam failed", |e, n| unsafe {
             trainer_fused_adam(
                 p.tensor.as_mut_ptr(),
                 g.tensor.as_mut_ptr(),
@@ -163,16 +160,10 @@ pub fn fused_step<B: Backend>(
                 f64::from(s.beta1),
                 f64::from(s.beta2),
                 f64::from(s.eps),
-                err.as_mut_ptr(),
-                err.len(),
+                e,
+                n,
             )
-        }
+        })
     });
-    if code != 0 {
-        // SAFETY: the shim wrote a NUL-terminated string (snprintf) into `err`.
-        let msg = unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy();
-        // A kernel the LibTorch we link refuses (dtype, device) is a build defect, not input.
-        panic!("LibTorch's fused Adam failed: {msg}");
-    }
     (back(m), back(v), back(p))
 }

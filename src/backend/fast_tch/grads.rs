@@ -62,31 +62,29 @@ fn device_weight(x: &Tensor, w: &Tensor, dy: &Tensor, options: &ConvOptions<2>) 
         [options.stride, options.padding, options.dilation].map(|v| v.map(|i| i as i64));
     let (mut x, mut w, mut dy) = (x.shallow_clone(), w.shallow_clone(), dy.shallow_clone());
     let mut out: *mut torch_sys::C_tensor = std::ptr::null_mut();
-    let mut err = [0 as std::ffi::c_char; 512];
     // SAFETY: the tensor pointers are live tch handles (`at::Tensor *`) held here for the call;
     // the three arrays hold 2 values each, as the shim reads; on success the shim stores a new
     // handle in `out`, which `Tensor::from_ptr` takes ownership of; on failure it writes a
-    // NUL-terminated message of at most `err.len()` bytes.
-    let code = unsafe {
-        trainer_conv2d_weight_backward(
-            dy.as_mut_ptr(),
-            x.as_mut_ptr(),
-            w.as_mut_ptr(),
-            stride.as_ptr(),
-            padding.as_ptr(),
-            dilation.as_ptr(),
-            options.groups as i64,
-            &mut out,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
-    if code != 0 || out.is_null() {
-        // SAFETY: the shim wrote a NUL-terminated string into `err`.
-        let msg = unsafe { std::ffi::CStr::from_ptr(err.as_ptr()) }.to_string_lossy();
-        // Shapes come from Burn's own convolution, so a refusal is a defect, not user input.
-        panic!("LibTorch's convolution weight gradient failed: {msg}");
-    }
+    // NUL-terminated message of at most `n` bytes into `e`. Shapes come from Burn's own
+    // convolution, so a refusal is a defect, not user input (`kernel` panics).
+    super::kernel(
+        "LibTorch's convolution weight gradient failed",
+        |e, n| unsafe {
+            trainer_conv2d_weight_backward(
+                dy.as_mut_ptr(),
+                x.as_mut_ptr(),
+                w.as_mut_ptr(),
+                stride.as_ptr(),
+                padding.as_ptr(),
+                dilation.as_ptr(),
+                options.groups as i64,
+                &mut out,
+                e,
+                n,
+            )
+        },
+    );
+    assert!(!out.is_null(), "the shim returned no weight gradient");
     // SAFETY: `out` is a new `at::Tensor *` the shim allocated for us.
     unsafe { Tensor::from_ptr(out) }
 }

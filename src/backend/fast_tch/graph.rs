@@ -21,12 +21,13 @@
 //! the LibTorch has CUDA ([`available`]).
 
 use std::cell::RefCell;
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{c_char, c_void};
 
 use anyhow::{Result, anyhow};
 use burn::backend::libtorch::{LibTorchDevice, TchTensor};
 use burn::prelude::*;
 
+use super::shim;
 use crate::backend::fast_cpu::cast;
 
 unsafe extern "C" {
@@ -48,17 +49,6 @@ unsafe extern "C" {
 pub fn available() -> bool {
     // SAFETY: a constant function of the shim.
     unsafe { trainer_cuda_graphs() == 1 }
-}
-
-/// Runs a shim function that reports failure as 1 with a message in its error buffer.
-pub(super) fn shim(what: &str, f: impl FnOnce(*mut c_char, usize) -> i32) -> Result<()> {
-    let mut err = [0 as c_char; 1024];
-    if f(err.as_mut_ptr(), err.len()) == 0 {
-        return Ok(());
-    }
-    // SAFETY: the shim wrote a NUL-terminated string (snprintf) into `err`.
-    let msg = unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy();
-    Err(anyhow!("{what}: {msg}"))
 }
 
 /// The CUDA device index of `device`, or an error for the CPU.

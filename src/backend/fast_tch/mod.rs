@@ -27,6 +27,7 @@ use burn::backend::libtorch::{LibTorch, LibTorchDevice, TchTensor};
 use burn_backend::{Backend, BackendTypes, DType, DTypeUsageSet, ExecutionError};
 
 use super::profile::CallCounter;
+use std::ffi::{CStr, c_char};
 
 pub mod adam;
 mod delegated;
@@ -35,6 +36,26 @@ mod grads;
 pub mod graph;
 mod random;
 pub mod xent;
+
+/// Runs a shim function (`shim.cpp`) that catches LibTorch's C++ exceptions and reports one as
+/// 1 with a NUL-terminated message in the buffer it is given; the error reads `what: message`.
+pub(crate) fn shim(what: &str, f: impl FnOnce(*mut c_char, usize) -> i32) -> anyhow::Result<()> {
+    let mut err = [0 as c_char; 1024];
+    if f(err.as_mut_ptr(), err.len()) == 0 {
+        return Ok(());
+    }
+    // SAFETY: the shim wrote a NUL-terminated string (snprintf) into `err`, zeroed before.
+    let msg = unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy();
+    Err(anyhow::anyhow!("{what}: {msg}"))
+}
+
+/// [`shim`] for a kernel whose inputs come from the model and the data loader, checked before:
+/// a refusal (dtype, device, shape) is a defect of ours, not user input, and panics.
+pub(crate) fn kernel(what: &str, f: impl FnOnce(*mut c_char, usize) -> i32) {
+    if let Err(e) = shim(what, f) {
+        panic!("{e}");
+    }
+}
 
 /// LibTorch with faster convolution gradients (see the module documentation).
 #[derive(Clone, Copy, Debug, Default)]

@@ -23,6 +23,18 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+// Runs `f`, catching LibTorch's C++ exceptions (they must not cross into Rust): 0, or 1 with
+// the exception's text in `err` (at most `err_len` bytes, NUL-terminated).
+template <class F> static int guarded(char *err, size_t err_len, F f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception &e) {
+    std::snprintf(err, err_len, "%s", e.what());
+    return 1;
+  }
+}
+
 extern "C" {
 
 // One Adam step of one parameter, in place on `param`, `exp_avg` and `exp_avg_sq`, with
@@ -31,15 +43,11 @@ extern "C" {
 int trainer_fused_adam(at::Tensor *param, at::Tensor *grad, at::Tensor *exp_avg,
                        at::Tensor *exp_avg_sq, at::Tensor *step, double lr, double beta1,
                        double beta2, double eps, char *err, size_t err_len) {
-  try {
+  return guarded(err, err_len, [&] {
     at::_fused_adam_({*param}, {*grad}, {*exp_avg}, {*exp_avg_sq}, {}, {*step}, lr, beta1,
                      beta2, /*weight_decay=*/0.0, eps, /*amsgrad=*/false,
                      /*maximize=*/false);
-    return 0;
-  } catch (const std::exception &e) {
-    std::snprintf(err, err_len, "%s", e.what());
-    return 1;
-  }
+  });
 }
 
 // `trainer_fused_adam` as a CUDA graph can replay it: the step count and the learning rate are
@@ -50,15 +58,11 @@ int trainer_fused_adam_graph(at::Tensor *param, at::Tensor *grad, at::Tensor *ex
                              at::Tensor *exp_avg_sq, at::Tensor *step, at::Tensor *lr,
                              double beta1, double beta2, double eps, char *err,
                              size_t err_len) {
-  try {
+  return guarded(err, err_len, [&] {
     at::_fused_adam_({*param}, {*grad}, {*exp_avg}, {*exp_avg_sq}, {}, {*step}, *lr, beta1,
                      beta2, /*weight_decay=*/0.0, eps, /*amsgrad=*/false,
                      /*maximize=*/false);
-    return 0;
-  } catch (const std::exception &e) {
-    std::snprintf(err, err_len, "%s", e.what());
-    return 1;
-  }
+  });
 }
 
 // The gradient of `conv2d(x, weight)` (no transposition) with respect to `weight` for the output
@@ -69,17 +73,13 @@ int trainer_conv2d_weight_backward(at::Tensor *dy, at::Tensor *x, at::Tensor *we
                                    const int64_t *stride, const int64_t *padding,
                                    const int64_t *dilation, int64_t groups, at::Tensor **out,
                                    char *err, size_t err_len) {
-  try {
+  return guarded(err, err_len, [&] {
     auto grads = at::convolution_backward(
         *dy, *x, *weight, /*bias_sizes=*/::std::nullopt, at::IntArrayRef(stride, 2),
         at::IntArrayRef(padding, 2), at::IntArrayRef(dilation, 2), /*transposed=*/false,
         /*output_padding=*/at::IntArrayRef({0, 0}), groups, {false, true, false});
     *out = new at::Tensor(std::get<1>(grads));
-    return 0;
-  } catch (const std::exception &e) {
-    std::snprintf(err, err_len, "%s", e.what());
-    return 1;
-  }
+  });
 }
 
 // PyTorch's `F.cross_entropy(logits, target)` (mean over the rows) as its two forward kernels:
@@ -89,17 +89,13 @@ int trainer_conv2d_weight_backward(at::Tensor *dy, at::Tensor *x, at::Tensor *we
 int trainer_cross_entropy(at::Tensor *logits, at::Tensor *target, at::Tensor **loss,
                           at::Tensor **log_softmax, at::Tensor **total_weight, char *err,
                           size_t err_len) {
-  try {
+  return guarded(err, err_len, [&] {
     auto out = at::_log_softmax(*logits, 1, false);
     auto r = at::nll_loss_forward(out, *target, ::std::nullopt, at::Reduction::Mean, -100);
     *loss = new at::Tensor(std::get<0>(r).reshape({1}));
     *log_softmax = new at::Tensor(out);
     *total_weight = new at::Tensor(std::get<1>(r));
-    return 0;
-  } catch (const std::exception &e) {
-    std::snprintf(err, err_len, "%s", e.what());
-    return 1;
-  }
+  });
 }
 
 // The gradient of `trainer_cross_entropy`'s loss with respect to the logits for the loss's
@@ -109,16 +105,12 @@ int trainer_cross_entropy(at::Tensor *logits, at::Tensor *target, at::Tensor **l
 int trainer_cross_entropy_backward(at::Tensor *grad, at::Tensor *log_softmax, at::Tensor *target,
                                    at::Tensor *total_weight, at::Tensor **out, char *err,
                                    size_t err_len) {
-  try {
+  return guarded(err, err_len, [&] {
     auto g = at::nll_loss_backward(grad->reshape({}), *log_softmax, *target, ::std::nullopt,
                                    at::Reduction::Mean, -100, *total_weight);
     *out = new at::Tensor(
         at::_log_softmax_backward_data(g, *log_softmax, 1, log_softmax->scalar_type()));
-    return 0;
-  } catch (const std::exception &e) {
-    std::snprintf(err, err_len, "%s", e.what());
-    return 1;
-  }
+  });
 }
 
 // ---- CUDA graphs (`--cuda-graph`) ----
@@ -175,17 +167,13 @@ static int no_cuda(char *err, size_t err_len) {
 // current before current again, after the side stream's work. Returns 0, or 1 with the text.
 int trainer_side_stream(int64_t device, int on, char *err, size_t err_len) {
 #ifdef TRAINER_SHIM_CUDA
-  try {
+  return guarded(err, err_len, [&] {
     if (on) {
       enter_side(device);
     } else {
       leave_side();
     }
-    return 0;
-  } catch (const std::exception &e) {
-    std::snprintf(err, err_len, "%s", e.what());
-    return 1;
-  }
+  });
 #else
   (void)device;
   (void)on;
@@ -198,7 +186,7 @@ int trainer_side_stream(int64_t device, int on, char *err, size_t err_len) {
 // trainer_graph_capture_end is recorded, not run. Returns 0, or 1 with the text.
 int trainer_graph_capture_begin(int64_t device, void **graph, char *err, size_t err_len) {
 #ifdef TRAINER_SHIM_CUDA
-  try {
+  return guarded(err, err_len, [&] {
     // As torch.cuda.graph: nothing of the eager work still running while the capture starts.
     c10::cuda::device_synchronize();
     enter_side(device);
@@ -211,11 +199,7 @@ int trainer_graph_capture_begin(int64_t device, void **graph, char *err, size_t 
       throw;
     }
     *graph = g;
-    return 0;
-  } catch (const std::exception &e) {
-    std::snprintf(err, err_len, "%s", e.what());
-    return 1;
-  }
+  });
 #else
   (void)device;
   (void)graph;
@@ -227,7 +211,7 @@ int trainer_graph_capture_begin(int64_t device, void **graph, char *err, size_t 
 // with the text (then the graph cannot be replayed).
 int trainer_graph_capture_end(void *graph, char *err, size_t err_len) {
 #ifdef TRAINER_SHIM_CUDA
-  try {
+  return guarded(err, err_len, [&] {
     try {
       static_cast<at::cuda::CUDAGraph *>(graph)->capture_end();
     } catch (...) {
@@ -235,11 +219,7 @@ int trainer_graph_capture_end(void *graph, char *err, size_t err_len) {
       throw;
     }
     leave_side();
-    return 0;
-  } catch (const std::exception &e) {
-    std::snprintf(err, err_len, "%s", e.what());
-    return 1;
-  }
+  });
 #else
   (void)graph;
   return no_cuda(err, err_len);
@@ -250,13 +230,9 @@ int trainer_graph_capture_end(void *graph, char *err, size_t err_len) {
 // generator's current seed, as LibTorch's replay does). Returns 0, or 1 with the text.
 int trainer_graph_replay(void *graph, char *err, size_t err_len) {
 #ifdef TRAINER_SHIM_CUDA
-  try {
+  return guarded(err, err_len, [&] {
     static_cast<at::cuda::CUDAGraph *>(graph)->replay();
-    return 0;
-  } catch (const std::exception &e) {
-    std::snprintf(err, err_len, "%s", e.what());
-    return 1;
-  }
+  });
 #else
   (void)graph;
   return no_cuda(err, err_len);

@@ -9,7 +9,7 @@
 //! (evaluation); every other backend keeps Burn's loss.
 
 use std::any::TypeId;
-use std::ffi::{CStr, c_char};
+use std::ffi::c_char;
 
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -103,26 +103,27 @@ fn tracked(logits: TrainedFloat, target: TchTensor) -> TrainedFloat {
 fn forward(logits: &TchTensor, target: &TchTensor) -> (TchTensor, TchTensor, TchTensor) {
     let (mut logits, mut target) = (logits.tensor.shallow_clone(), target.tensor.shallow_clone());
     let mut out = [std::ptr::null_mut(); 3];
-    let mut err = [0 as c_char; 512];
-    let code = crate::backend::profile::timed("cross_entropy", || {
+    crate::backend::profile::timed("cross_entropy", || {
         let [loss, lsm, tw] = &mut out;
         // SAFETY: the tensor pointers are live tch handles (`at::Tensor *`) held here for the
         // call; on success the shim stores three new handles, which `from_ptr` below takes
-        // ownership of; on failure it writes a NUL-terminated message of at most `err.len()`
-        // bytes.
-        unsafe {
+        // ownership of; on failure it writes a NUL-terminated message of at most `n` bytes.
+        super::kernel("LibTorch's cross-entropy failed", |e, n| unsafe {
             trainer_cross_entropy(
                 logits.as_mut_ptr(),
                 target.as_mut_ptr(),
                 loss,
                 lsm,
                 tw,
-                err.as_mut_ptr(),
-                err.len(),
+                e,
+                n,
             )
-        }
+        })
     });
-    check(code, out.iter().any(|p| p.is_null()), &err, "cross-entropy");
+    assert!(
+        out.iter().all(|p| !p.is_null()),
+        "the shim returned no cross-entropy"
+    );
     // SAFETY: three new `at::Tensor *` the shim allocated for us.
     let [loss, lsm, tw] = out.map(|p| TchTensor::new(unsafe { tch::Tensor::from_ptr(p) }));
     (loss, lsm, tw)
@@ -138,32 +139,24 @@ fn backward(
     let [mut g, mut lsm, mut t, mut tw] =
         [grad, log_softmax, target, total_weight].map(|t| t.tensor.shallow_clone());
     let mut out = std::ptr::null_mut();
-    let mut err = [0 as c_char; 512];
-    let code = crate::backend::profile::timed("cross_entropy_backward", || {
+    crate::backend::profile::timed("cross_entropy_backward", || {
         // SAFETY: as in `forward`: live handles in, one new handle out, or a message.
-        unsafe {
-            trainer_cross_entropy_backward(
-                g.as_mut_ptr(),
-                lsm.as_mut_ptr(),
-                t.as_mut_ptr(),
-                tw.as_mut_ptr(),
-                &mut out,
-                err.as_mut_ptr(),
-                err.len(),
-            )
-        }
+        super::kernel(
+            "LibTorch's cross-entropy's backward failed",
+            |e, n| unsafe {
+                trainer_cross_entropy_backward(
+                    g.as_mut_ptr(),
+                    lsm.as_mut_ptr(),
+                    t.as_mut_ptr(),
+                    tw.as_mut_ptr(),
+                    &mut out,
+                    e,
+                    n,
+                )
+            },
+        )
     });
-    check(code, out.is_null(), &err, "cross-entropy's backward");
+    assert!(!out.is_null(), "the shim returned no gradient");
     // SAFETY: a new `at::Tensor *` the shim allocated for us.
     TchTensor::new(unsafe { tch::Tensor::from_ptr(out) })
-}
-
-/// Panics with the shim's message when it failed: shapes and types come from the model and the
-/// data loader, checked before, so a refusal here is a defect, not user input.
-fn check(code: i32, missing: bool, err: &[c_char], what: &str) {
-    if code != 0 || missing {
-        // SAFETY: the shim wrote a NUL-terminated string into `err` (zeroed before the call).
-        let msg = unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy();
-        panic!("LibTorch's {what} failed: {msg}");
-    }
 }
