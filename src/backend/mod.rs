@@ -24,6 +24,8 @@ pub mod cuda;
 mod device;
 /// The fast CPU kernels (`crates/fast-cpu`): the `flex` backend.
 pub use ::fast_cpu;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub mod fast_cube;
 #[cfg(feature = "tch")]
 pub mod fast_tch;
 pub mod host_memory;

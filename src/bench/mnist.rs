@@ -164,6 +164,7 @@ impl BackendJob for BenchJob<'_> {
     type Output = Measure;
     fn run<B: AutodiffBackend>(self, device: B::Device, p: Placement) -> Result<Measure> {
         let (bs, steps, warmup) = (self.batch, self.args.steps, self.args.warmup);
+        let conv_before = conv_passes();
         op_profile::enable(op_profile::requested());
         B::seed(&device, 1);
         let mut model = MnistCnn::<B>::new(&device, true);
@@ -174,7 +175,7 @@ impl BackendJob for BenchJob<'_> {
         let step_once = |model: MnistCnn<B>, adam: &mut Adam<B::InnerBackend>, (x, y)| {
             op_profile::phase("forward");
             let loss = crate::launch::cross_entropy(
-                model.forward_with(x, &crate::launch::BackendDropout),
+                model.forward_with(x, &crate::launch::BackendKernels),
                 y,
             );
             op_profile::phase("backward");
@@ -219,7 +220,8 @@ impl BackendJob for BenchJob<'_> {
             op_profile::phase("inference");
             let (x, _) = data.batch(step);
             // One read per batch: the predicted classes, as an evaluation needs them.
-            let _ = crate::host_reads::data(eval.forward(x).argmax(1));
+            let k = &crate::launch::BackendKernels;
+            let _ = crate::host_reads::data(eval.forward_with(x, k).argmax(1));
         }
         let counts = counts.elapsed();
         let infer = clock.rate(bs * steps, counts.per_step(steps as u64, counts.ops > 0));
@@ -233,8 +235,26 @@ impl BackendJob for BenchJob<'_> {
             );
             super::profile::print_ops(&report, steps, 12);
         }
-        Ok(Measure { train, infer })
+        let conv = [0, 1].map(|i| conv_passes()[i] - conv_before[i]);
+        let conv_implicit_gemm = (conv[1] > 0).then(|| conv[0] as f64 / conv[1] as f64);
+        Ok(Measure {
+            train,
+            infer,
+            conv_implicit_gemm,
+        })
     }
+}
+
+/// The convolution passes run so far by implicit GEMM, and in all (`cuda`, `wgpu`:
+/// `backend::fast_cube`; none elsewhere).
+fn conv_passes() -> [u64; 2] {
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
+    {
+        let c = crate::backend::fast_cube::counts();
+        [c.implicit_gemm, c.implicit_gemm + c.direct]
+    }
+    #[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+    [0, 0]
 }
 
 /// Deterministic synthetic digits when no data directory is given.
@@ -437,6 +457,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 infer_img_per_s: infer.img_per_s.median,
                 train,
                 infer,
+                conv_implicit_gemm: c.rounds.last().and_then(|m| m.conv_implicit_gemm),
                 error: c.error,
             }
         })

@@ -101,6 +101,7 @@ pub fn run(
             threads: num("infer_threads_used"),
             counts: None,
         },
+        conv_implicit_gemm: None,
     };
     // The SIMD level ATen's kernels run at (`AVX512`, `AVX2`, ...): it names what was measured.
     let label = match (device, v["cpu_capability"].as_str()) {

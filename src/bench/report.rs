@@ -20,6 +20,9 @@ pub struct Rate {
 pub struct Measure {
     pub train: Rate,
     pub infer: Rate,
+    /// The share of the convolution passes (forward and both gradients) that ran by implicit
+    /// GEMM, the rest direct (`cuda` and `wgpu`: `backend::fast_cube`); `None` elsewhere.
+    pub conv_implicit_gemm: Option<f64>,
 }
 
 /// The CNN's floating-point operations per image, in MFLOP: (inference, training step).
@@ -145,6 +148,9 @@ pub struct BenchRow {
     pub infer_img_per_s: f64,
     pub train: PhaseFigures,
     pub infer: PhaseFigures,
+    /// [`Measure::conv_implicit_gemm`] of the last round (`cuda`, `wgpu`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conv_implicit_gemm: Option<f64>,
     pub error: Option<String>,
 }
 
@@ -200,6 +206,17 @@ pub fn print_table(rows: &[BenchRow], floor: &Floor) {
                 phase_cells(&r.train),
                 phase_cells(&r.infer)
             ),
+        }
+    }
+    for r in rows.iter().filter(|r| r.error.is_none()) {
+        if let Some(share) = r.conv_implicit_gemm {
+            println!(
+                "{} on {}: {:.0}% of the convolution passes by implicit GEMM, the rest by Burn's \
+                 direct kernels",
+                r.backend,
+                r.device,
+                100.0 * share
+            );
         }
     }
     println!(

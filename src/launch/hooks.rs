@@ -3,13 +3,19 @@
 //! (`backend::fast_tch::adam`, LibTorch's fused kernel), which the loop
 //! (`toolbox::optim`, through `RunContext::fused_adam`) calls without naming a backend; and
 //! the cross-entropy and dropout of `tch` in LibTorch's own kernels (`backend::fast_tch::xent`,
-//! `backend::fast_tch::dropout`).
+//! `backend::fast_tch::dropout`); the convolutions of `cuda` and `wgpu` by implicit GEMM
+//! (`backend::fast_cube`).
 
 use burn::nn::Dropout;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+use burn::nn::PaddingConfig2d;
+use burn::nn::conv::Conv2d;
 use burn::prelude::*;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+use burn_backend::ops::ConvOptions;
 
 use crate::backend::fast_cpu::adam;
-use crate::models::cnn::Dropping;
+use crate::models::cnn::LayerKernels;
 use crate::toolbox::optim::{AdamScalars, FusedAdam};
 
 /// The mean cross-entropy of `logits` `[n, classes]` against class indices `target` `[n]`
@@ -24,19 +30,51 @@ pub fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, target: Tensor<B, 1, Int>
     burn::nn::loss::CrossEntropyLoss::new(None, &logits.device()).forward(logits, target)
 }
 
-/// Dropout the way the backend trains it fastest: on `tch` (not `tch-plain`) LibTorch's
-/// `native_dropout` and its backward, one operation each (`backend::fast_tch::dropout`);
-/// elsewhere Burn's `Dropout`, bit for bit what it was.
-pub struct BackendDropout;
+/// The CNN's convolution and dropout layers the way the backend runs them fastest: on `tch`
+/// (not `tch-plain`) dropout in LibTorch's `native_dropout` and its backward, one operation
+/// each (`backend::fast_tch::dropout`); on `cuda` and `wgpu` (not their `-fusion` variants)
+/// convolutions by Burn's implicit GEMM, forward and both gradients, direct where it refuses
+/// (`backend::fast_cube`); elsewhere Burn's layers, bit for bit what they were.
+pub struct BackendKernels;
 
-impl<B: Backend> Dropping<B> for BackendDropout {
-    fn apply<const D: usize>(&self, x: Tensor<B, D>, layer: &Dropout) -> Tensor<B, D> {
+impl<B: Backend> LayerKernels<B> for BackendKernels {
+    fn conv2d(&self, x: Tensor<B, 4>, layer: &Conv2d<B>) -> Tensor<B, 4> {
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        if crate::backend::fast_cube::applies::<B>()
+            && let Some(options) = symmetric_options(layer)
+            && let Some(bias) = &layer.bias
+        {
+            return crate::backend::fast_cube::conv2d(x, layer.weight.val(), bias.val(), options);
+        }
+        layer.forward(x)
+    }
+
+    fn dropout<const D: usize>(&self, x: Tensor<B, D>, layer: &Dropout) -> Tensor<B, D> {
         #[cfg(feature = "tch")]
         if layer.prob > 0.0 && crate::backend::fast_tch::dropout::applies::<B>() {
             return crate::backend::fast_tch::dropout::dropout(x, layer.prob);
         }
         layer.forward(x)
     }
+}
+
+/// The layer's options when its padding is the same on both sides of each axis (`Valid`, or
+/// `Explicit` with matching values); `None` otherwise (`Same`, uneven: Burn pads first).
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+fn symmetric_options<B: Backend>(layer: &Conv2d<B>) -> Option<ConvOptions<2>> {
+    let padding = match layer.padding {
+        PaddingConfig2d::Valid => [0, 0],
+        PaddingConfig2d::Explicit(top, left, bottom, right) if top == bottom && left == right => {
+            [top, left]
+        }
+        _ => return None,
+    };
+    Some(ConvOptions::new(
+        layer.stride,
+        padding,
+        layer.dilation,
+        layer.groups,
+    ))
 }
 
 /// Copies `src` into `dst`'s memory in place (`--cuda-graph`: a job's fixed input buffers);

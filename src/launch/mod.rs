@@ -10,7 +10,7 @@
 
 pub mod capture;
 mod hooks;
-pub use hooks::{BackendDropout, copy_into, cross_entropy, fused_adam};
+pub use hooks::{BackendKernels, copy_into, cross_entropy, fused_adam};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -41,35 +41,38 @@ impl<B: Backend> MnistCnn<B> {
 
     /// Logits `[batch, 10]` for images `[batch, 1, 28, 28]`.
     pub fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 2> {
-        self.forward_with(x, &BurnDropout)
+        self.forward_with(x, &BurnKernels)
     }
 
-    /// [`MnistCnn::forward`] with the dropout layers applied by `drop` (a backend's own
-    /// kernel: `launch::BackendDropout`).
-    pub fn forward_with(&self, x: Tensor<B, 4>, drop: &impl Dropping<B>) -> Tensor<B, 2> {
-        let x = relu(self.conv1.forward(x));
-        let x = relu(self.pool.forward(self.conv2.forward(x)));
-        let x = drop.apply(x, &self.dropout1);
+    /// [`MnistCnn::forward`] with the convolution and dropout layers run by `k` (a backend's
+    /// own kernels: `launch::BackendKernels`).
+    pub fn forward_with(&self, x: Tensor<B, 4>, k: &impl LayerKernels<B>) -> Tensor<B, 2> {
+        let x = relu(k.conv2d(x, &self.conv1));
+        let x = relu(self.pool.forward(k.conv2d(x, &self.conv2)));
+        let x = k.dropout(x, &self.dropout1);
         let x = x.flatten::<2>(1, 3);
-        let x = drop.apply(relu(self.fc1.forward(x)), &self.dropout2);
+        let x = k.dropout(relu(self.fc1.forward(x)), &self.dropout2);
         self.fc2.forward(x)
     }
 }
 
-/// How a network applies its dropout layers: Burn's `Dropout` ([`BurnDropout`]), or a
-/// backend's own kernel with the layer's rate.
-pub trait Dropping<B: Backend> {
-    fn apply<const D: usize>(&self, x: Tensor<B, D>, layer: &Dropout) -> Tensor<B, D>;
-}
-
-/// Burn's `Dropout::forward` (active in training, the identity in evaluation).
-pub struct BurnDropout;
-
-impl<B: Backend> Dropping<B> for BurnDropout {
-    fn apply<const D: usize>(&self, x: Tensor<B, D>, layer: &Dropout) -> Tensor<B, D> {
+/// How a network runs its convolution and dropout layers: Burn's own layers ([`BurnKernels`],
+/// the defaults), or a backend's own kernels with the layers' parameters.
+pub trait LayerKernels<B: Backend> {
+    /// `layer.forward(x)`.
+    fn conv2d(&self, x: Tensor<B, 4>, layer: &Conv2d<B>) -> Tensor<B, 4> {
+        layer.forward(x)
+    }
+    /// `layer.forward(x)` (active in training, the identity in evaluation).
+    fn dropout<const D: usize>(&self, x: Tensor<B, D>, layer: &Dropout) -> Tensor<B, D> {
         layer.forward(x)
     }
 }
+
+/// Burn's `Conv2d::forward` and `Dropout::forward`.
+pub struct BurnKernels;
+
+impl<B: Backend> LayerKernels<B> for BurnKernels {}
 
 #[cfg(test)]
 mod tests {

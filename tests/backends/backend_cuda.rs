@@ -171,3 +171,17 @@ fn outer_sum_of_a_column_and_its_transpose_on_cuda() {
          and docs/burn-fusion-report.md"
     );
 }
+
+/// `--backend cuda`'s convolutions by implicit GEMM (`backend::fast_cube`) against Burn's own
+/// layer on the GPU (`tests/backends/fast_cube.rs` says the bounds); the passes that ran by
+/// implicit GEMM are printed (none would mean the GPU's matrix units were refused).
+#[test]
+fn implicit_gemm_convolutions_agree_with_burns_layer_on_cuda() {
+    if !gpu_here("implicit_gemm_convolutions_agree_with_burns_layer_on_cuda") {
+        return;
+    }
+    let device = burn_cuda::CudaDevice::new(0);
+    crate::fast_cube::implicit_gemm_agrees_with_burns_layer::<trainer::backend::cuda::Plain>(
+        &device,
+    );
+}

@@ -14,6 +14,7 @@ mod backend_errors;
 mod backend_tch;
 mod backend_wgpu;
 mod cuda_cubin;
+mod fast_cube;
 mod fast_tch;
 mod pt_checkpoint;
 mod tch_fused;

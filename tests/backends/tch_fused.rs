@@ -164,8 +164,8 @@ fn dropout_in_libtorch_kernels_keeps_scales_and_backpropagates_as_burns() {
     use burn::nn::DropoutConfig;
     use burn::prelude::Backend;
     use trainer::host_reads::Counts;
-    use trainer::launch::BackendDropout;
-    use trainer::models::cnn::{BurnDropout, Dropping};
+    use trainer::launch::BackendKernels;
+    use trainer::models::cnn::{BurnKernels, LayerKernels};
     type B = Autodiff<FastTch>;
     let (n, p) = (100_000, 0.25);
     let xs: Vec<f32> = random(n, 5).iter().map(|v| v + 2.0).collect();
@@ -180,7 +180,7 @@ fn dropout_in_libtorch_kernels_keeps_scales_and_backpropagates_as_burns() {
             (host(y.inner()), host(x.grad(&grads).expect("a gradient")))
         })
     };
-    let ((y, g), fused) = run(&|x| BackendDropout.apply(x, &layer));
+    let ((y, g), fused) = run(&|x| BackendKernels.dropout(x, &layer));
     let scale = (1.0 / (1.0 - p)) as f32;
     let kept = y.iter().filter(|v| **v != 0.0).count() as f64 / n as f64;
     assert!((kept - (1.0 - p)).abs() < 0.01, "kept {kept}");
@@ -192,9 +192,9 @@ fn dropout_in_libtorch_kernels_keeps_scales_and_backpropagates_as_burns() {
             assert_eq!(g[i], ws[i] * scale, "a kept value's gradient");
         }
     }
-    let ((again, _), _) = run(&|x| BackendDropout.apply(x, &layer));
+    let ((again, _), _) = run(&|x| BackendKernels.dropout(x, &layer));
     assert_eq!(again, y, "the same seed, the same mask");
-    let (_, burns) = run(&|x| BurnDropout.apply(x, &layer));
+    let (_, burns) = run(&|x| BurnKernels.dropout(x, &layer));
     assert!(
         fused.ops + 3 <= burns.ops,
         "{fused:?} against Burn's {burns:?}"
@@ -378,7 +378,7 @@ fn the_tch_step_updates_every_parameter_in_place() {
         let before = addresses(&Addresses, &model);
         scalars.set(adam.next_time().unwrap(), 1e-3);
         let loss = trainer::launch::cross_entropy(
-            model.forward_with(x.clone(), &trainer::launch::BackendDropout),
+            model.forward_with(x.clone(), &trainer::launch::BackendKernels),
             y.clone(),
         );
         let grads = GradientsParams::from_grads(loss.backward(), &model);

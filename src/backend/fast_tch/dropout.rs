@@ -4,7 +4,7 @@
 //! multiplies twice (by the mask, then by 1/(1 − p)), each a launch on a GPU with its own
 //! backward. The masks come from LibTorch's generator, seeded per step as before (`B::seed`),
 //! so a resumed run draws the same ones; they are not the masks of Burn's path (another
-//! stream of the same generator). Reached from [`crate::launch::Dropping`] for
+//! stream of the same generator). Reached from [`crate::launch::BackendKernels`] for
 //! `Autodiff<FastTch>`.
 
 use std::any::TypeId;

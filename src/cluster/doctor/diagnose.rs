@@ -2,7 +2,8 @@
 
 use super::checks::{NoDriver, check_backend, check_mig, check_nvrtc, no_driver};
 use super::{
-    BackendCheck, DoctorReport, Findings, Level, RuntimeCheck, SMALL_MODEL_HINT, VisibleGpu,
+    BackendCheck, DoctorReport, Findings, GPU_BACKEND_HINT, Level, RuntimeCheck, SMALL_MODEL_HINT,
+    VisibleGpu,
 };
 use crate::cluster::compat::{BackendNeeds, GpuBackend, TCH_RUNTIME_ENV};
 use crate::cluster::container::{NvEvidence, detect_container};
@@ -227,6 +228,9 @@ pub fn diagnose_for(
         }
     }
     f.push(Level::Info, None, SMALL_MODEL_HINT.into(), None);
+    if backends.contains(&GpuBackend::Cuda) && backends.contains(&GpuBackend::Tch) {
+        f.push(Level::Info, None, GPU_BACKEND_HINT.into(), None);
+    }
 
     let exit_code =
         f.0.iter()

@@ -153,6 +153,11 @@ impl Findings {
 /// on 16 CPU cores (benches/README.md, the first full `scripts/gpu-check.sh` run).
 pub const SMALL_MODEL_HINT: &str = "CPU is enough for small models (connectomes under ~1k nodes: a 400-node CLG-ODE epoch ran no faster on an H200 than on 16 CPU cores; graph metrics, MNIST smoke tests): `--device cpu` on a CPU queue with more cores leaves the GPU queue to others";
 
+/// Which backend to train with on an NVIDIA GPU, said by doctor when the binary has `cuda` beside
+/// `tch`. Measured on an H200 (benches/README.md): the MNIST CNN trained at 0.63× PyTorch's speed
+/// under `tch` and 0.13× under `cuda`, whose convolutions were then Burn's direct kernels.
+pub const GPU_BACKEND_HINT: &str = "on an NVIDIA GPU, train with --backend tch (the default: LibTorch's cuDNN and cuBLAS kernels, PyTorch's own); --backend cuda (Burn's CubeCL kernels) trained the MNIST CNN at a fifth of tch's speed on an H200 with its direct convolutions (they now run by implicit GEMM, not yet measured on a GPU): use it to compare, or where LibTorch cannot start";
+
 impl DoctorReport {
     /// Probes this machine (process environment, NVML, NVRTC, and inside a container what
     /// `--nv` bound) and diagnoses.

@@ -78,6 +78,19 @@ fn no_driver_is_fine_without_require_gpu() {
     assert!(r.render().contains("no NVIDIA driver"));
 }
 
+/// A binary with `tch` and `cuda` says which to train with on an NVIDIA GPU; one with only
+/// `cuda` (nothing to choose) does not.
+#[test]
+fn doctor_names_the_gpu_backend_when_there_is_a_choice() {
+    use crate::cluster::compat::GpuBackend::{Cuda, Tch};
+    let hint = |backends: &[_]| {
+        let r = diagnose_for(&vars(&[]), absent(), None, None, false, backends, true);
+        r.findings.iter().any(|f| f.message == GPU_BACKEND_HINT)
+    };
+    assert!(hint(&[Tch, Cuda]));
+    assert!(!hint(&[Cuda]) && !hint(&[Tch]));
+}
+
 #[test]
 fn no_driver_with_require_gpu_fails_with_its_code() {
     let r = diagnose(&vars(&[]), absent(), None, true);

@@ -82,7 +82,7 @@ fn eval_sums<B: Backend>(
         let len = chunk.len();
         let x = Tensor::<B, 4>::from_data(TensorData::new(x, [len, 1, 28, 28]), device);
         let yt = Tensor::<B, 1, Int>::from_data(TensorData::new(y.clone(), [len]), device);
-        let logits = model.forward(x);
+        let logits = model.forward_with(x, &crate::launch::BackendKernels);
         let loss: f64 = crate::host_reads::data(crate::launch::cross_entropy(logits.clone(), yt))
             .convert::<f64>()
             .to_vec::<f64>()
