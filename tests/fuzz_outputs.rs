@@ -80,6 +80,7 @@ fn draw(kind: usize, dir: &Path, title: &str, label: &str, ext: &str) -> PathBuf
                 prediction: &m,
                 start: &m,
                 roi_names: None,
+                network_lines: false,
             };
             heatmap::render(&fig, &out)
         }

@@ -101,6 +101,11 @@ pub struct CompareArgs {
     /// or one `--against` comparison (refused without it).
     #[arg(long)]
     pub pool_cohorts: bool,
+    /// `NAME=PATH`: the name of the run (or sweep) at PATH, one of the runs given, in the
+    /// tables and `--plot`'s legend (repeatable; default: the path in the per-run table, the
+    /// directory's name in a legend).
+    #[arg(long = "label", value_name = "NAME=PATH", value_parser = crate::outputs::run_label::parse)]
+    pub labels: Vec<crate::outputs::run_label::Label>,
 }
 
 impl CompareArgs {
@@ -117,6 +122,7 @@ impl CompareArgs {
             strata: self.strata,
             per_run: self.per_run,
             pool_cohorts: self.pool_cohorts,
+            labels: self.labels,
         }
     }
 }
@@ -138,6 +144,10 @@ pub struct PlotArgs {
     /// A title above the charts (default: none; each chart is titled by its metric).
     #[arg(long)]
     pub title: Option<String>,
+    /// `NAME=PATH`: the legend of the run (or the sweep's tasks' prefix) at PATH, one of the
+    /// runs given (repeatable; default: the directory's name).
+    #[arg(long = "label", value_name = "NAME=PATH", value_parser = crate::outputs::run_label::parse)]
+    pub labels: Vec<crate::outputs::run_label::Label>,
 }
 
 /// `trainer completions`.

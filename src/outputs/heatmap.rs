@@ -1,9 +1,13 @@
 //! Connectome heatmaps: a subject's truth, prediction and identity forecast (the start scan) in
 //! log1p weight on one colour scale, and the prediction's and the identity's errors against the
 //! truth on one symmetric diverging scale (each titled with its rms); a colour bar under every
-//! panel; nodes in atlas order, network boundaries marked when ROI names
-//! are known (Schaefer `7Networks_LH_Vis_1`: the network is the third `_` field). The per-stratum
-//! skill chart is [`super::strata`].
+//! panel; nodes in atlas order. When ROI names are known (Schaefer `7Networks_LH_Vis_1`: the
+//! hemisphere is the second `_` field, the network the third) a colour strip along the top and
+//! the left of every panel says which network each node is in, one colour per network name
+//! ([`super::legend::colours`], the same in every figure), with the networks named in a key
+//! under the panels in atlas order and the hemispheres marked on the strip; lines across the
+//! matrices at every boundary only when asked (`network_lines`). The per-stratum skill chart is
+//! [`super::strata`].
 
 use std::path::Path;
 
@@ -24,6 +28,11 @@ const BAR: u32 = 10;
 const BAR_BAND: u32 = 36;
 /// At most this many cells per side in an SVG (blocks are averaged; a PNG draws every node).
 const SVG_CELLS: usize = 100;
+/// The network strip's width along a panel's top and left, and a row of the network key.
+const STRIP: u32 = 9;
+const KEY_ROW: u32 = 20;
+/// The network key's column width (a name of up to ~18 characters at 13 px).
+const KEY_COLUMN: u32 = 150;
 
 /// Truth, prediction and identity of one subject, and both errors.
 pub struct Comparison<'a> {
@@ -32,6 +41,8 @@ pub struct Comparison<'a> {
     pub prediction: &'a Array2<f32>,
     pub start: &'a Array2<f32>,
     pub roi_names: Option<&'a [String]>,
+    /// Also draw a line across the matrices at every network boundary (`--network-lines`).
+    pub network_lines: bool,
 }
 
 /// Draws `fig` into `out` (`.png` or `.svg`).
@@ -61,17 +72,78 @@ pub fn read_roi_names(path: &Path, n: usize) -> Result<Vec<String>> {
 /// The node positions where the network changes (Schaefer names `<k>Networks_<hemi>_<net>_…`;
 /// none when the names do not follow it).
 pub fn network_boundaries(names: &[String]) -> Vec<usize> {
-    let net = |s: &String| -> Option<String> {
-        let f: Vec<&str> = s.split('_').collect();
-        (f.len() >= 3).then(|| format!("{}_{}", f[1], f[2]))
-    };
-    let nets: Vec<Option<String>> = names.iter().map(net).collect();
-    if nets.iter().any(Option::is_none) {
-        return Vec::new();
-    }
-    (1..nets.len())
-        .filter(|&i| nets[i] != nets[i - 1])
+    network_runs(names)
+        .iter()
+        .skip(1)
+        .map(|r| r.start)
         .collect()
+}
+
+/// A run of consecutive nodes of one network in one hemisphere.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetworkRun {
+    pub start: usize,
+    pub end: usize,
+    pub hemisphere: String,
+    pub network: String,
+}
+
+/// The runs of consecutive nodes of one network and hemisphere, in atlas order (Schaefer names
+/// `<k>Networks_<hemi>_<net>_…`; none when a name does not follow it).
+pub fn network_runs(names: &[String]) -> Vec<NetworkRun> {
+    let mut out: Vec<NetworkRun> = Vec::new();
+    for (i, s) in names.iter().enumerate() {
+        let f: Vec<&str> = s.split('_').collect();
+        if f.len() < 3 || !f[0].ends_with("Networks") {
+            return Vec::new();
+        }
+        match out.last_mut() {
+            Some(r) if r.hemisphere == f[1] && r.network == f[2] => r.end = i + 1,
+            _ => out.push(NetworkRun {
+                start: i,
+                end: i + 1,
+                hemisphere: f[1].to_string(),
+                network: f[2].to_string(),
+            }),
+        }
+    }
+    out
+}
+
+/// The networks' names in atlas order, each once, and the colour index of each
+/// ([`super::legend::colours`]: from the name, the same in every figure).
+fn network_key(runs: &[NetworkRun]) -> (Vec<&str>, std::collections::BTreeMap<String, usize>) {
+    let mut names: Vec<&str> = Vec::new();
+    for r in runs {
+        if !names.contains(&r.network.as_str()) {
+            names.push(&r.network);
+        }
+    }
+    let colours = super::legend::colours(names.iter().copied());
+    (names, colours)
+}
+
+/// The hemispheres in atlas order, each once.
+fn hemispheres(runs: &[NetworkRun]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for r in runs {
+        if !out.contains(&r.hemisphere.as_str()) {
+            out.push(&r.hemisphere);
+        }
+    }
+    out
+}
+
+/// The entries of the network key: one per network, and the hemispheres' tick when there are
+/// two or more.
+fn key_entries(runs: &[NetworkRun]) -> usize {
+    network_key(runs).0.len() + usize::from(hemispheres(runs).len() > 1)
+}
+
+/// The rows the network key takes under the panels, `width` wide.
+fn key_rows(networks: usize, width: u32) -> u32 {
+    let per_row = (width / KEY_COLUMN).max(1) as usize;
+    networks.div_ceil(per_row) as u32
 }
 
 /// A sequential colour map (dark blue → teal → yellow), `t` in [0, 1].
@@ -166,10 +238,18 @@ fn draw_colour_bar<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &Panel)
     Ok(())
 }
 
+/// How a panel marks the networks: the strip (runs of nodes, colour per network) and whether
+/// lines cross the matrix at the boundaries.
+struct Networks<'a> {
+    runs: &'a [NetworkRun],
+    colours: &'a std::collections::BTreeMap<String, usize>,
+    lines: bool,
+}
+
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     p: &Panel,
-    boundaries: &[usize],
+    networks: &Networks,
     n: usize,
     cells: usize,
 ) -> Result<()> {
@@ -179,10 +259,13 @@ fn draw_panel<DB: DrawingBackend>(
         ("sans-serif", 14).into_font(),
     ))
     .map_err(plot_err)?;
+    // With networks, the strip takes STRIP pixels at the matrix's top and left.
+    let strip = if networks.runs.is_empty() { 0 } else { STRIP };
+    let side = PANEL - strip;
     let m = downsample(&p.values, cells);
     let k = m.nrows().max(1);
-    let at = |i: usize| (TITLE + (i as u32 * PANEL) / k as u32) as i32;
-    let x = |j: usize| ((j as u32 * PANEL) / k as u32) as i32;
+    let at = |i: usize| (TITLE + strip + (i as u32 * side) / k as u32) as i32;
+    let x = |j: usize| (strip + (j as u32 * side) / k as u32) as i32;
     for i in 0..k {
         for j in 0..k {
             let c = (p.color)(m[(i, j)] * p.scale);
@@ -193,21 +276,86 @@ fn draw_panel<DB: DrawingBackend>(
             .map_err(plot_err)?;
         }
     }
+    // A node's position on the matrix's side (a fraction of k cells of n nodes).
+    let node = |b: usize| (b as f64 * k as f64 / n as f64).round() as usize;
     let line = BLACK.mix(0.6).stroke_width(1);
-    for &b in boundaries {
-        let pos = ((b * k) as f64 / n as f64).round() as usize;
-        area.draw(&PathElement::new(
-            vec![(x(pos), at(0)), (x(pos), at(k))],
-            line,
+    for r in networks.runs {
+        let c = super::legend::colour(networks.colours.get(&r.network).copied().unwrap_or(0));
+        let (a, b) = (node(r.start), node(r.end));
+        area.draw(&Rectangle::new(
+            [(x(a), at(0) - strip as i32), (x(b), at(0) - 1)],
+            c.filled(),
         ))
         .map_err(plot_err)?;
-        area.draw(&PathElement::new(
-            vec![(x(0), at(pos)), (x(k), at(pos))],
-            line,
+        area.draw(&Rectangle::new(
+            [(0, at(a)), (strip as i32 - 1, at(b))],
+            c.filled(),
         ))
         .map_err(plot_err)?;
+        if networks.lines && r.start > 0 {
+            area.draw(&PathElement::new(vec![(x(a), at(0)), (x(a), at(k))], line))
+                .map_err(plot_err)?;
+            area.draw(&PathElement::new(vec![(x(0), at(a)), (x(k), at(a))], line))
+                .map_err(plot_err)?;
+        }
+    }
+    // The hemispheres: a black tick across the strip where the hemisphere changes.
+    for w in networks.runs.windows(2) {
+        if w[0].hemisphere != w[1].hemisphere {
+            let h = node(w[1].start);
+            let tick = BLACK.stroke_width(2);
+            area.draw(&PathElement::new(
+                vec![(x(h), at(0) - strip as i32), (x(h), at(0))],
+                tick,
+            ))
+            .map_err(plot_err)?;
+            area.draw(&PathElement::new(
+                vec![(0, at(h)), (strip as i32, at(h))],
+                tick,
+            ))
+            .map_err(plot_err)?;
+        }
     }
     draw_colour_bar(area, p)
+}
+
+/// The network key under the panels, from `top`: a swatch and the network's name, in atlas
+/// order, as many columns as fit; the hemispheres' order after it.
+fn draw_network_key<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    runs: &[NetworkRun],
+    top: i32,
+    width: u32,
+) -> Result<()> {
+    let (names, colours) = network_key(runs);
+    let per_row = (width / KEY_COLUMN).max(1) as usize;
+    let style =
+        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    let slot = |i: usize| {
+        let x = (GAP + (i % per_row) as u32 * KEY_COLUMN) as i32;
+        let y = top + (KEY_ROW * (i / per_row) as u32) as i32 + KEY_ROW as i32 / 2;
+        (x, y)
+    };
+    for (i, name) in names.iter().enumerate() {
+        let (x, y) = slot(i);
+        let c = super::legend::colour(colours.get(*name).copied().unwrap_or(0));
+        root.draw(&Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()))
+            .map_err(plot_err)?;
+        root.draw(&Text::new(name.to_string(), (x + 19, y), style.clone()))
+            .map_err(plot_err)?;
+    }
+    let hemi = hemispheres(runs);
+    if hemi.len() > 1 {
+        let (x, y) = slot(names.len());
+        root.draw(&PathElement::new(
+            vec![(x + 7, y - 7), (x + 7, y + 7)],
+            BLACK.stroke_width(2),
+        ))
+        .map_err(plot_err)?;
+        root.draw(&Text::new(hemi.join(" | "), (x + 19, y), style))
+            .map_err(plot_err)?;
+    }
+    Ok(())
 }
 
 impl Comparison<'_> {
@@ -249,9 +397,23 @@ impl Comparison<'_> {
     }
 }
 
+impl Comparison<'_> {
+    /// The runs of networks the ROI names give (none without names, or names not Schaefer's).
+    fn network_runs(&self) -> Vec<NetworkRun> {
+        self.roi_names.map(network_runs).unwrap_or_default()
+    }
+}
+
 impl Figure for Comparison<'_> {
     fn size(&self) -> (u32, u32) {
-        (5 * PANEL + 6 * GAP, PANEL + TITLE + BAR_BAND + 2 * GAP + 24)
+        let width = 5 * PANEL + 6 * GAP;
+        let runs = self.network_runs();
+        let key = if runs.is_empty() {
+            0
+        } else {
+            KEY_ROW * key_rows(key_entries(&runs), width - 2 * GAP)
+        };
+        (width, PANEL + TITLE + BAR_BAND + 2 * GAP + 24 + key)
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, vector: bool) -> Result<()> {
@@ -263,14 +425,25 @@ impl Figure for Comparison<'_> {
         ))
         .map_err(plot_err)?;
         let n = self.truth.nrows();
-        let boundaries = self.roi_names.map(network_boundaries).unwrap_or_default();
+        let runs = self.network_runs();
+        let (_, colours) = network_key(&runs);
+        let networks = Networks {
+            runs: &runs,
+            colours: &colours,
+            lines: self.network_lines,
+        };
         let cells = if vector { SVG_CELLS } else { n };
         for (k, panel) in self.panels().iter().enumerate() {
             let x0 = (GAP + k as u32 * (PANEL + GAP)) as i32;
             let area = root
                 .clone()
                 .shrink((x0, 24), (PANEL, PANEL + TITLE + BAR_BAND));
-            draw_panel(&area, panel, &boundaries, n, cells)?;
+            draw_panel(&area, panel, &networks, n, cells)?;
+        }
+        if !runs.is_empty() {
+            let top = (24 + PANEL + TITLE + BAR_BAND + GAP) as i32;
+            let width = root.dim_in_pixel().0 - 2 * GAP;
+            draw_network_key(root, &runs, top, width)?;
         }
         Ok(())
     }
@@ -293,6 +466,71 @@ mod tests {
         .collect();
         assert_eq!(network_boundaries(&names), vec![2, 3]);
         assert!(network_boundaries(&["a".to_string(), "b".to_string()]).is_empty());
+    }
+
+    /// Schaefer-like 17-network names: `per` nodes per network, the networks in each
+    /// hemisphere in `nets` order.
+    fn schaefer(nets: &[&str], per: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        for hemi in ["LH", "RH"] {
+            for net in nets {
+                for i in 0..per {
+                    out.push(format!("17Networks_{hemi}_{net}_{}", i + 1));
+                }
+            }
+        }
+        out
+    }
+
+    fn figure_svg(names: &[String], lines: bool) -> String {
+        let n = names.len();
+        let m = Array2::from_shape_fn((n, n), |(i, j)| ((i * j) % 7) as f32);
+        let fig = Comparison {
+            title: "t".into(),
+            truth: &m,
+            prediction: &m,
+            start: &m,
+            roi_names: Some(names),
+            network_lines: lines,
+        };
+        crate::outputs::figure::svg_string(&fig).unwrap()
+    }
+
+    #[test]
+    fn networks_are_a_strip_in_the_colour_of_their_name_lines_only_when_asked() {
+        let nets = ["VisCent", "SomMotA", "DefaultB"];
+        let names = schaefer(&nets, 3);
+        let runs = network_runs(&names);
+        assert_eq!(runs.len(), 6, "{runs:?}");
+        assert_eq!(
+            (runs[3].start, runs[3].end, runs[3].hemisphere.as_str()),
+            (9, 12, "RH")
+        );
+        assert_eq!(network_boundaries(&names), [3, 6, 9, 12, 15]);
+        let svg = figure_svg(&names, false);
+        // Every network named once in the key, the hemispheres after them.
+        for net in nets {
+            assert_eq!(svg.matches(&format!(">\n{net}\n<")).count(), 1, "{net}");
+        }
+        assert!(svg.contains(">\nLH | RH\n<"), "no hemispheres");
+        // Each network's strip in its name's colour, the same as in any other figure.
+        let colours = crate::outputs::legend::colours(nets);
+        for net in nets {
+            let c = crate::outputs::legend::colour(colours[net]);
+            let fill = format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+            // Two strips per panel and hemisphere, five panels, and the key's swatch.
+            assert!(svg.matches(&fill).count() > 2 * 2 * 5, "{net}: {fill}");
+        }
+        // No line across the matrices by default; with network_lines, one each way per
+        // boundary and panel (the hemisphere's tick aside).
+        let crossing = |svg: &str| svg.matches("opacity=\"0.6\" stroke=\"#000000\"").count();
+        assert_eq!(crossing(&svg), 0);
+        assert_eq!(crossing(&figure_svg(&names, true)), 5 * 2 * 5);
+        // Names that are not Schaefer's: no strip, no key.
+        let plain: Vec<String> = (0..4).map(|i| format!("roi_{i}_x")).collect();
+        assert!(network_runs(&plain).is_empty());
+        let svg = figure_svg(&plain, false);
+        assert!(!svg.contains("LH | RH"));
     }
 
     #[test]

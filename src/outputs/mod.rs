@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod pr_chart;
 pub mod result_files;
 pub mod run_files;
+pub mod run_label;
 pub mod run_meta;
 pub mod rundir;
 pub mod strata;

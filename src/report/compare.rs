@@ -42,6 +42,9 @@ use crate::outputs::run_files::refuse_run_file;
 pub struct CompareSettings {
     /// Run directories (ours or the reference's) and sweep directories.
     pub runs: Vec<PathBuf>,
+    /// `--label NAME=PATH`: the name of a run (or a sweep) in the tables and `--plot`'s legend
+    /// ([`crate::outputs::run_label`]).
+    pub labels: Vec<crate::outputs::run_label::Label>,
     pub group_by: Vec<String>,
     pub metrics: Vec<String>,
     pub format: Option<Format>,
@@ -126,7 +129,7 @@ pub fn compare(s: &CompareSettings) -> Result<()> {
         bail!("give at least one run directory");
     }
     refuse_run_file("--plot", s.plot.as_deref())?;
-    let runs = runs::read(&s.runs)?;
+    let runs = runs::read(&s.runs, &s.labels)?;
     pooling::check_distinct(&runs)?;
     if s.strata {
         views::strata_tables(&runs, s.format_or(Format::Table))?;
@@ -169,7 +172,13 @@ fn per_run_lines(runs: &[Run]) -> Result<(Vec<view::RunSummary>, Vec<&str>)> {
     for r in runs {
         match &r.reference {
             Some(f) if f.done() => lines.push(f.summary(&r.name)),
-            None if !r.task || r.done() => lines.push(view::summarize(&r.dir)?),
+            None if !r.task || r.done() => {
+                let mut line = view::summarize(&r.dir)?;
+                if r.label.is_some() {
+                    line.run = r.name.clone();
+                }
+                lines.push(line);
+            }
             _ => missing.push(r.name.as_str()),
         }
     }

@@ -9,12 +9,20 @@ use anyhow::{Result, bail};
 
 use super::runs::{self, Run};
 use crate::outputs::run_files::refuse_run_file;
+use crate::outputs::run_label::Label;
 use crate::outputs::{RunDir, curves};
 
-/// Draws the curves of `inputs` (run or sweep directories, read by [`runs::read`]) into `out`.
-pub fn plot(inputs: &[PathBuf], metrics: &[String], title: Option<&str>, out: &Path) -> Result<()> {
+/// Draws the curves of `inputs` (run or sweep directories, read by [`runs::read`], named by
+/// their `--label`s, else by short default names) into `out`.
+pub fn plot(
+    inputs: &[PathBuf],
+    labels: &[Label],
+    metrics: &[String],
+    title: Option<&str>,
+    out: &Path,
+) -> Result<()> {
     refuse_run_file("--out", out)?;
-    let all = runs::read(inputs)?;
+    let all = runs::read(inputs, labels)?;
     if let Some(r) = all.iter().find(|r| r.reference.is_some()) {
         bail!(
             "{}: the reference trainer's run has no curves here (`trainer compare` reads it)",
@@ -26,10 +34,13 @@ pub fn plot(inputs: &[PathBuf], metrics: &[String], title: Option<&str>, out: &P
         let of_input: Vec<&Run> = all.iter().filter(|r| r.input == i).collect();
         if of_input.iter().any(|r| r.task) {
             let mut tasks = sweep_lines(input, &of_input)?;
-            if inputs.len() > 1 {
-                let name = input.file_name().unwrap_or_default().to_string_lossy();
+            // The sweep's name before each task's when there is more than one input, or the
+            // sweep has a --label.
+            if let Some(first) = of_input.first()
+                && (inputs.len() > 1 || first.label.is_some())
+            {
                 for (label, _) in &mut tasks {
-                    *label = format!("{name}: {label}");
+                    *label = format!("{}: {label}", first.source);
                 }
             }
             lines.extend(tasks);

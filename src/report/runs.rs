@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::reference_run::{self, RefFold};
 use crate::outputs::RunDir;
+use crate::outputs::run_label::{self, Label};
 use crate::sweep::{Manifest, run_dir, state};
 
 /// Whether a run has results.
@@ -27,11 +28,17 @@ pub(super) enum RunStatus {
 /// One run: where, what varied, and whether it has results.
 pub(super) struct Run {
     pub dir: RunDir,
-    /// The task's name, or the path given.
+    /// The task's name (`LABEL/task` when its sweep has a `--label`), or the path given (its
+    /// `--label` when it has one).
     pub name: String,
     /// A curve's legend: a task's varied settings that differ between its sweep's tasks
-    /// ([`legend_labels`]), else the name of the run's directory.
+    /// ([`legend_labels`]), else the run's `--label`, else its short default name
+    /// ([`run_label::default_names`]: never a whole path).
     pub legend: String,
+    /// The input's `--label`, if it has one.
+    pub label: Option<String>,
+    /// The input's name in a legend: its `--label`, else its short default name.
+    pub source: String,
     pub varied: BTreeMap<String, String>,
     /// Which of the paths given it was read from (a sweep's tasks share theirs).
     pub input: usize,
@@ -42,14 +49,14 @@ pub(super) struct Run {
 }
 
 impl Run {
-    /// A run directory of ours named on the command line.
-    fn given(dir: &Path, input: usize) -> Self {
+    /// A run directory of ours named on the command line, known in legends as `source`.
+    fn given(dir: &Path, input: usize, label: Option<String>, source: &str) -> Self {
         Self {
             dir: RunDir::new(dir),
-            name: dir.display().to_string(),
-            legend: dir
-                .file_name()
-                .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into()),
+            name: label.clone().unwrap_or_else(|| dir.display().to_string()),
+            legend: source.to_string(),
+            label,
+            source: source.to_string(),
             varied: BTreeMap::new(),
             input,
             task: false,
@@ -113,10 +120,14 @@ fn ours(d: &RunDir) -> bool {
 }
 
 /// The runs of every input: a sweep's tasks, a run directory of ours, a reference run
-/// directory (one run per fold), or a directory of reference `fold<k>` run directories.
-pub(super) fn read(inputs: &[PathBuf]) -> Result<Vec<Run>> {
+/// directory (one run per fold), or a directory of reference `fold<k>` run directories; each
+/// input named by its `--label` (`labels`: one of `inputs` each, [`run_label::given`]).
+pub(super) fn read(inputs: &[PathBuf], labels: &[Label]) -> Result<Vec<Run>> {
+    let given = run_label::given(labels, inputs)?;
+    let sources = run_label::names(labels, inputs)?;
     let mut out = Vec::new();
     for (input, p) in inputs.iter().enumerate() {
+        let (label, source) = (given[input].clone(), sources[input].as_str());
         let folds = reference_run::fold_dirs(p);
         if state::manifest_path(p).is_file() {
             let m = Manifest::read(p)?;
@@ -124,8 +135,12 @@ pub(super) fn read(inputs: &[PathBuf]) -> Result<Vec<Run>> {
             for (t, legend) in m.tasks.iter().zip(legends) {
                 out.push(Run {
                     dir: RunDir::new(run_dir(p, t)),
-                    name: t.name.clone(),
+                    name: label
+                        .as_ref()
+                        .map_or_else(|| t.name.clone(), |l| format!("{l}/{}", t.name)),
                     legend,
+                    label: label.clone(),
+                    source: source.to_string(),
                     varied: t.varied.clone(),
                     input,
                     task: true,
@@ -140,9 +155,21 @@ pub(super) fn read(inputs: &[PathBuf]) -> Result<Vec<Run>> {
             };
             for dir in dirs {
                 for f in reference_run::read(&dir)? {
+                    // A fold directory of a labelled input is named after the label.
+                    let short = if dir == *p {
+                        source.to_string()
+                    } else {
+                        let fold = dir.file_name().unwrap_or_default().to_string_lossy();
+                        format!("{source}/{fold}")
+                    };
                     out.push(Run {
-                        name: dir.display().to_string(),
-                        legend: dir.display().to_string(),
+                        name: match &label {
+                            Some(_) => short.clone(),
+                            None => dir.display().to_string(),
+                        },
+                        legend: short,
+                        label: label.clone(),
+                        source: source.to_string(),
                         dir: RunDir::new(&dir),
                         varied: BTreeMap::new(),
                         input,
@@ -152,7 +179,7 @@ pub(super) fn read(inputs: &[PathBuf]) -> Result<Vec<Run>> {
                 }
             }
         } else if ours(&RunDir::new(p)) {
-            out.push(Run::given(p, input));
+            out.push(Run::given(p, input, label, source));
         } else {
             let d = RunDir::new(p);
             bail!(

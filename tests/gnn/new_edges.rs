@@ -136,6 +136,35 @@ fn new_edge_scores_and_their_curves_are_the_runs_forecasts_of_absent_edges() {
         );
     }
 
+    // --label names a run in the legend (the other keeps its directory's name), in either order.
+    for (order, out) in [
+        (["res/runs/eb-drift", "res/runs/linear-drift"], "out/l1.svg"),
+        (["res/runs/linear-drift", "res/runs/eb-drift"], "out/l2.svg"),
+    ] {
+        let o = run_in(
+            t.path(),
+            &[
+                "plot-sc",
+                order[0],
+                order[1],
+                "--new-edges",
+                "--label",
+                "EB (dense)=res/runs/eb-drift",
+                "--out",
+                out,
+            ],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let svg = std::fs::read_to_string(t.path().join(out)).unwrap();
+        assert!(
+            svg.contains("EB (dense) (AP ")
+                && svg.contains("linear-drift (AP ")
+                && !svg.contains("eb-drift (AP ")
+                && !svg.contains("res/runs"),
+            "{svg}"
+        );
+    }
+
     // A cohort where edges are only pruned (trainer synth-connectome's) has no curve: one error
     // line, no figure, no scores.
     let p = t.path().join("pruned");

@@ -14,6 +14,7 @@ mod compare_groups;
 mod compare_hostile;
 mod compare_paired;
 mod compare_pairing;
+mod run_labels;
 mod sweep;
 mod sweep_hostile;
 mod sweep_plan_checks;

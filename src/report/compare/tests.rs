@@ -90,7 +90,7 @@ fn one_expansion_gives_a_sweeps_tasks_our_runs_and_the_references_folds() {
     finished(&ours, 2e-3);
     let reference =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference-run/runs/clg_ode_ref");
-    let runs = runs::read(&[sweep.clone(), ours.path().into(), reference]).unwrap();
+    let runs = runs::read(&[sweep.clone(), ours.path().into(), reference], &[]).unwrap();
     assert_eq!(
         runs.len(),
         5,
@@ -121,7 +121,7 @@ fn one_expansion_gives_a_sweeps_tasks_our_runs_and_the_references_folds() {
     std::fs::remove_file(ours.results_json()).unwrap();
     let e = per_run_lines(&runs).unwrap_err().to_string();
     assert!(e.contains("clg_ode_results.json"), "{e}");
-    let e = runs::read(&[t.path().join("nothing")])
+    let e = runs::read(&[t.path().join("nothing")], &[])
         .err()
         .unwrap()
         .to_string();

@@ -92,9 +92,9 @@ pub(super) fn plot(runs: &[Run], s: &CompareSettings, out: &Path) -> Result<()> 
         .map(|r| {
             let label = if s.grouped() {
                 let kv = keys.iter().map(|k| format!("{k}={}", group_value(r, k)));
-                format!("{} ({})", kv.collect::<Vec<_>>().join(" "), r.name)
+                format!("{} ({})", kv.collect::<Vec<_>>().join(" "), r.legend)
             } else {
-                r.name.clone()
+                r.legend.clone()
             };
             (label, r.dir.path().to_path_buf())
         })

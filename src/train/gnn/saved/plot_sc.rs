@@ -5,7 +5,7 @@
 //! horizons) as bars, or with `--new-edges` the precision–recall curves of the edges that
 //! appear ([`new_edges`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
@@ -15,6 +15,7 @@ use crate::backend::{self, DeviceSettings};
 use crate::outputs::RunDir;
 use crate::outputs::heatmap::{self, Comparison};
 use crate::outputs::run_files::refuse_run_file;
+use crate::outputs::run_label;
 use crate::outputs::strata::{self, StrataSkill};
 
 mod new_edges;
@@ -64,9 +65,18 @@ pub struct PlotScSettings {
     /// `best`, `last` or a checkpoint file (as eval-gnn).
     #[arg(long, default_value = "best")]
     pub checkpoint: String,
-    /// ROI names in atlas order (one per line): network boundaries are marked.
-    #[arg(long)]
+    /// `NAME=PATH`: the name of the run at PATH (one of the runs given) in the legend, the
+    /// default title and `--scores` (repeatable; default: the run directory's name, never its
+    /// path).
+    #[arg(long = "label", value_name = "NAME=PATH", value_parser = run_label::parse)]
+    pub labels: Vec<run_label::Label>,
+    /// ROI names in atlas order (one per line; Schaefer's `17Networks_LH_VisCent_1`): each
+    /// node's network is a colour strip along the heatmaps, the networks named under them.
+    #[arg(long, conflicts_with_all = ["strata", "new_edges", "trajectories"])]
     pub roi_names: Option<PathBuf>,
+    /// With `--roi-names`: also draw a line across the heatmaps at every network boundary.
+    #[arg(long, requires = "roi_names")]
+    pub network_lines: bool,
     #[command(flatten)]
     pub paths: DataOverrides,
     #[command(flatten)]
@@ -93,6 +103,7 @@ pub fn run(s: PlotScSettings) -> Result<()> {
             s.runs.len()
         );
     };
+    let label = s.label()?;
     let run = SavedRun::open(run_dir, &s.checkpoint, &s.paths)?;
     let cohort = &run.prep.cohort;
     let subject = match s.subject.as_slice() {
@@ -127,7 +138,7 @@ pub fn run(s: PlotScSettings) -> Result<()> {
             "{} → {} ({}, {} checkpoint)",
             scans[0].scan_id,
             scans[1].session,
-            run.config.settings.model_kind.file_stem(),
+            label.unwrap_or_else(|| run.config.settings.model_kind.file_stem().to_string()),
             s.checkpoint_name()
         )
     });
@@ -137,6 +148,7 @@ pub fn run(s: PlotScSettings) -> Result<()> {
         prediction: &preds.matrices[0],
         start: &scans[0].a_raw,
         roi_names: names.as_deref(),
+        network_lines: s.network_lines,
     };
     heatmap::render(&fig, &s.out)?;
     eprintln!("[plot-sc] wrote {}", s.out.display());
@@ -144,6 +156,14 @@ pub fn run(s: PlotScSettings) -> Result<()> {
 }
 
 impl PlotScSettings {
+    /// The one run's `--label` (heatmaps, trajectories), checked against the run given.
+    fn label(&self) -> Result<Option<String>> {
+        Ok(run_label::given(&self.labels, &self.runs)?
+            .into_iter()
+            .next()
+            .flatten())
+    }
+
     /// The checkpoint as a title names it: `best`, `last` or the file's name (not its path).
     fn checkpoint_name(&self) -> String {
         std::path::Path::new(&self.checkpoint)
@@ -154,30 +174,10 @@ impl PlotScSettings {
     }
 }
 
-/// The runs' labels: their directories' names (their paths where two names are alike).
-fn run_labels(dirs: &[PathBuf]) -> Vec<String> {
-    let name = |d: &Path| {
-        d.file_name().map_or(d.display().to_string(), |n| {
-            n.to_string_lossy().into_owned()
-        })
-    };
-    let names: Vec<String> = dirs.iter().map(|d| name(d)).collect();
-    let unique = names
-        .iter()
-        .collect::<std::collections::BTreeSet<_>>()
-        .len()
-        == names.len();
-    if unique {
-        names
-    } else {
-        dirs.iter().map(|d| d.display().to_string()).collect()
-    }
-}
-
 /// `--strata`: the strata of every run, side by side.
 fn strata_chart(s: &PlotScSettings) -> Result<()> {
     let mut runs = Vec::new();
-    for (dir, label) in s.runs.iter().zip(run_labels(&s.runs)) {
+    for (dir, label) in s.runs.iter().zip(run_label::names(&s.labels, &s.runs)?) {
         let path = RunDir::new(dir).strata_json();
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("{}: the run has no strata yet", path.display()))?;

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 
 use super::super::super::protocol::saved_run::{Horizon, SavedRun};
 use super::super::reopen::Forecast;
-use super::{PlotScSettings, run_labels};
+use super::PlotScSettings;
 use crate::backend;
 use crate::files::write_atomic;
 use crate::metrics::pr::pr_curve;
@@ -65,7 +65,7 @@ fn candidates(run: &SavedRun, s: &PlotScSettings) -> Result<Vec<Candidate>> {
 
 /// `plot-sc RUN… --new-edges --out FIG [--scores FILE.csv]`.
 pub(super) fn run(s: &PlotScSettings) -> Result<()> {
-    let labels = run_labels(&s.runs);
+    let labels = crate::outputs::run_label::names(&s.labels, &s.runs)?;
     let mut curves = Vec::new();
     let mut rows: Vec<(String, SavedRun, Vec<Candidate>)> = Vec::new();
     for (dir, label) in s.runs.iter().zip(labels) {

@@ -96,6 +96,7 @@ pub(super) fn run(s: &PlotScSettings) -> Result<()> {
     let [run_dir] = s.runs.as_slice() else {
         bail!("--trajectories draws one run ({} given)", s.runs.len());
     };
+    let label = s.label()?;
     let run = SavedRun::open(run_dir, &s.checkpoint, &s.paths)?;
     let kind = run.config.settings.model_kind;
     if !kind.info().time_input {
@@ -203,10 +204,10 @@ pub(super) fn run(s: &PlotScSettings) -> Result<()> {
         );
     }
     let fig = Trajectories {
-        title: s
-            .title
-            .clone()
-            .unwrap_or_else(|| format!("observed scans and the forecast from the first ({kind})")),
+        title: s.title.clone().unwrap_or_else(|| {
+            let name = label.unwrap_or_else(|| kind.to_string());
+            format!("observed scans and the forecast from the first ({name})")
+        }),
         panels,
     };
     heatmap::render(&fig, &s.out)?;

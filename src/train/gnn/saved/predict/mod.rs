@@ -103,9 +103,12 @@ pub struct PredictSettings {
     #[arg(long)]
     pub plot: bool,
     /// A file of ROI names in atlas order (one per line, e.g. Schaefer `7Networks_LH_Vis_1`):
-    /// network boundaries are marked on the heatmaps.
+    /// each node's network is a colour strip along the heatmaps, the networks named under them.
     #[arg(long)]
     pub roi_names: Option<PathBuf>,
+    /// With `--roi-names`: also draw a line across the heatmaps at every network boundary.
+    #[arg(long, requires = "roi_names")]
+    pub network_lines: bool,
     /// Output directory (must not exist, or be empty).
     #[arg(long)]
     pub out: PathBuf,

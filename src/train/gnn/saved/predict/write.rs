@@ -139,6 +139,7 @@ pub(super) fn write_all(
                 prediction: m,
                 start: &scans[0].a_raw,
                 roi_names: names,
+                network_lines: s.network_lines,
             };
             heatmap::render(&fig, &dir.join("plots").join(format!("{name}.png")))?;
         }
