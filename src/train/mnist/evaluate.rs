@@ -106,16 +106,16 @@ pub fn load_model<B: Backend>(
     path: &Path,
     device: &B::Device,
 ) -> Result<MnistCnn<B>> {
-    if ck.metadata.get("model").map(String::as_str) != Some(MODEL_NAME) {
+    if ck.model_name() != Some(MODEL_NAME) {
         bail!(
             "{}: not an MNIST CNN checkpoint (model = {:?})",
             path.display(),
-            ck.metadata.get("model")
+            ck.model_name()
         );
     }
     params::load(
         MnistCnn::<B>::new(device, false),
-        &ck.with_prefix("model"),
+        &ck.model(),
         device,
     )
 }

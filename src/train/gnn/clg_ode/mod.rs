@@ -321,7 +321,7 @@ impl Forecaster for ClgOdeModel {
         let (set, data) = (&run.config.settings, &run.data);
         let model = params::load(
             run.config.model.init::<B::InnerBackend>(device),
-            &run.ck.with_prefix("model"),
+            &run.ck.model(),
             device,
         )?;
         let mut objective = Objective::new(

@@ -38,7 +38,7 @@ pub fn score_test<B: Backend>(
     let objective = &objective;
     let model = params::load(
         config.model.init::<B>(device),
-        &ck.with_prefix("model"),
+        &ck.model(),
         device,
     )?;
     let (_, test_loss) = eval_loss(

@@ -25,7 +25,7 @@ pub fn weights_from<B: AutodiffBackend>(
     params::materialize(&model);
     let total = params::names(&model).len();
     let (model, missing, unexpected) =
-        params::load_partial(model, &ck.with_prefix("model"), device)
+        params::load_partial(model, &ck.model(), device)
             .with_context(|| format!("--resume-from {}", path.display()))?;
     let loaded = total - missing.len();
     if 2 * loaded < total {
@@ -34,8 +34,8 @@ pub fn weights_from<B: AutodiffBackend>(
              which holds model `{}` ({} tensors): give a train-gnn checkpoint \
              (checkpoints/clg_ode_fold<k>_best.safetensors)",
             path.display(),
-            ck.metadata.get("model").map_or("unknown", String::as_str),
-            ck.with_prefix("model").len(),
+            ck.model_name().unwrap_or("unknown"),
+            ck.model().len(),
         );
     }
     if log {
