@@ -42,9 +42,12 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0)]
     pub checkpoint_every: u64,
     /// Which checkpoints stay in `checkpoints/`: `best-last` keeps the best and the last
-    /// weights (and the resume checkpoint `last.safetensors`) and removes epoch files an
-    /// earlier part of the run left; `all` also keeps one file per epoch. The sizes are logged
-    /// at the end.
+    /// weights, removes epoch files an earlier part of the run left, and keeps the resume
+    /// checkpoint `last.safetensors` (optimiser state included) only while the run can continue:
+    /// a finished run removes it (train-gnn: the last weights are `<model>_fold<k>_last`) or
+    /// reduces it to the last weights (train-mnist); `resume` also keeps it whole at the end;
+    /// `all` also keeps one file per epoch and the resume checkpoint. The sizes, and what was
+    /// removed, are logged at the end.
     #[arg(long, alias = "keep_checkpoints", value_enum, default_value_t = KeepCheckpoints::BestLast)]
     pub keep_checkpoints: KeepCheckpoints,
     /// Seconds between plain progress lines when stderr is not a terminal (a Slurm log).

@@ -62,7 +62,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         let row = self.row(ctx, pos, &eval, &trained, monitor);
         let stopped_early = self.next_epoch(ctx, pos, paths, monitor);
         self.save(ctx, pos, model, Some(&row))?;
-        if ctx.main() && ctx.run.keep_checkpoints == KeepCheckpoints::BestLast {
+        if ctx.main() && ctx.run.keep_checkpoints != KeepCheckpoints::All {
             // After the new resume checkpoint is in place.
             let from = ctx.resumed_from.clone();
             let run_files = RunDir::new(&ctx.run_dir);

@@ -16,6 +16,7 @@
 //! | metadata `metrics_row` | JSON | the metrics row of the epoch that ended with this checkpoint, if one did |
 //! | metadata `format` | text | the checkpoint format ([`crate::toolbox::checkpoint::FORMAT`]) |
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -68,6 +69,8 @@ const RUN_STATE: &str = "run_state";
 const JOB_STATE: &str = "job_state";
 const FINGERPRINT: &str = "fingerprint";
 const METRICS_ROW: &str = "metrics_row";
+/// The optimiser's metadata key ([`Optimizer::save_into`]).
+const OPTIMIZER: &str = "optimizer";
 
 impl ResumeFile {
     /// The resume checkpoint of the job of `spec` (`config`: its resolved configuration as
@@ -123,6 +126,47 @@ impl ResumeFile {
     }
 }
 
+/// The job state (`job_state`, `Null` without one) of a resume checkpoint's metadata `meta`
+/// when it is the end of the run of `spec`: the settings fingerprint is `spec`'s and the run
+/// state has every stage done. Why not otherwise.
+pub(super) fn finished_job_state(
+    meta: &BTreeMap<String, String>,
+    spec: &JobSpec,
+) -> std::result::Result<Value, String> {
+    let fingerprint: Option<Value> = meta
+        .get(FINGERPRINT)
+        .and_then(|f| serde_json::from_str(f).ok());
+    if fingerprint.as_ref() != Some(&spec.fingerprint) {
+        return Err("written with other settings".into());
+    }
+    let position: Option<Position> = meta
+        .get(RUN_STATE)
+        .and_then(|s| serde_json::from_str(s).ok());
+    match position {
+        Some(p) if p.stage >= spec.plan.stages => {}
+        Some(_) => return Err("written before the run's end".into()),
+        None => return Err("no readable run state".into()),
+    }
+    Ok(meta
+        .get(JOB_STATE)
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or(Value::Null))
+}
+
+/// The model's weights alone of the resume checkpoint `ck` (a finished run's last weights under
+/// `--keep-checkpoints best-last`): `model.*` and the metadata but the run state, the
+/// fingerprint and the optimiser's; no optimiser state, best weights nor counters. `trainer
+/// eval` reads it; a resume refuses it (no run state).
+pub(super) fn weights_only(ck: &Checkpoint) -> Checkpoint {
+    let mut out = Checkpoint::default();
+    out.put_model(ck.model());
+    out.metadata = ck.metadata.clone();
+    for key in [RUN_STATE, FINGERPRINT, OPTIMIZER, METRICS_ROW] {
+        out.metadata.remove(key);
+    }
+    out
+}
+
 /// Writes the engine's part of a resume checkpoint into `ck`.
 fn write_saved(saved: &Saved, ck: &mut Checkpoint, fingerprint: &Value, seed: u64) -> Result<()> {
     let p = &saved.position;
@@ -160,10 +204,14 @@ fn read_saved(ck: &Checkpoint, path: &Path, spec: &JobSpec, order: &[String]) ->
              \"{model}\")"
         ),
     }
-    let state = ck
-        .metadata
-        .get(RUN_STATE)
-        .with_context(|| format!("{name}: not a resume checkpoint (no run state)"))?;
+    let state = ck.metadata.get(RUN_STATE).with_context(|| {
+        format!(
+            "{name}: not a resume checkpoint (no run state): model weights only, such as a \
+                 model file or the last weights of a finished run (whose resume state is dropped \
+                 at its end unless --keep-checkpoints resume); evaluate it, or resume another \
+                 checkpoint"
+        )
+    })?;
     let saved: Value = match ck.metadata.get(FINGERPRINT) {
         Some(f) => serde_json::from_str(f)
             .with_context(|| format!("{name}: unreadable settings fingerprint"))?,

@@ -9,9 +9,16 @@
 //! wrote (same name, size and time; [`prune`]). It never lists `checkpoints/` to find what to
 //! remove: a user's `backup_epoch_001.safetensors`, another run's or another fold's files, the
 //! files of a shared folder that `checkpoints/` links to, and the epoch files of a run an older
-//! trainer wrote (no record) stay, and the log says once that they were kept. It never removes
-//! `last.safetensors` (what `--resume auto` reads), a best or last model file, nor the file this
-//! process resumed from. `all` removes nothing.
+//! trainer wrote (no record) stay, and the log says once that they were kept. While the run
+//! can continue it never removes `last.safetensors` (what `--resume auto` reads), a best or
+//! last model file, nor the file this process resumed from. `resume` prunes as `best-last`;
+//! `all` removes nothing.
+//!
+//! When a run finishes (every stage done, the final scoring written), `best-last` drops its
+//! resume state ([`FinishedResume`]): `last.safetensors` is removed where every stage's last
+//! weights have their own model file, and rewritten as the last weights alone where it is their
+//! only file. Only when it is this run's: a plain file (not a link) whose settings fingerprint
+//! is this run's and whose run state has every stage done; anything else is kept and said.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,10 +26,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::KeepCheckpoints;
+use super::resume_file::{finished_job_state, weights_only};
+use super::{JobSpec, KeepCheckpoints};
 use crate::files::write_json;
 use crate::outputs::RunDir;
 use crate::outputs::run_files::{BEST_MODEL_SUFFIX, CHECKPOINT_EXT, is_epoch_file_name, read_json};
+use crate::toolbox::checkpoint::Checkpoint;
 
 /// Files removed by this process, and their bytes; whether the files it keeps were said.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,6 +40,106 @@ pub(super) struct Removed {
     pub bytes: u64,
     /// The epoch files this run did not record were said to be kept (once a process).
     pub told: bool,
+    /// What the run's end did with its resume state (`best-last`).
+    pub resume: Option<Dropped>,
+}
+
+/// What the end of a finished run did with its resume checkpoint `last.safetensors`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dropped {
+    /// Removed (its bytes): every stage's last weights have their own model file.
+    Removed(u64),
+    /// Rewritten as the last weights alone, from `from` bytes to `to`: the run's only file of
+    /// its last weights (`trainer eval --checkpoint …/last.safetensors`).
+    Reduced { from: u64, to: u64 },
+}
+
+/// The resume checkpoint of a run that just finished, found to be this run's, and what its end
+/// does with it ([`FinishedResume::drop_it`]).
+#[derive(Debug)]
+pub(super) struct FinishedResume {
+    path: PathBuf,
+    bytes: u64,
+    /// Every stage's last weights have their own file: remove it (else reduce it to weights).
+    remove: bool,
+    /// The job's state at the end (its `job_state`), kept in `finished.json`.
+    pub job_state: serde_json::Value,
+}
+
+/// `run`'s resume checkpoint at the end of the run of `spec`, when it is this run's: a plain
+/// file (not a link) whose settings fingerprint is the run's and whose run state has every
+/// stage done. `None` when there is none, or (said, the file kept) when it is not this run's.
+/// `last_weights_elsewhere`: every stage's last weights have their own model file.
+pub(super) fn finished_resume(
+    run: &RunDir,
+    spec: &JobSpec,
+    last_weights_elsewhere: bool,
+    tag: &str,
+) -> Option<FinishedResume> {
+    let path = run.last_checkpoint();
+    let m = std::fs::symlink_metadata(&path).ok()?;
+    let kept = |why: &str| {
+        eprintln!(
+            "{tag} checkpoints: {} kept ({why}): only this run's own resume state is dropped at \
+             its end",
+            path.display()
+        );
+    };
+    if !m.file_type().is_file() {
+        kept("not a plain file");
+        return None;
+    }
+    let checked = Checkpoint::read_metadata(&path)
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|meta| finished_job_state(&meta, spec));
+    match checked {
+        Ok(job_state) => Some(FinishedResume {
+            bytes: m.len(),
+            path,
+            remove: last_weights_elsewhere,
+            job_state,
+        }),
+        Err(why) => {
+            kept(&why);
+            None
+        }
+    }
+}
+
+impl FinishedResume {
+    /// What the run's end does with the file, for `finished.json`.
+    pub fn record(&self) -> serde_json::Value {
+        serde_json::json!({
+            "file": "checkpoints/last.safetensors",
+            "bytes": self.bytes,
+            "dropped": if self.remove { "removed" } else { "reduced to the last weights" },
+            "keep_it": "--keep-checkpoints resume",
+        })
+    }
+
+    /// Removes the file, or rewrites it (atomically) as the last weights alone. A failure is a
+    /// warning (the file stays whole: it only costs space) and `None`.
+    pub fn drop_it(self, tag: &str) -> Option<Dropped> {
+        let done = if self.remove {
+            std::fs::remove_file(&self.path)
+                .map(|()| Dropped::Removed(self.bytes))
+                .map_err(anyhow::Error::from)
+        } else {
+            Checkpoint::load(&self.path)
+                .and_then(|ck| weights_only(&ck).save(&self.path))
+                .map(|()| Dropped::Reduced {
+                    from: self.bytes,
+                    to: size(&self.path),
+                })
+        };
+        done.map_err(|e| {
+            eprintln!(
+                "{tag} warning: the finished run's resume state {} is kept: {e:#}",
+                self.path.display()
+            )
+        })
+        .ok()
+    }
 }
 
 /// A file as this run wrote it: its size and modification time.
@@ -187,7 +296,7 @@ pub(super) fn summary(run: &RunDir, policy: KeepCheckpoints, removed: Removed) -
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|f| f.to_string_lossy().ends_with(CHECKPOINT_EXT))
         .collect();
-    if files.is_empty() && removed.files == 0 {
+    if files.is_empty() && removed.files == 0 && removed.resume.is_none() {
         return None;
     }
     let written = Written::read(run).unwrap_or_default();
@@ -201,8 +310,13 @@ pub(super) fn summary(run: &RunDir, policy: KeepCheckpoints, removed: Removed) -
         } else if n.ends_with(&format!("_last{CHECKPOINT_EXT}")) {
             "last"
         } else if f == &run.last_checkpoint() {
-            // The last weights of a job without model files, and what `--resume auto` reads.
-            "resume"
+            if matches!(removed.resume, Some(Dropped::Reduced { .. })) {
+                // Reduced to the last weights at the run's end.
+                "last"
+            } else {
+                // The last weights of a job without model files, and what `--resume auto` reads.
+                "resume"
+            }
         } else {
             "unrecorded"
         }
@@ -235,13 +349,23 @@ pub(super) fn summary(run: &RunDir, policy: KeepCheckpoints, removed: Removed) -
             human(removed.bytes)
         ));
     }
+    match removed.resume {
+        Some(Dropped::Removed(bytes)) => parts.push(format!(
+            "removed the resume state ({}; --keep-checkpoints resume keeps it)",
+            human(bytes)
+        )),
+        Some(Dropped::Reduced { from, to }) => parts.push(format!(
+            "reduced the resume state to the last weights ({} to {}; --keep-checkpoints resume \
+             keeps it whole)",
+            human(from),
+            human(to)
+        )),
+        None => {}
+    }
     let all: u64 = files.iter().map(|f| size(f)).sum();
-    let policy = match policy {
-        KeepCheckpoints::BestLast => "best-last",
-        KeepCheckpoints::All => "all",
-    };
     Some(format!(
-        "checkpoints ({policy}): {}; {} in {}",
+        "checkpoints ({}): {}; {} in {}",
+        policy.name(),
         parts.join(", "),
         human(all),
         run.checkpoints().display()
@@ -303,7 +427,8 @@ mod tests {
             Removed {
                 files: 2,
                 bytes: 2_500_000,
-                told: true
+                told: true,
+                resume: None
             }
         );
         let mut left = vec![r.epoch_checkpoint(2), r.epoch_checkpoint(3)];
@@ -361,6 +486,125 @@ mod tests {
         std::fs::write(r.written_checkpoints_json(), "{").unwrap();
         prune(&r, None, &mut Removed::default(), "[t]");
         assert!(r.epoch_checkpoint(1).is_file());
+    }
+
+    /// A resume checkpoint at `path` with the fingerprint `fp` at stage `stage` (of 1).
+    fn resume_file(path: &Path, fp: &serde_json::Value, stage: usize) {
+        use crate::engine::state::Position;
+        use crate::toolbox::params::HostTensor;
+        let mut ck = Checkpoint::default();
+        let t = |x: f32| HostTensor {
+            shape: vec![2],
+            data: vec![x, x],
+        };
+        ck.put_model([("w".to_string(), t(1.0))]);
+        ck.floats.insert("optim.adam.moment_1.w".into(), t(2.0));
+        ck.floats.insert("best.w".into(), t(3.0));
+        ck.counters.insert("train.epoch".into(), 1);
+        ck.set_model_name("m");
+        let pos = Position {
+            stage,
+            ..Position::default()
+        };
+        let meta = [
+            ("run_state", serde_json::to_string(&pos).unwrap()),
+            ("fingerprint", fp.to_string()),
+            ("job_state", r#"{"objective":{"topo_scale":2.5}}"#.into()),
+            ("optimizer", "adam".into()),
+        ];
+        for (k, v) in meta {
+            ck.metadata.insert(k.into(), v);
+        }
+        ck.save(path).unwrap();
+    }
+
+    fn spec(fp: &serde_json::Value) -> JobSpec {
+        let mut spec = JobSpec {
+            fingerprint: fp.clone(),
+            ..JobSpec::default()
+        };
+        spec.plan.stages = 1;
+        spec
+    }
+
+    #[test]
+    fn a_finished_runs_own_resume_state_is_removed_or_reduced_and_anything_else_kept() {
+        let t = tempfile::tempdir().unwrap();
+        let r = RunDir::new(t.path());
+        std::fs::create_dir(r.checkpoints()).unwrap();
+        let fp = serde_json::json!({"lr": 0.1});
+        let last = r.last_checkpoint();
+
+        // Removed where the last weights have their own files; the job state kept for
+        // finished.json; the size line says what went.
+        resume_file(&last, &fp, 1);
+        let bytes = size(&last);
+        let f = finished_resume(&r, &spec(&fp), true, "[t]").unwrap();
+        assert_eq!(f.job_state["objective"]["topo_scale"], 2.5);
+        assert_eq!(f.record()["dropped"], "removed");
+        let dropped = f.drop_it("[t]");
+        assert_eq!(dropped, Some(Dropped::Removed(bytes)));
+        assert!(!last.exists());
+        put(&r.last_model("m"), 2_000_000);
+        let removed = Removed {
+            resume: dropped,
+            ..Removed::default()
+        };
+        let line = summary(&r, KeepCheckpoints::BestLast, removed).unwrap();
+        assert!(
+            line.starts_with(&format!(
+                "checkpoints (best-last): last 2.0 MB, removed the resume state ({}; \
+                 --keep-checkpoints resume keeps it); 2.0 MB in ",
+                human(bytes)
+            )),
+            "{line}"
+        );
+
+        // Reduced to the weights where it is their only file: model.* and its metadata, nothing
+        // a resume reads.
+        resume_file(&last, &fp, 1);
+        let f = finished_resume(&r, &spec(&fp), false, "[t]").unwrap();
+        assert_eq!(f.record()["dropped"], "reduced to the last weights");
+        let Some(Dropped::Reduced { from, to }) = f.drop_it("[t]") else {
+            panic!("not reduced");
+        };
+        assert!(to < from, "{to} {from}");
+        let ck = Checkpoint::load(&last).unwrap();
+        assert_eq!(ck.floats.keys().collect::<Vec<_>>(), ["model.w"]);
+        assert!(ck.counters.is_empty());
+        assert_eq!(ck.model_name(), Some("m"));
+        for k in ["run_state", "fingerprint", "optimizer"] {
+            assert!(!ck.metadata.contains_key(k), "{k} kept");
+        }
+        let removed = Removed {
+            resume: Some(Dropped::Reduced { from, to }),
+            ..Removed::default()
+        };
+        let line = summary(&r, KeepCheckpoints::BestLast, removed).unwrap();
+        assert!(
+            line.contains("last ") && line.contains("reduced the resume state to the last weights"),
+            "{line}"
+        );
+        assert!(!line.contains("resume 1"), "{line}");
+
+        // Not this run's: other settings, written before the end, a link, not a checkpoint.
+        resume_file(&last, &serde_json::json!({"lr": 0.2}), 1);
+        assert!(finished_resume(&r, &spec(&fp), true, "[t]").is_none());
+        resume_file(&last, &fp, 0);
+        assert!(finished_resume(&r, &spec(&fp), true, "[t]").is_none());
+        assert!(last.is_file());
+        let elsewhere = t.path().join("theirs.safetensors");
+        resume_file(&elsewhere, &fp, 1);
+        std::fs::remove_file(&last).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &last).unwrap();
+        assert!(finished_resume(&r, &spec(&fp), true, "[t]").is_none());
+        std::fs::remove_file(&last).unwrap();
+        put(&last, 100);
+        assert!(finished_resume(&r, &spec(&fp), true, "[t]").is_none());
+        assert!(last.is_file() && elsewhere.is_file());
+        // None at all: nothing to say.
+        std::fs::remove_file(&last).unwrap();
+        assert!(finished_resume(&r, &spec(&fp), true, "[t]").is_none());
     }
 
     #[test]

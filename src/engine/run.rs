@@ -14,7 +14,7 @@ use super::progress::fmt_secs;
 use super::resume_file::ResumeFile;
 use super::retention::{self, Removed};
 use super::state::Position;
-use super::{Done, Job, JobSpec, Row, RunContext, TRAIN_LOSS};
+use super::{Done, Job, JobSpec, KeepCheckpoints, Row, RunContext, TRAIN_LOSS};
 use crate::outputs::RunDir;
 use crate::outputs::metrics::MetricsFiles;
 use crate::outputs::rundir::{self, RunMeta};
@@ -33,6 +33,19 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
     let main = comm.rank() == 0;
     let run_dir = rc.run_dir.clone();
 
+    if rc.run.resume.is_some() && finished_here(rc) {
+        // Its resume state may be gone (dropped at its end): nothing to read, nothing to do.
+        // The directory is claimed as before (its lock, dead processes' temporaries removed).
+        let _lock = if main {
+            Some(rundir::claim(&run_dir, true)?)
+        } else {
+            None
+        };
+        if main {
+            already_finished(&tag, &run_dir);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut pos = Position::default();
     let mut saved: Option<ResumeFile> = None;
     if let Some(path) = &rc.resume {
@@ -71,15 +84,8 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
     };
     let finished = RunDir::new(&run_dir).finished_json();
     if pos.stage >= spec.plan.stages && finished.is_file() {
-        // Nothing left to do: leave every file as the run wrote it (a re-scoring would rewrite
-        // the results' CPU seconds, run_meta's argv and created_at).
         if main {
-            eprintln!(
-                "{tag} {} is already finished ({}); nothing done. To train again, start a new \
-                 run (another --run-name / --out)",
-                run_dir.display(),
-                finished.display()
-            );
+            already_finished(&tag, &run_dir);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -175,7 +181,6 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         device,
         comm,
     })?;
-    log_checkpoints(&ctx);
     if main {
         let warnings = degeneracy::check(
             &ctx.metrics.rows()?,
@@ -187,11 +192,39 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         for w in &warnings {
             eprintln!("{} warning: {w}", ctx.tag);
         }
-        RunDir::new(&run_dir).write_finished(&serde_json::json!({
+        let run_files = RunDir::new(&run_dir);
+        let mut record = serde_json::json!({
             "finished_at": chrono::Local::now().to_rfc3339(),
             "seconds": started.elapsed().as_secs_f64(),
             "warnings": warnings,
-        }))?;
+        });
+        // `best-last`: the resume state goes once `finished.json` says the run is done (and
+        // keeps the job's state it held), so that a kill between the two leaves a run that
+        // `--resume auto` calls finished.
+        let resume = (rc.run.keep_checkpoints == KeepCheckpoints::BestLast)
+            .then(|| {
+                let elsewhere = pos
+                    .finished
+                    .iter()
+                    .all(|s| s.last_checkpoint.as_ref().is_some_and(|p| p.is_file()));
+                retention::finished_resume(&run_files, &ctx.spec, elsewhere, &ctx.tag)
+            })
+            .flatten();
+        if let Some(r) = &resume {
+            record["resume_state"] = r.record();
+            record["job_state"] = r.job_state.clone();
+        }
+        run_files.write_finished(&record)?;
+        if let Some(r) = resume {
+            ctx.removed.resume = r.drop_it(&ctx.tag);
+            if ctx.removed.resume.is_none() {
+                record["resume_state"] = serde_json::json!(null);
+                run_files.write_finished(&record)?;
+            }
+        }
+    }
+    log_checkpoints(&ctx);
+    if main {
         eprintln!(
             "{} done in {}; run directory {}",
             ctx.tag,
@@ -200,6 +233,30 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the run directory holds a finished run (`finished.json`) and the checkpoint to
+/// resume is its own resume checkpoint, or none (`--resume auto` where it was dropped).
+fn finished_here<B: AutodiffBackend>(rc: &RunContext<B>) -> bool {
+    let run = RunDir::new(&rc.run_dir);
+    let own = run.last_checkpoint();
+    let same = |p: &std::path::Path| match (p.canonicalize(), own.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => p == own,
+    };
+    run.finished_json().is_file() && rc.resume.as_deref().is_none_or(same)
+}
+
+/// Says that the run in `run_dir` is finished and nothing is done: every file stays as the run
+/// wrote it (a re-scoring would rewrite the results' CPU seconds, run_meta's argv and
+/// created_at).
+fn already_finished(tag: &str, run_dir: &std::path::Path) {
+    eprintln!(
+        "{tag} {} is already finished ({}); nothing done. To train again, start a new run \
+         (another --run-name / --out)",
+        run_dir.display(),
+        RunDir::new(run_dir).finished_json().display()
+    );
 }
 
 /// The checkpoint files by kind, their sizes and what this process removed (rank 0).

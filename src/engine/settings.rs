@@ -12,13 +12,31 @@ use crate::toolbox::stop::RequeuePolicy;
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum KeepCheckpoints {
-    /// The best and the last weights only, and the resume checkpoint `last.safetensors`;
-    /// epoch files an earlier part of the run left are removed.
+    /// The best and the last weights. The resume checkpoint `last.safetensors` (weights,
+    /// optimiser state, the best weights so far, the loop's position) stays while the run can
+    /// continue (stopped, requeued, interrupted) and goes when it finishes: removed where the
+    /// last weights have their own files (train-gnn's `<model>_fold<k>_last`), reduced to the
+    /// last weights where it is their only file (train-mnist). Epoch files an earlier part of
+    /// the run left are removed.
     #[default]
     BestLast,
+    /// As `best-last`, and a finished run keeps its resume checkpoint whole.
+    Resume,
     /// Also one file per epoch: `epoch_NNN.safetensors` (a full resume checkpoint), or
-    /// `<stem>_epoch_NNN.safetensors` (model weights) for a job with model files.
+    /// `<stem>_epoch_NNN.safetensors` (model weights) for a job with model files; a finished
+    /// run keeps its resume checkpoint whole.
     All,
+}
+
+impl KeepCheckpoints {
+    /// The flag's value (`best-last`, `resume`, `all`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BestLast => "best-last",
+            Self::Resume => "resume",
+            Self::All => "all",
+        }
+    }
 }
 
 /// How a run is placed on disk, resumed, logged and stopped.

@@ -62,7 +62,11 @@ fn newest_with_suffix(root: &Path, suffix: &str) -> Option<PathBuf> {
     let resumable = found
         .iter()
         .rev()
-        .find(|p| RunDir::new(p.as_path()).last_checkpoint().is_file())
+        .find(|p| {
+            let run = RunDir::new(p.as_path());
+            // A finished run may have dropped its resume checkpoint.
+            run.last_checkpoint().is_file() || run.finished_json().is_file()
+        })
         .cloned();
     resumable.or_else(|| found.pop())
 }
@@ -230,8 +234,10 @@ fn remove_dead_temporaries(dir: &Path) {
 
 /// The checkpoint to resume from: a given file, or with `auto` the run directory's
 /// `checkpoints/last.safetensors`. `auto` starts afresh where the directory holds no epoch yet,
-/// and is refused where it holds metrics rows or a finished run without that file (a run
-/// started again at epoch 1 would append to its metrics): nothing is written then.
+/// gives none for a finished run without that file (its resume state is dropped at its end:
+/// the engine says it is finished and does nothing), and is refused where it holds metrics rows
+/// of an unfinished run without that file (a run started again at epoch 1 would append to its
+/// metrics): nothing is written then.
 pub fn resume_source(resume: Option<&str>, run_dir: &Path) -> Result<Option<PathBuf>> {
     match resume {
         None => Ok(None),
@@ -245,7 +251,7 @@ pub fn resume_source(resume: Option<&str>, run_dir: &Path) -> Result<Option<Path
             // from epoch 1 would repeat them. Model files alone (a best model of the weights
             // before training) are rewritten as they were.
             let rows = std::fs::metadata(run.metrics_jsonl()).is_ok_and(|m| m.len() > 0);
-            if !rows && !run.finished_json().is_file() {
+            if !rows || run.finished_json().is_file() {
                 return Ok(None);
             }
             let resumable: Vec<String> = run

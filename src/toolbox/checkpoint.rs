@@ -168,6 +168,42 @@ impl Checkpoint {
         })
     }
 
+    /// The metadata of the checkpoint at `path`, read from its header alone (the tensors are
+    /// not read: a resume checkpoint may be gigabytes); a file that is not a trainer checkpoint
+    /// is an error naming it.
+    pub fn read_metadata(path: &Path) -> Result<BTreeMap<String, String>> {
+        use std::io::Read;
+        let name = path.display();
+        let mut file =
+            std::fs::File::open(path).with_context(|| format!("cannot read checkpoint {name}"))?;
+        let mut len = [0u8; 8];
+        file.read_exact(&mut len)
+            .with_context(|| format!("{name}: not a valid safetensors file (no header)"))?;
+        let len = u64::from_le_bytes(len);
+        // safetensors' own limit on a header.
+        if len > 100_000_000 {
+            bail!("{name}: not a valid safetensors file (a header of {len} bytes)");
+        }
+        let mut header = vec![0u8; len as usize];
+        file.read_exact(&mut header)
+            .with_context(|| format!("{name}: not a valid safetensors file (short header)"))?;
+        let header: serde_json::Value = serde_json::from_slice(&header)
+            .with_context(|| format!("{name}: unreadable safetensors header"))?;
+        let metadata: BTreeMap<String, String> = header
+            .get("__metadata__")
+            .and_then(|m| m.as_object())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if metadata.get("format").map(String::as_str) != Some(FORMAT) {
+            bail!("{name}: not a trainer checkpoint (metadata `format` is not {FORMAT})");
+        }
+        Ok(metadata)
+    }
+
     pub fn load(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path)
             .with_context(|| format!("cannot read checkpoint {}", path.display()))?;
@@ -223,6 +259,31 @@ mod tests {
                 assert!(err.contains(needle), "{needle}: {err}");
             }
         }
+    }
+
+    #[test]
+    fn metadata_reads_from_the_header_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.safetensors");
+        let mut ck = Checkpoint::default();
+        ck.put_model([(
+            "w".to_string(),
+            HostTensor {
+                shape: vec![2],
+                data: vec![1.0, 2.0],
+            },
+        )]);
+        ck.metadata.insert("run_state".into(), "{}".into());
+        ck.save(&path).unwrap();
+        let meta = Checkpoint::read_metadata(&path).unwrap();
+        assert_eq!(meta.get("run_state").map(String::as_str), Some("{}"));
+        assert_eq!(meta.get("format").map(String::as_str), Some(FORMAT));
+        std::fs::write(&path, b"short").unwrap();
+        let e = Checkpoint::read_metadata(&path).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("not a valid safetensors file"),
+            "{e:#}"
+        );
     }
 
     #[test]

@@ -107,6 +107,9 @@ fn interrupted_then_resumed_equals_uninterrupted() {
         "2",
         "--batch-size",
         "64",
+        // The finished runs' optimiser state compared too (else dropped at the end).
+        "--keep-checkpoints",
+        "resume",
     ];
     let whole = t.path().join("whole");
     ok(&train(t.path(), &whole, &common));
@@ -146,7 +149,15 @@ fn checkpoint_round_trip_gives_identical_predictions_and_reads_in_python() {
     ok(&train(
         t.path(),
         &out,
-        &["--limit-train", "640", "--limit-test", "500"],
+        // The whole resume checkpoint (optimiser state, counters) read in Python.
+        &[
+            "--limit-train",
+            "640",
+            "--limit-test",
+            "500",
+            "--keep-checkpoints",
+            "resume",
+        ],
     ));
     let ckpt = out.join("checkpoints/last.safetensors");
     let data = fashion_dir();
@@ -238,6 +249,9 @@ fn sgd_with_momentum_trains_resumes_exactly_and_refuses_adams_checkpoint() {
         "0.9",
         "--lr",
         "0.02",
+        // The finished runs' optimiser state compared too (else dropped at the end).
+        "--keep-checkpoints",
+        "resume",
     ];
     let whole = t.path().join("whole");
     ok(&train(t.path(), &whole, &common));

@@ -347,9 +347,13 @@ fn checkpoints_keep_best_and_last_unless_all_and_resume_after_removal_is_exact()
     let o = run_in(t.path(), &mnist_args(&data, "whole", &base));
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(checkpoint_names(&t.path().join("whole")), best_last);
+    // Finished: the resume checkpoint reduced to the last weights (train-mnist's only file of
+    // them), said in the size line.
     let line = sizes_line(&o, "best-last");
     assert!(
-        line.contains(": best ") && line.contains(" MB, resume "),
+        line.contains(": best ")
+            && line.contains(" MB, last ")
+            && line.contains("reduced the resume state to the last weights"),
         "{line}"
     );
 

@@ -2,7 +2,8 @@
 //! writing (never a user's `backup_epoch_001.safetensors`, another fold's or another run's
 //! files, nor through a `checkpoints/` link to shared scratch), a user's output path never
 //! replaces a run's file, and `--resume auto` without the resume file refuses instead of
-//! starting again at epoch 1 into the same metrics.
+//! starting again at epoch 1 into the same metrics. A finished run drops its resume state
+//! unless `--keep-checkpoints resume` (issue 75), a stopped one keeps it and resumes.
 
 use crate::common;
 
@@ -33,6 +34,12 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
         }
     }
     out
+}
+
+/// A snapshot without the run's `.lock` (rewritten with the pid of each process that opens it).
+fn unlocked(mut s: BTreeMap<PathBuf, Vec<u8>>) -> BTreeMap<PathBuf, Vec<u8>> {
+    s.retain(|p, _| p.file_name().is_none_or(|n| n != ".lock"));
+    s
 }
 
 /// The files a user and another run put in `dir`, with their bytes.
@@ -163,18 +170,21 @@ fn resume_auto_without_its_resume_file_refuses_and_writes_nothing() {
     );
     assert_eq!(snapshot(&run), before, "the run directory changed");
 
-    // A finished run whose resume file was deleted: the same.
+    // A finished run whose resume file is gone (deleted by hand, or dropped at its end): it is
+    // finished, nothing is done, nothing touched (but the lock, which each process that opens
+    // the run rewrites with its pid).
     let o = run_in(t.path(), &mnist(&data, "done", &["--epochs", "1"]));
     succeeds(&o);
     let done = t.path().join("done");
     std::fs::remove_file(done.join("checkpoints/last.safetensors")).unwrap();
-    let before = snapshot(&done);
+    let before = unlocked(snapshot(&done));
     let o = run_in(
         t.path(),
         &mnist(&data, "done", &["--epochs", "1", "--resume", "auto"]),
     );
-    fails_with(&o, 1, &["--resume auto", "last.safetensors"]);
-    assert_eq!(snapshot(&done), before);
+    succeeds(&o);
+    assert!(stderr(&o).contains("already finished"), "{}", stderr(&o));
+    assert_eq!(unlocked(snapshot(&done)), before);
 
     // A new directory with `--resume auto` still starts (a job script's first start).
     succeeds(&run_in(
@@ -342,4 +352,124 @@ fn a_sweep_is_not_planned_into_a_run_directory() {
         .map(|e| e.file_name())
         .collect();
     assert_eq!(before, after);
+}
+
+/// Issue 75: a finished run keeps its best and last weights and drops its resume state (here,
+/// train-mnist, whose `last.safetensors` is also its last weights: reduced to them), and says
+/// so; `--keep-checkpoints resume` keeps it whole; a stopped run keeps it and resumes; a
+/// finished run resumed again is finished; the reduced file still evaluates and is refused as
+/// a resume source with a reason.
+#[test]
+fn a_finished_run_drops_its_resume_state_unless_asked_a_stopped_one_keeps_it() {
+    use trainer::toolbox::checkpoint::Checkpoint;
+    let t = tempfile::tempdir().unwrap();
+    let data = tiny_data(t.path());
+    let keys = |run: &str| -> Vec<String> {
+        let ck =
+            Checkpoint::load(&t.path().join(run).join("checkpoints/last.safetensors")).unwrap();
+        let mut k: Vec<String> = ck.floats.keys().cloned().collect();
+        k.extend(ck.counters.keys().cloned());
+        k.extend(ck.metadata.keys().map(|m| format!("meta:{m}")));
+        k
+    };
+    let optim = |k: &[String]| k.iter().any(|k| k.starts_with("optim."));
+    let base = ["--epochs", "2", "--early-stop-metric", "test_loss"];
+
+    // Stopped in epoch 2 (6 steps an epoch): the resume state stays whole, and resumes.
+    let stop = [&base[..], &["--stop-after-steps", "8"]].concat();
+    let o = run_in(t.path(), &mnist(&data, "parts", &stop));
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    assert!(optim(&keys("parts")), "{:?}", keys("parts"));
+    assert!(!stderr(&o).contains("resume state"), "{}", stderr(&o));
+    let o = run_in(
+        t.path(),
+        &mnist(&data, "parts", &[&base[..], &["--resume", "auto"]].concat()),
+    );
+    succeeds(&o);
+    assert!(stderr(&o).contains("resuming from"), "{}", stderr(&o));
+    // Finished: reduced to the last weights, said in the size line and in finished.json.
+    let k = keys("parts");
+    assert!(k.iter().any(|k| k.starts_with("model.")), "{k:?}");
+    assert!(
+        !optim(&k)
+            && !k
+                .iter()
+                .any(|k| k.starts_with("best.") || k.starts_with("train.")),
+        "{k:?}"
+    );
+    assert!(!k.contains(&"meta:run_state".to_string()), "{k:?}");
+    let line = stderr(&o)
+        .lines()
+        .find(|l| l.contains("] checkpoints (best-last): "))
+        .unwrap_or_else(|| panic!("no size line: {}", stderr(&o)))
+        .to_string();
+    assert!(
+        line.contains("last ")
+            && !line.contains("MB, resume ")
+            && line.contains("reduced the resume state to the last weights (")
+            && line.contains("--keep-checkpoints resume keeps it whole"),
+        "{line}"
+    );
+    let finished: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(t.path().join("parts/finished.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        finished["resume_state"]["dropped"], "reduced to the last weights",
+        "{finished}"
+    );
+    // Resumed again: finished, nothing touched.
+    let run = t.path().join("parts");
+    let before = unlocked(snapshot(&run));
+    let o = run_in(
+        t.path(),
+        &mnist(&data, "parts", &[&base[..], &["--resume", "auto"]].concat()),
+    );
+    succeeds(&o);
+    assert!(stderr(&o).contains("already finished"), "{}", stderr(&o));
+    assert_eq!(unlocked(snapshot(&run)), before);
+    // The last weights still evaluate; as a resume source elsewhere they are refused, saying why.
+    let last = run.join("checkpoints/last.safetensors");
+    let o = run_in(
+        t.path(),
+        &[
+            "eval",
+            "--checkpoint",
+            last.to_str().unwrap(),
+            "--data-dir",
+            &data,
+        ],
+    );
+    succeeds(&o);
+    let o = run_in(
+        t.path(),
+        &mnist(
+            &data,
+            "elsewhere",
+            &[&base[..], &["--resume", last.to_str().unwrap()]].concat(),
+        ),
+    );
+    fails_with(
+        &o,
+        1,
+        &["not a resume checkpoint", "--keep-checkpoints resume"],
+    );
+
+    // `--keep-checkpoints resume`: kept whole at the end, and the size line says "resume".
+    let keep = [&base[..], &["--keep-checkpoints", "resume"]].concat();
+    let o = run_in(t.path(), &mnist(&data, "kept", &keep));
+    succeeds(&o);
+    assert!(optim(&keys("kept")), "{:?}", keys("kept"));
+    let err = stderr(&o);
+    assert!(
+        err.contains("] checkpoints (resume): ") && !err.contains("resume state"),
+        "{err}"
+    );
+    // The same weights either way.
+    let weights = |run: &str| {
+        let ck =
+            Checkpoint::load(&t.path().join(run).join("checkpoints/last.safetensors")).unwrap();
+        ck.model()
+    };
+    assert_eq!(weights("parts"), weights("kept"));
 }

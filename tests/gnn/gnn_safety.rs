@@ -326,3 +326,103 @@ fn another_cohort_of_the_same_size_is_refused_by_every_reader() {
         stderr(&o)
     );
 }
+
+/// Issue 75: a finished train-gnn run keeps its best and last model files and removes its resume
+/// checkpoint (`last.safetensors`, optimiser state and all) unless `--keep-checkpoints resume`;
+/// the size line and `finished.json` say what went; the objective's end state it held is kept
+/// in `finished.json`, so `eval-gnn` scores the same either way; `--resume auto` calls the run
+/// finished; a stopped run keeps its resume state and resumes.
+#[test]
+fn a_finished_gnn_run_removes_its_resume_state_unless_asked() {
+    let t = tempfile::tempdir().unwrap();
+    synth_cohort(t.path(), 16, 10, 6);
+    let small = [
+        "--model",
+        "clg-ode",
+        "--max_epochs",
+        "2",
+        "--latent_dim",
+        "8",
+        "--hidden_dim",
+        "16",
+    ];
+    let with = |extra: &[&'static str]| [&small[..], extra].concat();
+    let o = train(t.path(), "cohort", "dropped", &small);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dropped = t.path().join("res/runs/dropped");
+    let ck = dropped.join("checkpoints");
+    assert!(!ck.join("last.safetensors").exists());
+    for f in [
+        "clg_ode_fold0_best.safetensors",
+        "clg_ode_fold0_last.safetensors",
+    ] {
+        assert!(ck.join(f).is_file(), "{f} missing");
+    }
+    let err = stderr(&o);
+    let line = err
+        .lines()
+        .find(|l| l.contains("] checkpoints (best-last): "))
+        .unwrap_or_else(|| panic!("no size line:\n{err}"));
+    assert!(
+        line.contains("best ")
+            && line.contains("last ")
+            && line.contains("removed the resume state (")
+            && line.contains("; --keep-checkpoints resume keeps it)"),
+        "{line}"
+    );
+    let finished: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dropped.join("finished.json")).unwrap())
+            .unwrap();
+    assert_eq!(finished["resume_state"]["dropped"], "removed", "{finished}");
+    assert!(
+        finished["job_state"]["objective"]["topo_scale"].is_number(),
+        "{finished}"
+    );
+
+    // Kept when asked: the same run otherwise.
+    let o = train(
+        t.path(),
+        "cohort",
+        "kept",
+        &with(&["--keep-checkpoints", "resume"]),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let kept = t.path().join("res/runs/kept");
+    assert!(kept.join("checkpoints/last.safetensors").is_file());
+    assert!(!stderr(&o).contains("resume state"), "{}", stderr(&o));
+
+    // eval-gnn reads the model files and the objective's end state: the same scores.
+    let score = |run: &Path| {
+        let o = run_in(t.path(), &["eval-gnn", run.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let m: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(run.join("eval-test-best/metrics.json")).unwrap(),
+        )
+        .unwrap();
+        m["model"].clone()
+    };
+    assert_eq!(score(&dropped), score(&kept));
+
+    // Resumed again: finished, nothing touched.
+    let before = files_of(&dropped);
+    let o = train(t.path(), "cohort", "dropped", &with(&["--resume", "auto"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("already finished"), "{}", stderr(&o));
+    assert_eq!(files_of(&dropped), before);
+
+    // Stopped: the resume state stays, and the run resumes to the same end.
+    let o = train(
+        t.path(),
+        "cohort",
+        "parts",
+        &with(&["--stop-after-steps", "1"]),
+    );
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    let parts = t.path().join("res/runs/parts");
+    assert!(parts.join("checkpoints/last.safetensors").is_file());
+    let o = train(t.path(), "cohort", "parts", &with(&["--resume", "auto"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("resuming from"), "{}", stderr(&o));
+    assert!(!parts.join("checkpoints/last.safetensors").exists());
+    assert_eq!(score(&parts), score(&dropped));
+}

@@ -50,13 +50,24 @@ pub fn weights_from<B: AutodiffBackend>(
     Ok(model)
 }
 
-/// The objective's state at the end of the run (from its last resume checkpoint), as the test
-/// scoring at the end of training used it; the initial state when there is none.
+/// The objective's state at the end of the run, as the test scoring at the end of training
+/// used it: from its last resume checkpoint, else from `finished.json` (which keeps it when the
+/// run's end drops the resume state); the initial state when neither has it.
 pub fn final_state(run_dir: &Path) -> ObjectiveState {
-    Checkpoint::load(&RunDir::new(run_dir).last_checkpoint())
-        .ok()
-        .and_then(|ck| ck.metadata.get("job_state").cloned())
-        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+    let run = RunDir::new(run_dir);
+    let from_checkpoint = || {
+        Checkpoint::read_metadata(&run.last_checkpoint())
+            .ok()?
+            .get("job_state")
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+    };
+    let from_finished = || {
+        crate::outputs::run_files::read_json::<serde_json::Value>(&run.finished_json())
+            .ok()
+            .map(|v| v["job_state"].clone())
+    };
+    from_checkpoint()
+        .or_else(from_finished)
         .and_then(|v| serde_json::from_value(v["objective"].clone()).ok())
         .unwrap_or_default()
 }
