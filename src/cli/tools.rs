@@ -89,7 +89,9 @@ pub struct CompareArgs {
     /// or a run directory's name; `identity`: each run's own identity forecast) and with the
     /// identity: mean difference of each `--metric` (default sc_log_mse) with a bootstrap 95%
     /// interval over subjects, the Wilcoxon signed-rank p-value and its Holm adjustment over
-    /// the table.
+    /// the table. With `--group-by KEY`: one row per configuration (the keys' values), each
+    /// subject's figure averaged over the configuration's folds and seeds (and the partners'
+    /// over the same runs) before the paired test, Holm over the configurations' rows.
     #[arg(long, value_name = "MODEL")]
     pub against: Option<String>,
     /// Print every run's strata (`strata.json`: Δt terciles with their thresholds, horizons):

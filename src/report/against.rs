@@ -31,8 +31,10 @@ use crate::metrics::paired::{Paired, SEED, holm, paired_values};
 use crate::outputs::RunDir;
 
 mod export;
+mod grouped;
 mod render;
 pub use export::render_as;
+pub use grouped::{GroupedLine, grouped_lines, render_grouped_as};
 pub use render::{FoldSpread, fold_spread, render};
 
 /// `--against identity`: every run against its own identity forecast.
@@ -147,33 +149,17 @@ pub fn against_lines(
     against: &str,
     metrics: &[String],
 ) -> Result<Vec<AgainstLine>> {
-    let loaded: Vec<Subjects> = runs
-        .iter()
-        .map(|r| read_subjects(&RunDir::new(r.dir)))
-        .collect::<Result<_>>()?;
+    let Pairing {
+        loaded,
+        is_against,
+        partners,
+        metrics,
+    } = pairing(runs, against, metrics)?;
     let own_identity = against == IDENTITY;
-    let designated = designated(runs, &loaded, against)?;
-    let is_partner = |i: usize| designated[i];
-    if !own_identity && !(0..runs.len()).any(is_partner) {
-        let models: Vec<&str> = loaded.iter().map(|s| s.model.as_str()).collect();
-        bail!(
-            "--against {against}: no compared run is that model or run name (models here: {})",
-            models.join(", ")
-        );
-    }
-    let metrics: Vec<String> = if metrics.is_empty() {
-        vec!["sc_log_mse".into()]
-    } else {
-        metrics.to_vec()
-    };
     let mut lines = Vec::new();
     for (i, (run, s)) in runs.iter().zip(&loaded).enumerate() {
-        let is_against = !own_identity && is_partner(i);
-        let partner = if is_against || own_identity {
-            Ok(None)
-        } else {
-            partner_of(runs, i, is_partner, against)?.map(Some)
-        };
+        let is_against = is_against[i];
+        let partner = &partners[i];
         for metric in &metrics {
             has_column(s, metric)?;
             let (ab, dropped_vs_identity) = versus_identity(s, metric);
@@ -210,6 +196,59 @@ pub fn against_lines(
     }
     adjust(&mut lines);
     Ok(lines)
+}
+
+/// The compared runs read and paired: each run's per-subject figures, whether it is one of the
+/// `--against` model's runs, its partner (`Ok(None)`: none needed, being the model's run or
+/// against its own identity; `Err`: why it has none), and the metrics asked (default
+/// `sc_log_mse`).
+struct Pairing {
+    loaded: Vec<Subjects>,
+    is_against: Vec<bool>,
+    partners: Vec<std::result::Result<Option<usize>, String>>,
+    metrics: Vec<String>,
+}
+
+/// Reads and pairs `runs` against `against` ([`Pairing`]); no run of `against` (unless the
+/// identity) is an error naming the models there.
+fn pairing(runs: &[Compared], against: &str, metrics: &[String]) -> Result<Pairing> {
+    let loaded: Vec<Subjects> = runs
+        .iter()
+        .map(|r| read_subjects(&RunDir::new(r.dir)))
+        .collect::<Result<_>>()?;
+    let own_identity = against == IDENTITY;
+    let designated = designated(runs, &loaded, against)?;
+    let is_partner = |i: usize| designated[i];
+    if !own_identity && !(0..runs.len()).any(is_partner) {
+        let models: Vec<&str> = loaded.iter().map(|s| s.model.as_str()).collect();
+        bail!(
+            "--against {against}: no compared run is that model or run name (models here: {})",
+            models.join(", ")
+        );
+    }
+    let metrics: Vec<String> = if metrics.is_empty() {
+        vec!["sc_log_mse".into()]
+    } else {
+        metrics.to_vec()
+    };
+    let is_against: Vec<bool> = (0..runs.len())
+        .map(|i| !own_identity && is_partner(i))
+        .collect();
+    let partners = (0..runs.len())
+        .map(|i| {
+            if is_against[i] || own_identity {
+                Ok(Ok(None))
+            } else {
+                Ok(partner_of(runs, i, is_partner, against)?.map(Some))
+            }
+        })
+        .collect::<Result<_>>()?;
+    Ok(Pairing {
+        loaded,
+        is_against,
+        partners,
+        metrics,
+    })
 }
 
 /// Holm's adjustment of the lines' p-values: those against the model over the lines that have

@@ -165,3 +165,83 @@ print(len(d), sum(d) / len(d), stats.wilcoxon(d).pvalue)
     assert!((vs["p_wilcoxon"].as_f64().unwrap() - v[2]).abs() <= 1e-6 * v[2]);
     eprintln!("{text}");
 }
+
+/// Issue 75 item 4 on real runs: linear-drift and eb-drift on folds 0 and 1 of one cohort;
+/// `compare --against eb-drift --group-by model --json` gives linear-drift's row the paired
+/// test that scipy computes from the four `per_subject.csv` files, each subject's figure
+/// averaged over the two folds first.
+#[test]
+fn compare_against_grouped_by_model_averages_real_runs_over_folds() {
+    let t = tempfile::tempdir().unwrap();
+    noisy_cohort(
+        t.path(),
+        &["--subjects", "40", "--nodes", "20", "--seed", "4"],
+    );
+    let mut dirs = Vec::new();
+    for model in ["linear-drift", "eb-drift"] {
+        for fold in ["0", "1"] {
+            let name = format!("{model}-{fold}");
+            let o = run_in(
+                t.path(),
+                &[
+                    "train-gnn",
+                    "--model",
+                    model,
+                    "--sc_dir",
+                    "cohort/sc",
+                    "--morph_root",
+                    "cohort/morph",
+                    "--subject_info_csv",
+                    "cohort/subject_info_sc.csv",
+                    "--results_dir",
+                    "res",
+                    "--run_name",
+                    &name,
+                    "--cv_fold",
+                    fold,
+                ],
+            );
+            assert!(o.status.success(), "{name}: {}", stderr(&o));
+            dirs.push(t.path().join("res/runs").join(name));
+        }
+    }
+    let mut args: Vec<&str> = vec!["compare"];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    args.extend(["--against", "eb-drift", "--group-by", "model", "--json"]);
+    let o = run_in(t.path(), &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let rows = json["configurations"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{json}");
+    let drift = rows
+        .iter()
+        .find(|r| r["configuration"] == "model=linear-drift")
+        .unwrap();
+    assert_eq!(drift["folds"], serde_json::json!(["0", "1"]), "{drift}");
+    let program = r#"
+import csv, sys
+from scipy import stats
+rows = lambda p: {r["subject"]: float(r["model_sc_log_mse"]) for r in csv.DictReader(open(p)) if r["forecast"] == "1"}
+a0, a1, b0, b1 = (rows(p) for p in sys.argv[1:5])
+subjects = sorted(set(a0) | set(a1))
+d = [(a0[s] + a1[s]) / 2 - (b0[s] + b1[s]) / 2 for s in subjects]
+print(len(d), sum(d) / len(d), stats.wilcoxon(d).pvalue)
+"#;
+    let o = Command::new("python3")
+        .args(["-c", program])
+        .args(dirs.iter().map(|d| d.join("per_subject.csv")))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Vec<f64> = String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let vs = &drift["vs_against"];
+    assert_eq!(vs["n"].as_f64().unwrap(), v[0], "{drift}");
+    assert!(
+        (vs["mean"].as_f64().unwrap() - v[1]).abs() <= 1e-12 * v[1].abs().max(1e-12),
+        "{drift} {v:?}"
+    );
+    assert!((vs["p_wilcoxon"].as_f64().unwrap() - v[2]).abs() <= 1e-6 * v[2]);
+}

@@ -563,3 +563,160 @@ fn rows_keep_the_inputs_order_and_one_value_stands_alone() {
     let md = parsed(t.path(), &runs, &["--group-by", "model"], "md");
     assert_eq!(column(&md, "sc_log_mse mean ± sd")[0], "2.750");
 }
+
+/// Issue 75 item 4: `--against MODEL --group-by KEY` gives one row per configuration: each
+/// subject's figure averaged over the configuration's folds (and its partners' over the same
+/// runs), then one paired test over the subjects, Holm over the rows; runs without a partner
+/// are named; every format carries the same rows; a key no run has is refused.
+#[test]
+fn against_grouped_by_configuration_averages_each_subject_over_folds() {
+    use trainer::metrics::paired::{SEED, paired_values};
+    let t = tempfile::tempdir().unwrap();
+    let ones = ["1"; 6];
+    let twos = ["2"; 6];
+    let eb0 = run(t.path(), "eb0", "eb-drift", 0, 1, "c", &ones);
+    let eb1 = run(t.path(), "eb1", "eb-drift", 1, 1, "c", &twos);
+    let up: Vec<String> = CELLS
+        .iter()
+        .map(|c| (c.parse::<f64>().unwrap() + 1.0).to_string())
+        .collect();
+    let up: Vec<&str> = up.iter().map(String::as_str).collect();
+    let clg0 = run(t.path(), "clg0", "clg-ode", 0, 1, "c", &CELLS);
+    let clg1 = run(t.path(), "clg1", "clg-ode", 1, 1, "c", &up);
+    let ld0 = run(
+        t.path(),
+        "ld0",
+        "linear-drift",
+        0,
+        1,
+        "c",
+        &["2", "2", "2", "2", "2", "3"],
+    );
+    // Seed 2: no eb-drift run of its fold and seed.
+    let ld1 = run(t.path(), "ld1", "linear-drift", 1, 2, "c", &CELLS);
+    let all: [&Path; 6] = [&eb0, &eb1, &clg0, &clg1, &ld0, &ld1];
+    let o = compare(
+        t.path(),
+        &all,
+        &["--against", "eb-drift", "--group-by", "model", "--json"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(out["group_by"], json!(["model"]), "{out}");
+    let rows = out["configurations"].as_array().unwrap();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["configuration"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["model=eb-drift", "model=clg-ode", "model=linear-drift"],
+        "one row per configuration, in the inputs' order"
+    );
+    let row = |c: &str| rows.iter().find(|r| r["configuration"] == c).unwrap();
+
+    // clg-ode: subject i is (c_i + (c_i + 1)) / 2 against eb-drift's (1 + 2) / 2.
+    let clg = row("model=clg-ode");
+    assert_eq!(clg["runs"].as_array().unwrap().len(), 2, "{clg}");
+    assert_eq!(clg["folds"], json!(["0", "1"]), "{clg}");
+    let pairs: Vec<(f64, f64)> = CELLS
+        .iter()
+        .map(|c| (c.parse::<f64>().unwrap() + 0.5, 1.5))
+        .collect();
+    let want = paired_values(&pairs, SEED);
+    let vs = &clg["vs_against"];
+    assert_eq!(vs["n"], 6, "{clg}");
+    assert!((vs["mean"].as_f64().unwrap() - 1.75).abs() < 1e-12, "{clg}");
+    assert_eq!(vs["p_wilcoxon"].as_f64().unwrap(), want.p_wilcoxon, "{clg}");
+    assert_eq!(vs["ci_low"].as_f64().unwrap(), want.ci_low, "{clg}");
+    assert_eq!(vs["ci_high"].as_f64().unwrap(), want.ci_high, "{clg}");
+    // Against the identity (1 for every subject): c_i + 0.5 − 1.
+    assert!((clg["vs_identity"]["mean"].as_f64().unwrap() - 2.25).abs() < 1e-12);
+
+    // linear-drift: the seed-2 run has no partner (named); fold 0 alone is paired.
+    let ld = row("model=linear-drift");
+    assert_eq!(ld["unpaired"].as_array().unwrap().len(), 1, "{ld}");
+    assert!(
+        ld["unpaired"][0]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{}: ", ld1.display())),
+        "{ld}"
+    );
+    assert_eq!(ld["against"], json!([eb0.to_str().unwrap()]), "{ld}");
+    assert!((ld["vs_against"]["mean"].as_f64().unwrap() - 7.0 / 6.0).abs() < 1e-12);
+    assert!(stderr(&o).contains("unpaired") && stderr(&o).contains(ld1.to_str().unwrap()));
+    // The model's own row: against the identity only.
+    let eb = row("model=eb-drift");
+    assert!(eb["is_against"].as_bool().unwrap() && eb["vs_against"].is_null());
+
+    // Holm over the rows that have a test (statsmodels' rule for two p-values).
+    let p: Vec<f64> = [clg, ld]
+        .iter()
+        .map(|r| r["vs_against"]["p_wilcoxon"].as_f64().unwrap())
+        .collect();
+    let holm: Vec<f64> = [clg, ld]
+        .iter()
+        .map(|r| r["vs_against"]["p_holm"].as_f64().unwrap())
+        .collect();
+    let (lo, hi) = if p[0] <= p[1] { (0, 1) } else { (1, 0) };
+    assert!(
+        (holm[lo] - (2.0 * p[lo]).min(1.0)).abs() < 1e-12,
+        "{p:?} {holm:?}"
+    );
+    assert!(
+        (holm[hi] - p[hi].max(holm[lo]).min(1.0)).abs() < 1e-12,
+        "{p:?} {holm:?}"
+    );
+
+    // The table: one row per configuration; CSV: the same rows.
+    let o = compare(
+        t.path(),
+        &all,
+        &["--against", "eb-drift", "--group-by", "model"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("one row per configuration (model)"), "{text}");
+    for c in ["model=eb-drift", "model=clg-ode", "model=linear-drift"] {
+        let n = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("| {c} |")))
+            .count();
+        assert_eq!(n, 1, "{c}: {text}");
+    }
+    assert!(text.contains("(the --against runs)") && text.contains("1 run(s) unpaired"));
+    let o = compare(
+        t.path(),
+        &all,
+        &[
+            "--against",
+            "eb-drift",
+            "--group-by",
+            "model",
+            "--format",
+            "csv",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = stdout(&o);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(header[0], "configuration");
+    let mean = header.iter().position(|h| *h == "vs_against_mean").unwrap();
+    let clg_line = lines.find(|l| l.starts_with("model=clg-ode,")).unwrap();
+    assert_eq!(clg_line.split(',').nth(mean), Some("1.75"), "{csv}");
+
+    // A key no run has: refused, not ignored.
+    let o = compare(
+        t.path(),
+        &all,
+        &["--against", "eb-drift", "--group-by", "no_such_key"],
+    );
+    fails_with_code(&o, 1, "--group-by no_such_key");
+}
+
+fn fails_with_code(o: &std::process::Output, code: i32, needle: &str) {
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(o));
+    assert!(stderr(o).contains(needle), "{}", stderr(o));
+}

@@ -12,7 +12,7 @@ use crate::outputs::group_table::{Format, csv_text};
 use crate::outputs::text::csv_row;
 
 /// The statistics of a comparison in CSV, in order (after `<side>_`).
-const STATS: [&str; 10] = [
+pub(super) const STATS: [&str; 10] = [
     "n",
     "dropped",
     "mean",
@@ -35,7 +35,7 @@ fn number(x: f64) -> String {
 }
 
 /// A comparison's cells as [`STATS`] (all empty without one).
-fn stats(p: Option<&Paired>, dropped: usize) -> Vec<String> {
+pub(super) fn stats(p: Option<&Paired>, dropped: usize) -> Vec<String> {
     let Some(p) = p else {
         return vec![String::new(); STATS.len()];
     };

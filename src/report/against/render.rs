@@ -17,7 +17,7 @@ fn sig(x: f64) -> String {
 /// A comparison's cells: mean [low, high], lower/higher, p, Holm-adjusted p ("not computable"
 /// without a finite difference; "same forecast (rounding)" for differences of float rounding
 /// only).
-fn cells(p: &Paired) -> [String; 4] {
+pub(super) fn cells(p: &Paired) -> [String; 4] {
     let counts = format!("{}/{}", p.below, p.above);
     if !p.computable() {
         let why = if p.n == 0 {
@@ -52,7 +52,7 @@ fn cells(p: &Paired) -> [String; 4] {
 }
 
 /// n subjects, with the dropped ones when there are.
-fn count(n: usize, dropped: usize) -> String {
+pub(super) fn count(n: usize, dropped: usize) -> String {
     if dropped == 0 {
         n.to_string()
     } else {

@@ -103,7 +103,7 @@ pub(super) fn configuration_keys(runs: &[Run]) -> Vec<String> {
 }
 
 /// Every key must have a value for at least one run; an unknown one is an error listing keys.
-fn check_keys(runs: &[Run], keys: &[String]) -> Result<()> {
+pub(super) fn check_keys(runs: &[Run], keys: &[String]) -> Result<()> {
     for key in keys {
         if runs.iter().all(|r| group_value(r, key) == "?") {
             let varied: BTreeSet<&str> = runs

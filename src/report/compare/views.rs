@@ -11,9 +11,17 @@ use crate::report::against::{self, Compared};
 
 /// `--against MODEL`: our finished runs (of one cohort, unless `--pool-cohorts`), each paired
 /// with that model's run of its fold and seed ([`against`]; `identity`: with its own identity
-/// forecast), as `--format` (default Markdown); runs left unpaired are named on standard error.
+/// forecast), as `--format` (default Markdown): one row per run, or with `--group-by KEY` one
+/// per configuration (the keys' values; [`against::grouped_lines`]); runs left unpaired are
+/// named on standard error.
 pub(super) fn against(runs: &[Run], s: &CompareSettings, model: &str) -> Result<()> {
-    let keys = groups::configuration_keys(runs);
+    let by_configuration = !s.group_by.is_empty();
+    let keys = if by_configuration {
+        groups::check_keys(runs, &s.group_by)?;
+        s.group_by.clone()
+    } else {
+        groups::configuration_keys(runs)
+    };
     let done: Vec<&Run> = runs
         .iter()
         .filter(|r| r.reference.is_none() && r.done())
@@ -34,16 +42,38 @@ pub(super) fn against(runs: &[Run], s: &CompareSettings, model: &str) -> Result<
             seed: group_value(r, "seed"),
         })
         .collect();
-    let lines = against::against_lines(&ours, model, &s.metrics)?;
-    print!(
-        "{}",
-        against::render_as(&lines, model, s.format_or(Format::Md))?
-    );
-    let mut unpaired: Vec<&str> = lines
-        .iter()
-        .filter(|l| l.unpaired.is_some())
-        .map(|l| l.run.as_str())
-        .collect();
+    let format = s.format_or(Format::Md);
+    let mut unpaired: Vec<String> = if by_configuration {
+        let lines = against::grouped_lines(&ours, model, &s.metrics)?;
+        print!(
+            "{}",
+            against::render_grouped_as(&lines, model, &keys, format)?
+        );
+        // Each unpaired run once (a configuration's lines repeat them per metric).
+        let mut names: Vec<String> = Vec::new();
+        for l in &lines {
+            for u in &l.unpaired {
+                let run = ours
+                    .iter()
+                    .find(|r| u.starts_with(&format!("{}: ", r.name)))
+                    .map(|r| r.name.clone());
+                if let Some(run) = run
+                    && !names.contains(&run)
+                {
+                    names.push(run);
+                }
+            }
+        }
+        names
+    } else {
+        let lines = against::against_lines(&ours, model, &s.metrics)?;
+        print!("{}", against::render_as(&lines, model, format)?);
+        lines
+            .iter()
+            .filter(|l| l.unpaired.is_some())
+            .map(|l| l.run.clone())
+            .collect()
+    };
     unpaired.dedup();
     if !unpaired.is_empty() {
         eprintln!(
