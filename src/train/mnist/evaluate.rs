@@ -113,11 +113,7 @@ pub fn load_model<B: Backend>(
             ck.model_name()
         );
     }
-    params::load(
-        MnistCnn::<B>::new(device, false),
-        &ck.model(),
-        device,
-    )
+    params::load(MnistCnn::<B>::new(device, false), &ck.model(), device)
 }
 
 /// Metadata value naming the model in its checkpoints.

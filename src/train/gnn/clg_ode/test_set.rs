@@ -36,11 +36,7 @@ pub fn score_test<B: Backend>(
     objective.population_drift = population_drift(config, prep, &data, best_fold.fold);
     objective.eb_forecaster = eb_forecaster(config, prep, &data, best_fold.fold);
     let objective = &objective;
-    let model = params::load(
-        config.model.init::<B>(device),
-        &ck.model(),
-        device,
-    )?;
+    let model = params::load(config.model.init::<B>(device), &ck.model(), device)?;
     let (_, test_loss) = eval_loss(
         &model,
         objective,

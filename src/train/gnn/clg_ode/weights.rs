@@ -24,9 +24,8 @@ pub fn weights_from<B: AutodiffBackend>(
     let ck = Checkpoint::load(path)?;
     params::materialize(&model);
     let total = params::names(&model).len();
-    let (model, missing, unexpected) =
-        params::load_partial(model, &ck.model(), device)
-            .with_context(|| format!("--resume-from {}", path.display()))?;
+    let (model, missing, unexpected) = params::load_partial(model, &ck.model(), device)
+        .with_context(|| format!("--resume-from {}", path.display()))?;
     let loaded = total - missing.len();
     if 2 * loaded < total {
         anyhow::bail!(
