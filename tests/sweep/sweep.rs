@@ -163,7 +163,8 @@ fn a_local_sweep_runs_two_at_a_time_and_replans_only_what_failed() {
         .collect();
     // Groups in the tasks' order, the identity's rows last.
     assert_eq!(keys, ["0", "1", "0 (identity)", "1 (identity)"], "{groups}");
-    // --plot over a sweep's groups: a curve per task with results, labelled by its group.
+    // --plot over a sweep's groups: a curve per task with results, labelled by its group and
+    // the task's varied settings (its legend; never a path).
     let o = run_in(
         t.path(),
         &[
@@ -178,7 +179,7 @@ fn a_local_sweep_runs_two_at_a_time_and_replans_only_what_failed() {
     assert!(o.status.success(), "{}", stderr(&o));
     let svg = std::fs::read_to_string(t.path().join("p.svg")).unwrap();
     assert!(
-        svg.contains("learning_rate=0.0001 (lk0.1_lr0.0001/fold1)"),
+        svg.contains("learning_rate=0.0001 (fold=1 lambda_kl=0.1 learning_rate=0.0001)"),
         "{svg}"
     );
 }
