@@ -19,10 +19,11 @@
 //! 8.7e-8, four density cells to 1.6e-9: all identical at f32's resolution).
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::Monitor;
 use super::state::StageResult;
+use crate::outputs::metrics_row::MetricsRow;
 
 /// Relative spread below which values count as identical (and a monitor as flat): float32's
 /// resolution (see the module's documentation).
@@ -58,7 +59,7 @@ pub fn identical(values: &[f64]) -> bool {
 /// The warnings of a finished run: its metrics rows, its stages' results, its monitor, the
 /// phases of its schedule and the starting point it evaluated before training (`initial`).
 pub fn check(
-    rows: &[Map<String, Value>],
+    rows: &[MetricsRow],
     stages: &[StageResult],
     monitor: Option<&Monitor>,
     phases: &[Phase],
@@ -97,7 +98,7 @@ pub fn check(
                 .iter()
                 .zip(&row_stage)
                 .filter(|(_, k)| **k == s.stage)
-                .filter_map(|(r, _)| r.get("monitor_value").and_then(Value::as_f64))
+                .filter_map(|(r, _)| r.monitor_value())
                 .collect();
             if values.len() >= 3 && identical(&values) {
                 out.push(format!(
@@ -148,11 +149,11 @@ pub fn check(
 /// The 0-based stage of each metrics row: stages run one after the other, and a stage's rows
 /// share the columns that name it (those before `epoch`, e.g. `fold`), so the k-th distinct
 /// naming is stage k.
-fn stage_of_rows(rows: &[Map<String, Value>]) -> Vec<usize> {
+fn stage_of_rows(rows: &[MetricsRow]) -> Vec<usize> {
     let mut seen: Vec<Vec<(&String, &Value)>> = Vec::new();
     rows.iter()
         .map(|r| {
-            let key: Vec<(&String, &Value)> = r.iter().take_while(|(k, _)| *k != "epoch").collect();
+            let key: Vec<(&String, &Value)> = r.stage_columns().collect();
             match seen.iter().position(|s| *s == key) {
                 Some(i) => i,
                 None => {
@@ -191,13 +192,13 @@ mod tests {
         }
     }
 
-    fn rows(values: &[f64]) -> Vec<Map<String, Value>> {
+    fn rows(values: &[f64]) -> Vec<MetricsRow> {
         values
             .iter()
             .enumerate()
             .map(|(e, v)| {
                 let r = json!({"epoch": e + 1, "monitor_value": v});
-                r.as_object().unwrap().clone()
+                MetricsRow::from(r.as_object().unwrap().clone())
             })
             .collect()
     }

@@ -7,16 +7,14 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
-use serde_json::json;
 
 use super::epoch::{StageRun, Trained};
 use super::epoch_ctx::Ctx;
 use super::persist::ModelPaths;
 use super::progress::fmt_secs;
 use super::state::{Position, StageResult};
-use super::{
-    EpochCtx, EpochReport, Job, KeepCheckpoints, Monitor, Row, TRAIN_LOSS, Valid, retention,
-};
+use super::{EpochCtx, EpochReport, Job, KeepCheckpoints, Monitor, Valid, retention};
+use crate::outputs::metrics_row::{Best, CpuColumns, EpochColumns, MetricsRow};
 use crate::outputs::{RunDir, curves, tensorboard};
 use crate::toolbox::params;
 
@@ -137,45 +135,38 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         eval: &Evaluation,
         trained: &Trained,
         monitor: Option<&Monitor>,
-    ) -> Row {
+    ) -> MetricsRow {
         let (spec, epoch, report) = (&ctx.spec, pos.epoch, &eval.report);
-        let mut row = self.stage.columns.clone();
-        row.insert("epoch".into(), json!(epoch + 1));
-        row.insert(TRAIN_LOSS.into(), json!(report.train_loss));
-        row.extend(report.head.clone());
-        if let Some((metric, v)) = eval.monitored(monitor) {
-            row.insert("monitor_metric".into(), json!(metric));
-            row.insert("monitor_value".into(), json!(v));
+        EpochColumns {
+            stage: &self.stage.columns,
+            epoch: epoch + 1,
+            train_loss: report.train_loss,
+            head: &report.head,
+            monitored: eval.monitored(monitor),
+            detail: &report.detail,
+            // The column keeps the run's metric name (every row has the same columns); a stage
+            // monitored otherwise says so in `monitor_metric`.
+            best: spec.monitor.as_ref().map(|m| Best {
+                metric: &m.metric,
+                value: pos.monitor.best,
+                is_best: eval.improved,
+            }),
+            lr: spec.plan.lr.at(epoch),
+            steps: pos.global_step,
+            per_s: (spec.outputs.unit, per_s(trained)),
+            seconds: trained.seconds,
+            allreduce_seconds: trained.allreduce_seconds,
+            cpu: spec.outputs.cpu_columns.then(|| CpuColumns {
+                epoch_steps: self
+                    .stage
+                    .items
+                    .div_ceil(spec.plan.global_batch(ctx.comm.size())),
+                train_cpu_seconds: trained.cpu_seconds,
+                train_cpu_seconds_per_item: trained.cpu_seconds / trained.items.max(1) as f64,
+                eval_seconds: eval.seconds,
+            }),
         }
-        row.extend(report.detail.clone());
-        // The column keeps the run's metric name (every row has the same columns); a stage
-        // monitored otherwise says so in `monitor_metric`.
-        if let Some(m) = &spec.monitor {
-            row.insert(format!("best_{}", m.metric), json!(pos.monitor.best));
-            row.insert("is_best".into(), json!(eval.improved));
-        }
-        row.insert("lr".into(), json!(spec.plan.lr.at(epoch)));
-        row.insert("steps".into(), json!(pos.global_step));
-        row.insert(
-            format!("{}_per_s", spec.outputs.unit),
-            json!(per_s(trained)),
-        );
-        row.insert("seconds".into(), json!(trained.seconds));
-        row.insert("allreduce_seconds".into(), json!(trained.allreduce_seconds));
-        if spec.outputs.cpu_columns {
-            let global_batch = spec.plan.global_batch(ctx.comm.size());
-            row.insert(
-                "epoch_steps".into(),
-                json!(self.stage.items.div_ceil(global_batch)),
-            );
-            row.insert("train_cpu_seconds".into(), json!(trained.cpu_seconds));
-            row.insert(
-                "train_cpu_seconds_per_item".into(),
-                json!(trained.cpu_seconds / trained.items.max(1) as f64),
-            );
-            row.insert("eval_seconds".into(), json!(eval.seconds));
-        }
-        row
+        .row()
     }
 
     /// Moves `pos` past the epoch that ended, closing the stage after its last epoch or when
@@ -217,7 +208,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         &self,
         ctx: &Ctx<'_, B>,
         epoch: usize,
-        row: &Row,
+        row: &MetricsRow,
         eval: &Evaluation,
         trained: &Trained,
         stopped_early: Option<usize>,

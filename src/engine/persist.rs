@@ -11,8 +11,9 @@ use super::epoch::{StageRun, Weights};
 use super::epoch_ctx::Ctx;
 use super::resume_file::{Contents, ResumeFile, Saved};
 use super::state::Position;
-use super::{Job, KeepCheckpoints, Monitor, Row, retention};
+use super::{Job, KeepCheckpoints, Monitor, retention};
 use crate::outputs::RunDir;
+use crate::outputs::metrics_row::MetricsRow;
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
 
@@ -33,7 +34,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         ctx: &Ctx<'_, B>,
         pos: &Position,
         model: &J::Model,
-        row: Option<&Row>,
+        row: Option<&MetricsRow>,
     ) -> Result<()> {
         if !ctx.main() {
             return Ok(());
@@ -60,7 +61,7 @@ impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
         // A job with model files keeps its epochs as model files (`keep_model_files`).
         if ctx.run.keep_checkpoints == KeepCheckpoints::All
             && self.stage.model_file.is_none()
-            && let Some(epoch) = row.and_then(|r| r.get("epoch")).and_then(|e| e.as_u64())
+            && let Some(epoch) = row.and_then(MetricsRow::epoch)
         {
             let path = run_files.epoch_checkpoint(epoch);
             file.save(&path)?;

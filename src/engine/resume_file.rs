@@ -24,8 +24,9 @@ use burn::module::Module;
 use burn::prelude::Backend;
 use serde_json::Value;
 
+use super::JobSpec;
 use super::state::Position;
-use super::{JobSpec, Row};
+use crate::outputs::metrics_row::MetricsRow;
 use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::optim::Optimizer;
 use crate::toolbox::params::{self, HostTensor};
@@ -36,7 +37,7 @@ pub struct Saved {
     pub position: Position,
     pub job_state: Value,
     /// The metrics row of the epoch that ended with this checkpoint, if it did.
-    pub row: Option<Row>,
+    pub row: Option<MetricsRow>,
     pub best: Option<Vec<(String, HostTensor)>>,
 }
 
@@ -340,8 +341,9 @@ mod tests {
         };
         position.acc = json!({"sum": 2.0, "count": 3.0});
         let best = vec![("w".to_string(), tensor(4.0))];
-        let mut row = Row::new();
+        let mut row = crate::outputs::metrics::Row::new();
         row.insert("epoch".into(), json!(2));
+        let row = MetricsRow::from(row);
         let fp = json!({"seed": 1});
         let optimizer = Optimizer::<B>::new(OptimizerSpec::Sgd { momentum: 0.5 }, None);
         let names = ["w".to_string()];

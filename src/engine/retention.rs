@@ -498,7 +498,10 @@ mod tests {
             data: vec![x, x],
         };
         ck.put_model([("w".to_string(), t(1.0))]);
-        ck.floats.insert("optim.adam.moment_1.w".into(), t(2.0));
+        ck.floats.insert(
+            crate::toolbox::optim::keys::StateKey::AdamMoment1.of("w"),
+            t(2.0),
+        );
         ck.floats.insert("best.w".into(), t(3.0));
         ck.counters.insert("train.epoch".into(), 1);
         ck.set_model_name("m");

@@ -14,7 +14,7 @@ use super::progress::fmt_secs;
 use super::resume_file::ResumeFile;
 use super::retention::{self, Removed};
 use super::state::Position;
-use super::{Done, Job, JobSpec, KeepCheckpoints, Row, RunContext, TRAIN_LOSS};
+use super::{Done, Job, JobSpec, KeepCheckpoints, RunContext};
 use crate::outputs::RunDir;
 use crate::outputs::metrics::MetricsFiles;
 use crate::outputs::rundir::{self, RunMeta};
@@ -101,7 +101,7 @@ pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> R
         }
         if let Some(row) = saved.as_ref().and_then(|f| f.saved.row.as_ref()) {
             // The process may have died between the epoch's checkpoint and its metrics row.
-            metrics.append_unless_present(row, &stage_key_columns(row))?;
+            metrics.append_unless_present(row, &row.key_columns())?;
         }
     }
 
@@ -269,15 +269,6 @@ fn log_checkpoints<B: AutodiffBackend>(ctx: &Ctx<'_, B>) {
     {
         eprintln!("{} {line}", ctx.tag);
     }
-}
-
-/// The columns that identify a row: the stage columns and `epoch` (everything before
-/// `train_loss`).
-fn stage_key_columns(row: &Row) -> Vec<String> {
-    row.keys()
-        .take_while(|k| k.as_str() != TRAIN_LOSS)
-        .cloned()
-        .collect()
 }
 
 fn write_meta<B: AutodiffBackend>(rc: &RunContext<B>, spec: &JobSpec) -> Result<()> {

@@ -7,9 +7,9 @@
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use serde_json::Value;
 
 use super::RunDir;
+use super::metrics_row as col;
 use super::result_files::RunResults;
 use super::text::csv_cell;
 
@@ -65,11 +65,7 @@ pub fn summarize(dir: &RunDir) -> Result<RunSummary> {
             .with_context(|| format!("{}: no number at {path}", file.display()))
     };
     let rows = dir.read_metrics()?;
-    let sum = |key: &str| -> f64 {
-        rows.iter()
-            .filter_map(|row| row.get(key).and_then(Value::as_f64))
-            .sum()
-    };
+    let sum = |key: &str| -> f64 { rows.iter().filter_map(|row| row.number(key)).sum() };
     let fold_info = r.cv_folds.iter().find(|f| f.fold == r.best_fold);
     let (model, identity) = (&r.test_sc_metrics, &r.test_identity_baseline_sc_metrics);
     let exact = |v: f64| (!v.is_nan()).then_some(v);
@@ -106,8 +102,8 @@ pub fn summarize(dir: &RunDir) -> Result<RunSummary> {
         identity_betti1_l1: exact(ei.betti1_l1),
         degree_pearson: exact(em.degree_pearson),
         strength_pearson: exact(em.strength_pearson),
-        wall_seconds: Some(sum("seconds") + sum("eval_seconds")),
-        cpu_seconds: Some(exact(r.cpu_seconds).unwrap_or_else(|| sum("train_cpu_seconds"))),
+        wall_seconds: Some(sum(col::SECONDS) + sum(col::EVAL_SECONDS)),
+        cpu_seconds: Some(exact(r.cpu_seconds).unwrap_or_else(|| sum(col::TRAIN_CPU_SECONDS))),
     })
 }
 

@@ -8,11 +8,10 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::Value;
 
 use super::figure::{Figure, plot_err, render_figure};
 use super::legend;
-use super::metrics::Row;
+use super::metrics_row::{EPOCH, MetricsRow};
 
 /// One chart of `curves.svg`: metrics columns against the epoch.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,9 +49,8 @@ pub struct Chart {
 }
 
 /// The stage of a row ("fold 0"): the values of the columns before `epoch`.
-pub fn stage_of(row: &Row) -> String {
-    row.iter()
-        .take_while(|(k, _)| k.as_str() != "epoch")
+pub fn stage_of(row: &MetricsRow) -> String {
+    row.stage_columns()
         .map(|(k, v)| format!("{k} {}", v.to_string().trim_matches('"')))
         .collect::<Vec<_>>()
         .join(" ")
@@ -60,13 +58,10 @@ pub fn stage_of(row: &Row) -> String {
 
 /// `(epoch, value)` of `column` in each row of `rows` that has a finite value, grouped by stage
 /// (in order of appearance).
-pub fn column_by_stage(rows: &[Row], column: &str) -> Vec<(String, Vec<(f64, f64)>)> {
+pub fn column_by_stage(rows: &[MetricsRow], column: &str) -> Vec<(String, Vec<(f64, f64)>)> {
     let mut groups: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for row in rows {
-        let (Some(e), Some(v)) = (
-            row.get("epoch").and_then(Value::as_f64),
-            row.get(column).and_then(Value::as_f64),
-        ) else {
+        let (Some(e), Some(v)) = (row.number(EPOCH), row.number(column)) else {
             continue;
         };
         if !v.is_finite() {
@@ -82,7 +77,7 @@ pub fn column_by_stage(rows: &[Row], column: &str) -> Vec<(String, Vec<(f64, f64
 }
 
 /// The charts of one run's `curves.svg`.
-pub fn run_charts(rows: &[Row], panels: &[Panel]) -> Vec<Chart> {
+pub fn run_charts(rows: &[MetricsRow], panels: &[Panel]) -> Vec<Chart> {
     panels
         .iter()
         .map(|p| {
@@ -113,7 +108,7 @@ pub fn run_charts(rows: &[Row], panels: &[Panel]) -> Vec<Chart> {
 }
 
 /// Rewrites `<run_dir>/curves.svg` from the run's metrics rows.
-pub fn write(run_dir: &Path, rows: &[Row], panels: &[Panel]) -> Result<()> {
+pub fn write(run_dir: &Path, rows: &[MetricsRow], panels: &[Panel]) -> Result<()> {
     if panels.is_empty() {
         return Ok(());
     }
@@ -353,7 +348,7 @@ pub fn plot_labelled(
     if runs.is_empty() {
         bail!("give at least one run directory");
     }
-    let mut rows: BTreeMap<usize, Vec<Row>> = BTreeMap::new();
+    let mut rows: BTreeMap<usize, Vec<MetricsRow>> = BTreeMap::new();
     for (i, (_, dir)) in runs.iter().enumerate() {
         let r = super::RunDir::new(dir).read_metrics()?;
         if r.is_empty() {

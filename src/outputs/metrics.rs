@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::files::write_atomic;
 
@@ -14,11 +14,7 @@ pub const METRICS_JSONL: &str = "metrics.jsonl";
 /// `metrics.csv`.
 pub const METRICS_CSV: &str = "metrics.csv";
 
-/// The column of the mean training loss the engine writes in every row.
-pub const TRAIN_LOSS: &str = "train_loss";
-
-/// A metrics row (or part of one): named values, in column order.
-pub type Row = Map<String, Value>;
+pub use super::metrics_row::{MetricsRow, Row, TRAIN_LOSS};
 
 pub struct MetricsFiles {
     csv: PathBuf,
@@ -36,7 +32,7 @@ impl MetricsFiles {
     /// Rows already written (one JSON object each), in order. A torn last line (a process
     /// killed while the file was written outside this program's atomic writes, a full disk) is
     /// dropped with a warning; an unreadable line before the last is an error naming it.
-    pub fn rows(&self) -> Result<Vec<Map<String, Value>>> {
+    pub fn rows(&self) -> Result<Vec<MetricsRow>> {
         let text = match std::fs::read_to_string(&self.jsonl) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -48,7 +44,7 @@ impl MetricsFiles {
         let mut rows = Vec::with_capacity(lines.len());
         for (i, l) in lines.iter().enumerate() {
             match serde_json::from_str::<Value>(l) {
-                Ok(Value::Object(m)) => rows.push(m),
+                Ok(Value::Object(m)) => rows.push(MetricsRow::from(m)),
                 // Cut short (the line ends inside the object): a torn write, only last.
                 Err(e) if e.is_eof() && i + 1 == lines.len() => eprintln!(
                     "warning: {}: dropping its last line {}, which ends before its JSON object \
@@ -75,8 +71,8 @@ impl MetricsFiles {
     /// Appends `row` unless a row with the same values in the `key` columns is there already
     /// (a resumed run re-appends the row its checkpoint carries, in case the process died
     /// between writing the checkpoint and the row).
-    pub fn append_unless_present(&self, row: &Map<String, Value>, key: &[String]) -> Result<()> {
-        let same = |r: &Map<String, Value>| key.iter().all(|k| r.get(k) == row.get(k));
+    pub fn append_unless_present(&self, row: &MetricsRow, key: &[String]) -> Result<()> {
+        let same = |r: &MetricsRow| key.iter().all(|k| r.get(k) == row.get(k));
         if self.rows()?.iter().any(same) {
             return Ok(());
         }
@@ -86,7 +82,7 @@ impl MetricsFiles {
     /// Appends one row. Columns come from the row's keys, in order; every row must have the
     /// same columns. Both files are rewritten atomically from the rows read back (so a torn
     /// line is repaired), the JSON lines being the source of the CSV.
-    pub fn append(&self, row: &Map<String, Value>) -> Result<()> {
+    pub fn append(&self, row: &MetricsRow) -> Result<()> {
         let mut rows = self.rows()?;
         let header: Vec<&str> = row.keys().map(String::as_str).collect();
         if let Some(first) = rows.first() {

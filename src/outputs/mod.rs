@@ -8,6 +8,7 @@ pub mod group_table;
 pub mod heatmap;
 pub mod legend;
 pub mod metrics;
+pub mod metrics_row;
 pub mod pr_chart;
 pub mod result_files;
 pub mod run_files;

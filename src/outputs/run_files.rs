@@ -35,7 +35,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::metrics::{MetricsFiles, Row};
+use super::metrics::{MetricsFiles, MetricsRow};
 use super::result_files::{RunResults, TestMetricsFile};
 use super::run_meta::RunMeta;
 use crate::files::{write_atomic, write_json};
@@ -281,7 +281,7 @@ impl RunDir {
     }
 
     /// The rows of `metrics.jsonl`, in order (see [`MetricsFiles::rows`]).
-    pub fn read_metrics(&self) -> Result<Vec<Row>> {
+    pub fn read_metrics(&self) -> Result<Vec<MetricsRow>> {
         self.metrics().rows()
     }
 

@@ -26,14 +26,14 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use super::curves::stage_of;
-use super::metrics::Row;
+use super::metrics_row::{EPOCH, EPOCH_STEPS, EVAL_SECONDS, IS_BEST, MetricsRow, SECONDS, STEPS};
 use super::run_files::TENSORBOARD_DIR;
 
 /// Columns that are not scalars of the run (the x axis, flags, counters of the position).
-const NOT_SCALARS: &[&str] = &["epoch", "is_best", "steps", "epoch_steps"];
+const NOT_SCALARS: &[&str] = &[EPOCH, IS_BEST, STEPS, EPOCH_STEPS];
 
 /// Rewrites the run's event files from its metrics rows.
-pub fn write(run_dir: &Path, rows: &[Row]) -> Result<()> {
+pub fn write(run_dir: &Path, rows: &[MetricsRow]) -> Result<()> {
     let root = run_dir.join(TENSORBOARD_DIR);
     let t0 = first_stream(&root).unwrap_or_else(|| start_time(run_dir));
     let name = format!("{EVENTS_PREFIX}{}{EVENTS_SUFFIX}", t0 as u64);
@@ -99,9 +99,9 @@ fn first_stream(root: &Path) -> Option<f64> {
 /// A stage's rows as one stream of increasing steps: a row whose epoch is not past the last
 /// one's (an epoch a resume from an earlier checkpoint trained again) replaces the rows from
 /// its epoch on.
-fn one_stream(rows: Vec<&Row>) -> Vec<&Row> {
-    let step = |r: &Row| r.get("epoch").and_then(Value::as_i64).unwrap_or(0);
-    let mut out: Vec<&Row> = Vec::with_capacity(rows.len());
+fn one_stream(rows: Vec<&MetricsRow>) -> Vec<&MetricsRow> {
+    let step = |r: &MetricsRow| r.get(EPOCH).and_then(Value::as_i64).unwrap_or(0);
+    let mut out: Vec<&MetricsRow> = Vec::with_capacity(rows.len());
     for row in rows {
         while out.last().is_some_and(|last| step(last) >= step(row)) {
             out.pop();
@@ -112,8 +112,8 @@ fn one_stream(rows: Vec<&Row>) -> Vec<&Row> {
 }
 
 /// The rows of each stage (the values of the columns before `epoch`), in order of appearance.
-fn by_stage(rows: &[Row]) -> Vec<(String, Vec<&Row>)> {
-    let mut groups: Vec<(String, Vec<&Row>)> = Vec::new();
+fn by_stage(rows: &[MetricsRow]) -> Vec<(String, Vec<&MetricsRow>)> {
+    let mut groups: Vec<(String, Vec<&MetricsRow>)> = Vec::new();
     for row in rows {
         let stage = stage_of(row);
         match groups.iter_mut().find(|(s, _)| *s == stage) {
@@ -152,18 +152,18 @@ fn start_time(run_dir: &Path) -> f64 {
 }
 
 /// The bytes of one event file: the version event, then one event per row.
-fn event_file(t0: f64, rows: &[&Row]) -> Vec<u8> {
+fn event_file(t0: f64, rows: &[&MetricsRow]) -> Vec<u8> {
     let mut out = Vec::new();
     record(&mut out, &event(t0, 0, Payload::Version("brain.Event:2")));
     let mut wall = t0;
     for row in rows {
-        wall += ["seconds", "eval_seconds"]
+        wall += [SECONDS, EVAL_SECONDS]
             .iter()
-            .filter_map(|c| row.get(*c).and_then(Value::as_f64))
+            .filter_map(|c| row.number(c))
             .filter(|s| s.is_finite() && *s >= 0.0)
             .sum::<f64>();
-        let step = row.get("epoch").and_then(Value::as_i64).unwrap_or(0);
-        let stage_columns = row.keys().take_while(|k| k.as_str() != "epoch").count();
+        let step = row.get(EPOCH).and_then(Value::as_i64).unwrap_or(0);
+        let stage_columns = row.stage_columns().count();
         let scalars: Vec<(&str, f32)> = row
             .iter()
             .skip(stage_columns)
@@ -271,13 +271,13 @@ mod tests {
 
     #[test]
     fn stages_get_folders_and_rebuilt_files_extend_the_old_bytes() {
-        let rows: Vec<Row> = [
+        let rows: Vec<MetricsRow> = [
             serde_json::json!({"fold": 0, "epoch": 1, "train_loss": 2.0, "seconds": 1.5}),
             serde_json::json!({"fold": 0, "epoch": 2, "train_loss": 1.0, "seconds": 1.5}),
             serde_json::json!({"fold": 1, "epoch": 1, "train_loss": 3.0, "is_best": true}),
         ]
         .iter()
-        .map(|v| v.as_object().unwrap().clone())
+        .map(|v| MetricsRow::from(v.as_object().unwrap().clone()))
         .collect();
         let groups = by_stage(&rows);
         assert_eq!(groups.len(), 2);
@@ -291,8 +291,10 @@ mod tests {
         assert!(text.contains("train_loss") && !text.contains("is_best") && !text.contains("fold"));
     }
 
-    fn rows(v: &[serde_json::Value]) -> Vec<Row> {
-        v.iter().map(|v| v.as_object().unwrap().clone()).collect()
+    fn rows(v: &[serde_json::Value]) -> Vec<MetricsRow> {
+        v.iter()
+            .map(|v| MetricsRow::from(v.as_object().unwrap().clone()))
+            .collect()
     }
 
     #[test]

@@ -211,8 +211,7 @@ pub(super) fn metric(dir: &RunDir, name: &str) -> Option<f64> {
         let rows = dir.read_metrics().ok()?;
         rows.iter()
             .find(|r| {
-                r.get("epoch").and_then(Value::as_u64) == Some(best)
-                    && r.get("fold").is_none_or(|f| f.is_null() || *f == fold)
+                r.epoch() == Some(best) && r.get("fold").is_none_or(|f| f.is_null() || *f == fold)
             })?
             .get(name)?
             .as_f64()

@@ -1,8 +1,8 @@
 use super::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
-fn row(v: Value) -> Row {
-    v.as_object().unwrap().clone()
+fn row(v: Value) -> MetricsRow {
+    MetricsRow::from(v.as_object().unwrap().clone())
 }
 
 #[test]

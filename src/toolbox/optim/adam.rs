@@ -11,6 +11,7 @@ use burn::prelude::*;
 use burn::tensor::DType;
 use burn::tensor::backend::AutodiffBackend;
 
+use super::keys::{self, StateKey};
 use super::{Grads, ParamUpdate, from_host, step_module, to_host};
 use crate::toolbox::checkpoint::Checkpoint;
 
@@ -118,12 +119,11 @@ impl<B: Backend> Adam<B> {
     pub fn save_into(&self, names: &[String], ckpt: &mut Checkpoint) {
         for (slot, name) in self.slots.iter().zip(names) {
             let Some(s) = slot else { continue };
-            for (kind, t) in [("moment_1", &s.m), ("moment_2", &s.v)] {
-                ckpt.floats
-                    .insert(format!("optim.adam.{kind}.{name}"), to_host(t));
+            for (key, t) in [(StateKey::AdamMoment1, &s.m), (StateKey::AdamMoment2, &s.v)] {
+                ckpt.floats.insert(key.of(name), to_host(t));
             }
             ckpt.counters
-                .insert(format!("optim.adam.time.{name}"), s.time as i64);
+                .insert(StateKey::AdamTime.of(name), s.time as i64);
         }
     }
 
@@ -134,14 +134,14 @@ impl<B: Backend> Adam<B> {
         ckpt: &Checkpoint,
         device: &B::Device,
     ) -> Result<()> {
-        if ckpt.floats.keys().any(|k| k.starts_with("optim.sgd.")) {
+        if ckpt.floats.keys().any(|k| k.starts_with(keys::SGD)) {
             bail!("optimiser: the checkpoint holds SGD's state, this run is Adam");
         }
         self.slots = Vec::with_capacity(names.len());
         for name in names {
-            let m = ckpt.floats.get(&format!("optim.adam.moment_1.{name}"));
-            let v = ckpt.floats.get(&format!("optim.adam.moment_2.{name}"));
-            let t = ckpt.counters.get(&format!("optim.adam.time.{name}"));
+            let m = ckpt.floats.get(&StateKey::AdamMoment1.of(name));
+            let v = ckpt.floats.get(&StateKey::AdamMoment2.of(name));
+            let t = ckpt.counters.get(&StateKey::AdamTime.of(name));
             match (m, v, t) {
                 (Some(m), Some(v), Some(&t)) => {
                     if m.data.len() != v.data.len() {

@@ -4,10 +4,12 @@
 //! [`FusedAdam`]) and SGD with momentum (`sgd.rs`). A job chooses one in its plan
 //! ([`OptimizerSpec`], `crate::engine::TrainPlan::optimizer`); the engine runs it as an
 //! [`Optimizer`]. An optimiser is one file implementing [`ParamUpdate`] (a flat parameter after
-//! one step) plus its state's save and load, and one variant of each enum here.
+//! one step) plus its state's save and load (under the keys of `keys.rs`), and one variant of
+//! each enum here.
 
 mod adam;
 mod choice;
+pub mod keys;
 mod sgd;
 
 use anyhow::{Result, bail};

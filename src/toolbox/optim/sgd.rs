@@ -5,6 +5,7 @@
 use anyhow::{Result, bail};
 use burn::prelude::*;
 
+use super::keys::{self, StateKey};
 use super::{ParamUpdate, from_host, to_host};
 use crate::toolbox::checkpoint::Checkpoint;
 
@@ -27,7 +28,7 @@ impl<B: Backend> Sgd<B> {
         for (buf, name) in self.buffers.iter().zip(names) {
             let Some(b) = buf else { continue };
             ckpt.floats
-                .insert(format!("optim.sgd.momentum_buffer.{name}"), to_host(b));
+                .insert(StateKey::SgdMomentum.of(name), to_host(b));
         }
     }
 
@@ -38,14 +39,14 @@ impl<B: Backend> Sgd<B> {
         ckpt: &Checkpoint,
         device: &B::Device,
     ) -> Result<()> {
-        if ckpt.floats.keys().any(|k| k.starts_with("optim.adam.")) {
+        if ckpt.floats.keys().any(|k| k.starts_with(keys::ADAM)) {
             bail!("optimiser: the checkpoint holds Adam's state, this run is SGD");
         }
         self.buffers = names
             .iter()
             .map(|name| {
                 ckpt.floats
-                    .get(&format!("optim.sgd.momentum_buffer.{name}"))
+                    .get(&StateKey::SgdMomentum.of(name))
                     .map(|h| from_host(h, device))
             })
             .collect();

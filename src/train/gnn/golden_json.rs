@@ -5,6 +5,8 @@
 use burn::prelude::*;
 use serde_json::Value;
 
+use crate::toolbox::optim::keys::StateKey;
+
 /// Error allowed against the reference's values (absolute, relative where |want| > 1; see
 /// [`check`]). Flex (f32) against PyTorch (f32, recorded once on another machine): the forward
 /// passes, losses, gradients and two Adam steps of tiny models (the GCN: hidden 5, 6-node
@@ -125,14 +127,17 @@ pub fn check_adam_moments<B: Backend>(
     let mut worst = 0.0f64;
     for p in want.as_array().unwrap() {
         let name = p["name"].as_str().unwrap();
-        assert_eq!(ck.counters[&format!("optim.adam.time.{name}")], 2);
-        for (kind, key) in [("moment_1", "exp_avg"), ("moment_2", "exp_avg_sq")] {
+        assert_eq!(ck.counters[&StateKey::AdamTime.of(name)], 2);
+        for (state, key) in [
+            (StateKey::AdamMoment1, "exp_avg"),
+            (StateKey::AdamMoment2, "exp_avg_sq"),
+        ] {
             let want = if p[key][0].is_array() {
                 transposed(&p[key])
             } else {
                 flat(&p[key])
             };
-            let ours: Vec<f64> = ck.floats[&format!("optim.adam.{kind}.{name}")]
+            let ours: Vec<f64> = ck.floats[&state.of(name)]
                 .data
                 .iter()
                 .map(|&x| f64::from(x))
