@@ -92,12 +92,14 @@ fn draw(kind: usize, dir: &Path, title: &str, label: &str, ext: &str) -> PathBuf
                 mse: Some(1.0),
                 identity_mse: Some(2.0),
                 skill: Some(skill),
+                interval: None,
             };
             let strata = vec![stratum(label, 0.25), stratum("Δt long", -0.5)];
             let fig = StrataSkill {
                 title: title.into(),
                 runs: vec![(label.into(), strata.clone()), ("b".into(), strata)],
                 warning_on_figure: true,
+                pooled: Default::default(),
             };
             heatmap::render(&fig, &out)
         }
@@ -273,6 +275,7 @@ fn check_all_csv(names: &[&str]) -> Case {
         mse: Some(1.0),
         identity_mse: Some(2.0),
         skill: Some(skill),
+        interval: None,
     };
     let runs: Vec<(String, Vec<Stratum>)> = names
         .iter()

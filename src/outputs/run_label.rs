@@ -46,6 +46,11 @@ fn same(a: &Path, b: &Path) -> bool {
 /// The `--label` of each of `paths` (`None`: none given). Refuses a label whose path is none of
 /// `paths`, a name given to two different runs, and a run given two names.
 pub fn given(labels: &[Label], paths: &[PathBuf]) -> Result<Vec<Option<String>>> {
+    given_as(labels, paths, false)
+}
+
+/// [`given`], with `shared`: one name may label several runs (one configuration's folds).
+fn given_as(labels: &[Label], paths: &[PathBuf], shared: bool) -> Result<Vec<Option<String>>> {
     let usage = |m: String| -> anyhow::Error { ExitError::new(Exit::Usage, m).into() };
     let mut out: Vec<Option<String>> = vec![None; paths.len()];
     let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
@@ -62,6 +67,7 @@ pub fn given(labels: &[Label], paths: &[PathBuf]) -> Result<Vec<Option<String>>>
         };
         if let Some(&j) = by_name.get(l.name.as_str())
             && j != i
+            && !shared
         {
             return Err(usage(format!(
                 "--label {}: the name is given to two runs, {} and {}: one name per run",
@@ -137,7 +143,17 @@ fn components(p: &Path) -> Vec<String> {
 /// One name per path: its `--label`, else its default name ([`default_names`], told apart
 /// from the other unlabelled runs and from the labels).
 pub fn names(labels: &[Label], paths: &[PathBuf]) -> Result<Vec<String>> {
-    let given = given(labels, paths)?;
+    names_as(labels, paths, false)
+}
+
+/// [`names`] where one `--label` name may be given to several runs: the runs of one
+/// configuration (its folds, its seeds), which a figure pools (`plot-sc --strata`).
+pub fn configuration_names(labels: &[Label], paths: &[PathBuf]) -> Result<Vec<String>> {
+    names_as(labels, paths, true)
+}
+
+fn names_as(labels: &[Label], paths: &[PathBuf], shared: bool) -> Result<Vec<String>> {
+    let given = given_as(labels, paths, shared)?;
     let taken: Vec<&str> = given.iter().flatten().map(String::as_str).collect();
     let unlabelled: Vec<PathBuf> = paths
         .iter()
@@ -219,6 +235,13 @@ mod tests {
         assert_eq!(exit_of(&e), Exit::Usage);
         assert!(e.to_string().contains("two runs, runs/a and runs/b"), "{e}");
         let e = names(&[l("A=runs/a"), l("B=runs/a")], &p).unwrap_err();
+        assert!(e.to_string().contains("two names, A and B"), "{e}");
+        // A configuration: one name for several runs, where a figure pools them.
+        assert_eq!(
+            configuration_names(&[l("A=runs/a"), l("A=runs/b")], &p).unwrap(),
+            ["A", "A"]
+        );
+        let e = configuration_names(&[l("A=runs/a"), l("B=runs/a")], &p).unwrap_err();
         assert!(e.to_string().contains("two names, A and B"), "{e}");
     }
 }

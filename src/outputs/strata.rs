@@ -14,6 +14,7 @@ use super::group_table::{Format, sig4, text_table};
 use super::text::csv_cell;
 
 mod chart;
+pub mod pool;
 pub use chart::StrataSkill;
 
 /// Below this many forecasts a stratum's skill is one or two subjects' luck: marked and warned.
@@ -29,6 +30,9 @@ pub struct Stratum {
     pub mse: Option<f64>,
     pub identity_mse: Option<f64>,
     pub skill: Option<f64>,
+    /// A configuration's pooled stratum ([`pool`]): the 95% interval of its mean skill over
+    /// the runs; `None` for one run's.
+    pub interval: Option<(f64, f64)>,
 }
 
 /// The strata of `strata.json`, in order: Δt short, middle, long, then the horizons.
@@ -43,6 +47,7 @@ pub fn read(strata: &Value) -> Vec<Stratum> {
                 mse: s["model"]["sc_log_mse"].as_f64(),
                 identity_mse: s["identity"]["sc_log_mse"].as_f64(),
                 skill: s["skill"]["skill"].as_f64(),
+                interval: None,
             });
         }
     };

@@ -1,6 +1,8 @@
 //! The skill per stratum as bars (`plot-sc --strata`): grouped by stratum, one bar per run, its
 //! n above it and the Δt thresholds under the stratum's name; with several runs one colour per
-//! run and a legend beside the chart (outside the data), with one run bars coloured by sign.
+//! run and a legend beside the chart (outside the data), with one run bars coloured by sign. A
+//! configuration's runs pooled ([`super::pool`]) draw one bar, their mean, with its 95%
+//! interval over the runs as a whisker, and the legend says how many runs it pools.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +22,8 @@ pub struct StrataSkill {
     /// Whether the small-strata warning is drawn under the bars (`plot-sc
     /// --no-figure-warning` leaves it to the log).
     pub warning_on_figure: bool,
+    /// The entries of `runs` that pool a configuration's runs, with how many (absent: one run).
+    pub pooled: BTreeMap<String, usize>,
 }
 
 /// The chart's height: the bars, the two rows of labels under them and the warning line.
@@ -65,8 +69,12 @@ impl StrataSkill {
                     .filter(|s| differ && !s.range.is_empty() && s.label != "Δt middle")
                     .map(|s| s.range.clone())
                     .collect();
+                let name = match self.pooled.get(name) {
+                    Some(k) => format!("{name}, mean of {k} runs ± 95% CI"),
+                    None => name.clone(),
+                };
                 if ranges.is_empty() {
-                    name.clone()
+                    name
                 } else {
                     format!("{name} (Δt {})", ranges.join(", "))
                 }
@@ -114,7 +122,11 @@ impl Figure for StrataSkill {
             .map_err(plot_err)?;
         }
         let columns = self.columns();
-        let skills = all.iter().filter_map(|s| s.skill);
+        let ends = all
+            .iter()
+            .filter_map(|s| s.interval)
+            .flat_map(|(a, b)| [a, b]);
+        let skills = all.iter().filter_map(|s| s.skill).chain(ends);
         let lo = skills.clone().fold(0.0f64, f64::min);
         let hi = skills.fold(0.0f64, f64::max);
         let pad = ((hi - lo) * 0.15).max(0.05);
@@ -198,6 +210,22 @@ impl Figure for StrataSkill {
                 }))
                 .map_err(plot_err)?;
             let dx = (left + slot / 2.0 - segment / 2.0).round() as i32;
+            // The interval of a pooled bar: a whisker with caps, over the bar's middle.
+            for &(i, s, _) in &bars {
+                let Some((a, b)) = s.interval else { continue };
+                let px = |y: f64| chart.backend_coord(&(SegmentValue::CenterOf(i), y));
+                let ((x, ya), (_, yb)) = (px(a), px(b));
+                let x = x + dx;
+                let cap = (slot / 6.0).clamp(2.0, 8.0).round() as i32;
+                let ink = ShapeStyle::from(&BLACK).stroke_width(1);
+                for line in [
+                    vec![(x, ya), (x, yb)],
+                    vec![(x - cap, ya), (x + cap, ya)],
+                    vec![(x - cap, yb), (x + cap, yb)],
+                ] {
+                    body.draw(&PathElement::new(line, ink)).map_err(plot_err)?;
+                }
+            }
             chart
                 .draw_series(bars.iter().map(|&(i, s, v)| {
                     let mark = if s.n < MIN_N && !self.several() {
@@ -208,7 +236,13 @@ impl Figure for StrataSkill {
                     let anchor = if v >= 0.0 { VPos::Bottom } else { VPos::Top };
                     let style = TextStyle::from(("sans-serif", font).into_font())
                         .pos(Pos::new(HPos::Center, anchor));
-                    EmptyElement::at((SegmentValue::CenterOf(i), v))
+                    // Past the whisker's end on the bar's side.
+                    let at = match s.interval {
+                        Some((_, b)) if v >= 0.0 => b.max(v),
+                        Some((a, _)) => a.min(v),
+                        None => v,
+                    };
+                    EmptyElement::at((SegmentValue::CenterOf(i), at))
                         + Text::new(format!("n={}{mark}", s.n), (dx, 0), style)
                 }))
                 .map_err(plot_err)?;
@@ -247,6 +281,7 @@ mod tests {
             mse: Some(1.0),
             identity_mse: Some(2.0),
             skill: Some(0.5),
+            interval: None,
         };
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("s.svg");
@@ -258,10 +293,51 @@ mod tests {
                     vec![stratum("Δt short", 2), stratum("Δt long", 40)],
                 )],
                 warning_on_figure: on,
+                pooled: BTreeMap::new(),
             };
             crate::outputs::heatmap::render(&fig, &out).unwrap();
             let svg = std::fs::read_to_string(&out).unwrap();
             assert_eq!(svg.contains("fewer than"), on, "warning drawn: {on}");
         }
+    }
+
+    /// A configuration's pooled bar carries a whisker (three lines: its stem and two caps) and
+    /// the legend says how many runs it pools; one run's bar has neither.
+    #[test]
+    fn a_pooled_configuration_draws_its_interval_and_says_so() {
+        let stratum = |interval: Option<(f64, f64)>| Stratum {
+            label: "Δt short".into(),
+            range: String::new(),
+            n: 20,
+            mse: Some(1.0),
+            identity_mse: Some(2.0),
+            skill: Some(0.5),
+            interval,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("s.svg");
+        let draw = |interval: Option<(f64, f64)>| {
+            let mut pooled = BTreeMap::new();
+            if interval.is_some() {
+                pooled.insert("eb".to_string(), 5);
+            }
+            let fig = StrataSkill {
+                title: "skill".into(),
+                runs: vec![
+                    ("eb".into(), vec![stratum(interval)]),
+                    ("lin".into(), vec![stratum(None)]),
+                ],
+                warning_on_figure: true,
+                pooled,
+            };
+            crate::outputs::heatmap::render(&fig, &out).unwrap();
+            std::fs::read_to_string(&out).unwrap()
+        };
+        // An interval inside the axis the bars make, so that the mesh is the same.
+        let (one, five) = (draw(None), draw(Some((0.45, 0.5))));
+        let lines = |svg: &str| svg.matches("<polyline").count() + svg.matches("<line").count();
+        assert_eq!(lines(&five), lines(&one) + 3);
+        assert!(five.contains("eb, mean of 5 runs ± 95% CI"), "{five}");
+        assert!(!one.contains("mean of"));
     }
 }

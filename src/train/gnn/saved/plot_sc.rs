@@ -67,7 +67,8 @@ pub struct PlotScSettings {
     pub checkpoint: String,
     /// `NAME=PATH`: the name of the run at PATH (one of the runs given) in the legend, the
     /// default title and `--scores` (repeatable; default: the run directory's name, never its
-    /// path).
+    /// path). With `--strata`, one NAME given to several runs (a configuration's folds) draws
+    /// them as one bar per stratum: their mean skill with its 95% interval over the runs.
     #[arg(long = "label", value_name = "NAME=PATH", value_parser = run_label::parse)]
     pub labels: Vec<run_label::Label>,
     /// ROI names in atlas order (one per line; Schaefer's `17Networks_LH_VisCent_1`): each
@@ -174,21 +175,46 @@ impl PlotScSettings {
     }
 }
 
-/// `--strata`: the strata of every run, side by side.
+/// `--strata`: the strata of every run, side by side; runs given one `--label` name are one
+/// configuration (its folds, its seeds), drawn as one bar per stratum: their mean with its 95%
+/// interval over the runs (`strata::pool`).
 fn strata_chart(s: &PlotScSettings) -> Result<()> {
-    let mut runs = Vec::new();
-    for (dir, label) in s.runs.iter().zip(run_label::names(&s.labels, &s.runs)?) {
+    let mut read: Vec<(String, Vec<strata::Stratum>)> = Vec::new();
+    for (dir, label) in s
+        .runs
+        .iter()
+        .zip(run_label::configuration_names(&s.labels, &s.runs)?)
+    {
         let path = RunDir::new(dir).strata_json();
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("{}: the run has no strata yet", path.display()))?;
         let v: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
-        runs.push((label, strata::read(&v)));
+        read.push((label, strata::read(&v)));
+    }
+    let mut runs: Vec<(String, Vec<strata::Stratum>)> = Vec::new();
+    let mut pooled = std::collections::BTreeMap::new();
+    for (name, _) in &read {
+        if runs.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        let of: Vec<&[strata::Stratum]> = read
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, st)| st.as_slice())
+            .collect();
+        if of.len() > 1 {
+            pooled.insert(name.clone(), of.len());
+            runs.push((name.clone(), strata::pool::pool(&of)));
+        } else {
+            runs.push((name.clone(), of[0].to_vec()));
+        }
     }
     let chart = StrataSkill {
         title: s.title.clone().unwrap_or_else(|| "skill by stratum".into()),
         runs,
         warning_on_figure: !s.no_figure_warning,
+        pooled,
     };
     for (name, st) in &chart.runs {
         if let Some(w) = strata::small_warning(st) {
