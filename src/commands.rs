@@ -15,7 +15,7 @@ use crate::data::connectome::{SynthOptions, write_synthetic_cohort_with};
 use crate::exit::Exit;
 
 /// `trainer env [--json]`: ranks, hosts, rendezvous, job ids and devices.
-pub fn cmd_env(json: bool) -> anyhow::Result<()> {
+pub(crate) fn cmd_env(json: bool) -> anyhow::Result<()> {
     let env = detect_env()?;
     // The device line names the GPU a run would take; without a driver it would not get it.
     let no_driver = env
@@ -85,7 +85,7 @@ fn gpu_rules() -> Vec<crate::cluster::doctor::BackendCheck> {
 ///
 /// With `TRAINER_CHECK_NCCL=1` and a usable GPU, it also runs one rank's NCCL all-reduce on the
 /// first visible GPU (builds with `--features cuda,mpi`; `scripts/gpu-check.sh` uses this).
-pub fn cmd_doctor(require_gpu: bool, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn cmd_doctor(require_gpu: bool, json: bool) -> anyhow::Result<ExitCode> {
     let mut report = DoctorReport::collect(require_gpu);
     if std::env::var("TRAINER_CHECK_NCCL").is_ok_and(|v| v == "1")
         && report.exit_code == Exit::Ok.code()
@@ -155,7 +155,7 @@ fn render_wgpu(adapters: &[crate::backend::wgpu::Adapter]) -> String {
 }
 
 /// `trainer mig-pick`: prints a free MIG UUID on stdout, or the reason on stderr with its code.
-pub fn cmd_mig_pick() -> anyhow::Result<ExitCode> {
+pub(crate) fn cmd_mig_pick() -> anyhow::Result<ExitCode> {
     let vars = Vars::from_process();
     let driver = probe_driver(&vars);
     match pick_free_mig(&driver, &VisibleDevices::from_vars(&vars)) {
@@ -175,7 +175,7 @@ pub fn cmd_mig_pick() -> anyhow::Result<ExitCode> {
 }
 
 /// `trainer synth-connectome`.
-pub fn synth(options: &SynthOptions, out: &std::path::Path) -> Result<()> {
+pub(crate) fn synth(options: &SynthOptions, out: &std::path::Path) -> Result<()> {
     let summary = write_synthetic_cohort_with(out, options)?;
     println!("{}", serde_json::to_string_pretty(&summary)?);
     Ok(())

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-pub use crate::exit::Exit;
+pub(crate) use crate::exit::Exit;
 
 /// Any error without a more specific code: [`Exit::General`].
 pub const GENERAL: u8 = Exit::General.code();
@@ -23,7 +23,7 @@ type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// An error that asks the process to exit with `code`, optionally with the error it wraps.
 /// `code` is an [`Exit`] (or a number taken from one, such as a doctor report's).
 #[derive(Debug)]
-pub struct ExitError {
+pub(crate) struct ExitError {
     /// [`Exit::code`] of the way to exit.
     pub code: u8,
     pub message: String,
@@ -32,7 +32,7 @@ pub struct ExitError {
 
 impl ExitError {
     /// An error whose message says everything.
-    pub fn new(code: impl Into<u8>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: impl Into<u8>, message: impl Into<String>) -> Self {
         Self {
             code: code.into(),
             message: message.into(),
@@ -42,7 +42,7 @@ impl ExitError {
 
     /// An error that adds `message` (what was being done) to `source` (why it failed). The
     /// message must not repeat the source's text: the source is printed as the next cause.
-    pub fn with_source(
+    pub(crate) fn with_source(
         code: impl Into<u8>,
         message: impl Into<String>,
         source: impl Into<Source>,
@@ -78,7 +78,8 @@ pub fn exit_of(err: &anyhow::Error) -> Exit {
 }
 
 /// [`exit_of`] as a number.
-pub fn exit_code_of(err: &anyhow::Error) -> u8 {
+#[cfg(test)]
+pub(crate) fn exit_code_of(err: &anyhow::Error) -> u8 {
     exit_of(err).code()
 }
 

@@ -12,7 +12,7 @@ use crate::train::mnist::evaluate::{EvalResult, evaluate, load_model};
 
 /// `trainer eval`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct EvalSettings {
+pub(crate) struct EvalSettings {
     /// A checkpoint written by `train-mnist` (`*.safetensors`).
     #[arg(long)]
     pub checkpoint: PathBuf,
@@ -47,7 +47,7 @@ impl BackendJob for EvalJob {
 }
 
 /// `trainer eval`.
-pub fn run(args: EvalSettings) -> Result<()> {
+pub(crate) fn run(args: EvalSettings) -> Result<()> {
     let placement = args.device.placement()?;
     let json = args.json;
     let r = backend::dispatch_checked(placement, EvalJob(args))?;

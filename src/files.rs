@@ -11,7 +11,7 @@ use serde::Serialize;
 
 /// Writes `path` through a temporary sibling that is synced and renamed over it, so that a
 /// reader (or a resumed run) only ever sees a complete file.
-pub fn write_atomic(
+pub(crate) fn write_atomic(
     path: &Path,
     fill: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
 ) -> Result<()> {
@@ -44,7 +44,7 @@ pub fn write_atomic(
 }
 
 /// Pretty JSON, written atomically.
-pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     write_atomic(path, |w| {
         serde_json::to_writer_pretty(&mut *w, value)?;
         w.write_all(b"\n")?;

@@ -26,20 +26,20 @@ thread_local! {
 }
 
 /// Reads issued so far by this thread.
-pub fn count() -> u64 {
+pub(crate) fn count() -> u64 {
     READS.get()
 }
 
 /// Counts `n` reads that helper threads made on this thread's behalf (work it shared out over
 /// rayon's pool, e.g. [`crate::toolbox::host_parallel`]).
-pub fn add(n: u64) {
+pub(crate) fn add(n: u64) {
     READS.set(READS.get() + n);
 }
 
 /// The tensor's values on the host (one read). With `TRAINER_TRACE_READS=1` every read prints
 /// its caller on stderr (to find the reads of a step).
 #[track_caller]
-pub fn data<B: Backend, const D: usize, K: TensorKind<B> + BasicOps<B>>(
+pub(crate) fn data<B: Backend, const D: usize, K: TensorKind<B> + BasicOps<B>>(
     t: Tensor<B, D, K>,
 ) -> TensorData {
     READS.set(READS.get() + 1);
@@ -51,13 +51,13 @@ pub fn data<B: Backend, const D: usize, K: TensorKind<B> + BasicOps<B>>(
 
 #[track_caller]
 /// The values as f32 (one read; empty if the tensor cannot be converted).
-pub fn f32s<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
+pub(crate) fn f32s<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
     data(t).convert::<f32>().to_vec().unwrap_or_default()
 }
 
 #[track_caller]
 /// A one-element tensor's value as f64 (one read).
-pub fn scalar<B: Backend, const D: usize>(t: Tensor<B, D>) -> f64 {
+pub(crate) fn scalar<B: Backend, const D: usize>(t: Tensor<B, D>) -> f64 {
     data(t)
         .convert::<f64>()
         .to_vec::<f64>()

@@ -5,6 +5,8 @@
 //! [`engine`] (the loop, with the [`toolbox`]) → [`outputs`] (run directory files).
 //! `docs/architecture.md` has the module map and recipes.
 
+#![warn(unreachable_pub)]
+
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -34,28 +36,28 @@ pub fn stderr_line(mut text: String) {
 }
 
 pub mod backend;
-pub mod bench;
+pub(crate) mod bench;
 pub mod cli;
 pub mod cluster;
-pub mod commands;
+pub(crate) mod commands;
 pub mod data;
-pub mod dist;
+pub(crate) mod dist;
 pub mod engine;
 pub mod error;
-pub mod eval;
+pub(crate) mod eval;
 pub mod exit;
-pub mod files;
+pub(crate) mod files;
 pub mod host_reads;
 pub mod launch;
 pub mod metrics;
 pub mod models;
 pub mod outputs;
 pub mod report;
-pub mod settings;
+pub(crate) mod settings;
 pub mod sweep;
 pub mod toolbox;
-pub mod train;
-pub mod training_command;
+pub(crate) mod train;
+pub(crate) mod training_command;
 
 use cli::{Cli, Command, DataCommand};
 

@@ -28,12 +28,12 @@ use serde_json::Value;
 use super::{BackendKind, Placement};
 
 /// Whether this binary autotunes its CubeCL kernels (cargo feature `autotune`).
-pub const COMPILED: bool = cfg!(feature = "autotune");
+pub(crate) const COMPILED: bool = cfg!(feature = "autotune");
 
 /// The autotune flags of the training commands.
 #[derive(clap::Args, Debug, Clone, Default)]
 #[command(next_help_heading = crate::settings::CLUSTER)]
-pub struct AutotuneArgs {
+pub(crate) struct AutotuneArgs {
     /// Directory of the autotune cache of the CubeCL backends (cuda, wgpu; a binary built with
     /// `--features autotune`): the choices are kept in `DIR/<device model>/`, so one directory
     /// on the shared filesystem serves every GPU model. Missing: created; read-only: read from a
@@ -51,7 +51,7 @@ pub struct AutotuneArgs {
 
 impl AutotuneArgs {
     /// The flags, checked against where the run goes.
-    pub fn resolve(&self, placement: Placement) -> Result<Autotune> {
+    pub(crate) fn resolve(&self, placement: Placement) -> Result<Autotune> {
         let a = Autotune {
             cache: self.autotune_cache.clone(),
             warm: self.autotune_warm,
@@ -63,7 +63,7 @@ impl AutotuneArgs {
 
 /// The autotune flags, resolved.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Autotune {
+pub(crate) struct Autotune {
     /// The cache's directory (`--autotune-cache`); CubeCL's default place when `None`.
     pub cache: Option<PathBuf>,
     /// Tune the run's shapes into the cache and stop (`--autotune-warm`).
@@ -73,7 +73,7 @@ pub struct Autotune {
 impl Autotune {
     /// Refuses the flags where they cannot apply: a binary without autotune, a backend that does
     /// not autotune, a warm-up without a cache to keep it in.
-    pub fn check(&self, placement: Placement) -> Result<()> {
+    pub(crate) fn check(&self, placement: Placement) -> Result<()> {
         if self.cache.is_none() && !self.warm {
             return Ok(());
         }
@@ -100,13 +100,13 @@ impl Autotune {
 }
 
 /// Whether a backend runs CubeCL's autotuned kernels.
-pub fn autotunes(kind: BackendKind) -> bool {
+pub(crate) fn autotunes(kind: BackendKind) -> bool {
     kind.is_wgpu() || matches!(kind, BackendKind::Cuda | BackendKind::CudaFusion)
 }
 
 /// The device model a cache directory is named after: the GPU's name from the NVIDIA preflight,
 /// or the wgpu adapter's, as a file name.
-pub fn model_dir_name(preflight: Option<&Value>) -> String {
+pub(crate) fn model_dir_name(preflight: Option<&Value>) -> String {
     let name = preflight
         .and_then(|p| {
             p["wgpu_adapter"]["name"].as_str().or_else(|| {
@@ -131,7 +131,7 @@ pub fn model_dir_name(preflight: Option<&Value>) -> String {
 
 /// The cache as this run uses it, for the report after the run.
 #[derive(Debug)]
-pub struct Session {
+pub(crate) struct Session {
     /// The directory CubeCL was given (the user's, or the private copy).
     pub dir: PathBuf,
     /// The user's directory, when CubeCL was given a private copy of it.
@@ -147,12 +147,12 @@ const LOG: &str = "autotune.log";
 
 impl Session {
     /// Kernels tuned since the session began.
-    pub fn tuned(&self) -> usize {
+    pub(crate) fn tuned(&self) -> usize {
         tuned_in_log(&self.dir.join(LOG)).saturating_sub(self.tuned_before)
     }
 
     /// One line for the run's log.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let tuned = self.tuned();
         let mut s = format!(
             "autotune: {tuned} kernel(s) tuned this run, {} cached choice(s) found in {}",
@@ -259,7 +259,7 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 
 /// Prepares `DIR/<model>` for CubeCL (created, or copied to a private directory when it cannot
 /// be written), warns once about what is wrong with it, and returns the directory to give CubeCL.
-pub fn prepare(user_dir: &Path, model: &str, tag: &str) -> Session {
+pub(crate) fn prepare(user_dir: &Path, model: &str, tag: &str) -> Session {
     prepare_with(user_dir, model, tag, writable)
 }
 
@@ -340,12 +340,12 @@ pub fn set_cubecl_cache(dir: &Path, tag: &str) -> bool {
 
 /// Without CubeCL's autotune nothing is configured ([`Autotune::check`] refuses the flags).
 #[cfg(not(all(feature = "autotune", any(feature = "cuda", feature = "wgpu"))))]
-pub fn set_cubecl_cache(_: &Path, _: &str) -> bool {
+pub(crate) fn set_cubecl_cache(_: &Path, _: &str) -> bool {
     false
 }
 
 /// The session of a run: the cache prepared and given to CubeCL, or `None` without a cache flag.
-pub fn configure(
+pub(crate) fn configure(
     settings: &Autotune,
     placement: Placement,
     preflight: Option<&Value>,

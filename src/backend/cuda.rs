@@ -12,7 +12,7 @@
 /// Whether `--backend cuda` runs under Burn's fusion: off. Burn 0.21's fusion computes `d + dᵀ`
 /// of a column wrongly, on lavapipe and on an H100 alike (`tests/backends/backend_wgpu.rs`,
 /// `tests/backends/backend_cuda.rs`), which the GCN baseline's normalisation does.
-pub const FUSION_DEFAULT: bool = false;
+pub(crate) const FUSION_DEFAULT: bool = false;
 
 #[cfg(feature = "cuda")]
 pub use enabled::*;

@@ -98,7 +98,7 @@ pub fn applies<B: Backend>() -> bool {
 
 /// `conv2d(x, weight, bias, options)` by implicit GEMM where it runs (see the module
 /// documentation). `B` must pass [`applies`].
-pub fn conv2d<B: Backend>(
+pub(crate) fn conv2d<B: Backend>(
     x: Tensor<B, 4>,
     weight: Tensor<B, 4>,
     bias: Tensor<B, 1>,

@@ -29,11 +29,11 @@
 //! variables) is left alone; other C libraries are left alone.
 
 /// Memory the heap takes beyond each request, and keeps when it trims.
-pub const TOP_PAD: usize = 256 << 20;
+pub(crate) const TOP_PAD: usize = 256 << 20;
 
 /// Requests at least this large get their own `mmap` (glibc's maximum, `HEAP_MAX_SIZE / 2` on
 /// 64-bit).
-pub const MMAP_THRESHOLD: usize = 32 << 20;
+pub(crate) const MMAP_THRESHOLD: usize = 32 << 20;
 
 /// What [`tune`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +47,7 @@ pub enum Tuning {
 }
 
 /// Whether the environment already configures glibc's malloc.
-pub fn user_configured(vars: impl IntoIterator<Item = (String, String)>) -> bool {
+pub(crate) fn user_configured(vars: impl IntoIterator<Item = (String, String)>) -> bool {
     vars.into_iter().any(|(k, v)| {
         (k == "GLIBC_TUNABLES" && v.contains("glibc.malloc.")) || k.starts_with("MALLOC_")
     })

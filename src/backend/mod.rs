@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{BACKEND_UNAVAILABLE, ExitError};
 
-pub mod autotune;
+pub(crate) mod autotune;
 pub mod cuda;
 mod device;
 /// The fast CPU kernels (`crates/fast-cpu`): the `flex` backend.
@@ -30,7 +30,7 @@ pub mod fast_cube;
 pub mod fast_tch;
 pub mod host_memory;
 mod placement;
-pub use ::fast_cpu::profile;
+pub(crate) use ::fast_cpu::profile;
 #[cfg(feature = "tch")]
 pub mod tch_threads;
 pub mod wgpu;
@@ -41,7 +41,9 @@ pub(crate) use ::fast_cpu::delegate_to;
 
 pub use device::DeviceSpec;
 use fast_cpu::{FastCpu, Kernels};
-pub use placement::{DeviceSettings, Placement, default_device, resolve};
+pub(crate) use placement::{DeviceSettings, Placement};
+#[cfg(test)]
+use placement::{default_device, resolve};
 
 /// The exact answer of [`outer_sum_probe`]: `d_i + d_j` for `d = [1, 2, 3, 4]`, row-major.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -69,7 +71,7 @@ fn outer_sum_probe<B: burn::tensor::backend::Backend>(device: &B::Device) -> Vec
 /// The tensor backends this binary knows about.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum BackendKind {
+pub(crate) enum BackendKind {
     /// Pure-Rust CPU backend (always compiled): Flex with fast convolution and pooling.
     Flex,
     /// Flex with its own convolution and pooling kernels (for comparisons and tests).
@@ -94,7 +96,7 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             BackendKind::Flex => "flex",
             BackendKind::FlexPlain => "flex-plain",
@@ -108,7 +110,7 @@ impl BackendKind {
     }
 
     /// Whether this binary was built with the backend.
-    pub fn compiled(self) -> bool {
+    pub(crate) fn compiled(self) -> bool {
         match self {
             BackendKind::Flex | BackendKind::FlexPlain => true,
             BackendKind::Tch | BackendKind::TchPlain => cfg!(feature = "tch"),
@@ -118,7 +120,7 @@ impl BackendKind {
     }
 
     /// The cargo feature that builds it.
-    pub fn feature(self) -> &'static str {
+    pub(crate) fn feature(self) -> &'static str {
         match self {
             BackendKind::Flex | BackendKind::FlexPlain => "(always built)",
             BackendKind::Tch | BackendKind::TchPlain => "tch",
@@ -128,7 +130,7 @@ impl BackendKind {
     }
 
     /// Burn's fusion and autotune as this backend runs them (recorded in `run_meta.json`).
-    pub fn cubecl_settings(self) -> Option<serde_json::Value> {
+    pub(crate) fn cubecl_settings(self) -> Option<serde_json::Value> {
         match self {
             BackendKind::Cuda
             | BackendKind::CudaFusion
@@ -142,7 +144,7 @@ impl BackendKind {
     }
 
     /// Whether it runs under Burn's fusion.
-    pub fn fused(self) -> bool {
+    pub(crate) fn fused(self) -> bool {
         match self {
             BackendKind::WgpuFusion | BackendKind::CudaFusion => true,
             BackendKind::Wgpu => wgpu::FUSION_DEFAULT,
@@ -155,11 +157,11 @@ impl BackendKind {
     /// autodiff graph per item, see `toolbox::host_parallel`): the pure-Rust CPU backend,
     /// whose operations on small items are too short to split. GPUs and LibTorch (OpenMP)
     /// parallelise each operation.
-    pub fn host_parallel(self) -> bool {
+    pub(crate) fn host_parallel(self) -> bool {
         matches!(self, BackendKind::Flex | BackendKind::FlexPlain)
     }
 
-    pub fn is_wgpu(self) -> bool {
+    pub(crate) fn is_wgpu(self) -> bool {
         matches!(self, BackendKind::Wgpu | BackendKind::WgpuFusion)
     }
 }
@@ -169,7 +171,7 @@ pub(crate) fn unavailable(msg: impl Into<String>) -> anyhow::Error {
 }
 
 /// Fails with a clear message when no NVIDIA driver (libcuda) can be loaded.
-pub fn ensure_cuda_driver() -> Result<()> {
+pub(crate) fn ensure_cuda_driver() -> Result<()> {
     // SAFETY: loading the driver library runs its initialisers only; nothing is called here.
     match unsafe { libloading::Library::new("libcuda.so.1") } {
         Ok(_) => Ok(()),
@@ -182,7 +184,7 @@ pub fn ensure_cuda_driver() -> Result<()> {
 }
 
 /// A job written once, generic over the backend (sent to a thread of rayon's pool on the CPU).
-pub trait BackendJob: Send {
+pub(crate) trait BackendJob: Send {
     type Output: Send;
     fn run<B: AutodiffBackend>(
         self,
@@ -193,7 +195,10 @@ pub trait BackendJob: Send {
 
 /// What a placement needs checked before it trains: the NVIDIA preflight for `cuda` and `tch`
 /// on a GPU, the adapter for `wgpu` (logged, and recorded in `run_meta.json` as `preflight`).
-pub fn preflight_for(placement: Placement, log_prefix: &str) -> Result<Option<serde_json::Value>> {
+pub(crate) fn preflight_for(
+    placement: Placement,
+    log_prefix: &str,
+) -> Result<Option<serde_json::Value>> {
     if placement.backend.is_wgpu() {
         return wgpu_preflight(placement, log_prefix).map(Some);
     }
@@ -234,7 +239,7 @@ fn wgpu_preflight(_: Placement, _: &str) -> Result<serde_json::Value> {
 /// Runs the GPU preflight of `trainer doctor --require-gpu` for the run's backend (its CUDA
 /// compatibility rules: `cluster::compat`) and returns its report; its failure carries the
 /// doctor's documented exit code. A run under CUDA's minor version compatibility says so.
-pub fn preflight(backend: BackendKind, log_prefix: &str) -> Result<serde_json::Value> {
+pub(crate) fn preflight(backend: BackendKind, log_prefix: &str) -> Result<serde_json::Value> {
     use crate::cluster::compat::{GpuBackend, Rule};
     let gpu_backend = match backend {
         BackendKind::Cuda | BackendKind::CudaFusion => GpuBackend::Cuda,
@@ -260,14 +265,14 @@ pub fn preflight(backend: BackendKind, log_prefix: &str) -> Result<serde_json::V
 
 /// [`dispatch`] after the GPU [`preflight`] of a CUDA device (for commands that do not keep
 /// its report).
-pub fn dispatch_checked<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
+pub(crate) fn dispatch_checked<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
     preflight_for(placement, "[trainer]")?;
     dispatch(placement, job)
 }
 
 /// Runs `job` on the backend and device of `placement` (training preflights a CUDA device
 /// first: [`preflight`], called by the launcher).
-pub fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
+pub(crate) fn dispatch<J: BackendJob>(placement: Placement, job: J) -> Result<J::Output> {
     match (placement.backend, placement.device) {
         (BackendKind::Flex | BackendKind::FlexPlain, _) => {
             fast_cpu::set_kernels(match placement.backend {
@@ -328,7 +333,7 @@ fn on_rayon_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 }
 
 /// Every (backend, device) pair this binary could use here, for benchmarks.
-pub fn available_placements() -> Vec<Placement> {
+pub(crate) fn available_placements() -> Vec<Placement> {
     let gpu = ensure_cuda_driver().is_ok();
     let mut out = vec![Placement {
         backend: BackendKind::Flex,

@@ -10,7 +10,7 @@ use super::{BackendKind, DeviceSpec, unavailable};
 /// Where a job runs: backend and device, chosen at run time among what was compiled in.
 #[derive(clap::Args, Debug, Clone)]
 #[command(next_help_heading = crate::settings::CLUSTER)]
-pub struct DeviceSettings {
+pub(crate) struct DeviceSettings {
     /// Tensor backend: flex (pure-Rust CPU, always built), tch (LibTorch, cargo feature `tch`),
     /// cuda (CubeCL CUDA, cargo feature `cuda`), wgpu (CubeCL on Vulkan/Metal/DX12, cargo
     /// feature `wgpu`). Default: flex on CPU; tch (LibTorch's cuDNN and cuBLAS kernels), else
@@ -29,7 +29,7 @@ pub struct DeviceSettings {
 
 impl DeviceSettings {
     /// The backend and device, checked against what this binary was built with.
-    pub fn placement(&self) -> Result<Placement> {
+    pub(crate) fn placement(&self) -> Result<Placement> {
         let device = match self.device {
             Some(d) => d,
             None => default_device(
@@ -45,7 +45,7 @@ impl DeviceSettings {
 
 /// The device when `--device` was not given: the job's GPU when the scheduler allocated GPUs
 /// (said on stderr), unless the backend runs on the CPU only; else the CPU.
-pub fn default_device(
+pub(crate) fn default_device(
     backend: Option<BackendKind>,
     allocated: &[crate::cluster::scheduler::AllocationVar],
 ) -> DeviceSpec {
@@ -67,7 +67,7 @@ pub fn default_device(
 
 /// Backend and device resolved from the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Placement {
+pub(crate) struct Placement {
     pub backend: BackendKind,
     pub device: DeviceSpec,
 }
@@ -75,15 +75,16 @@ pub struct Placement {
 /// The GPU backends in the order a run without `--backend` takes them, the first compiled one
 /// winning: tch runs LibTorch's cuDNN and cuBLAS kernels (PyTorch's own, so PyTorch's speed),
 /// cuda CubeCL's (0.10x PyTorch on the MNIST CNN on an H100, benches/README.md), wgpu last.
-pub const GPU_ORDER: [BackendKind; 3] = [BackendKind::Tch, BackendKind::Cuda, BackendKind::Wgpu];
+pub(super) const GPU_ORDER: [BackendKind; 3] =
+    [BackendKind::Tch, BackendKind::Cuda, BackendKind::Wgpu];
 
 /// The default GPU backend among those `compiled` says this binary has.
-pub fn default_gpu_backend(compiled: impl Fn(BackendKind) -> bool) -> Option<BackendKind> {
+pub(super) fn default_gpu_backend(compiled: impl Fn(BackendKind) -> bool) -> Option<BackendKind> {
     GPU_ORDER.into_iter().find(|&b| compiled(b))
 }
 
 /// Picks the backend when `--backend` was left out, and rejects impossible pairs.
-pub fn resolve(backend: Option<BackendKind>, device: DeviceSpec) -> Result<Placement> {
+pub(crate) fn resolve(backend: Option<BackendKind>, device: DeviceSpec) -> Result<Placement> {
     let backend = match backend {
         Some(b) => b,
         None if !device.is_cuda() => BackendKind::Flex,

@@ -8,7 +8,7 @@
 use super::DeviceSpec;
 
 /// The intra-op threads a job on `device` runs with, given the count in force (`current`).
-pub fn threads_for(device: DeviceSpec, current: i32) -> i32 {
+pub(crate) fn threads_for(device: DeviceSpec, current: i32) -> i32 {
     match device {
         DeviceSpec::Cuda(_) => 1,
         DeviceSpec::Cpu => current,

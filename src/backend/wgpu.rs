@@ -26,15 +26,15 @@ use serde::Serialize;
 /// (sc_log_mse 1.05 instead of 0.67 on one checkpoint: docs/burn-fusion-report.md,
 /// `tests/backends/backend_wgpu.rs`); the plain backend agrees with flex on every model. `cuda` stays
 /// without fusion too: its fused kernels go through the same fusion planner.
-pub const FUSION_DEFAULT: bool = false;
+pub(crate) const FUSION_DEFAULT: bool = false;
 
 /// Whether Burn's autotune is compiled into the CubeCL backends (cuda, wgpu) of this binary
 /// (cargo feature `autotune`).
-pub const AUTOTUNE: bool = cfg!(feature = "autotune");
+pub(crate) const AUTOTUNE: bool = cfg!(feature = "autotune");
 
 /// One adapter wgpu sees, as `trainer doctor` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Adapter {
+pub(crate) struct Adapter {
     /// Position in `trainer doctor`'s list.
     pub index: usize,
     pub name: String,
@@ -48,12 +48,12 @@ pub struct Adapter {
 
 impl Adapter {
     /// Hardware (a GPU), as opposed to a software rasterizer on the CPU.
-    pub fn is_gpu(&self) -> bool {
+    pub(crate) fn is_gpu(&self) -> bool {
         matches!(self.kind, "discrete-gpu" | "integrated-gpu" | "virtual-gpu")
     }
 
     /// One line for logs: `llvmpipe (LLVM 15.0.6, 256 bits) [cpu, vulkan, llvmpipe]`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "{} [{}, {}, {}{}]",
             self.name,
@@ -127,7 +127,7 @@ mod enabled {
     }
 
     /// Every adapter wgpu sees, hardware first (the order `--device gpu:N` counts in).
-    pub fn adapters() -> Vec<Adapter> {
+    pub(crate) fn adapters() -> Vec<Adapter> {
         let raw = raw_adapters();
         let mut out = Vec::new();
         for kind in KIND_ORDER.iter().chain([&wgpu::DeviceType::Other]) {
@@ -147,7 +147,7 @@ mod enabled {
 
     /// The wgpu device for `--device`, and its adapter; an error naming what is there when the
     /// adapter is not.
-    pub fn select(device: DeviceSpec) -> Result<(WgpuDevice, Adapter)> {
+    pub(crate) fn select(device: DeviceSpec) -> Result<(WgpuDevice, Adapter)> {
         let all = adapters();
         let listing = if all.is_empty() {
             "wgpu sees no adapter at all (no Vulkan driver: on Debian/Ubuntu `apt-get install \
@@ -196,6 +196,6 @@ mod enabled {
 
 /// Without the `wgpu` feature: no adapter is listed.
 #[cfg(not(feature = "wgpu"))]
-pub fn adapters() -> Vec<Adapter> {
+pub(crate) fn adapters() -> Vec<Adapter> {
     Vec::new()
 }

@@ -37,7 +37,7 @@ use crate::train::gnn::fold_seed;
 use crate::train::gnn::protocol::fold_data::FoldData;
 
 #[derive(Debug, Clone, Serialize)]
-pub struct GnnBenchRow {
+pub(crate) struct GnnBenchRow {
     pub backend: String,
     pub device: String,
     /// `core` (λ_topo = 0, no GradNorm) or `default` (the reference's objective).
@@ -282,7 +282,7 @@ fn bench_cohort(args: &BenchArgs, subjects: usize) -> Result<Vec<GnnBenchRow>> {
     Ok(rows)
 }
 
-pub fn run(args: &BenchArgs) -> Result<()> {
+pub(crate) fn run(args: &BenchArgs) -> Result<()> {
     let (subjects, folds, epochs) = args.plan_shape();
     // Checked before the benchmark runs: a plan that cannot be split is refused at once.
     let shape = super::plan::Shape::new(subjects, folds, epochs)?;

@@ -16,7 +16,7 @@ use crate::exit::Exit;
 const MNIST_BYTES_PER_IMAGE: u64 = 256 * 1024;
 
 /// The largest connectome the benchmark generates (nodes): 20k nodes are 1.6 GB a matrix.
-pub const MAX_NODES: usize = 20_000;
+pub(super) const MAX_NODES: usize = 20_000;
 
 /// Bytes of one scan: the SC matrix in memory (raw and log, f32) and its CSV on disk.
 fn scan_bytes(nodes: usize) -> (u64, u64) {
@@ -58,7 +58,7 @@ fn gib(b: u64) -> String {
 
 /// Refuses (exit 2, the limit named) sizes that memory or the temporary directory's disk cannot
 /// hold, before anything is allocated or written.
-pub fn check(s: &BenchSettings) -> Result<()> {
+pub(super) fn check(s: &BenchSettings) -> Result<()> {
     let memory = memory_available();
     match s.target {
         BenchTarget::Mnist => {
@@ -142,7 +142,7 @@ static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBoo
 
 /// Waits for the signal handler to end the process when it has started to (a write into the
 /// directory it removes failed because of it); returns at once otherwise.
-pub fn wait_if_interrupted() {
+pub(super) fn wait_if_interrupted() {
     while INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
         std::thread::park();
     }
@@ -151,11 +151,11 @@ static HANDLER: Once = Once::new();
 
 /// A temporary directory of the benchmark: removed when dropped, and by a handler of SIGTERM,
 /// SIGINT and SIGHUP, which then ends the process with 128 + the signal.
-pub struct TempDir(PathBuf);
+pub(super) struct TempDir(PathBuf);
 
 impl TempDir {
     /// Registers `path` (not yet created) for removal.
-    pub fn new(path: PathBuf) -> Self {
+    pub(super) fn new(path: PathBuf) -> Self {
         HANDLER.call_once(|| {
             use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
             if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
@@ -194,7 +194,7 @@ impl TempDir {
         Self(path)
     }
 
-    pub fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.0
     }
 }

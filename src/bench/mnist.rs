@@ -327,7 +327,7 @@ fn contenders(wanted: &[BackendKind]) -> Vec<Contender> {
         .collect()
 }
 
-pub fn run(args: BenchArgs) -> Result<()> {
+pub(crate) fn run(args: BenchArgs) -> Result<()> {
     super::limits::check(&args)?;
     if args.target == super::BenchTarget::Gnn {
         return super::gnn::run(&args);

@@ -1,21 +1,21 @@
 //! `trainer bench`: throughput and cost benchmarks, every compiled backend side by side.
 
-pub mod gnn;
+pub(crate) mod gnn;
 mod limits;
-pub mod mnist;
+pub(crate) mod mnist;
 mod plan;
-pub mod profile;
-pub mod pytorch;
-pub mod report;
+pub(crate) mod profile;
+pub(crate) mod pytorch;
+pub(crate) mod report;
 mod settings;
 
-pub use settings::{BenchSettings, BenchTarget};
+pub(crate) use settings::{BenchSettings, BenchTarget};
 
 use crate::backend::{self, BackendKind, DeviceSpec, Placement};
 
 /// The placements `--backends` asks for (`Err(kind)` for one this binary cannot run here), or
 /// every compiled backend on every usable device when it is empty.
-pub fn selected_placements(wanted: &[BackendKind]) -> Vec<Result<Placement, BackendKind>> {
+pub(crate) fn selected_placements(wanted: &[BackendKind]) -> Vec<Result<Placement, BackendKind>> {
     let mut candidates = backend::available_placements();
     if wanted.is_empty() {
         return candidates.into_iter().map(Ok).collect();

@@ -17,7 +17,7 @@ use crate::train::gnn::TEST_SIZE;
 
 /// The study a plan projects.
 #[derive(Clone, Copy, Debug, Serialize)]
-pub struct Shape {
+pub(super) struct Shape {
     pub subjects: usize,
     pub folds: usize,
     pub epochs: usize,
@@ -27,7 +27,7 @@ pub struct Shape {
 
 impl Shape {
     /// The shape of a study of `subjects` subjects over `folds` folds × `epochs` epochs.
-    pub fn new(subjects: usize, folds: usize, epochs: usize) -> Result<Self> {
+    pub(super) fn new(subjects: usize, folds: usize, epochs: usize) -> Result<Self> {
         let split = test_split(subjects, TEST_SIZE, 42)?;
         let fold = cv_fold(&split.trainval, 0, folds)?;
         Ok(Self {
@@ -41,7 +41,7 @@ impl Shape {
 
 /// One row's projection.
 #[derive(Clone, Debug, Serialize)]
-pub struct PlanRow {
+pub(super) struct PlanRow {
     pub backend: String,
     pub device: String,
     pub objective: &'static str,
@@ -53,7 +53,7 @@ pub struct PlanRow {
 }
 
 /// The projection of every measured row (rows with an error have none).
-pub fn project(rows: &[GnnBenchRow], shape: &Shape) -> Vec<PlanRow> {
+pub(super) fn project(rows: &[GnnBenchRow], shape: &Shape) -> Vec<PlanRow> {
     rows.iter()
         .filter(|r| r.error.is_none() && r.training_subjects > 0)
         .map(|r| {
@@ -72,7 +72,7 @@ pub fn project(rows: &[GnnBenchRow], shape: &Shape) -> Vec<PlanRow> {
 }
 
 /// The plan under the table.
-pub fn print(shape: &Shape, plan: &[PlanRow]) {
+pub(super) fn print(shape: &Shape, plan: &[PlanRow]) {
     println!(
         "plan: a study of {} subjects ({} training per fold), {} folds x {} epochs, from each \
          row's seconds per training subject:",

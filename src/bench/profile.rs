@@ -26,7 +26,7 @@ fn category(phase: &str, op: &str) -> &'static str {
 }
 
 /// Prints the profile of `steps` training steps under the heading `label`.
-pub fn print(label: &str, report: &Report, steps: usize) {
+pub(crate) fn print(label: &str, report: &Report, steps: usize) {
     if report.ops.is_empty() {
         return;
     }
@@ -85,7 +85,7 @@ pub fn print(label: &str, report: &Report, steps: usize) {
 }
 
 /// The `top` slowest (phase, operation) pairs per step, as a Markdown table on stderr.
-pub fn print_ops(report: &Report, steps: usize, top: usize) {
+pub(crate) fn print_ops(report: &Report, steps: usize, top: usize) {
     let steps = steps.max(1) as f64;
     let total: f64 = report.phases.iter().map(|(_, t)| t).sum();
     let ms = |s: f64| 1e3 * s / steps;

@@ -17,7 +17,7 @@ const SCRIPT: &str = include_str!("../../benches/pytorch_mnist.py");
 
 /// Where PyTorch's training batches come from (the script's `--feed`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Feed {
+pub(crate) enum Feed {
     /// Data on the device, each batch a slice of it: the reference (eager, as ours).
     Device,
     /// Normalised on the host and copied to the device per step (a loader without pinned
@@ -41,7 +41,7 @@ impl Feed {
 
 /// One PyTorch round on `device` (`cpu` or `cuda:N`), its training batches fed as `feed` says:
 /// the figures and the `pytorch <version>` label.
-pub fn run(
+pub(crate) fn run(
     python: &Path,
     args: &BenchArgs,
     batch_size: usize,

@@ -7,7 +7,7 @@ use crate::host_reads::PerStep;
 
 /// One timed phase of one round.
 #[derive(Clone, Copy, Debug)]
-pub struct Rate {
+pub(crate) struct Rate {
     pub img_per_s: f64,
     /// Process CPU time over wall time: how many cores the phase kept busy.
     pub threads: f64,
@@ -17,7 +17,7 @@ pub struct Rate {
 
 /// What one contender measured in one round.
 #[derive(Clone, Copy, Debug)]
-pub struct Measure {
+pub(crate) struct Measure {
     pub train: Rate,
     pub infer: Rate,
     /// The share of the convolution passes (forward and both gradients) that ran by implicit
@@ -31,7 +31,7 @@ pub struct Measure {
 /// 21.234, fc1 2·9216·128 = 2.359, fc2 2·128·10 = 0.003, in all 23.985. Backward: the weight
 /// gradient of every layer (same cost as its forward) and the input gradient of every layer but
 /// conv1 (whose input needs none): 47.580. A training step is 71.565.
-pub fn cnn_mflop() -> (f64, f64) {
+pub(crate) fn cnn_mflop() -> (f64, f64) {
     let conv1 = 2.0 * 9.0 * 32.0 * 26.0 * 26.0;
     let conv2 = 2.0 * 32.0 * 9.0 * 64.0 * 24.0 * 24.0;
     let (fc1, fc2) = (2.0 * 9216.0 * 128.0, 2.0 * 128.0 * 10.0);
@@ -42,7 +42,7 @@ pub fn cnn_mflop() -> (f64, f64) {
 
 /// What the cores could do at best: every FLOP at one core's single-precision GEMM rate.
 #[derive(Clone, Debug, Serialize)]
-pub struct Floor {
+pub(crate) struct Floor {
     pub cores: usize,
     /// The best of the measurements: a peak, which a busy neighbour or a core still ramping
     /// its clock up only hides (on a shared virtual machine one measurement gave 98.6 GFLOP/s
@@ -61,7 +61,7 @@ pub struct Floor {
 
 impl Floor {
     /// The floor of `cores` cores from measurements of one core's sgemm GFLOP/s.
-    pub fn new(cores: usize, sgemm_gflops: &[f64], gemm_kernels: String) -> Self {
+    pub(crate) fn new(cores: usize, sgemm_gflops: &[f64], gemm_kernels: String) -> Self {
         let (infer, train) = cnn_mflop();
         let sgemm_measured = Spread::of(sgemm_gflops.iter().copied());
         let sgemm_gflops_per_core = sgemm_measured.max;
@@ -82,14 +82,14 @@ impl Floor {
 
 /// Median, minimum and maximum of the finite values.
 #[derive(Clone, Copy, Debug, Serialize)]
-pub struct Spread {
+pub(crate) struct Spread {
     pub median: f64,
     pub min: f64,
     pub max: f64,
 }
 
 impl Spread {
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Self {
+    pub(crate) fn of(values: impl IntoIterator<Item = f64>) -> Self {
         let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
         v.sort_by(f64::total_cmp);
         let (min, max) = (
@@ -108,7 +108,7 @@ impl Spread {
 
 /// One phase (training or inference) of one contender's row.
 #[derive(Clone, Debug, Serialize)]
-pub struct PhaseFigures {
+pub(crate) struct PhaseFigures {
     pub img_per_s: Spread,
     /// Median cores kept busy.
     pub threads_used: f64,
@@ -123,7 +123,7 @@ pub struct PhaseFigures {
 }
 
 impl PhaseFigures {
-    pub fn new(rates: &[Rate], pytorch: Option<f64>, floor: f64) -> Self {
+    pub(crate) fn new(rates: &[Rate], pytorch: Option<f64>, floor: f64) -> Self {
         let img_per_s = Spread::of(rates.iter().map(|r| r.img_per_s));
         Self {
             threads_used: Spread::of(rates.iter().map(|r| r.threads)).median,
@@ -136,7 +136,7 @@ impl PhaseFigures {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct BenchRow {
+pub(crate) struct BenchRow {
     pub backend: String,
     pub device: String,
     pub batch_size: usize,
@@ -187,7 +187,7 @@ fn phase_cells(p: &PhaseFigures) -> String {
 }
 
 /// The table on stdout (its first line starts with `backend`).
-pub fn print_table(rows: &[BenchRow], floor: &Floor) {
+pub(crate) fn print_table(rows: &[BenchRow], floor: &Floor) {
     let head = format!(
         "{:>8} {:>15} {:>5} {:>7} {:>6} {:>11}",
         "img/s", "min-max", "cores", "xtorch", "floor", "ops/up/rd"
@@ -240,7 +240,7 @@ pub fn print_table(rows: &[BenchRow], floor: &Floor) {
 }
 
 /// The 1-, 5- and 15-minute load averages (Linux), to say how busy the machine was.
-pub fn load_average() -> Option<[f64; 3]> {
+pub(crate) fn load_average() -> Option<[f64; 3]> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
     let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
     Some([it.next()??, it.next()??, it.next()??])

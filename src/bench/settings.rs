@@ -8,7 +8,7 @@ use crate::backend::BackendKind;
 
 /// `trainer bench`.
 #[derive(Args, Debug, Clone)]
-pub struct BenchSettings {
+pub(crate) struct BenchSettings {
     /// What to benchmark.
     #[arg(value_enum)]
     pub target: BenchTarget,
@@ -66,7 +66,7 @@ pub struct BenchSettings {
 
 impl BenchSettings {
     /// mnist's batch: the one `--batch-size` (64 without it).
-    pub fn mnist_batch(&self) -> anyhow::Result<usize> {
+    pub(crate) fn mnist_batch(&self) -> anyhow::Result<usize> {
         match self.batch_sizes.as_slice() {
             [] => Ok(64),
             [b] => Ok(*b),
@@ -78,7 +78,7 @@ impl BenchSettings {
     }
 
     /// gnn's planned study: `(subjects, folds, epochs)`, the authors' by default.
-    pub fn plan_shape(&self) -> (usize, usize, usize) {
+    pub(crate) fn plan_shape(&self) -> (usize, usize, usize) {
         (
             self.plan_subjects.unwrap_or(4566),
             self.plan_folds.unwrap_or(5),
@@ -87,12 +87,12 @@ impl BenchSettings {
     }
 
     /// The `--plan-*` flags given (they apply to bench gnn only).
-    pub fn plan_flags_given(&self) -> bool {
+    pub(crate) fn plan_flags_given(&self) -> bool {
         self.plan_subjects.is_some() || self.plan_folds.is_some() || self.plan_epochs.is_some()
     }
 
     /// gnn's batches, in the order given (the reference's 2 without `--batch-size`).
-    pub fn gnn_batches(&self) -> Vec<usize> {
+    pub(crate) fn gnn_batches(&self) -> Vec<usize> {
         if self.batch_sizes.is_empty() {
             vec![2]
         } else {
@@ -102,7 +102,7 @@ impl BenchSettings {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BenchTarget {
+pub(crate) enum BenchTarget {
     /// MNIST CNN: training and inference img/s.
     Mnist,
     /// CLG-ODE on a synthetic cohort: seconds per epoch, CPU seconds per training subject,

@@ -5,17 +5,17 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-pub use crate::backend::DeviceSettings as DeviceArgs;
+pub(crate) use crate::backend::DeviceSettings as DeviceArgs;
 use crate::engine::metric::metric_named;
 use crate::engine::{JobMetric, KeepCheckpoints, Mode, Monitor, RunSettings};
-pub use crate::settings::{CLUSTER, OPTIM, RUN};
+pub(crate) use crate::settings::{CLUSTER, OPTIM, RUN};
 use crate::toolbox::stop::RequeuePolicy;
 
 /// Run directory, configuration file, resume and stop behaviour shared by the training
 /// commands.
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = RUN)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Read flags from a TOML file (keys are flag names, e.g. `batch_size = 32`, at the top
     /// level or under `[data]`, `[model]`, `[optimisation]`, `[run]`, `[cluster]`). Flags
     /// given on the command line override it. Every run directory gets the resolved
@@ -88,7 +88,7 @@ pub struct RunArgs {
 
 impl RunArgs {
     /// The run's plain settings.
-    pub fn settings(self) -> anyhow::Result<RunSettings> {
+    pub(crate) fn settings(self) -> anyhow::Result<RunSettings> {
         Ok(RunSettings {
             requeue: RequeuePolicy::new(&self.requeue_signal, self.requeue)?,
             out: self.out,
@@ -108,7 +108,7 @@ impl RunArgs {
 /// Early stopping and best-checkpoint selection.
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = OPTIM)]
-pub struct EarlyStopArgs {
+pub(crate) struct EarlyStopArgs {
     /// Metric that picks the best epoch (written as the best checkpoint) and, with
     /// `--patience`, stops training early: a column of the evaluation (`test_accuracy`,
     /// `val_loss`, …).
@@ -131,7 +131,10 @@ impl EarlyStopArgs {
     /// The monitor these flags ask for, if any (`default` when no metric is given): one of the
     /// job's metrics `M` (an error naming them otherwise), in its own mode unless
     /// `--early-stop-mode` says otherwise.
-    pub fn monitor<M: JobMetric>(&self, default: Option<M>) -> anyhow::Result<Option<Monitor>> {
+    pub(crate) fn monitor<M: JobMetric>(
+        &self,
+        default: Option<M>,
+    ) -> anyhow::Result<Option<Monitor>> {
         let metric = match (self.early_stop_metric.as_deref(), default) {
             (Some(name), _) => metric_named::<M>(name)?,
             (None, Some(m)) => m,

@@ -44,7 +44,7 @@ pub fn parse_cli() -> Result<Cli, clap::Error> {
 
 /// Parses `argv` (program name first), layering a `--config` file under the flags, and fills
 /// in the resolved configuration of training commands.
-pub fn parse_from(argv: Vec<OsString>) -> Result<Cli, clap::Error> {
+pub(crate) fn parse_from(argv: Vec<OsString>) -> Result<Cli, clap::Error> {
     let root = Cli::command();
     // A first, lenient pass finds the sub-command, its `--config` and the flags given.
     let lenient = root
@@ -345,7 +345,7 @@ fn toml_value(arg: &Arg, raw: &str) -> toml::Value {
 
 /// The resolved configuration: every flag of `cmd` with a value (given, from the file, or
 /// default), by section, except the per-process ones.
-pub fn resolved_toml(cmd: &Command, matches: &ArgMatches) -> String {
+pub(crate) fn resolved_toml(cmd: &Command, matches: &ArgMatches) -> String {
     let mut root = toml::Table::new();
     for arg in cmd.get_arguments() {
         let id = arg.get_id().as_str();

@@ -31,7 +31,7 @@ fn what(text: &str) -> String {
 }
 
 /// The table of preset `name` of `command`, or an error listing the presets.
-pub fn table(command: &str, name: &str) -> Result<toml::Table, String> {
+pub(super) fn table(command: &str, name: &str) -> Result<toml::Table, String> {
     PRESETS
         .iter()
         .find(|(c, n, _)| *c == command && *n == name)

@@ -14,7 +14,7 @@ use crate::cluster::scheduler::SchedulerKind;
 use crate::sweep::{self, PlanSettings};
 
 #[derive(Subcommand, Debug)]
-pub enum SweepCommand {
+pub(crate) enum SweepCommand {
     /// Expand SPEC.toml into tasks (one --config file and run directory each, a manifest) and
     /// write the scheduler's script; prints the command that submits it (--submit runs it).
     Plan(Box<PlanArgs>),
@@ -46,7 +46,7 @@ pub enum SweepCommand {
 }
 
 #[derive(Args, Debug)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// The sweep specification (command, `[base]`, `[grid]`, `[[variant]]`, folds, seeds,
     /// `[then]`).
     #[arg(required_unless_present = "missing")]
@@ -198,7 +198,7 @@ fn check(command: &str, config: &std::path::Path) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-pub fn run(c: SweepCommand) -> Result<ExitCode> {
+pub(crate) fn run(c: SweepCommand) -> Result<ExitCode> {
     match c {
         SweepCommand::Plan(a) => {
             let s = PlanSettings {

@@ -6,14 +6,14 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 #[derive(Subcommand, Debug)]
-pub enum DataCommand {
+pub(crate) enum DataCommand {
     /// Download a dataset from its usual public mirrors and verify checksums (for login nodes
     /// with internet; compute nodes should never download).
     Fetch(FetchArgs),
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct FetchArgs {
+pub(crate) struct FetchArgs {
     #[arg(value_enum)]
     pub dataset: crate::data::fetch::Dataset,
     #[arg(long)]
@@ -25,7 +25,7 @@ pub struct FetchArgs {
 
 /// `trainer synth-connectome`.
 #[derive(Args, Debug, Clone)]
-pub struct SynthArgs {
+pub(crate) struct SynthArgs {
     #[arg(long, default_value_t = 60)]
     pub subjects: usize,
     #[arg(long, default_value_t = 400)]
@@ -43,7 +43,7 @@ pub struct SynthArgs {
 
 impl SynthArgs {
     /// The generator's options.
-    pub fn options(&self) -> crate::data::connectome::SynthOptions {
+    pub(crate) fn options(&self) -> crate::data::connectome::SynthOptions {
         crate::data::connectome::SynthOptions {
             subjects: self.subjects,
             nodes: self.nodes,
@@ -56,7 +56,7 @@ impl SynthArgs {
 /// `trainer compare`: one line per run, or with `--group-by`, `--metric` or `--format` one line
 /// per group (`crate::report::compare`).
 #[derive(Args, Debug, Clone)]
-pub struct CompareArgs {
+pub(crate) struct CompareArgs {
     /// Run directories of `trainer train-gnn` (each with its `clg_ode_results.json`), sweep
     /// directories (their tasks' runs), or the reference trainer's run directories.
     #[arg(required = true)]
@@ -112,7 +112,7 @@ pub struct CompareArgs {
 
 impl CompareArgs {
     /// The command's settings.
-    pub fn settings(self) -> crate::report::compare::CompareSettings {
+    pub(crate) fn settings(self) -> crate::report::compare::CompareSettings {
         crate::report::compare::CompareSettings {
             runs: self.runs,
             group_by: self.group_by,
@@ -131,7 +131,7 @@ impl CompareArgs {
 
 /// `trainer plot`.
 #[derive(Args, Debug, Clone)]
-pub struct PlotArgs {
+pub(crate) struct PlotArgs {
     /// Run directories (each with its `metrics.jsonl`) and sweep directories (every task that
     /// has started, labelled by its varied settings).
     #[arg(required = true)]
@@ -154,7 +154,7 @@ pub struct PlotArgs {
 
 /// `trainer completions`.
 #[derive(Args, Debug, Clone)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,

@@ -14,7 +14,7 @@ use crate::train::mnist::{self, MnistRun, MnistSettings};
 /// `trainer train-mnist`.
 #[derive(Args, Debug, Clone)]
 #[command(args_override_self = true)]
-pub struct MnistArgs {
+pub(crate) struct MnistArgs {
     #[command(flatten)]
     pub settings: MnistSettings,
     #[command(flatten)]
@@ -29,7 +29,7 @@ pub struct MnistArgs {
 
 impl MnistArgs {
     /// The plain settings of the run.
-    pub fn resolve(self) -> Result<MnistRun> {
+    pub(crate) fn resolve(self) -> Result<MnistRun> {
         if self.early_stop.patience.is_some() && self.early_stop.early_stop_metric.is_none() {
             bail!("--patience needs --early-stop-metric (e.g. test_accuracy)");
         }
@@ -64,7 +64,7 @@ impl MnistArgs {
     mut_arg("early_stop_metric", |a| a.default_value("val_loss")),
     mut_arg("patience", |a| a.default_value("20"))
 )]
-pub struct GnnArgs {
+pub(crate) struct GnnArgs {
     #[command(flatten)]
     pub settings: GnnSettings,
     /// A named configuration (flags given beside it override it): `residual`, the fixed
@@ -83,7 +83,7 @@ pub struct GnnArgs {
 
 impl GnnArgs {
     /// The plain settings of the run.
-    pub fn resolve(mut self) -> Result<GnnRun> {
+    pub(crate) fn resolve(mut self) -> Result<GnnRun> {
         let placement = self.device.placement()?;
         let autotune = self.autotune.resolve(placement)?;
         let run = self.run.settings()?;

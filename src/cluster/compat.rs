@@ -70,20 +70,21 @@ impl GpuBackend {
 
 /// The CUDA runtime of PyTorch 2.9.0's wheel on PyPI (`torch.version.cuda`), the LibTorch the
 /// `tch` backend links and the GPU image ships.
-pub const TCH_CUDA_RUNTIME: CudaVersion = CudaVersion::new(12, 8);
+pub(crate) const TCH_CUDA_RUNTIME: CudaVersion = CudaVersion::new(12, 8);
 
 /// Run-time override of [`TCH_CUDA_RUNTIME`] (`12.4`, `12040`), for a binary linked against
 /// another LibTorch.
-pub const TCH_RUNTIME_ENV: &str = "TRAINER_TCH_CUDA_RUNTIME";
+pub(crate) const TCH_RUNTIME_ENV: &str = "TRAINER_TCH_CUDA_RUNTIME";
 
 /// The architectures PyTorch 2.9.0+cu128 carries SASS for (`torch._C._cuda_getArchFlags()`:
 /// sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120). SASS for sm_XY runs on a GPU of compute
 /// capability X.Z for Z ≥ Y (same major), so 8.9 (Ada) runs sm_86's and 10.3 sm_100's.
-pub const TCH_SASS: &[(u32, u32)] = &[(7, 0), (7, 5), (8, 0), (8, 6), (9, 0), (10, 0), (12, 0)];
+pub(crate) const TCH_SASS: &[(u32, u32)] =
+    &[(7, 0), (7, 5), (8, 0), (8, 6), (9, 0), (10, 0), (12, 0)];
 
 /// The `cuda` backend loads NVRTC's cubin, built for the device's compute capability, not PTX
 /// (`crates/cubecl-cuda/src/compute/context.rs`): it needs no PTX JIT by the driver.
-pub const CUDA_LOADS_CUBIN: bool = true;
+pub(crate) const CUDA_LOADS_CUBIN: bool = true;
 
 /// What a GPU backend needs of the driver and the GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -177,7 +178,7 @@ impl Rule {
 }
 
 /// The oldest driver of a CUDA major version's family (Linux), for messages.
-pub fn family_driver(major: u32) -> &'static str {
+pub(crate) fn family_driver(major: u32) -> &'static str {
     match major {
         0..=10 => "R418",
         11 => "R450 (450.80.02)",
@@ -187,7 +188,7 @@ pub fn family_driver(major: u32) -> &'static str {
 }
 
 /// The oldest driver that supports a runtime fully (no compatibility rule needed), for messages.
-pub fn full_driver(runtime: CudaVersion) -> String {
+pub(crate) fn full_driver(runtime: CudaVersion) -> String {
     let branch = match (runtime.major, runtime.minor) {
         (11, m) => 450 + 5 * m.min(8),
         (12, 0) => 525,
@@ -207,12 +208,12 @@ pub fn full_driver(runtime: CudaVersion) -> String {
 }
 
 /// What the CPU queue offers instead, said with every refusal.
-pub const CPU_INSTEAD: &str = "train on the CPU instead: `--device cpu` on the CPU queue \
+pub(crate) const CPU_INSTEAD: &str = "train on the CPU instead: `--device cpu` on the CPU queue \
      (`sbatch -p q_cn`, no `--gres`) with the CPU image (trainer-cpu.sif)";
 
 /// The outcome of [`driver_rule`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     pub backend: GpuBackend,
     pub rule: Rule,
     /// Whether the backend runs on this driver.
@@ -225,7 +226,11 @@ pub struct Verdict {
 
 /// Whether backend `b` runs on a driver that supports CUDA `driver` (`None`: unknown), and the
 /// rule that says so. `driver_version` (`535.183.01`) is only named in messages.
-pub fn driver_rule(b: &BackendNeeds, driver: Option<CudaVersion>, driver_version: &str) -> Verdict {
+pub(crate) fn driver_rule(
+    b: &BackendNeeds,
+    driver: Option<CudaVersion>,
+    driver_version: &str,
+) -> Verdict {
     let name = b.backend.name();
     let rt = b.runtime;
     let verdict =
@@ -313,7 +318,7 @@ pub fn driver_rule(b: &BackendNeeds, driver: Option<CudaVersion>, driver_version
 
 /// Whether backend `b` has kernels for GPU `index` (`name`, compute capability `cc`): `Ok` with
 /// a line, or the exit code, message and fix.
-pub fn gpu_rule(
+pub(crate) fn gpu_rule(
     b: &BackendNeeds,
     index: u32,
     name: &str,

@@ -24,7 +24,7 @@ pub struct Container {
 }
 
 /// The container from the variables, if any (Apptainer first: it also sets some SINGULARITY_ names).
-pub fn detect_container(vars: &Vars) -> Option<Container> {
+pub(crate) fn detect_container(vars: &Vars) -> Option<Container> {
     for (runtime, image_var, name_var) in [
         ("apptainer", "APPTAINER_CONTAINER", "APPTAINER_NAME"),
         ("singularity", "SINGULARITY_CONTAINER", "SINGULARITY_NAME"),

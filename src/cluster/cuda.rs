@@ -51,10 +51,10 @@ impl std::fmt::Display for CudaVersion {
 /// CUDA runtime this build targets when nothing says otherwise. CubeCL reaches CUDA through
 /// cudarc, whose bindings are fixed at build time; build with `CUDARC_CUDA_VERSION=12080` to
 /// make that 12.8 (without it and without `nvcc`, cudarc falls back to its newest, 13.x).
-pub const DEFAULT_CUDA_RUNTIME: CudaVersion = CudaVersion::new(12, 8);
+pub(crate) const DEFAULT_CUDA_RUNTIME: CudaVersion = CudaVersion::new(12, 8);
 
 /// Run-time override of the runtime version doctor and preflight assume (`12.4`, `12040`).
-pub const RUNTIME_ENV: &str = "TRAINER_CUDA_RUNTIME";
+pub(crate) const RUNTIME_ENV: &str = "TRAINER_CUDA_RUNTIME";
 
 /// Where the runtime version came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -67,7 +67,7 @@ pub struct RuntimeTarget {
 
 /// The runtime version this build uses: `TRAINER_CUDA_RUNTIME` at run time, else
 /// `CUDARC_CUDA_VERSION` as set when this crate was built, else [`DEFAULT_CUDA_RUNTIME`].
-pub fn runtime_target(vars: &Vars) -> RuntimeTarget {
+pub(crate) fn runtime_target(vars: &Vars) -> RuntimeTarget {
     if let Some(v) = vars.get(RUNTIME_ENV).and_then(CudaVersion::parse) {
         return RuntimeTarget {
             version: v,
@@ -103,7 +103,7 @@ impl std::fmt::Display for ComputeCapability {
 
 /// Oldest compute capability a CUDA runtime still compiles for: 11.x → 3.5, 12.x → 5.0,
 /// 13.x → 7.5 (CUDA 13 dropped Maxwell, Pascal and Volta, so no V100).
-pub fn min_compute_capability(runtime: CudaVersion) -> ComputeCapability {
+pub(crate) fn min_compute_capability(runtime: CudaVersion) -> ComputeCapability {
     let (major, minor) = match runtime.major {
         0..=10 => (3, 0),
         11 => (3, 5),
@@ -115,7 +115,7 @@ pub fn min_compute_capability(runtime: CudaVersion) -> ComputeCapability {
 
 /// Oldest CUDA runtime that knows a compute capability (A100 8.0 needs 11.0, 8.6 needs 11.1,
 /// Ada 8.9 and Hopper 9.0 need 11.8, Blackwell 10.0/12.0 need 12.8).
-pub fn min_runtime_for(cc: ComputeCapability) -> CudaVersion {
+pub(crate) fn min_runtime_for(cc: ComputeCapability) -> CudaVersion {
     match (cc.major, cc.minor) {
         (0..=7, _) => CudaVersion::new(10, 0),
         (8, 0) => CudaVersion::new(11, 0),

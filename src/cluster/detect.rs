@@ -6,7 +6,7 @@ use crate::error::ExitError;
 
 /// The scheduler environment of this process (reads the process environment once). A bad
 /// environment exits with [`super::exit_codes::BAD_CLUSTER_ENV`].
-pub fn detect_env() -> anyhow::Result<ClusterEnv> {
+pub(crate) fn detect_env() -> anyhow::Result<ClusterEnv> {
     detect(&Vars::from_process()).map_err(|e| {
         ExitError::with_source(
             super::exit_codes::BAD_CLUSTER_ENV,

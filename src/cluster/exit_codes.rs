@@ -3,7 +3,7 @@
 //! the binary's codes (meanings and fixes are documented there). Reports keep codes as numbers
 //! (`DoctorReport::exit_code`, `--json`); these names compare against them.
 
-pub use crate::exit::Exit;
+pub(crate) use crate::exit::Exit;
 
 /// [`Exit::Ok`].
 pub const OK: u8 = Exit::Ok.code();

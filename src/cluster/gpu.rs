@@ -13,11 +13,11 @@ use super::cuda::{ComputeCapability, CudaVersion};
 use super::vars::Vars;
 
 /// Path or name of libnvidia-ml to load instead of the defaults.
-pub const NVML_LIB_ENV: &str = "TRAINER_NVML_LIB";
+pub(crate) const NVML_LIB_ENV: &str = "TRAINER_NVML_LIB";
 
 /// Library names tried in order when [`NVML_LIB_ENV`] is unset (the `.so` link only exists
 /// where the driver's development files are installed).
-pub const NVML_LIB_NAMES: &[&str] = &["libnvidia-ml.so.1", "libnvidia-ml.so"];
+pub(crate) const NVML_LIB_NAMES: &[&str] = &["libnvidia-ml.so.1", "libnvidia-ml.so"];
 
 /// What the driver probe found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -52,14 +52,14 @@ pub struct DriverInfo {
     /// Library that was loaded.
     pub library: String,
     /// Every GPU NVML enumerates (whatever `CUDA_VISIBLE_DEVICES` says).
-    pub gpus: Vec<GpuInfo>,
+    pub(crate) gpus: Vec<GpuInfo>,
     /// Queries that failed along the way (reported, never fatal).
     pub errors: Vec<String>,
 }
 
 /// One physical GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GpuInfo {
+pub(crate) struct GpuInfo {
     /// NVML index (PCI bus order; CUDA uses the same order with `CUDA_DEVICE_ORDER=PCI_BUS_ID`).
     pub index: u32,
     /// Product name, `Tesla V100-SXM2-32GB`.
@@ -80,7 +80,7 @@ pub struct GpuInfo {
 
 /// MIG mode and instances of one GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MigState {
+pub(crate) struct MigState {
     /// MIG is on now.
     pub enabled: bool,
     /// MIG will be on after the next GPU reset.
@@ -91,7 +91,7 @@ pub struct MigState {
 
 /// One MIG instance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MigInstance {
+pub(crate) struct MigInstance {
     /// Index under its parent GPU.
     pub index: u32,
     /// `MIG-...` UUID (or `MIG-GPU-<uuid>/<gi>/<ci>` on older drivers), for `CUDA_VISIBLE_DEVICES`.
@@ -105,12 +105,12 @@ pub struct MigInstance {
 }
 
 /// Memory use above which an instance whose processes NVML cannot list counts as busy.
-pub const MIG_BUSY_MEMORY_BYTES: u64 = 256 << 20;
+pub(crate) const MIG_BUSY_MEMORY_BYTES: u64 = 256 << 20;
 
 impl MigInstance {
     /// Free when it runs no compute process (or, when processes cannot be listed, when its
     /// memory use is below [`MIG_BUSY_MEMORY_BYTES`]).
-    pub fn is_free(&self) -> bool {
+    pub(crate) fn is_free(&self) -> bool {
         match self.compute_processes {
             Some(n) => n == 0,
             None => self

@@ -16,7 +16,7 @@
 //! against `scontrol show hostnames` by tests/cluster/cluster_hostlist_slurm.rs.
 
 /// Most host names one range may produce (Slurm's own limit is of the same order).
-pub const MAX_RANGE: u64 = 65_536;
+pub(crate) const MAX_RANGE: u64 = 65_536;
 /// Most host names one list may produce.
 pub const MAX_HOSTS: usize = 1 << 20;
 

@@ -10,7 +10,7 @@ use super::visible_devices::{DeviceId, VisibleDevices, VisibleForm};
 
 /// The instance that was picked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MigPick {
+pub(crate) struct MigPick {
     /// Its UUID, ready for `CUDA_VISIBLE_DEVICES`.
     pub uuid: String,
     /// NVML index of the parent GPU.
@@ -22,7 +22,7 @@ pub struct MigPick {
 /// Why no instance was picked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}\n  fix: {fix}")]
-pub struct MigPickError {
+pub(crate) struct MigPickError {
     /// Exit code from [`super::exit_codes`].
     pub code: u8,
     /// What is wrong.
@@ -33,7 +33,7 @@ pub struct MigPickError {
 
 /// Picks the first free MIG instance (no compute process) on the visible GPUs. When
 /// `CUDA_VISIBLE_DEVICES` already lists MIG UUIDs, only those are candidates.
-pub fn pick_free_mig(
+pub(crate) fn pick_free_mig(
     driver: &DriverProbe,
     visible: &VisibleDevices,
 ) -> Result<MigPick, MigPickError> {

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::cuda::CudaVersion;
 
 /// The names cudarc tries for a CUDA `major` build, in its order (Linux names only).
-pub fn cudarc_names(major: u32) -> Vec<String> {
+pub(crate) fn cudarc_names(major: u32) -> Vec<String> {
     let mut v = vec!["libnvrtc.so".to_string(), format!("libnvrtc.so.{major}")];
     for m in ["12", "11", "10", "9", "1"] {
         let name = format!("libnvrtc.so.{m}");
@@ -25,14 +25,14 @@ pub fn cudarc_names(major: u32) -> Vec<String> {
 }
 
 /// The CUDA major version cudarc was built for (`CUDARC_CUDA_VERSION` at build time, else 12).
-pub fn cudarc_major() -> u32 {
+pub(crate) fn cudarc_major() -> u32 {
     option_env!("CUDARC_CUDA_VERSION")
         .and_then(CudaVersion::parse)
         .map_or(12, |v| v.major)
 }
 
 /// Names looked for beyond cudarc's: CUDA 13's, which cudarc built for CUDA 12 skips.
-pub const EXTRA_NAMES: &[&str] = &["libnvrtc.so.13"];
+pub(crate) const EXTRA_NAMES: &[&str] = &["libnvrtc.so.13"];
 
 /// An NVRTC library that loaded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -68,7 +68,7 @@ impl NvrtcInfo {
 
 /// Finds NVRTC as cudarc would (CUDA `major`), else under CUDA 13's name; `None` when no
 /// library loads.
-pub fn probe_nvrtc(major: u32) -> Option<NvrtcInfo> {
+pub(crate) fn probe_nvrtc(major: u32) -> Option<NvrtcInfo> {
     let cudarc = cudarc_names(major);
     std::panic::catch_unwind(|| {
         cudarc

@@ -34,7 +34,7 @@ impl PreflightError {
 
 /// Probes this machine and checks that training on CUDA with `backend` can start (a GPU is
 /// required; the backend's own compatibility rules decide: `cluster::compat`).
-pub fn preflight_cuda(backend: GpuBackend) -> Result<DoctorReport, PreflightError> {
+pub(crate) fn preflight_cuda(backend: GpuBackend) -> Result<DoctorReport, PreflightError> {
     check(DoctorReport::collect_for(true, &[backend], true))
 }
 

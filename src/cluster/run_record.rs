@@ -11,7 +11,7 @@ use super::vars::Vars;
 /// Where and how a run was launched: every field of [`ClusterEnv`] at the top level, then the
 /// fields below.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RunCluster<'a> {
+pub(crate) struct RunCluster<'a> {
     /// The scheduler environment (serialised flat: `scheduler`, `rank`, `hosts`, ...).
     #[serde(flatten)]
     pub env: &'a ClusterEnv,
@@ -27,7 +27,7 @@ pub struct RunCluster<'a> {
 
 impl<'a> RunCluster<'a> {
     /// The record of `env`, the container from `vars`, and optionally a driver probe.
-    pub fn new(env: &'a ClusterEnv, vars: &Vars, driver: Option<&DriverProbe>) -> Self {
+    pub(crate) fn new(env: &'a ClusterEnv, vars: &Vars, driver: Option<&DriverProbe>) -> Self {
         let info = driver.and_then(DriverProbe::info);
         Self {
             env,

@@ -186,7 +186,7 @@ pub struct DeviceAssignment {
 /// * fewer: ordinal = local rank modulo the count, with a note that GPUs are shared;
 /// * list unset: ordinal = local rank (CUDA sees the whole machine);
 /// * every GPU hidden: no assignment (run on the CPU).
-pub fn assign_device(
+pub(crate) fn assign_device(
     visible: &VisibleDevices,
     local_rank: u32,
     local_world_size: u32,

@@ -10,7 +10,7 @@ use flate2::read::GzDecoder;
 use md5::{Digest, Md5};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dataset {
+pub(crate) enum Dataset {
     Mnist,
     FashionMnist,
 }
@@ -105,7 +105,7 @@ fn verify(dataset: Dataset, i: usize, bytes: &[u8]) -> Result<(), String> {
 
 /// Downloads every file into `out` (kept when already present with the right checksum).
 /// With `mirror`, only that base URL is used.
-pub fn fetch(dataset: Dataset, out: &Path, mirror: Option<&str>) -> Result<()> {
+pub(crate) fn fetch(dataset: Dataset, out: &Path, mirror: Option<&str>) -> Result<()> {
     std::fs::create_dir_all(out)
         .with_context(|| format!("cannot create output directory {}", out.display()))?;
     let bases: Vec<String> = match mirror {

@@ -17,7 +17,7 @@ pub struct IdxU8 {
 
 /// A checked IDX header: the dimensions, the header's length and the data bytes it claims.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdxHeader {
+pub(crate) struct IdxHeader {
     pub dims: Vec<usize>,
     pub header_len: usize,
     pub data_len: usize,
@@ -25,7 +25,7 @@ pub struct IdxHeader {
 
 /// Checks the header at the start of `bytes` (magic, element type, rank, dimensions whose
 /// product fits in memory arithmetic). Nothing is allocated from the claimed size.
-pub fn parse_header(bytes: &[u8], rank: usize, path: &Path) -> Result<IdxHeader> {
+pub(crate) fn parse_header(bytes: &[u8], rank: usize, path: &Path) -> Result<IdxHeader> {
     let name = path.display();
     if bytes.len() < 4 {
         bail!(
@@ -158,7 +158,8 @@ fn read_up_to(r: &mut impl Read, out: &mut Vec<u8>, limit: u64) -> std::io::Resu
 }
 
 /// Encodes `u8` data as IDX (used by tests and the synthetic benchmark data).
-pub fn encode_u8(dims: &[usize], data: &[u8]) -> Vec<u8> {
+#[cfg(test)]
+pub(crate) fn encode_u8(dims: &[usize], data: &[u8]) -> Vec<u8> {
     let mut out = vec![0, 0, 0x08, dims.len() as u8];
     for d in dims {
         out.extend_from_slice(&(*d as u32).to_be_bytes());

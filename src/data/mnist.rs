@@ -6,32 +6,28 @@ use anyhow::{Result, bail};
 
 use super::idx;
 
-pub const ROWS: usize = 28;
-pub const COLS: usize = 28;
-pub const PIXELS: usize = ROWS * COLS;
-pub const CLASSES: usize = 10;
+pub(crate) const ROWS: usize = 28;
+pub(crate) const COLS: usize = 28;
+pub(crate) const PIXELS: usize = ROWS * COLS;
+pub(crate) const CLASSES: usize = 10;
 /// Normalisation of PyTorch's examples/mnist recipe.
-pub const MEAN: f32 = 0.1307;
-pub const STD: f32 = 0.3081;
+pub(crate) const MEAN: f32 = 0.1307;
+pub(crate) const STD: f32 = 0.3081;
 
 /// One split: images as bytes (row-major 28×28 each) and labels 0..9.
 #[derive(Debug, Clone)]
-pub struct MnistSplit {
+pub(crate) struct MnistSplit {
     pub images: Vec<u8>,
     pub labels: Vec<u8>,
 }
 
 impl MnistSplit {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.labels.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty()
-    }
-
     /// Keeps only the first `n` examples.
-    pub fn truncate(&mut self, n: usize) {
+    pub(crate) fn truncate(&mut self, n: usize) {
         if n < self.len() {
             self.labels.truncate(n);
             self.images.truncate(n * PIXELS);
@@ -39,7 +35,7 @@ impl MnistSplit {
     }
 
     /// Normalised pixels and labels of the examples at `indices`, ready for a tensor.
-    pub fn batch(&self, indices: &[usize]) -> (Vec<f32>, Vec<i64>) {
+    pub(crate) fn batch(&self, indices: &[usize]) -> (Vec<f32>, Vec<i64>) {
         let mut x = Vec::with_capacity(indices.len() * PIXELS);
         let mut y = Vec::with_capacity(indices.len());
         for &i in indices {
@@ -52,7 +48,7 @@ impl MnistSplit {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Split {
+pub(crate) enum Split {
     Train,
     Test,
 }
@@ -90,7 +86,7 @@ fn find_file(dir: &Path, split: Split, kind: &str, rank: usize) -> Result<PathBu
 }
 
 /// Loads one split from `dir`, checking magic numbers, dimensions, counts and label range.
-pub fn load_split(dir: &Path, split: Split) -> Result<MnistSplit> {
+pub(crate) fn load_split(dir: &Path, split: Split) -> Result<MnistSplit> {
     if !dir.is_dir() {
         bail!(
             "data directory {} does not exist or is not a directory",

@@ -1,6 +1,6 @@
 //! Datasets, one file per on-disk format.
 
 pub mod connectome;
-pub mod fetch;
+pub(crate) mod fetch;
 pub mod idx;
-pub mod mnist;
+pub(crate) mod mnist;

@@ -9,11 +9,11 @@ use anyhow::Result;
 #[cfg(feature = "mpi")]
 mod mpi_comm;
 #[cfg(all(feature = "mpi", feature = "cuda"))]
-pub mod nccl;
-pub mod watchdog;
+pub(crate) mod nccl;
+pub(crate) mod watchdog;
 
 /// Collective operations over all ranks of the job.
-pub trait Collective {
+pub(crate) trait Collective {
     fn rank(&self) -> usize;
     fn size(&self) -> usize;
     /// Short name for logs and run metadata (`single`, `mpi`, `nccl`).
@@ -29,7 +29,7 @@ pub trait Collective {
 }
 
 /// A world of one process: every collective is the identity.
-pub struct Single;
+pub(crate) struct Single;
 
 impl Collective for Single {
     fn rank(&self) -> usize {
@@ -57,18 +57,18 @@ impl Collective for Single {
 
 /// One rank's NCCL all-reduce on CUDA device `ordinal` ([`nccl::self_test`]).
 #[cfg(all(feature = "mpi", feature = "cuda"))]
-pub fn nccl_self_test(ordinal: usize) -> Result<String> {
+pub(crate) fn nccl_self_test(ordinal: usize) -> Result<String> {
     nccl::self_test(ordinal)
 }
 
 /// One rank's NCCL all-reduce: an error in builds without the `cuda` and `mpi` features.
 #[cfg(not(all(feature = "mpi", feature = "cuda")))]
-pub fn nccl_self_test(_ordinal: usize) -> Result<String> {
+pub(crate) fn nccl_self_test(_ordinal: usize) -> Result<String> {
     anyhow::bail!("this binary has no NCCL all-reduce: build it with --features cuda,mpi")
 }
 
 /// Whether this binary can run several ranks.
-pub const MPI_BUILT: bool = cfg!(feature = "mpi");
+pub(crate) const MPI_BUILT: bool = cfg!(feature = "mpi");
 
 /// The world of this process: MPI when built with it and started by an MPI launcher (or by a
 /// scheduler that says it started several ranks), else [`Single`]. Cross-checks the scheduler's
@@ -80,7 +80,7 @@ pub const MPI_BUILT: bool = cfg!(feature = "mpi");
 /// under `/tmp` shared by every job of the user on the node, which two processes starting at once
 /// race to create (`mkdir … File exists`, `orte_init failed`; open-mpi/ompi#8510): a job array's
 /// or a test suite's single runs would fail at random.
-pub fn init(env: &crate::cluster::ClusterEnv) -> Result<Box<dyn Collective>> {
+pub(crate) fn init(env: &crate::cluster::ClusterEnv) -> Result<Box<dyn Collective>> {
     let launcher = launcher_var();
     #[cfg(feature = "mpi")]
     let comm: Box<dyn Collective> = if launcher.is_some() || env.world_size > 1 {
@@ -139,7 +139,7 @@ fn launcher_var() -> Option<(&'static str, Option<usize>)> {
 }
 
 /// Rank/size agreement between the communicator and the scheduler environment.
-pub fn check_world(
+pub(crate) fn check_world(
     rank: usize,
     size: usize,
     env_rank: usize,

@@ -8,14 +8,14 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use super::Collective;
 use super::watchdog::Guard;
 
-pub struct MpiWorld {
+pub(super) struct MpiWorld {
     // Finalises MPI when dropped, so it lives as long as the communicator.
     _universe: Universe,
     world: SimpleCommunicator,
 }
 
 impl MpiWorld {
-    pub fn init() -> Result<Box<dyn Collective>> {
+    pub(super) fn init() -> Result<Box<dyn Collective>> {
         let Some(universe) = mpi::initialize() else {
             bail!("MPI was already initialised in this process");
         };

@@ -15,7 +15,7 @@ use cudarc::nccl::safe::{Comm, Id, ReduceOp};
 use super::Collective;
 use super::watchdog::Guard;
 
-pub struct NcclWorld {
+pub(crate) struct NcclWorld {
     host: Box<dyn Collective>,
     stream: Arc<CudaStream>,
     comm: Comm,
@@ -23,7 +23,7 @@ pub struct NcclWorld {
 
 impl NcclWorld {
     /// Joins an NCCL communicator on CUDA device `ordinal`, bootstrapped over `host` (MPI).
-    pub fn init(host: Box<dyn Collective>, ordinal: usize) -> Result<Self> {
+    pub(crate) fn init(host: Box<dyn Collective>, ordinal: usize) -> Result<Self> {
         let ctx = CudaContext::new(ordinal)
             .with_context(|| format!("cannot open CUDA device {ordinal} for NCCL"))?;
         let stream = ctx.default_stream();
@@ -99,7 +99,7 @@ impl Collective for NcclWorld {
 /// One rank's NCCL all-reduce on CUDA device `ordinal`, without MPI: the unique id, the
 /// communicator, a device buffer and `ncclAllReduce` all run, so a GPU node's NCCL is checked
 /// before a multi-rank job depends on it (`TRAINER_CHECK_NCCL=1 trainer doctor`).
-pub fn self_test(ordinal: usize) -> Result<String> {
+pub(crate) fn self_test(ordinal: usize) -> Result<String> {
     let world = NcclWorld::init(Box::new(super::Single), ordinal)?;
     let mut buf = vec![1.0f32, 2.0, 3.0];
     world.all_reduce_sum_f32(&mut buf)?;

@@ -18,7 +18,7 @@ fn now_ms() -> u64 {
 }
 
 /// The timeout from `TRAINER_DIST_TIMEOUT` (seconds), default 45.
-pub fn timeout() -> Duration {
+pub(crate) fn timeout() -> Duration {
     let secs = std::env::var("TRAINER_DIST_TIMEOUT")
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
@@ -28,7 +28,7 @@ pub fn timeout() -> Duration {
 }
 
 /// Starts the watchdog thread (once per process).
-pub fn start_global() {
+pub(crate) fn start_global() {
     static STARTED: OnceLock<()> = OnceLock::new();
     STARTED.get_or_init(|| {
         let limit = timeout().as_millis() as u64;
@@ -52,10 +52,10 @@ pub fn start_global() {
 }
 
 /// Marks a collective as running until the guard is dropped.
-pub struct Guard;
+pub(crate) struct Guard;
 
 impl Guard {
-    pub fn enter() -> Self {
+    pub(crate) fn enter() -> Self {
         SINCE.store(now_ms(), Ordering::SeqCst);
         Guard
     }

@@ -14,7 +14,7 @@ use crate::toolbox::optim::FusedAdam;
 
 /// Everything about the run that is not the job's: resolved once, read by the job (when it is
 /// built) and by the engine.
-pub struct RunContext<B: AutodiffBackend> {
+pub(crate) struct RunContext<B: AutodiffBackend> {
     pub device: B::Device,
     pub placement: Placement,
     pub comm: Box<dyn Collective>,
@@ -36,16 +36,16 @@ pub struct RunContext<B: AutodiffBackend> {
 }
 
 impl<B: AutodiffBackend> RunContext<B> {
-    pub fn world_size(&self) -> usize {
+    pub(crate) fn world_size(&self) -> usize {
         self.comm.size()
     }
 
-    pub fn is_main(&self) -> bool {
+    pub(crate) fn is_main(&self) -> bool {
         self.comm.rank() == 0
     }
 
     /// The scheduler environment as `run_meta.json` records it.
-    pub fn cluster_record(&self) -> Value {
+    pub(crate) fn cluster_record(&self) -> Value {
         serde_json::to_value(RunCluster::new(&self.cluster, &Vars::from_process(), None))
             .unwrap_or_default()
     }

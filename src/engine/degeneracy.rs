@@ -27,12 +27,12 @@ use crate::outputs::metrics_row::MetricsRow;
 
 /// Relative spread below which values count as identical (and a monitor as flat): float32's
 /// resolution (see the module's documentation).
-pub const REL_TOL: f64 = 1e-6;
+pub(crate) const REL_TOL: f64 = 1e-6;
 
 /// A phase of a job's schedule that ends during training: until `last_epoch` (1-based) some part
 /// of the objective is off or not at full strength.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Phase {
+pub(crate) struct Phase {
     /// What is not at full strength before the phase ends (`the topology loss`).
     pub what: String,
     /// The last epoch (1-based) before it is.
@@ -42,7 +42,7 @@ pub struct Phase {
 }
 
 /// Whether `values` are all within [`REL_TOL`] of each other (at least two finite values).
-pub fn identical(values: &[f64]) -> bool {
+pub(crate) fn identical(values: &[f64]) -> bool {
     let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
     if finite.len() < 2 || finite.len() < values.len() {
         return false;
@@ -58,7 +58,7 @@ pub fn identical(values: &[f64]) -> bool {
 
 /// The warnings of a finished run: its metrics rows, its stages' results, its monitor, the
 /// phases of its schedule and the starting point it evaluated before training (`initial`).
-pub fn check(
+pub(crate) fn check(
     rows: &[MetricsRow],
     stages: &[StageResult],
     monitor: Option<&Monitor>,

@@ -56,7 +56,7 @@ pub(super) struct Trained {
 impl<B: AutodiffBackend, J: Job<B>> StageRun<'_, B, J> {
     /// Runs the stage's remaining epochs; returns the final model and, when a stop request
     /// ended the run, its exit code.
-    pub fn run(
+    pub(super) fn run(
         &mut self,
         ctx: &mut Ctx<'_, B>,
         pos: &mut Position,

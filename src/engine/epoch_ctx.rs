@@ -35,12 +35,12 @@ pub(super) struct Ctx<'a, B: AutodiffBackend> {
 }
 
 impl<B: AutodiffBackend> Ctx<'_, B> {
-    pub fn main(&self) -> bool {
+    pub(super) fn main(&self) -> bool {
         self.comm.rank() == 0
     }
 
     /// The device, as the inner (non-autodiff) backend names it (the same type).
-    pub fn device_inner(&self) -> &<B::InnerBackend as burn_backend::BackendTypes>::Device {
+    pub(super) fn device_inner(&self) -> &<B::InnerBackend as burn_backend::BackendTypes>::Device {
         self.device
     }
 }

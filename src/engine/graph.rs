@@ -36,7 +36,7 @@ pub trait StepCapture<B: Backend> {
 }
 
 /// Makes a backend's [`StepCapture`] for a device and an Adam ε.
-pub type CaptureFactory<B> =
+pub(crate) type CaptureFactory<B> =
     fn(&<B as burn_backend::BackendTypes>::Device, f64) -> Result<Box<dyn StepCapture<B>>>;
 
 /// Eager steps before the capture (as `torch.cuda.graph` advises: lazily made per-stream state,
@@ -63,7 +63,7 @@ pub(super) enum Plan {
 }
 
 impl<B: Backend, S> StepGraph<B, S> {
-    pub fn new(capture: Box<dyn StepCapture<B>>) -> Self {
+    pub(super) fn new(capture: Box<dyn StepCapture<B>>) -> Self {
         Self {
             capture,
             warm_up_left: WARM_UP_STEPS,
@@ -74,7 +74,7 @@ impl<B: Backend, S> StepGraph<B, S> {
 
     /// What the step over a batch of `items` does; sets the optimiser's scalars on the device
     /// for it (`time`: the update's step count).
-    pub fn plan(&mut self, items: usize, full: usize, time: u64, lr: f64) -> Plan {
+    pub(super) fn plan(&mut self, items: usize, full: usize, time: u64, lr: f64) -> Plan {
         self.capture.adam(time, lr);
         if items != full {
             return Plan::Eager { side_stream: false };
@@ -89,12 +89,12 @@ impl<B: Backend, S> StepGraph<B, S> {
         Plan::Capture
     }
 
-    pub fn side_stream(&mut self, on: bool) -> Result<()> {
+    pub(super) fn side_stream(&mut self, on: bool) -> Result<()> {
         self.capture.side_stream(on)
     }
 
     /// Starts recording; `model` is the model the step updates.
-    pub fn begin<AB, M>(&mut self, model: &M) -> Result<()>
+    pub(super) fn begin<AB, M>(&mut self, model: &M) -> Result<()>
     where
         AB: AutodiffBackend<InnerBackend = B>,
         M: AutodiffModule<AB>,
@@ -104,14 +104,14 @@ impl<B: Backend, S> StepGraph<B, S> {
     }
 
     /// Ends a recording the step failed in (its error is the one to report).
-    pub fn abort(&mut self) {
+    pub(super) fn abort(&mut self) {
         let _ = self.capture.end();
     }
 
     /// Ends recording: checks that `model` (after the step) is in the memory the step updated,
     /// keeps the step's output and replays it (the recording ran nothing). Returns the step's
     /// sums.
-    pub fn end<AB, M>(
+    pub(super) fn end<AB, M>(
         &mut self,
         model: &M,
         sums: StepSumsOf<B, S>,
@@ -131,7 +131,7 @@ impl<B: Backend, S> StepGraph<B, S> {
     }
 
     /// Replays the recorded step; returns its sums (copied out of the graph's output).
-    pub fn replay(&mut self) -> Result<DeviceSums<B, S>> {
+    pub(super) fn replay(&mut self) -> Result<DeviceSums<B, S>> {
         let (values, finish, _) = self
             .output
             .as_ref()
@@ -146,7 +146,7 @@ impl<B: Backend, S> StepGraph<B, S> {
 
     /// After an eager step: the recorded graph still updates `model`'s memory, or it is dropped
     /// (the next full batch records again).
-    pub fn after_eager<AB, M>(&mut self, model: &M)
+    pub(super) fn after_eager<AB, M>(&mut self, model: &M)
     where
         AB: AutodiffBackend<InnerBackend = B>,
         M: AutodiffModule<AB>,

@@ -7,12 +7,12 @@ use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::outputs::curves::Panel;
-pub use crate::outputs::metrics::TRAIN_LOSS;
+pub(crate) use crate::outputs::metrics::TRAIN_LOSS;
 
 /// Whether lower or higher values of the monitored metric are better.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Mode {
+pub(crate) enum Mode {
     Min,
     Max,
 }
@@ -20,14 +20,14 @@ pub enum Mode {
 /// Where `curves.svg` draws a metric: in the panel titled `panel`, as a line with a marker per
 /// epoch, or dashed when it is a `reference` (a baseline such as the identity forecast).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Drawn {
+pub(crate) struct Drawn {
     pub panel: &'static str,
     pub reference: bool,
 }
 
 impl Drawn {
     /// A line of panel `panel`.
-    pub const fn line(panel: &'static str) -> Option<Self> {
+    pub(crate) const fn line(panel: &'static str) -> Option<Self> {
         Some(Self {
             panel,
             reference: false,
@@ -35,7 +35,7 @@ impl Drawn {
     }
 
     /// A dashed reference line of panel `panel`.
-    pub const fn reference(panel: &'static str) -> Option<Self> {
+    pub(crate) const fn reference(panel: &'static str) -> Option<Self> {
         Some(Self {
             panel,
             reference: true,
@@ -47,7 +47,7 @@ impl Drawn {
 /// which way is better, whether a monitor may name it and where the curves draw it.
 /// `--early-stop-metric` is checked against it, `--early-stop-mode` defaults to it and the
 /// job's curve panels are [`panels`] of it.
-pub trait JobMetric: Copy + PartialEq + 'static {
+pub(crate) trait JobMetric: Copy + PartialEq + 'static {
     /// Every column, in the order a row writes them (the engine's [`TRAIN_LOSS`] included when
     /// the job draws it).
     const ALL: &'static [Self];
@@ -73,7 +73,7 @@ pub trait JobMetric: Copy + PartialEq + 'static {
 }
 
 /// The job's monitorable metric of column `name`; an error naming the choices when it has none.
-pub fn metric_named<M: JobMetric>(name: &str) -> Result<M> {
+pub(crate) fn metric_named<M: JobMetric>(name: &str) -> Result<M> {
     match M::named(name) {
         Some(m) => Ok(m),
         None => bail!(
@@ -91,7 +91,7 @@ pub fn metric_named<M: JobMetric>(name: &str) -> Result<M> {
 /// The panels of `curves.svg` that draw `metrics`: one per panel title, in the order the
 /// titles first appear, each metric a line or a dashed reference line as it says. A metric
 /// the curves do not draw is left out.
-pub fn panels<M: JobMetric>(metrics: &[M]) -> Vec<Panel> {
+pub(crate) fn panels<M: JobMetric>(metrics: &[M]) -> Vec<Panel> {
     let mut panels: Vec<Panel> = Vec::new();
     for &m in metrics {
         let Some(d) = m.drawn() else { continue };

@@ -12,21 +12,21 @@
 //! [`crate::toolbox`].
 
 mod context;
-pub mod degeneracy;
+pub(crate) mod degeneracy;
 mod epoch;
 mod epoch_ctx;
 mod epoch_end;
 pub mod graph;
-pub mod metric;
-pub mod monitor;
-pub mod pending;
+pub(crate) mod metric;
+pub(crate) mod monitor;
+pub(crate) mod pending;
 mod persist;
-pub mod progress;
+pub(crate) mod progress;
 mod resume_file;
 mod retention;
 mod run;
 mod settings;
-pub mod state;
+pub(crate) mod state;
 mod step;
 mod sums;
 
@@ -41,22 +41,22 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::dist::Collective;
-pub use crate::outputs::curves::Panel;
-pub use crate::outputs::metrics::Row;
-pub use crate::toolbox::optim::OptimizerSpec;
+pub(crate) use crate::outputs::curves::Panel;
+pub(crate) use crate::outputs::metrics::Row;
+pub(crate) use crate::toolbox::optim::OptimizerSpec;
 
-pub use context::RunContext;
-pub use metric::{Drawn, JobMetric, Mode, TRAIN_LOSS, panels};
-pub use monitor::Monitor;
-pub use pending::{DeviceStepOut, DeviceSums};
-pub use run::train;
-pub use settings::{KeepCheckpoints, RunSettings};
-pub use state::StageResult;
-pub use sums::{EpochSums, LossSums, StepSums};
+pub(crate) use context::RunContext;
+pub(crate) use metric::{Drawn, JobMetric, Mode, TRAIN_LOSS, panels};
+pub(crate) use monitor::Monitor;
+pub(crate) use pending::{DeviceStepOut, DeviceSums};
+pub(crate) use run::train;
+pub(crate) use settings::{KeepCheckpoints, RunSettings};
+pub(crate) use state::StageResult;
+pub(crate) use sums::{EpochSums, LossSums, StepSums};
 
 /// The learning rate of each epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub enum LrSchedule {
+pub(crate) enum LrSchedule {
     Constant(f64),
     /// `lr × gamma^epoch` (PyTorch's StepLR with step 1).
     StepDecay {
@@ -67,7 +67,7 @@ pub enum LrSchedule {
 
 impl LrSchedule {
     /// Learning rate of 0-based epoch `epoch`.
-    pub fn at(&self, epoch: usize) -> f64 {
+    pub(crate) fn at(&self, epoch: usize) -> f64 {
         match *self {
             LrSchedule::Constant(lr) => lr,
             LrSchedule::StepDecay { lr, gamma } => lr * gamma.powi(epoch as i32),
@@ -79,7 +79,7 @@ impl LrSchedule {
 /// ([`TrainPlan`]), what it writes ([`Outputs`]), how the best epoch is picked, and what a run
 /// records and a resume must match.
 #[derive(Debug, Clone)]
-pub struct JobSpec {
+pub(crate) struct JobSpec {
     /// Command name for logs (`train-mnist`).
     pub name: &'static str,
     /// Model name in checkpoint metadata (`mnist_cnn`).
@@ -104,7 +104,7 @@ pub struct JobSpec {
 
 /// How a job trains: epochs, batches, stages, learning rate, seed and optimiser.
 #[derive(Debug, Clone)]
-pub struct TrainPlan {
+pub(crate) struct TrainPlan {
     /// Epochs per stage.
     pub epochs: usize,
     /// Items per forward pass on each rank (the global batch is this × `micro_batches` ×
@@ -141,7 +141,7 @@ impl Default for TrainPlan {
 
 impl TrainPlan {
     /// Items per optimiser step over all ranks.
-    pub fn global_batch(&self, ranks: usize) -> usize {
+    pub(crate) fn global_batch(&self, ranks: usize) -> usize {
         self.batch_size * self.micro_batches.max(1) * ranks
     }
 }
@@ -149,7 +149,7 @@ impl TrainPlan {
 /// What a job's run writes beside the engine's own files: its throughput unit, extra columns,
 /// the panels of `curves.svg` and extra fields of `run_meta.json`.
 #[derive(Debug, Clone)]
-pub struct Outputs {
+pub(crate) struct Outputs {
     /// What a training item is called in the throughput column `<unit>_per_s` and the log
     /// (`img`, `subjects`).
     pub unit: &'static str,
@@ -193,7 +193,7 @@ impl Default for JobSpec {
 
 /// One stage as the job sets it up.
 #[derive(Debug, Clone)]
-pub struct Stage {
+pub(crate) struct Stage {
     /// Training items; each epoch trains on a permutation of `0..items`.
     pub items: usize,
     /// Seed of the epoch orders of this stage.
@@ -210,7 +210,7 @@ pub struct Stage {
 }
 
 /// One training step's global batch and this rank's shard of it.
-pub struct Batch<'a, B: AutodiffBackend> {
+pub(crate) struct Batch<'a, B: AutodiffBackend> {
     pub stage: usize,
     /// 0-based epoch of the stage.
     pub epoch: usize,
@@ -228,6 +228,7 @@ pub struct Batch<'a, B: AutodiffBackend> {
     /// shard (dropout masks) is seeded by it, so K ranks and one rank over K micro-batches
     /// draw the same.
     pub shard: usize,
+    #[allow(dead_code)] // part of what a job is given; no job reads it yet
     pub shards: usize,
     /// `--cuda-graph`: the job filled this batch's inputs into its fixed buffers and drew its
     /// seed ([`Job::fill_graph_inputs`]): the step reads them there and does no host work.
@@ -238,14 +239,14 @@ pub struct Batch<'a, B: AutodiffBackend> {
 
 /// What a step returns: the gradients of this shard's share of the global batch's loss, and
 /// sums that add up over shards. See [`Job::step`] for the convention.
-pub struct StepOut<S> {
+pub(crate) struct StepOut<S> {
     pub grads: GradientsParams,
     pub sums: S,
 }
 
 /// What the end of an epoch reports: the training loss, then columns.
 #[derive(Debug, Clone, Default)]
-pub struct EpochReport {
+pub(crate) struct EpochReport {
     pub train_loss: f64,
     /// Columns right after `train_loss` (e.g. `test_loss, test_accuracy` or `val_loss`).
     pub head: Row,
@@ -257,7 +258,7 @@ pub struct EpochReport {
 
 impl EpochReport {
     /// A metric by name from either group.
-    pub fn get(&self, name: &str) -> Option<f64> {
+    pub(crate) fn get(&self, name: &str) -> Option<f64> {
         self.head
             .get(name)
             .or_else(|| self.detail.get(name))
@@ -266,7 +267,8 @@ impl EpochReport {
 }
 
 /// Where an epoch ends.
-pub struct EpochCtx<'a, B: AutodiffBackend> {
+pub(crate) struct EpochCtx<'a, B: AutodiffBackend> {
+    #[allow(dead_code)] // part of what a job is given; no job reads it yet
     pub stage: usize,
     /// 0-based epoch of the stage.
     pub epoch: usize,
@@ -275,7 +277,7 @@ pub struct EpochCtx<'a, B: AutodiffBackend> {
 }
 
 /// What a job gets when every stage is done.
-pub struct Done<'a, B: AutodiffBackend> {
+pub(crate) struct Done<'a, B: AutodiffBackend> {
     pub run_dir: &'a std::path::Path,
     pub stages: &'a [StageResult],
     pub device: &'a B::Device,
@@ -284,7 +286,7 @@ pub struct Done<'a, B: AutodiffBackend> {
 
 /// A model-only file the engine writes for a stage (best and last epoch).
 #[derive(Debug, Clone)]
-pub struct ModelFile {
+pub(crate) struct ModelFile {
     /// File stem under `checkpoints/`: `<stem>_best.safetensors`, `<stem>_last.safetensors`.
     pub stem: String,
     /// Metadata stored with the weights (configuration, normalisation, …).
@@ -292,10 +294,10 @@ pub struct ModelFile {
 }
 
 /// The validation-mode model of a job.
-pub type Valid<B, J> = <<J as Job<B>>::Model as AutodiffModule<B>>::InnerModule;
+pub(crate) type Valid<B, J> = <<J as Job<B>>::Model as AutodiffModule<B>>::InnerModule;
 
 /// A training job. Everything not listed here is the engine's.
-pub trait Job<B: AutodiffBackend> {
+pub(crate) trait Job<B: AutodiffBackend> {
     type Model: AutodiffModule<B>;
     /// What a step adds up over ranks.
     type Step: StepSums;

@@ -7,7 +7,7 @@ use super::metric::{JobMetric, Mode, metric_named};
 
 /// The metric that picks the best epoch and, with a patience, stops a stage early.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Monitor {
+pub(crate) struct Monitor {
     /// A column of the job's evaluation (e.g. `val_loss`, `test_accuracy`).
     pub metric: String,
     pub mode: Mode,
@@ -20,7 +20,7 @@ pub struct Monitor {
 
 impl Monitor {
     /// A monitor of `metric` (its own mode unless `mode` says otherwise).
-    pub fn of<M: JobMetric>(
+    pub(crate) fn of<M: JobMetric>(
         metric: M,
         mode: Option<Mode>,
         patience: Option<usize>,
@@ -35,13 +35,13 @@ impl Monitor {
     }
 
     /// The job's metric this monitors (see [`metric_named`]).
-    pub fn metric_of<M: JobMetric>(&self) -> Result<M> {
+    pub(crate) fn metric_of<M: JobMetric>(&self) -> Result<M> {
         metric_named(&self.metric)
     }
 
     /// Whether `value` improves on `best` by more than `min_delta` (a non-finite value never
     /// does).
-    pub fn improves(&self, value: f64, best: Option<f64>) -> bool {
+    pub(crate) fn improves(&self, value: f64, best: Option<f64>) -> bool {
         value.is_finite()
             && best.is_none_or(|b| match self.mode {
                 Mode::Min => value < b - self.min_delta,
@@ -52,7 +52,7 @@ impl Monitor {
 
 /// Where a stage stands against its monitor.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct MonitorState {
+pub(crate) struct MonitorState {
     pub best: Option<f64>,
     /// 1-based epoch of the best value (0: none yet).
     pub best_epoch: usize,
@@ -61,7 +61,7 @@ pub struct MonitorState {
 
 impl MonitorState {
     /// Records epoch `epoch` (1-based) with `value`; returns whether it is the new best.
-    pub fn record(&mut self, monitor: &Monitor, value: f64, epoch: usize) -> bool {
+    pub(crate) fn record(&mut self, monitor: &Monitor, value: f64, epoch: usize) -> bool {
         if monitor.improves(value, self.best) {
             self.best = Some(value);
             self.best_epoch = epoch;
@@ -74,7 +74,7 @@ impl MonitorState {
     }
 
     /// Whether the patience is spent.
-    pub fn exhausted(&self, monitor: &Monitor) -> bool {
+    pub(crate) fn exhausted(&self, monitor: &Monitor) -> bool {
         monitor.patience.is_some_and(|p| self.bad_epochs >= p)
     }
 }

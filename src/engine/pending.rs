@@ -12,18 +12,18 @@ use burn::tensor::backend::Backend;
 
 /// How a step's sums are made from its values once read (as f64, in order). Shared: a step a
 /// CUDA graph replays makes its sums the same way every time (`super::graph`).
-pub type Finish<S> = std::rc::Rc<dyn Fn(&[f64]) -> S>;
+pub(crate) type Finish<S> = std::rc::Rc<dyn Fn(&[f64]) -> S>;
 
 /// A step's sums still on the device: its `values` (one dimension, f32 on the device), and
 /// how to make the sums from them once read (as f64, in order).
-pub struct DeviceSums<B: Backend, S> {
+pub(crate) struct DeviceSums<B: Backend, S> {
     pub values: Tensor<B, 1>,
     pub finish: Finish<S>,
 }
 
 impl<B: Backend, S> DeviceSums<B, S> {
     /// Reads the values now (one read) and makes the sums.
-    pub fn read_now(self) -> S {
+    pub(crate) fn read_now(self) -> S {
         let n = self.values.dims()[0];
         (self.finish)(&read_f64(self.values, n))
     }
@@ -36,7 +36,7 @@ pub(super) type StepResult<B, S> = (
 );
 
 /// What [`super::Job::step_on_device`] returns: the shard's gradients and its sums unread.
-pub struct DeviceStepOut<B: Backend, S> {
+pub(crate) struct DeviceStepOut<B: Backend, S> {
     pub grads: GradientsParams,
     pub sums: DeviceSums<B, S>,
 }
@@ -71,19 +71,19 @@ impl<B: Backend, S> Default for Queue<B, S> {
 
 impl<B: Backend, S> Queue<B, S> {
     /// Steps held at most before the engine settles anyway (a few KiB on the device).
-    pub const MAX_STEPS: usize = 1024;
+    pub(super) const MAX_STEPS: usize = 1024;
 
-    pub fn push(&mut self, sums: DeviceSums<B, S>, at: StepAt) {
+    pub(super) fn push(&mut self, sums: DeviceSums<B, S>, at: StepAt) {
         self.steps.push((sums, at));
     }
 
-    pub fn is_full(&self) -> bool {
+    pub(super) fn is_full(&self) -> bool {
         self.steps.len() >= Self::MAX_STEPS
     }
 
     /// Reads every held step's values with one read (their `cat`: one operation) and returns
     /// their sums in step order.
-    pub fn settle(&mut self) -> Vec<(S, StepAt)> {
+    pub(super) fn settle(&mut self) -> Vec<(S, StepAt)> {
         let steps = std::mem::take(&mut self.steps);
         if steps.is_empty() {
             return Vec::new();

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// How often the terminal bar's loss is refreshed when the loss must be read for it.
 const BAR_MESSAGE_EVERY: Duration = Duration::from_millis(100);
 
-pub struct Progress {
+pub(crate) struct Progress {
     label: String,
     total: u64,
     bar: Option<ProgressBar>,
@@ -22,7 +22,7 @@ pub struct Progress {
 
 impl Progress {
     /// `enabled = false` prints nothing (non-zero ranks).
-    pub fn new(
+    pub(crate) fn new(
         label: impl Into<String>,
         total: u64,
         start_step: u64,
@@ -58,7 +58,7 @@ impl Progress {
     /// the bar's message is a tenth of a second old, or a plain line's interval has passed
     /// (always at the last step; never on a rank that prints nothing). A caller whose loss is
     /// still on the device reads it only then.
-    pub fn due(&self, step: u64) -> bool {
+    pub(crate) fn due(&self, step: u64) -> bool {
         if step == self.total {
             return true;
         }
@@ -74,14 +74,14 @@ impl Progress {
     }
 
     /// Moves the bar to `step` without a new loss (a step whose loss is not read yet).
-    pub fn advance(&self, step: u64) {
+    pub(crate) fn advance(&self, step: u64) {
         if let (true, Some(b)) = (self.enabled, &self.bar) {
             b.set_position(step);
         }
     }
 
     /// Reports that `step` (1-based, out of `total`) is done.
-    pub fn update(&mut self, step: u64, loss: f64, items_per_sec: f64) {
+    pub(crate) fn update(&mut self, step: u64, loss: f64, items_per_sec: f64) {
         if !self.enabled {
             return;
         }
@@ -109,7 +109,7 @@ impl Progress {
         }
     }
 
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
@@ -117,7 +117,7 @@ impl Progress {
 }
 
 /// `1h02m03s`, `4m05s` or `6s`.
-pub fn fmt_secs(s: f64) -> String {
+pub(crate) fn fmt_secs(s: f64) -> String {
     let s = s.max(0.0).round() as u64;
     let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
     if h > 0 {

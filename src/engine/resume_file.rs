@@ -33,7 +33,7 @@ use crate::toolbox::params::{self, HostTensor};
 
 /// Everything a resume checkpoint holds besides weights and optimiser state.
 #[derive(Debug)]
-pub struct Saved {
+pub(super) struct Saved {
     pub position: Position,
     pub job_state: Value,
     /// The metrics row of the epoch that ended with this checkpoint, if it did.
@@ -42,7 +42,7 @@ pub struct Saved {
 }
 
 /// What a resume checkpoint is written from.
-pub struct Contents<'a, B: Backend> {
+pub(super) struct Contents<'a, B: Backend> {
     /// The model's weights (`params::collect`).
     pub weights: Vec<(String, HostTensor)>,
     pub optimizer: &'a Optimizer<B>,
@@ -52,7 +52,7 @@ pub struct Contents<'a, B: Backend> {
 }
 
 /// A resume checkpoint: its file's contents, and the engine's part of them read and checked.
-pub struct ResumeFile {
+pub(super) struct ResumeFile {
     ck: Checkpoint,
     pub saved: Saved,
 }
@@ -76,7 +76,7 @@ const OPTIMIZER: &str = "optimizer";
 impl ResumeFile {
     /// The resume checkpoint of the job of `spec` (`config`: its resolved configuration as
     /// JSON text) holding `contents`.
-    pub fn new<B: Backend>(
+    pub(super) fn new<B: Backend>(
         spec: &JobSpec,
         config: &str,
         contents: Contents<'_, B>,
@@ -92,7 +92,7 @@ impl ResumeFile {
     }
 
     /// Writes the file atomically.
-    pub fn save(&self, path: &Path) -> Result<()> {
+    pub(super) fn save(&self, path: &Path) -> Result<()> {
         self.ck.save(path)
     }
 
@@ -100,7 +100,7 @@ impl ResumeFile {
     /// settings fingerprint; a position it cannot reach, such as an epoch beyond its epochs, is
     /// refused); `order` gives the parameter names (for the best weights), asked for once the
     /// file is read.
-    pub fn load(
+    pub(super) fn load(
         path: &Path,
         spec: &JobSpec,
         order: impl FnOnce() -> Result<Vec<String>>,
@@ -111,13 +111,17 @@ impl ResumeFile {
     }
 
     /// `model` with the checkpoint's weights.
-    pub fn model<B: Backend, M: Module<B>>(&self, model: M, device: &B::Device) -> Result<M> {
+    pub(super) fn model<B: Backend, M: Module<B>>(
+        &self,
+        model: M,
+        device: &B::Device,
+    ) -> Result<M> {
         params::load(model, &self.ck.model(), device)
     }
 
     /// Restores the optimiser's state (saved under the parameter names `names`); a checkpoint
     /// of another optimiser is refused.
-    pub fn restore_optimizer<B: Backend>(
+    pub(super) fn restore_optimizer<B: Backend>(
         &self,
         optimizer: &mut Optimizer<B>,
         names: &[String],

@@ -108,7 +108,7 @@ pub(super) fn finished_resume(
 
 impl FinishedResume {
     /// What the run's end does with the file, for `finished.json`.
-    pub fn record(&self) -> serde_json::Value {
+    pub(super) fn record(&self) -> serde_json::Value {
         serde_json::json!({
             "file": "checkpoints/last.safetensors",
             "bytes": self.bytes,
@@ -119,7 +119,7 @@ impl FinishedResume {
 
     /// Removes the file, or rewrites it (atomically) as the last weights alone. A failure is a
     /// warning (the file stays whole: it only costs space) and `None`.
-    pub fn drop_it(self, tag: &str) -> Option<Dropped> {
+    pub(super) fn drop_it(self, tag: &str) -> Option<Dropped> {
         let done = if self.remove {
             std::fs::remove_file(&self.path)
                 .map(|()| Dropped::Removed(self.bytes))

@@ -25,7 +25,10 @@ use crate::toolbox::stop;
 
 /// Runs `job` to the end (or to a stop request) in the run directory of `ctx`. Returns the
 /// process exit code.
-pub fn train<B: AutodiffBackend, J: Job<B>>(mut job: J, rc: &RunContext<B>) -> Result<ExitCode> {
+pub(crate) fn train<B: AutodiffBackend, J: Job<B>>(
+    mut job: J,
+    rc: &RunContext<B>,
+) -> Result<ExitCode> {
     let spec = job.spec().clone();
     let tag = format!("[{}]", spec.name);
     let comm = rc.comm.as_ref();

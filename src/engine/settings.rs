@@ -11,7 +11,7 @@ use crate::toolbox::stop::RequeuePolicy;
 /// Which checkpoints a run keeps in `checkpoints/` (`--keep-checkpoints`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum KeepCheckpoints {
+pub(crate) enum KeepCheckpoints {
     /// The best and the last weights. The resume checkpoint `last.safetensors` (weights,
     /// optimiser state, the best weights so far, the loop's position) stays while the run can
     /// continue (stopped, requeued, interrupted) and goes when it finishes: removed where the
@@ -30,7 +30,7 @@ pub enum KeepCheckpoints {
 
 impl KeepCheckpoints {
     /// The flag's value (`best-last`, `resume`, `all`).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::BestLast => "best-last",
             Self::Resume => "resume",
@@ -41,7 +41,7 @@ impl KeepCheckpoints {
 
 /// How a run is placed on disk, resumed, logged and stopped.
 #[derive(Debug, Clone, Default)]
-pub struct RunSettings {
+pub(crate) struct RunSettings {
     /// The run directory, when given (`--out`).
     pub out: Option<PathBuf>,
     /// The run directory's name under the runs root (`--run-name`).

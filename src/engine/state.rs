@@ -12,7 +12,7 @@ use super::monitor::MonitorState;
 
 /// Position in the loop: everything besides weights and optimiser state needed to resume.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Position {
+pub(crate) struct Position {
     /// Index of the stage in progress (the number of stages once all are done).
     pub stage: usize,
     /// Epochs done in this stage.
@@ -29,7 +29,7 @@ pub struct Position {
 
 impl Position {
     /// Epochs done over all stages.
-    pub fn total_epochs(&self) -> usize {
+    pub(crate) fn total_epochs(&self) -> usize {
         self.finished.iter().map(|s| s.epochs_run).sum::<usize>() + self.epoch
     }
 
@@ -37,7 +37,7 @@ impl Position {
     /// progress at an epoch below `epochs` (or all stages done, at epoch 0), one finished
     /// stage before it per index, none with more epochs than `epochs` or a best epoch after its
     /// last. The reason when it cannot.
-    pub fn check(&self, stages: usize, epochs: usize) -> std::result::Result<(), String> {
+    pub(crate) fn check(&self, stages: usize, epochs: usize) -> std::result::Result<(), String> {
         let per_stage = format!("this run has {stages} stage(s) of at most {epochs} epoch(s)");
         if self.stage > stages {
             return Err(format!("at stage {} but {per_stage}", self.stage + 1));
@@ -78,7 +78,7 @@ impl Position {
     }
 
     /// Closes the stage in progress and moves to the next one.
-    pub fn finish_stage(&mut self, result: StageResult) {
+    pub(crate) fn finish_stage(&mut self, result: StageResult) {
         self.finished.push(result);
         *self = Position {
             stage: self.stage + 1,
@@ -91,7 +91,7 @@ impl Position {
 
 /// One finished stage (a cross-validation fold, or the whole run).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StageResult {
+pub(crate) struct StageResult {
     pub stage: usize,
     /// Best value of the monitored metric (`None` without a monitor or a finite value).
     pub best_value: Option<f64>,

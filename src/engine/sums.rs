@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// What one step adds up over the ranks of a data-parallel batch.
-pub trait StepSums: Sized {
+pub(crate) trait StepSums: Sized {
     /// The values that are summed over ranks, flat (the same length on every rank).
     fn flat(&self) -> Vec<f64>;
     /// These sums with their summed values replaced by `global` (the all-reduced [`flat`]).
@@ -18,7 +18,7 @@ pub trait StepSums: Sized {
 }
 
 /// What an epoch adds up over its steps.
-pub trait EpochSums<S>: Default + Clone + Serialize + DeserializeOwned {
+pub(crate) trait EpochSums<S>: Default + Clone + Serialize + DeserializeOwned {
     /// Adds a step's global sums.
     fn add(&mut self, step: &S);
 }
@@ -26,14 +26,14 @@ pub trait EpochSums<S>: Default + Clone + Serialize + DeserializeOwned {
 /// A mean loss as a sum and a count: the step sums and epoch sums of a job whose only
 /// statistic is its loss.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct LossSums {
+pub(crate) struct LossSums {
     pub sum: f64,
     pub count: f64,
 }
 
 impl LossSums {
     /// sum / count (the sum itself when nothing was counted).
-    pub fn mean(&self) -> f64 {
+    pub(crate) fn mean(&self) -> f64 {
         self.sum / self.count.max(1.0)
     }
 }

@@ -11,7 +11,7 @@ use crate::error::{Exit, ExitError};
 
 /// Refuses `--cuda-graph` where it cannot apply, before data are loaded: a job whose steps
 /// change shape (`job`: the factory's answer), a backend other than `tch`, a CPU device.
-pub fn check(command: &str, job: Result<()>, placement: Placement) -> Result<()> {
+pub(crate) fn check(command: &str, job: Result<()>, placement: Placement) -> Result<()> {
     let refuse =
         |why: String| Err(ExitError::new(Exit::Usage, format!("--cuda-graph: {why}")).into());
     if let Err(e) = job {
@@ -35,7 +35,7 @@ pub fn check(command: &str, job: Result<()>, placement: Placement) -> Result<()>
 
 /// Refuses `--cuda-graph` with several processes (each would record its own step; the gradient
 /// all-reduce sits in the middle of the step).
-pub fn check_world(size: usize) -> Result<()> {
+pub(crate) fn check_world(size: usize) -> Result<()> {
     if size > 1 {
         return Err(ExitError::new(
             Exit::Usage,
@@ -50,7 +50,7 @@ pub fn check_world(size: usize) -> Result<()> {
 }
 
 /// Whether this binary can record CUDA graphs at all (`tch` with a CUDA LibTorch).
-pub fn available() -> bool {
+pub(crate) fn available() -> bool {
     #[cfg(feature = "tch")]
     return crate::backend::fast_tch::graph::available();
     #[cfg(not(feature = "tch"))]
@@ -59,7 +59,7 @@ pub fn available() -> bool {
 
 /// The backend's capture of a step for `B` (the inner backend of the run's autodiff one), if it
 /// has one: LibTorch's CUDA graphs on `tch`.
-pub fn step_capture<B: Backend>() -> Option<CaptureFactory<B>> {
+pub(crate) fn step_capture<B: Backend>() -> Option<CaptureFactory<B>> {
     #[cfg(feature = "tch")]
     if crate::backend::fast_tch::adam::fused_adam_for::<B>() {
         return Some(tch::capture::<B>);
@@ -83,7 +83,10 @@ mod tch {
         adam: DeviceAdam,
     }
 
-    pub fn capture<B: Backend>(device: &B::Device, eps: f64) -> Result<Box<dyn StepCapture<B>>> {
+    pub(super) fn capture<B: Backend>(
+        device: &B::Device,
+        eps: f64,
+    ) -> Result<Box<dyn StepCapture<B>>> {
         let device = (device as &dyn std::any::Any)
             .downcast_ref::<LibTorchDevice>()
             .ok_or_else(|| anyhow!("--cuda-graph: not a LibTorch device"))?;

@@ -79,7 +79,7 @@ fn symmetric_options<B: Backend>(layer: &Conv2d<B>) -> Option<ConvOptions<2>> {
 
 /// Copies `src` into `dst`'s memory in place (`--cuda-graph`: a job's fixed input buffers);
 /// `false` on a backend that cannot (only `tch` records graphs).
-pub fn copy_into<B: Backend>(dst: &Tensor<B, 1, Int>, src: Tensor<B, 1, Int>) -> bool {
+pub(crate) fn copy_into<B: Backend>(dst: &Tensor<B, 1, Int>, src: Tensor<B, 1, Int>) -> bool {
     #[cfg(feature = "tch")]
     if crate::backend::fast_tch::xent::applies::<B>() {
         crate::backend::fast_tch::graph::copy_into(dst, src);

@@ -8,9 +8,10 @@
 //! data error leaves no run directory behind) → [`crate::engine::train`], which creates the
 //! directory.
 
-pub mod capture;
+pub(crate) mod capture;
 mod hooks;
-pub use hooks::{BackendKernels, copy_into, cross_entropy, fused_adam};
+pub(crate) use hooks::copy_into;
+pub use hooks::{BackendKernels, cross_entropy, fused_adam};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -28,7 +29,7 @@ use crate::outputs::rundir::{self, Naming};
 
 /// Where and how a run is launched: backend and device, and the run's own settings.
 #[derive(Debug, Clone)]
-pub struct Launch {
+pub(crate) struct Launch {
     pub placement: Placement,
     pub run: RunSettings,
     /// The autotune cache and warm-up (CubeCL backends).
@@ -36,7 +37,7 @@ pub struct Launch {
 }
 
 /// A training command's job, built for whichever backend the launcher dispatches to.
-pub trait JobFactory: Send {
+pub(crate) trait JobFactory: Send {
     type Job<B: AutodiffBackend>: Job<B>;
     /// Command name for logs (`train-mnist`).
     fn name(&self) -> &'static str;
@@ -55,7 +56,7 @@ pub trait JobFactory: Send {
 }
 
 /// Launches the job `factory` builds, as `launch` says; returns the process exit code.
-pub fn run<F: JobFactory>(mut launch: Launch, factory: F) -> Result<ExitCode> {
+pub(crate) fn run<F: JobFactory>(mut launch: Launch, factory: F) -> Result<ExitCode> {
     let tag = format!("[{}]", factory.name());
     if launch.run.cuda_graph {
         capture::check(factory.name(), factory.graph_capturable(), launch.placement)?;
@@ -173,7 +174,7 @@ impl<F: JobFactory> BackendJob for Dispatched<F> {
 /// The first line of a run's log: backend and device; on a GPU which one (name, UUID), the
 /// driver and the CUDA versions from the preflight report; the adapter on wgpu; the CPU
 /// threads otherwise.
-pub fn placement_line(placement: Placement, preflight: Option<&Value>) -> String {
+pub(crate) fn placement_line(placement: Placement, preflight: Option<&Value>) -> String {
     let mut line = format!(
         "backend {}, device {}",
         placement.backend.name(),
@@ -224,7 +225,7 @@ pub fn placement_line(placement: Placement, preflight: Option<&Value>) -> String
 }
 
 /// The scheduler's job id (`<array job>_<task>` for array tasks), if any.
-pub fn job_id(env: &ClusterEnv) -> Option<String> {
+pub(crate) fn job_id(env: &ClusterEnv) -> Option<String> {
     match (&env.array_job_id, env.array_task_id) {
         (Some(a), Some(t)) => Some(format!("{a}_{t}")),
         _ => env.job_id.clone(),
@@ -232,7 +233,7 @@ pub fn job_id(env: &ClusterEnv) -> Option<String> {
 }
 
 /// `runs/` under `base`.
-pub fn runs_under(base: &Path) -> PathBuf {
+pub(crate) fn runs_under(base: &Path) -> PathBuf {
     base.join("runs")
 }
 

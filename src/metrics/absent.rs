@@ -4,11 +4,11 @@
 use serde::{Deserialize, Deserializer};
 
 /// NaN: the value of a metric a file leaves out.
-pub fn nan() -> f64 {
+pub(crate) fn nan() -> f64 {
     f64::NAN
 }
 
 /// A number, or NaN for `null`.
-pub fn null_as_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+pub(crate) fn null_as_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }

@@ -5,12 +5,14 @@
 //! * [`skill`]: a forecast against the identity forecast.
 //! * [`topology`]: exact Betti curves, degree and strength correlations.
 
-pub mod absent;
+pub(crate) mod absent;
 pub mod paired;
 pub mod pr;
-pub mod sc;
-pub mod skill;
-pub mod topology;
+pub(crate) mod sc;
+pub(crate) mod skill;
+pub(crate) mod topology;
 
-pub use sc::{ScKey, ScMetrics, ks_statistic, pearson, sc_metrics, sparsify_topk};
-pub use skill::Skill;
+pub(crate) use sc::ScKey;
+#[cfg(test)]
+pub(crate) use sc::ScMetrics;
+pub(crate) use skill::Skill;

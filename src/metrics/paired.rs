@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 /// Resamples of the bootstrap.
-pub const RESAMPLES: usize = 10_000;
+pub(crate) const RESAMPLES: usize = 10_000;
 
 /// Seed of the bootstrap in `compare --against` and `eval-gnn` (fixed: a table printed twice is
 /// the same table).
@@ -47,7 +47,7 @@ pub struct Paired {
 /// forecast kept in f32 and scored in f64 moves a subject's metric by about 1e-7 of itself per
 /// rounding (at most 8e-7 measured between `--preset eb-residual` and the eb-drift forecast it
 /// kept, docs/frontier.md); a real difference between forecasters is orders larger.
-pub const ROUNDING: f64 = 1e-5;
+pub(crate) const ROUNDING: f64 = 1e-5;
 
 impl Paired {
     /// Whether the mean and its interval could be computed (at least one difference, all
@@ -59,7 +59,7 @@ impl Paired {
 
 /// The paired statistics of `d` (bootstrap drawn from `seed`). Without a difference, or with a
 /// non-finite one, nothing is computed: the mean, the interval and the p-value are NaN.
-pub fn paired(d: &[f64], seed: u64) -> Paired {
+pub(crate) fn paired(d: &[f64], seed: u64) -> Paired {
     let n = d.len();
     if n == 0 || d.iter().any(|x| !x.is_finite()) {
         return Paired {
@@ -110,7 +110,7 @@ pub fn paired_values(ab: &[(f64, f64)], seed: u64) -> Paired {
 /// `multipletests(p, method="holm")` over the finite ones (the family: a NaN, a comparison
 /// without a p-value, is no test and stays NaN): the k-th smallest of m becomes
 /// `max over j ≤ k of min(1, (m − j + 1) · p_(j))`.
-pub fn holm(p: &[f64]) -> Vec<f64> {
+pub(crate) fn holm(p: &[f64]) -> Vec<f64> {
     let mut order: Vec<usize> = (0..p.len()).filter(|&i| p[i].is_finite()).collect();
     order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
     let m = order.len();

@@ -16,7 +16,7 @@ macro_rules! metric_struct {
     ($(#[$doc:meta])* $name:ident, $(#[$kdoc:meta])* $key:ident { $($field:ident => $variant:ident),* $(,)? }) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-        pub struct $name {
+        pub(crate) struct $name {
             $(
                 #[serde(default = "super::absent::nan", deserialize_with = "super::absent::null_as_nan")]
                 pub $field: f64,
@@ -25,43 +25,43 @@ macro_rules! metric_struct {
 
         $(#[$kdoc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $key {
+        pub(crate) enum $key {
             $($variant),*
         }
 
         impl $key {
             /// Every key, in the order of the struct's fields.
-            pub const ALL: &'static [$key] = &[$($key::$variant),*];
+            pub(crate) const ALL: &'static [$key] = &[$($key::$variant),*];
 
             /// The key's name: its field, JSON key and CSV column (`sc_log_mse`).
-            pub fn name(self) -> &'static str {
+            pub(crate) fn name(self) -> &'static str {
                 match self {
                     $($key::$variant => stringify!($field)),*
                 }
             }
 
             /// The key named `name`, if any.
-            pub fn from_name(name: &str) -> Option<Self> {
+            pub(crate) fn from_name(name: &str) -> Option<Self> {
                 Self::ALL.iter().copied().find(|k| k.name() == name)
             }
         }
 
         impl $name {
             /// Metric names, in the order of [`Self::values`].
-            pub const NAMES: &'static [&'static str] = &[$(stringify!($field)),*];
+            pub(crate) const NAMES: &'static [&'static str] = &[$(stringify!($field)),*];
 
             /// Values in the order of [`Self::NAMES`].
-            pub fn values(&self) -> Vec<f64> {
+            pub(crate) fn values(&self) -> Vec<f64> {
                 vec![$(self.$field),*]
             }
 
             /// Every metric undefined (NaN).
-            pub fn undefined() -> Self {
+            pub(crate) fn undefined() -> Self {
                 Self { $($field: f64::NAN),* }
             }
 
             /// The value of metric `key`.
-            pub fn get(&self, key: $key) -> f64 {
+            pub(crate) fn get(&self, key: $key) -> f64 {
                 match key {
                     $($key::$variant => self.$field),*
                 }
@@ -124,7 +124,7 @@ metric_struct! {
 
 impl ScMetrics {
     /// name → value, e.g. for JSON output or CSV columns.
-    pub fn to_map(&self) -> BTreeMap<String, f64> {
+    pub(crate) fn to_map(self) -> BTreeMap<String, f64> {
         Self::NAMES
             .iter()
             .map(|n| n.to_string())
@@ -134,7 +134,7 @@ impl ScMetrics {
 
     /// These scores with the innovation module's new-edge precision, recall and AUPRC (`None`:
     /// undefined, NaN).
-    pub fn with_new_edges(mut self, scores: Option<[f64; 3]>) -> Self {
+    pub(crate) fn with_new_edges(mut self, scores: Option<[f64; 3]>) -> Self {
         let [p, r, a] = scores.unwrap_or([f64::NAN; 3]);
         self.new_edge_precision_at_knew = p;
         self.new_edge_recall_at_knew = r;
@@ -144,7 +144,10 @@ impl ScMetrics {
 
     /// As [`Self::to_map`] (keys sorted), for serde's `serialize_with`: the key order of
     /// `test_sc_metrics.json` and of the SC metrics in `clg_ode_results.json`.
-    pub fn serialize_sorted<S: serde::Serializer>(m: &ScMetrics, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize_sorted<S: serde::Serializer>(
+        m: &ScMetrics,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         m.to_map().serialize(s)
     }
 
@@ -159,7 +162,7 @@ impl ScMetrics {
     /// Element-wise mean over subjects (all zeros for an empty slice), as the reference averages
     /// per-subject metrics; a metric that may be undefined is averaged over the subjects that
     /// define it (NaN when none does).
-    pub fn mean(items: &[ScMetrics]) -> ScMetrics {
+    pub(crate) fn mean(items: &[ScMetrics]) -> ScMetrics {
         if items.is_empty() {
             return ScMetrics::default().with_new_edges(None);
         }
@@ -185,7 +188,7 @@ impl ScMetrics {
 
 /// Pearson r = Σ(x−x̄)(y−ȳ) / sqrt(Σ(x−x̄)²·Σ(y−ȳ)²), 0 when the denominator is 0 (or the
 /// inputs are empty).
-pub fn pearson(x: &[f64], y: &[f64]) -> f64 {
+pub(crate) fn pearson(x: &[f64], y: &[f64]) -> f64 {
     let n = x.len().min(y.len());
     if n == 0 {
         return 0.0;
@@ -209,7 +212,7 @@ pub fn pearson(x: &[f64], y: &[f64]) -> f64 {
 
 /// Two-sample Kolmogorov–Smirnov statistic: max |ECDF_a − ECDF_b| over every pooled sample
 /// value, with right-continuous ECDFs. 0 if either sample is empty.
-pub fn ks_statistic(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn ks_statistic(a: &[f64], b: &[f64]) -> f64 {
     if a.is_empty() || b.is_empty() {
         return 0.0;
     }
@@ -227,7 +230,7 @@ pub fn ks_statistic(a: &[f64], b: &[f64]) -> f64 {
 /// Top-k sparsification of a prediction: keep the `k` largest upper-triangle entries of `pred`
 /// (ties broken by row-major position; NaN counts as smallest), zero the rest, mirror, zero the
 /// diagonal. Returns the sparse matrix and the upper-triangle keep-mask (all false for k = 0).
-pub fn sparsify_topk(pred: ArrayView2<f32>, k: usize) -> (Array2<f32>, Vec<bool>) {
+pub(crate) fn sparsify_topk(pred: ArrayView2<f32>, k: usize) -> (Array2<f32>, Vec<bool>) {
     let n = pred.nrows();
     let values: Vec<f32> = upper_triangle(pred).collect();
     let mut mask = vec![false; values.len()];
@@ -271,7 +274,7 @@ fn mean_of(values: impl Iterator<Item = f64>) -> f64 {
 /// The SC metrics of one prediction (docs/clg-ode-model.md §5.2): `pred` = predicted raw weights, `truth_raw` =
 /// the target's `A_raw`, `a0_raw` = the start visit's `A_raw` (the truth itself for a
 /// reconstruction), ECC with `topo_bins` bins (32 in the trainer). All three are N×N.
-pub fn sc_metrics(
+pub(crate) fn sc_metrics(
     pred: ArrayView2<f32>,
     truth_raw: ArrayView2<f32>,
     a0_raw: ArrayView2<f32>,

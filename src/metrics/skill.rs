@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::sc::ScMetrics;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Skill {
+pub(crate) struct Skill {
     /// 1 − sc_log_mse(model) / sc_log_mse(identity); NaN when the identity's error is 0.
     #[serde(
         default = "super::absent::nan",
@@ -29,7 +29,7 @@ pub struct Skill {
 }
 
 impl Skill {
-    pub fn of(model: &ScMetrics, identity: &ScMetrics) -> Self {
+    pub(crate) fn of(model: &ScMetrics, identity: &ScMetrics) -> Self {
         Self {
             skill: if identity.sc_log_mse > 0.0 {
                 1.0 - model.sc_log_mse / identity.sc_log_mse

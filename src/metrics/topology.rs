@@ -18,14 +18,14 @@ use crate::models::clg_ode::objective::topology::thresholds;
 
 /// β0 and β1 at one threshold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Betti {
+pub(crate) struct Betti {
     pub b0: usize,
     pub b1: usize,
 }
 
 /// The Betti numbers of the graph of `w` (N×N, raw weights; the upper triangle is read) at each
 /// of `taus` (log1p domain).
-pub fn betti_curve(w: ArrayView2<f32>, taus: &[f64]) -> Vec<Betti> {
+pub(crate) fn betti_curve(w: ArrayView2<f32>, taus: &[f64]) -> Vec<Betti> {
     let n = w.nrows();
     taus.iter()
         .map(|&tau| {
@@ -53,7 +53,7 @@ pub fn betti_curve(w: ArrayView2<f32>, taus: &[f64]) -> Vec<Betti> {
 
 /// The exact-topology comparison of one prediction with its truth.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct ExactTopology {
+pub(crate) struct ExactTopology {
     /// Σ_τ |β0(pred) − β0(true)| and the same for β1, over the K thresholds.
     #[serde(
         default = "super::absent::nan",
@@ -81,7 +81,7 @@ pub struct ExactTopology {
 impl ExactTopology {
     /// `pred` and `truth_raw` N×N raw weights, `k` thresholds. All zeros when the truth has no
     /// positive edge (no thresholds).
-    pub fn of(pred: ArrayView2<f32>, truth_raw: ArrayView2<f32>, k: usize) -> Self {
+    pub(crate) fn of(pred: ArrayView2<f32>, truth_raw: ArrayView2<f32>, k: usize) -> Self {
         let n = truth_raw.nrows();
         let flat: Vec<f32> = truth_raw.iter().copied().collect();
         let Some(taus) = thresholds(&flat, n, k) else {
@@ -117,7 +117,7 @@ impl ExactTopology {
     }
 
     /// The mean over items, field by field.
-    pub fn mean(items: &[ExactTopology]) -> Self {
+    pub(crate) fn mean(items: &[ExactTopology]) -> Self {
         let m = items.len().max(1) as f64;
         let sum = |f: fn(&ExactTopology) -> f64| items.iter().map(f).sum::<f64>() / m;
         Self {

@@ -18,40 +18,41 @@ use burn::tensor::activation::relu;
 use super::clg_ode::layers::linear3;
 
 /// Name of the model in checkpoint metadata.
-pub const MODEL_NAME: &str = "gcn_baseline";
+pub(crate) const MODEL_NAME: &str = "gcn_baseline";
 
 /// The reference's dropout probability (not a flag there).
-pub const DROPOUT: f64 = 0.1;
+pub(crate) const DROPOUT: f64 = 0.1;
 
 /// `GCNLayer(in, out)`: a Linear applied after the normalised aggregation.
 #[derive(Module, Debug)]
-pub struct GcnLayer<B: Backend> {
+pub(crate) struct GcnLayer<B: Backend> {
     pub linear: Linear<B>,
 }
 
 impl<B: Backend> GcnLayer<B> {
-    pub fn new(input: usize, output: usize, device: &B::Device) -> Self {
+    pub(crate) fn new(input: usize, output: usize, device: &B::Device) -> Self {
         Self {
             linear: LinearConfig::new(input, output).init(device),
         }
     }
 
     /// `Linear(Ã h)`; `norm` = Ã `[B, N, N]`, `h` `[B, N, F]`.
-    pub fn forward(&self, norm: Tensor<B, 3>, h: Tensor<B, 3>) -> Tensor<B, 3> {
+    pub(crate) fn forward(&self, norm: Tensor<B, 3>, h: Tensor<B, 3>) -> Tensor<B, 3> {
         linear3(&self.linear, norm.matmul(h))
     }
 }
 
 /// The two-layer GCN baseline.
 #[derive(Module, Debug)]
-pub struct GcnBaseline<B: Backend> {
+pub(crate) struct GcnBaseline<B: Backend> {
     pub gcn1: GcnLayer<B>,
     pub gcn2: GcnLayer<B>,
     pub dropout: Dropout,
 }
 
 /// Every layer's output of one forward pass (for the goldens).
-pub struct GcnOutputs<B: Backend> {
+#[cfg_attr(not(test), allow(dead_code))] // read by the unit tests (goldens) only
+pub(crate) struct GcnOutputs<B: Backend> {
     pub norm: Tensor<B, 3>,
     pub x: Tensor<B, 3>,
     pub gcn1_out: Tensor<B, 3>,
@@ -61,7 +62,7 @@ pub struct GcnOutputs<B: Backend> {
 
 /// `D^-1/2 (A + I) D^-1/2` of a batch `[B, N, N]` (a zero degree gives 0, as the reference's
 /// `inf → 0`; unreachable for non-negative weights).
-pub fn gcn_norm<B: Backend>(a: Tensor<B, 3>) -> Tensor<B, 3> {
+pub(crate) fn gcn_norm<B: Backend>(a: Tensor<B, 3>) -> Tensor<B, 3> {
     let [b, n, _] = a.dims();
     let eye = Tensor::<B, 2>::eye(n, &a.device()).unsqueeze::<3>();
     let a_hat = a + eye.expand([b, n, n]);
@@ -80,7 +81,7 @@ fn softplus20<B: Backend>(s: Tensor<B, 3>) -> Tensor<B, 3> {
 
 impl<B: Backend> GcnBaseline<B> {
     /// A freshly initialised model with `hidden` channels (from the backend's RNG).
-    pub fn new(hidden: usize, device: &B::Device) -> Self {
+    pub(crate) fn new(hidden: usize, device: &B::Device) -> Self {
         Self {
             gcn1: GcnLayer::new(1, hidden, device),
             gcn2: GcnLayer::new(hidden, hidden, device),
@@ -90,13 +91,17 @@ impl<B: Backend> GcnBaseline<B> {
 
     /// The predicted next scan `[B, N, N]` (raw scale) from the start scans `a` `[B, N, N]`;
     /// dropout is on when the backend records gradients (training), off otherwise.
-    pub fn forward(&self, a: Tensor<B, 3>) -> Tensor<B, 3> {
+    pub(crate) fn forward(&self, a: Tensor<B, 3>) -> Tensor<B, 3> {
         self.forward_with(a, None).y_pred
     }
 
     /// The forward pass with every layer's output; `keep`, when given, replaces the dropout
     /// draw by this multiplier (the keep mask × 1/(1−p), `[B, N, hidden]`).
-    pub fn forward_with(&self, a: Tensor<B, 3>, keep: Option<Tensor<B, 3>>) -> GcnOutputs<B> {
+    pub(crate) fn forward_with(
+        &self,
+        a: Tensor<B, 3>,
+        keep: Option<Tensor<B, 3>>,
+    ) -> GcnOutputs<B> {
         let [_, n, _] = a.dims();
         let x = a.clone().sum_dim(2).log1p();
         let norm = gcn_norm(a);
@@ -127,7 +132,7 @@ impl<B: Backend> GcnBaseline<B> {
 }
 
 /// The upper-triangle indicator `[1, N, N]` (i < j).
-pub fn upper_mask<B: Backend>(n: usize, device: &B::Device) -> Tensor<B, 3> {
+pub(crate) fn upper_mask<B: Backend>(n: usize, device: &B::Device) -> Tensor<B, 3> {
     let mut m = vec![0.0f32; n * n];
     for i in 0..n {
         for j in i + 1..n {
@@ -139,7 +144,7 @@ pub fn upper_mask<B: Backend>(n: usize, device: &B::Device) -> Tensor<B, 3> {
 
 /// Σ over the batch's upper-triangle entries of `(log1p(max(pred, 0)) − log1p(max(target,
 /// 0)))²`; divided by `B × N(N−1)/2` it is the reference's `GNNTrainer._loss`.
-pub fn loss_sum<B: Backend>(pred: Tensor<B, 3>, target: Tensor<B, 3>) -> Tensor<B, 1> {
+pub(crate) fn loss_sum<B: Backend>(pred: Tensor<B, 3>, target: Tensor<B, 3>) -> Tensor<B, 1> {
     let [_, n, _] = pred.dims();
     let mask = upper_mask::<B>(n, &pred.device());
     let d = pred.clamp_min(0.0).log1p() - target.clamp_min(0.0).log1p();
@@ -147,7 +152,7 @@ pub fn loss_sum<B: Backend>(pred: Tensor<B, 3>, target: Tensor<B, 3>) -> Tensor<
 }
 
 /// The reference's `GNNTrainer._loss`: the mean over `B × E` upper-triangle entries.
-pub fn loss<B: Backend>(pred: Tensor<B, 3>, target: Tensor<B, 3>) -> Tensor<B, 1> {
+pub(crate) fn loss<B: Backend>(pred: Tensor<B, 3>, target: Tensor<B, 3>) -> Tensor<B, 1> {
     let [b, n, _] = pred.dims();
     let e = (b * n * (n - 1) / 2).max(1);
     loss_sum(pred, target).div_scalar(e as f64)

@@ -11,12 +11,12 @@ use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 /// Name of the model in checkpoint metadata.
-pub const MODEL_NAME: &str = "linear_drift";
+pub(crate) const MODEL_NAME: &str = "linear_drift";
 
 /// Where the drift applies.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum DriftSupport {
+pub(crate) enum DriftSupport {
     /// Every edge: an absent edge whose drift is positive appears.
     All,
     /// Only the start scan's edges: absent edges stay absent.
@@ -26,7 +26,7 @@ pub enum DriftSupport {
 /// The settings of `--model linear-drift`.
 #[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[command(next_help_heading = crate::settings::MODEL)]
-pub struct DriftSettings {
+pub(crate) struct DriftSettings {
     /// linear-drift: the edges the drift applies to, `all` or the start scan's (`start`).
     #[arg(long, alias = "drift_support", value_enum, default_value = "all")]
     pub drift_support: DriftSupport,
@@ -41,27 +41,27 @@ impl Default for DriftSettings {
 /// The per-edge drift `[N, N]` (change of log1p weight per year), a module so that checkpoints
 /// carry it like any model's weights.
 #[derive(Module, Debug)]
-pub struct LinearDrift<B: Backend> {
+pub(crate) struct LinearDrift<B: Backend> {
     pub drift: Param<Tensor<B, 2>>,
 }
 
 impl<B: Backend> LinearDrift<B> {
     /// No drift (the identity forecast) for `n` nodes.
-    pub fn new(n: usize, device: &B::Device) -> Self {
+    pub(crate) fn new(n: usize, device: &B::Device) -> Self {
         Self {
             drift: Param::from_tensor(Tensor::zeros([n, n], device)),
         }
     }
 
     /// The model with drift `d` (row-major `[N, N]`).
-    pub fn with_drift(n: usize, d: Vec<f32>, device: &B::Device) -> Self {
+    pub(crate) fn with_drift(n: usize, d: Vec<f32>, device: &B::Device) -> Self {
         Self {
             drift: Param::from_tensor(Tensor::from_data(TensorData::new(d, [n, n]), device)),
         }
     }
 
     /// The drift on the host.
-    pub fn host(&self) -> Vec<f32> {
+    pub(crate) fn host(&self) -> Vec<f32> {
         crate::host_reads::data(self.drift.val())
             .convert::<f32>()
             .to_vec()
@@ -71,7 +71,12 @@ impl<B: Backend> LinearDrift<B> {
 
 /// The forecast `dt` years after the raw matrix `a0`: expm1(max(log1p(a0) + dt·drift, 0)) on
 /// the edges `support` allows (elsewhere `a0`).
-pub fn forecast(a0: &Array2<f32>, drift: &[f32], dt: f64, support: DriftSupport) -> Array2<f32> {
+pub(crate) fn forecast(
+    a0: &Array2<f32>,
+    drift: &[f32],
+    dt: f64,
+    support: DriftSupport,
+) -> Array2<f32> {
     let mut out = a0.clone();
     for ((v, &a), &d) in out.iter_mut().zip(a0.iter()).zip(drift) {
         if support == DriftSupport::Start && a <= 0.0 {
@@ -86,7 +91,7 @@ pub fn forecast(a0: &Array2<f32>, drift: &[f32], dt: f64, support: DriftSupport)
 /// The sufficient statistics of the closed-form fit over visit pairs: Σ Δt·Δy and Σ Δy² per
 /// edge, Σ Δt² and the number of pairs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DriftStats {
+pub(crate) struct DriftStats {
     pub xy: Vec<f64>,
     pub yy: Vec<f64>,
     pub xx: f64,
@@ -95,7 +100,7 @@ pub struct DriftStats {
 
 impl DriftStats {
     /// Adds the pair (start `a`, later `b`, `dt` years apart).
-    pub fn add_pair(&mut self, a: &Array2<f32>, b: &Array2<f32>, dt: f64) {
+    pub(crate) fn add_pair(&mut self, a: &Array2<f32>, b: &Array2<f32>, dt: f64) {
         let n = a.len();
         if self.xy.len() != n {
             self.xy = vec![0.0; n];
@@ -111,7 +116,7 @@ impl DriftStats {
     }
 
     /// Adds another set of statistics (another shard, another step).
-    pub fn merge(&mut self, o: &DriftStats) {
+    pub(crate) fn merge(&mut self, o: &DriftStats) {
         if self.xy.len() < o.xy.len() {
             self.xy.resize(o.xy.len(), 0.0);
             self.yy.resize(o.yy.len(), 0.0);
@@ -127,7 +132,7 @@ impl DriftStats {
     }
 
     /// The least-squares drift of every edge (0 without pairs).
-    pub fn drift(&self) -> Vec<f32> {
+    pub(crate) fn drift(&self) -> Vec<f32> {
         self.xy
             .iter()
             .map(|&xy| {
@@ -142,7 +147,7 @@ impl DriftStats {
 
     /// Mean squared residual per pair and edge of the fit `d` over the upper triangle of an
     /// `n`-node matrix (the training error, in the log1p domain).
-    pub fn residual(&self, d: &[f32], n: usize) -> f64 {
+    pub(crate) fn residual(&self, d: &[f32], n: usize) -> f64 {
         if self.pairs <= 0.0 || n < 2 {
             return f64::NAN;
         }

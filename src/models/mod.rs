@@ -2,7 +2,7 @@
 
 pub mod clg_ode;
 pub mod cnn;
-pub mod eb_drift;
-pub mod gcn_baseline;
-pub mod linear_drift;
-pub mod vector_lstm;
+pub(crate) mod eb_drift;
+pub(crate) mod gcn_baseline;
+pub(crate) mod linear_drift;
+pub(crate) mod vector_lstm;

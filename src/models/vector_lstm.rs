@@ -17,11 +17,11 @@ use burn::tensor::activation::{relu, sigmoid};
 use super::clg_ode::layers::linear3;
 
 /// Name of the model in checkpoint metadata and file stems.
-pub const MODEL_NAME: &str = "vector_lstm";
+pub(crate) const MODEL_NAME: &str = "vector_lstm";
 
 /// One LSTM layer over `[B, T, H]` from a zero state (`batch_first`, as the reference's).
 #[derive(Module, Debug)]
-pub struct Lstm<B: Backend> {
+pub(crate) struct Lstm<B: Backend> {
     /// `W_ih e_t + b_ih`, the four gates side by side (`[H, 4H]` in Burn's layout).
     pub input: Linear<B>,
     /// `W_hh h_{t−1} + b_hh`.
@@ -29,7 +29,8 @@ pub struct Lstm<B: Backend> {
 }
 
 /// The LSTM's outputs: every step's hidden state and the final cell state.
-pub struct LstmOut<B: Backend> {
+#[cfg_attr(not(test), allow(dead_code))] // read by the unit tests (goldens) only
+pub(crate) struct LstmOut<B: Backend> {
     /// `[B, T, H]`.
     pub h: Tensor<B, 3>,
     /// `[B, H]` after the last step.
@@ -37,14 +38,14 @@ pub struct LstmOut<B: Backend> {
 }
 
 impl<B: Backend> Lstm<B> {
-    pub fn new(size: usize, device: &B::Device) -> Self {
+    pub(crate) fn new(size: usize, device: &B::Device) -> Self {
         Self {
             input: LinearConfig::new(size, 4 * size).init(device),
             hidden: LinearConfig::new(size, 4 * size).init(device),
         }
     }
 
-    pub fn forward(&self, e: Tensor<B, 3>) -> LstmOut<B> {
+    pub(crate) fn forward(&self, e: Tensor<B, 3>) -> LstmOut<B> {
         let [b, t, h] = e.dims();
         let device = e.device();
         let pre = linear3(&self.input, e);
@@ -69,14 +70,15 @@ impl<B: Backend> Lstm<B> {
 
 /// `VectorLSTM(input_dim = D, latent_dim = H, num_layers = 1)`.
 #[derive(Module, Debug)]
-pub struct VectorLstm<B: Backend> {
+pub(crate) struct VectorLstm<B: Backend> {
     pub encoder: Linear<B>,
     pub lstm: Lstm<B>,
     pub decoder: Linear<B>,
 }
 
 /// Every stage of one forward pass (for the goldens).
-pub struct VectorLstmOutputs<B: Backend> {
+#[cfg_attr(not(test), allow(dead_code))] // read by the unit tests (goldens) only
+pub(crate) struct VectorLstmOutputs<B: Backend> {
     /// `[B·T, H]` before the ReLU.
     pub encoder_out: Tensor<B, 2>,
     pub lstm: LstmOut<B>,
@@ -87,7 +89,7 @@ pub struct VectorLstmOutputs<B: Backend> {
 impl<B: Backend> VectorLstm<B> {
     /// A freshly initialised model for `input` = D features and `latent` = H (from the
     /// backend's RNG).
-    pub fn new(input: usize, latent: usize, device: &B::Device) -> Self {
+    pub(crate) fn new(input: usize, latent: usize, device: &B::Device) -> Self {
         Self {
             encoder: LinearConfig::new(input, latent).init(device),
             lstm: Lstm::new(latent, device),
@@ -96,11 +98,11 @@ impl<B: Backend> VectorLstm<B> {
     }
 
     /// The predicted next-scan vectors `[B, T, D]` of the visit vectors `x` `[B, T, D]`.
-    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+    pub(crate) fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         self.forward_with(x).y_pred
     }
 
-    pub fn forward_with(&self, x: Tensor<B, 3>) -> VectorLstmOutputs<B> {
+    pub(crate) fn forward_with(&self, x: Tensor<B, 3>) -> VectorLstmOutputs<B> {
         let [b, t, d] = x.dims();
         let encoder_out = self.encoder.forward(x.reshape([b * t, d]));
         let hidden = encoder_out.dims()[1];
@@ -117,7 +119,7 @@ impl<B: Backend> VectorLstm<B> {
 
 /// Σ `mask[b, t] · (ŷ − y)²` over every entry (`mask` `[B, T]`); divided by `Σ mask · D` it is
 /// the reference's masked MSE (`Trainer._train_one_epoch`).
-pub fn masked_sq_sum<B: Backend>(
+pub(crate) fn masked_sq_sum<B: Backend>(
     pred: Tensor<B, 3>,
     target: Tensor<B, 3>,
     mask: Tensor<B, 2>,
@@ -127,7 +129,8 @@ pub fn masked_sq_sum<B: Backend>(
 }
 
 /// The reference's loss: `Σ mask · (ŷ − y)² / (Σ mask · D)`.
-pub fn loss<B: Backend>(
+#[cfg(test)]
+pub(crate) fn loss<B: Backend>(
     pred: Tensor<B, 3>,
     target: Tensor<B, 3>,
     mask: Tensor<B, 2>,
@@ -138,7 +141,7 @@ pub fn loss<B: Backend>(
 }
 
 /// The upper triangle of an N×N row-major matrix, row by row (numpy's `triu_indices(N, 1)`).
-pub fn upper_triangle(m: &[f32], n: usize) -> Vec<f32> {
+pub(crate) fn upper_triangle(m: &[f32], n: usize) -> Vec<f32> {
     let mut v = Vec::with_capacity(n * n.saturating_sub(1) / 2);
     for i in 0..n {
         v.extend_from_slice(&m[i * n + i + 1..(i + 1) * n]);
@@ -147,7 +150,7 @@ pub fn upper_triangle(m: &[f32], n: usize) -> Vec<f32> {
 }
 
 /// The symmetric N×N matrix (zero diagonal) of an upper-triangle vector.
-pub fn from_upper_triangle(v: &[f32], n: usize) -> Vec<f32> {
+pub(crate) fn from_upper_triangle(v: &[f32], n: usize) -> Vec<f32> {
     let mut m = vec![0.0f32; n * n];
     let mut k = 0;
     for i in 0..n {

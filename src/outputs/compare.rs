@@ -43,7 +43,7 @@ pub struct RunSummary {
 }
 
 /// The per-run line of our run directory `dir`: its `clg_ode_results.json` and `metrics.jsonl`.
-pub fn summarize(dir: &RunDir) -> Result<RunSummary> {
+pub(crate) fn summarize(dir: &RunDir) -> Result<RunSummary> {
     let file = dir.results_json();
     let text = std::fs::read_to_string(&file).with_context(|| {
         format!(
@@ -108,7 +108,7 @@ pub fn summarize(dir: &RunDir) -> Result<RunSummary> {
 }
 
 /// What the per-run table says below itself.
-pub const PER_RUN_LEGEND: &str = "skill = 1 − mse/identity (> 0: better than \"the next scan \
+pub(crate) const PER_RUN_LEGEND: &str = "skill = 1 − mse/identity (> 0: better than \"the next scan \
      equals this one\"); r_sp = sc_log_pearson_sparse; β L1 = exact Betti-curve distance to the \
      truth (identity's in brackets)";
 
@@ -161,7 +161,7 @@ fn cells(s: &RunSummary) -> Vec<String> {
 }
 
 /// The per-run table, one line per run; every model figure beside its identity figure.
-pub fn table(runs: &[RunSummary]) -> String {
+pub(crate) fn table(runs: &[RunSummary]) -> String {
     let line = |cells: &[String]| -> String {
         let mut out = String::new();
         for (i, (c, w)) in cells.iter().zip(WIDTHS).enumerate() {

@@ -15,7 +15,7 @@ use super::metrics_row::{EPOCH, MetricsRow};
 
 /// One chart of `curves.svg`: metrics columns against the epoch.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Panel {
+pub(crate) struct Panel {
     pub title: String,
     /// Columns drawn as lines with a marker per epoch.
     pub series: Vec<String>,
@@ -24,7 +24,7 @@ pub struct Panel {
 }
 
 impl Panel {
-    pub fn new(title: &str, series: &[&str], baselines: &[&str]) -> Self {
+    pub(crate) fn new(title: &str, series: &[&str], baselines: &[&str]) -> Self {
         Self {
             title: title.into(),
             series: series.iter().map(|s| s.to_string()).collect(),
@@ -49,7 +49,7 @@ pub struct Chart {
 }
 
 /// The stage of a row ("fold 0"): the values of the columns before `epoch`.
-pub fn stage_of(row: &MetricsRow) -> String {
+pub(crate) fn stage_of(row: &MetricsRow) -> String {
     row.stage_columns()
         .map(|(k, v)| format!("{k} {}", v.to_string().trim_matches('"')))
         .collect::<Vec<_>>()
@@ -58,7 +58,7 @@ pub fn stage_of(row: &MetricsRow) -> String {
 
 /// `(epoch, value)` of `column` in each row of `rows` that has a finite value, grouped by stage
 /// (in order of appearance).
-pub fn column_by_stage(rows: &[MetricsRow], column: &str) -> Vec<(String, Vec<(f64, f64)>)> {
+pub(crate) fn column_by_stage(rows: &[MetricsRow], column: &str) -> Vec<(String, Vec<(f64, f64)>)> {
     let mut groups: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for row in rows {
         let (Some(e), Some(v)) = (row.number(EPOCH), row.number(column)) else {
@@ -77,7 +77,7 @@ pub fn column_by_stage(rows: &[MetricsRow], column: &str) -> Vec<(String, Vec<(f
 }
 
 /// The charts of one run's `curves.svg`.
-pub fn run_charts(rows: &[MetricsRow], panels: &[Panel]) -> Vec<Chart> {
+pub(crate) fn run_charts(rows: &[MetricsRow], panels: &[Panel]) -> Vec<Chart> {
     panels
         .iter()
         .map(|p| {
@@ -108,7 +108,7 @@ pub fn run_charts(rows: &[MetricsRow], panels: &[Panel]) -> Vec<Chart> {
 }
 
 /// Rewrites `<run_dir>/curves.svg` from the run's metrics rows.
-pub fn write(run_dir: &Path, rows: &[MetricsRow], panels: &[Panel]) -> Result<()> {
+pub(crate) fn write(run_dir: &Path, rows: &[MetricsRow], panels: &[Panel]) -> Result<()> {
     if panels.is_empty() {
         return Ok(());
     }
@@ -123,7 +123,7 @@ const WIDTH: u32 = 900;
 
 /// Draws `charts` one above the other into `out`: SVG, or PNG when `out` ends in `.png`.
 /// Written atomically.
-pub fn render(charts: &[Chart], out: &Path) -> Result<()> {
+pub(crate) fn render(charts: &[Chart], out: &Path) -> Result<()> {
     render_titled(charts, None, out)
 }
 
@@ -339,7 +339,7 @@ where
 
 /// `trainer plot`: one chart per metric, one line per `(label, run directory)` (and stage).
 /// Without `metrics`: `train_loss` and the first of `val_loss`/`test_loss` found.
-pub fn plot_labelled(
+pub(crate) fn plot_labelled(
     runs: &[(String, std::path::PathBuf)],
     metrics: &[String],
     title: Option<&str>,

@@ -22,7 +22,7 @@ pub trait Figure {
 }
 
 /// Draws `fig` into `out`: SVG, or PNG when `out` ends in `.png`.
-pub fn render_figure<F: Figure>(fig: &F, out: &Path) -> Result<()> {
+pub(crate) fn render_figure<F: Figure>(fig: &F, out: &Path) -> Result<()> {
     register_font();
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
@@ -59,7 +59,7 @@ pub fn render_figure<F: Figure>(fig: &F, out: &Path) -> Result<()> {
 /// `fig` as an SVG document, well-formed XML whatever its text (titles, labels and names
 /// through [`text::svg_document`]). Every SVG the binary writes is drawn here: no other code
 /// uses plotters' SVG backend (`outputs::text`'s tests check it).
-pub fn svg_string<F: Figure>(fig: &F) -> Result<String> {
+pub(crate) fn svg_string<F: Figure>(fig: &F) -> Result<String> {
     register_font();
     let mut svg = String::new();
     {
@@ -83,6 +83,6 @@ fn register_font() {
     });
 }
 
-pub fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+pub(crate) fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("drawing the plot failed: {e:?}")
 }

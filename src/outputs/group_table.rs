@@ -31,7 +31,7 @@ pub struct Grouping {
 
 /// One metric over one group.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Stats {
+pub(crate) struct Stats {
     pub mean: f64,
     /// Sample sd (n − 1); `None` below two values.
     pub sd: Option<f64>,
@@ -42,7 +42,7 @@ pub struct Stats {
 
 impl Stats {
     /// The statistics of `v` (`None` when it is empty).
-    pub fn of(v: &[f64]) -> Option<Self> {
+    pub(crate) fn of(v: &[f64]) -> Option<Self> {
         if v.is_empty() {
             return None;
         }
@@ -64,7 +64,7 @@ impl Stats {
 
 /// A group: its key values, its finished runs' count, each metric's statistics and the names of
 /// its runs without results.
-pub struct Group {
+pub(crate) struct Group {
     pub key: Vec<String>,
     pub n: usize,
     pub stats: Vec<Option<Stats>>,
@@ -75,7 +75,7 @@ pub struct Group {
 pub struct GroupTable {
     pub keys: Vec<String>,
     pub metrics: Vec<String>,
-    pub groups: Vec<Group>,
+    pub(crate) groups: Vec<Group>,
 }
 
 /// Groups `runs` by their keys, groups in order of their first run (the order of the inputs: a
@@ -273,7 +273,7 @@ impl GroupTable {
 
 /// `header` and `rows` as Markdown (`Format::Md`) or as columns aligned by spaces (any other
 /// format), one line each.
-pub fn text_table(f: Format, header: &[String], rows: &[Vec<String>]) -> String {
+pub(crate) fn text_table(f: Format, header: &[String], rows: &[Vec<String>]) -> String {
     let mut out = String::new();
     if f == Format::Md {
         out.push_str(&format!("| {} |\n", header.join(" | ")));
@@ -308,7 +308,7 @@ pub fn text_table(f: Format, header: &[String], rows: &[Vec<String>]) -> String 
 /// `header` and `rows` as CSV (quoted where a cell needs it). The header's cells are text
 /// ([`csv_cell`]); a row's text cells are the caller's to pass through [`csv_cell`] (its
 /// numeric cells stay numbers).
-pub fn csv_text(header: &[String], rows: &[Vec<String>]) -> Result<String> {
+pub(crate) fn csv_text(header: &[String], rows: &[Vec<String>]) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(csv_row(header))?;
     for r in rows {

@@ -51,7 +51,7 @@ pub fn render<F: Figure>(fig: &F, out: &Path) -> Result<()> {
 }
 
 /// Reads ROI names, one per line, and checks there are `n`.
-pub fn read_roi_names(path: &Path, n: usize) -> Result<Vec<String>> {
+pub(crate) fn read_roi_names(path: &Path, n: usize) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--roi-names {}: cannot read", path.display()))?;
     let names: Vec<String> = text
@@ -71,7 +71,8 @@ pub fn read_roi_names(path: &Path, n: usize) -> Result<Vec<String>> {
 
 /// The node positions where the network changes (Schaefer names `<k>Networks_<hemi>_<net>_…`;
 /// none when the names do not follow it).
-pub fn network_boundaries(names: &[String]) -> Vec<usize> {
+#[cfg(test)]
+pub(crate) fn network_boundaries(names: &[String]) -> Vec<usize> {
     network_runs(names)
         .iter()
         .skip(1)
@@ -81,7 +82,7 @@ pub fn network_boundaries(names: &[String]) -> Vec<usize> {
 
 /// A run of consecutive nodes of one network in one hemisphere.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NetworkRun {
+pub(crate) struct NetworkRun {
     pub start: usize,
     pub end: usize,
     pub hemisphere: String,
@@ -90,7 +91,7 @@ pub struct NetworkRun {
 
 /// The runs of consecutive nodes of one network and hemisphere, in atlas order (Schaefer names
 /// `<k>Networks_<hemi>_<net>_…`; none when a name does not follow it).
-pub fn network_runs(names: &[String]) -> Vec<NetworkRun> {
+pub(crate) fn network_runs(names: &[String]) -> Vec<NetworkRun> {
     let mut out: Vec<NetworkRun> = Vec::new();
     for (i, s) in names.iter().enumerate() {
         let f: Vec<&str> = s.split('_').collect();

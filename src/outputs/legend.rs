@@ -11,7 +11,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::figure::plot_err;
 
 /// One row of a legend: its label and whether its line is dashed (else a filled box).
-pub struct Entry<'a> {
+pub(crate) struct Entry<'a> {
     pub label: &'a str,
     pub dashed: bool,
 }
@@ -23,7 +23,7 @@ pub struct Entry<'a> {
 /// holds takes the next free one (after the nine, plotters' palette). The same set of names
 /// therefore always gets the same colours; a name keeps its own colour unless it meets one that
 /// hashes alike.
-pub fn colours<'a>(labels: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, usize> {
+pub(crate) fn colours<'a>(labels: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, usize> {
     const OWN: [usize; 9] = [0, 1, 2, 3, 4, 5, 6, 8, 9];
     let names: std::collections::BTreeSet<&str> = labels.into_iter().collect();
     let mut taken = std::collections::BTreeSet::new();
@@ -63,7 +63,7 @@ const TABLEAU10: [(u8, u8, u8); 10] = [
 ];
 
 /// The colour of index `i`: Tableau's ten, then plotters' 99-colour palette.
-pub fn colour(i: usize) -> RGBAColor {
+pub(crate) fn colour(i: usize) -> RGBAColor {
     match TABLEAU10.get(i) {
         Some(&(r, g, b)) => RGBColor(r, g, b).to_rgba(),
         None => Palette99::pick(i - TABLEAU10.len()).to_rgba(),
@@ -71,7 +71,7 @@ pub fn colour(i: usize) -> RGBAColor {
 }
 
 /// The legend's width: room for the longest label.
-pub fn width<'a>(labels: impl IntoIterator<Item = &'a str>) -> u32 {
+pub(crate) fn width<'a>(labels: impl IntoIterator<Item = &'a str>) -> u32 {
     let longest = labels
         .into_iter()
         .map(|l| l.chars().count())
@@ -81,7 +81,7 @@ pub fn width<'a>(labels: impl IntoIterator<Item = &'a str>) -> u32 {
 }
 
 /// The entries, one row each from `top` (as many as fit; then how many more).
-pub fn draw<DB: DrawingBackend>(
+pub(crate) fn draw<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     entries: &[Entry],
     colours: &BTreeMap<String, usize>,

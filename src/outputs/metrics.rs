@@ -10,19 +10,19 @@ use serde_json::Value;
 use crate::files::write_atomic;
 
 /// `metrics.jsonl`.
-pub const METRICS_JSONL: &str = "metrics.jsonl";
+pub(crate) const METRICS_JSONL: &str = "metrics.jsonl";
 /// `metrics.csv`.
-pub const METRICS_CSV: &str = "metrics.csv";
+pub(crate) const METRICS_CSV: &str = "metrics.csv";
 
-pub use super::metrics_row::{MetricsRow, Row, TRAIN_LOSS};
+pub(crate) use super::metrics_row::{MetricsRow, Row, TRAIN_LOSS};
 
-pub struct MetricsFiles {
+pub(crate) struct MetricsFiles {
     csv: PathBuf,
     jsonl: PathBuf,
 }
 
 impl MetricsFiles {
-    pub fn new(dir: &Path) -> Self {
+    pub(crate) fn new(dir: &Path) -> Self {
         Self {
             csv: dir.join(METRICS_CSV),
             jsonl: dir.join(METRICS_JSONL),
@@ -32,7 +32,7 @@ impl MetricsFiles {
     /// Rows already written (one JSON object each), in order. A torn last line (a process
     /// killed while the file was written outside this program's atomic writes, a full disk) is
     /// dropped with a warning; an unreadable line before the last is an error naming it.
-    pub fn rows(&self) -> Result<Vec<MetricsRow>> {
+    pub(crate) fn rows(&self) -> Result<Vec<MetricsRow>> {
         let text = match std::fs::read_to_string(&self.jsonl) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -71,7 +71,7 @@ impl MetricsFiles {
     /// Appends `row` unless a row with the same values in the `key` columns is there already
     /// (a resumed run re-appends the row its checkpoint carries, in case the process died
     /// between writing the checkpoint and the row).
-    pub fn append_unless_present(&self, row: &MetricsRow, key: &[String]) -> Result<()> {
+    pub(crate) fn append_unless_present(&self, row: &MetricsRow, key: &[String]) -> Result<()> {
         let same = |r: &MetricsRow| key.iter().all(|k| r.get(k) == row.get(k));
         if self.rows()?.iter().any(same) {
             return Ok(());
@@ -82,7 +82,7 @@ impl MetricsFiles {
     /// Appends one row. Columns come from the row's keys, in order; every row must have the
     /// same columns. Both files are rewritten atomically from the rows read back (so a torn
     /// line is repaired), the JSON lines being the source of the CSV.
-    pub fn append(&self, row: &MetricsRow) -> Result<()> {
+    pub(crate) fn append(&self, row: &MetricsRow) -> Result<()> {
         let mut rows = self.rows()?;
         let header: Vec<&str> = row.keys().map(String::as_str).collect();
         if let Some(first) = rows.first() {

@@ -16,55 +16,55 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 /// Named values in column order: part of a metrics row (a job's metrics, a stage's columns).
-pub type Row = Map<String, Value>;
+pub(crate) type Row = Map<String, Value>;
 
 /// The 1-based epoch.
-pub const EPOCH: &str = "epoch";
+pub(crate) const EPOCH: &str = "epoch";
 /// The mean training loss of the epoch.
-pub const TRAIN_LOSS: &str = "train_loss";
+pub(crate) const TRAIN_LOSS: &str = "train_loss";
 /// The monitored metric's name, when the evaluation measured it.
-pub const MONITOR_METRIC: &str = "monitor_metric";
+pub(crate) const MONITOR_METRIC: &str = "monitor_metric";
 /// The monitored metric's value.
-pub const MONITOR_VALUE: &str = "monitor_value";
+pub(crate) const MONITOR_VALUE: &str = "monitor_value";
 /// Whether the epoch's model is the stage's best so far.
-pub const IS_BEST: &str = "is_best";
+pub(crate) const IS_BEST: &str = "is_best";
 /// The learning rate of the epoch.
-pub const LR: &str = "lr";
+pub(crate) const LR: &str = "lr";
 /// Optimiser steps since the run began.
-pub const STEPS: &str = "steps";
+pub(crate) const STEPS: &str = "steps";
 /// Wall seconds of the epoch's training.
-pub const SECONDS: &str = "seconds";
+pub(crate) const SECONDS: &str = "seconds";
 /// Seconds spent in the all-reduce of gradients.
-pub const ALLREDUCE_SECONDS: &str = "allreduce_seconds";
+pub(crate) const ALLREDUCE_SECONDS: &str = "allreduce_seconds";
 /// Steps per epoch (CPU columns).
-pub const EPOCH_STEPS: &str = "epoch_steps";
+pub(crate) const EPOCH_STEPS: &str = "epoch_steps";
 /// CPU seconds of the epoch's training (CPU columns).
-pub const TRAIN_CPU_SECONDS: &str = "train_cpu_seconds";
+pub(crate) const TRAIN_CPU_SECONDS: &str = "train_cpu_seconds";
 /// CPU seconds per training item (CPU columns).
-pub const TRAIN_CPU_SECONDS_PER_ITEM: &str = "train_cpu_seconds_per_item";
+pub(crate) const TRAIN_CPU_SECONDS_PER_ITEM: &str = "train_cpu_seconds_per_item";
 /// Wall seconds of the epoch's evaluation (CPU columns).
-pub const EVAL_SECONDS: &str = "eval_seconds";
+pub(crate) const EVAL_SECONDS: &str = "eval_seconds";
 
 /// `best_<metric>`: the column of the stage's best monitored value (it keeps the run's metric
 /// name, so every row has the same columns).
-pub fn best_column(metric: &str) -> String {
+pub(crate) fn best_column(metric: &str) -> String {
     format!("best_{metric}")
 }
 
 /// `<unit>_per_s`: the training throughput (`images_per_s`, `subjects_per_s`).
-pub fn per_s_column(unit: &str) -> String {
+pub(crate) fn per_s_column(unit: &str) -> String {
     format!("{unit}_per_s")
 }
 
 /// The monitor's columns: the best value so far and whether this epoch made it.
-pub struct Best<'a> {
+pub(crate) struct Best<'a> {
     pub metric: &'a str,
     pub value: Option<f64>,
     pub is_best: bool,
 }
 
 /// The columns a run asks for with CPU accounting (`OutputSpec::cpu_columns`).
-pub struct CpuColumns {
+pub(crate) struct CpuColumns {
     pub epoch_steps: usize,
     pub train_cpu_seconds: f64,
     pub train_cpu_seconds_per_item: f64,
@@ -72,7 +72,7 @@ pub struct CpuColumns {
 }
 
 /// What the engine knows at an epoch's end: [`EpochColumns::row`] orders it into a row.
-pub struct EpochColumns<'a> {
+pub(crate) struct EpochColumns<'a> {
     /// The stage's settings columns (first in the row).
     pub stage: &'a Row,
     /// 1-based.
@@ -98,7 +98,7 @@ pub struct EpochColumns<'a> {
 impl EpochColumns<'_> {
     /// The row, its columns in the order of the module's doc. A job column of an engine
     /// column's name takes that column's place (the map keeps the first position of a key).
-    pub fn row(&self) -> MetricsRow {
+    pub(crate) fn row(&self) -> MetricsRow {
         let mut row = self.stage.clone();
         row.insert(EPOCH.into(), json!(self.epoch));
         row.insert(TRAIN_LOSS.into(), json!(self.train_loss));
@@ -134,42 +134,37 @@ impl EpochColumns<'_> {
 /// map of them), the engine's by name. Serialised as the JSON object itself.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct MetricsRow(Row);
+pub(crate) struct MetricsRow(Row);
 
 impl MetricsRow {
     /// The 1-based epoch (`None` in a row without one).
-    pub fn epoch(&self) -> Option<u64> {
+    pub(crate) fn epoch(&self) -> Option<u64> {
         self.0.get(EPOCH).and_then(Value::as_u64)
     }
 
     /// The monitored metric's value, when the epoch measured it.
-    pub fn monitor_value(&self) -> Option<f64> {
+    pub(crate) fn monitor_value(&self) -> Option<f64> {
         self.0.get(MONITOR_VALUE).and_then(Value::as_f64)
     }
 
     /// A number column (`None` when missing or not a number).
-    pub fn number(&self, column: &str) -> Option<f64> {
+    pub(crate) fn number(&self, column: &str) -> Option<f64> {
         self.0.get(column).and_then(Value::as_f64)
     }
 
     /// The stage's settings columns: those before `epoch`.
-    pub fn stage_columns(&self) -> impl Iterator<Item = (&String, &Value)> {
+    pub(crate) fn stage_columns(&self) -> impl Iterator<Item = (&String, &Value)> {
         self.0.iter().take_while(|(k, _)| k.as_str() != EPOCH)
     }
 
     /// The columns that identify a row: the stage columns and `epoch` (everything before
     /// `train_loss`).
-    pub fn key_columns(&self) -> Vec<String> {
+    pub(crate) fn key_columns(&self) -> Vec<String> {
         self.0
             .keys()
             .take_while(|k| k.as_str() != TRAIN_LOSS)
             .cloned()
             .collect()
-    }
-
-    /// The columns as a map.
-    pub fn into_map(self) -> Row {
-        self.0
     }
 }
 

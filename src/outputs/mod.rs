@@ -3,21 +3,21 @@
 
 pub mod compare;
 pub mod curves;
-pub mod figure;
+pub(crate) mod figure;
 pub mod group_table;
 pub mod heatmap;
-pub mod legend;
-pub mod metrics;
-pub mod metrics_row;
+pub(crate) mod legend;
+pub(crate) mod metrics;
+pub(crate) mod metrics_row;
 pub mod pr_chart;
-pub mod result_files;
-pub mod run_files;
-pub mod run_label;
-pub mod run_meta;
-pub mod rundir;
+pub(crate) mod result_files;
+pub(crate) mod run_files;
+pub(crate) mod run_label;
+pub(crate) mod run_meta;
+pub(crate) mod rundir;
 pub mod strata;
-pub mod tensorboard;
+pub(crate) mod tensorboard;
 pub mod text;
 pub mod trajectory;
 
-pub use run_files::RunDir;
+pub(crate) use run_files::RunDir;

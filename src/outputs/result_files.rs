@@ -21,7 +21,7 @@ use crate::metrics::topology::ExactTopology;
 /// subjects with a visit 1 (forecasts only).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
-pub struct TestMetrics {
+pub(crate) struct TestMetrics {
     pub protocol: String,
     pub n_subjects: usize,
     pub model: ScMetrics,
@@ -33,7 +33,7 @@ pub struct TestMetrics {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
-pub struct ForecastOnly {
+pub(crate) struct ForecastOnly {
     pub n_subjects: usize,
     pub model: ScMetrics,
     pub identity_baseline: ScMetrics,
@@ -44,7 +44,7 @@ pub struct ForecastOnly {
 /// of the model's predictions and of the identity forecast, averaged over subjects.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
-pub struct ExactVersus {
+pub(crate) struct ExactVersus {
     pub thresholds: usize,
     pub model: ExactTopology,
     pub identity_baseline: ExactTopology,
@@ -54,7 +54,7 @@ pub struct ExactVersus {
 /// checkpoint (of the best fold) that made the forecasts.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
-pub struct TestMetricsFile {
+pub(crate) struct TestMetricsFile {
     #[serde(flatten)]
     pub metrics: TestMetrics,
     pub exact_topology: ExactVersus,
@@ -69,7 +69,7 @@ impl TestMetricsFile {
     /// `identity_<metric>`, `forecast_only.<metric>`, `skill`, `pearson_gain`, or a number of
     /// the file (`test_loss`, `n_subjects`, `best_fold`); `None` for another name or an
     /// undefined value.
-    pub fn metric(&self, name: &str) -> Option<f64> {
+    pub(crate) fn metric(&self, name: &str) -> Option<f64> {
         let t = &self.metrics;
         let sc = |m: &ScMetrics, key: &str| ScKey::from_name(key).map(|k| m.get(k));
         let value = if let Some(rest) = name.strip_prefix("forecast_only.") {
@@ -91,7 +91,7 @@ impl TestMetricsFile {
 
     /// The names [`Self::metric`] answers with a value among the model's metrics and the
     /// skills (`skill`, `pearson_gain`, `pearson_sparse_gain`).
-    pub fn defined(&self) -> Vec<String> {
+    pub(crate) fn defined(&self) -> Vec<String> {
         let t = &self.metrics;
         let skill = &t.skill;
         let skills = [
@@ -112,7 +112,7 @@ impl TestMetricsFile {
 /// exact topology, the fold and checkpoint, the split, what changed in it since training, and
 /// the paired comparison with the identity per metric.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EvalMetricsFile {
+pub(crate) struct EvalMetricsFile {
     #[serde(flatten)]
     pub metrics: TestMetrics,
     pub exact_topology: ExactVersus,
@@ -126,7 +126,7 @@ pub struct EvalMetricsFile {
 /// One fold of `clg_ode_results.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
-pub struct FoldEntry {
+pub(crate) struct FoldEntry {
     pub fold: Option<usize>,
     #[serde(deserialize_with = "crate::metrics::absent::null_as_nan")]
     pub best_val_loss: f64,
@@ -146,7 +146,7 @@ pub struct FoldEntry {
 /// (as `test_sc_metrics.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
-pub struct RunResults {
+pub(crate) struct RunResults {
     /// The model's kind (`clg-ode`).
     pub model: Option<String>,
     pub cv_folds: Vec<FoldEntry>,
@@ -175,7 +175,7 @@ pub struct RunResults {
 
 impl RunResults {
     /// The best fold's entry, else the first.
-    pub fn best_fold_entry(&self) -> Option<&FoldEntry> {
+    pub(crate) fn best_fold_entry(&self) -> Option<&FoldEntry> {
         let folds = &self.cv_folds;
         folds
             .iter()
@@ -287,17 +287,21 @@ impl Default for RunResults {
 }
 
 #[cfg(test)]
-pub mod examples {
+pub(crate) mod examples {
     //! Result files for the reports' tests: what is not given is undefined (NaN, `null`).
     use super::*;
 
     /// No skill: undefined.
-    pub fn no_skill() -> Skill {
+    pub(crate) fn no_skill() -> Skill {
         undefined_skill()
     }
 
     /// `test_metrics.json` of a run with these test metrics.
-    pub fn test_metrics(model: ScMetrics, identity: ScMetrics, skill: Skill) -> TestMetricsFile {
+    pub(crate) fn test_metrics(
+        model: ScMetrics,
+        identity: ScMetrics,
+        skill: Skill,
+    ) -> TestMetricsFile {
         TestMetricsFile {
             metrics: TestMetrics {
                 model,
@@ -311,7 +315,7 @@ pub mod examples {
 
     /// `clg_ode_results.json` of a run of `model` whose folds had these best epochs
     /// (`(fold, best_epoch)`), `best_fold` the best, with these test metrics.
-    pub fn results(
+    pub(crate) fn results(
         model: &str,
         folds: &[(usize, usize)],
         best_fold: usize,

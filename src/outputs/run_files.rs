@@ -41,50 +41,50 @@ use super::run_meta::RunMeta;
 use crate::files::{write_atomic, write_json};
 
 mod guard;
-pub use guard::{is_run_dir, refuse_run_file};
+pub(crate) use guard::refuse_run_file;
 
 /// `args.json`.
-pub const ARGS_JSON: &str = "args.json";
+pub(crate) const ARGS_JSON: &str = "args.json";
 /// `config.toml`.
-pub const CONFIG_TOML: &str = "config.toml";
+pub(crate) const CONFIG_TOML: &str = "config.toml";
 /// `run_meta.json`.
-pub const RUN_META_JSON: &str = "run_meta.json";
-pub use super::metrics::{METRICS_CSV, METRICS_JSONL};
+pub(crate) const RUN_META_JSON: &str = "run_meta.json";
+pub(crate) use super::metrics::{METRICS_CSV, METRICS_JSONL};
 /// `steps.csv`.
-pub const STEPS_CSV: &str = "steps.csv";
+pub(crate) const STEPS_CSV: &str = "steps.csv";
 /// `curves.svg`.
-pub const CURVES_SVG: &str = "curves.svg";
+pub(crate) const CURVES_SVG: &str = "curves.svg";
 /// `.lock`.
-pub const LOCK: &str = ".lock";
+pub(crate) const LOCK: &str = ".lock";
 /// `checkpoints/`.
-pub const CHECKPOINTS: &str = "checkpoints";
+pub(crate) const CHECKPOINTS: &str = "checkpoints";
 /// The folder in a run directory holding the event files.
-pub const TENSORBOARD_DIR: &str = "tensorboard";
+pub(crate) const TENSORBOARD_DIR: &str = "tensorboard";
 /// The extension of every checkpoint and model file.
-pub const CHECKPOINT_EXT: &str = ".safetensors";
+pub(crate) const CHECKPOINT_EXT: &str = ".safetensors";
 /// The suffix of a best model file, `<stem>_best.safetensors`.
-pub const BEST_MODEL_SUFFIX: &str = "_best.safetensors";
+pub(crate) const BEST_MODEL_SUFFIX: &str = "_best.safetensors";
 /// train-gnn's results file (the reference's CLG-ODE name, written for every model).
-pub const RESULTS_JSON: &str = "clg_ode_results.json";
+pub(crate) const RESULTS_JSON: &str = "clg_ode_results.json";
 /// `test_metrics.json`.
-pub const TEST_METRICS_JSON: &str = "test_metrics.json";
+pub(crate) const TEST_METRICS_JSON: &str = "test_metrics.json";
 /// `test_sc_metrics.json`.
-pub const TEST_SC_METRICS_JSON: &str = "test_sc_metrics.json";
+pub(crate) const TEST_SC_METRICS_JSON: &str = "test_sc_metrics.json";
 /// `per_subject.csv`.
-pub const PER_SUBJECT_CSV: &str = "per_subject.csv";
+pub(crate) const PER_SUBJECT_CSV: &str = "per_subject.csv";
 /// `strata.json`.
-pub const STRATA_JSON: &str = "strata.json";
+pub(crate) const STRATA_JSON: &str = "strata.json";
 /// `metrics.json` (of an `eval-gnn` re-scoring directory).
-pub const EVAL_METRICS_JSON: &str = "metrics.json";
+pub(crate) const EVAL_METRICS_JSON: &str = "metrics.json";
 /// `finished.json`: written when a run has finished (its last stage and its final scoring).
-pub const FINISHED_JSON: &str = "finished.json";
+pub(crate) const FINISHED_JSON: &str = "finished.json";
 /// `written_checkpoints.json`: the per-epoch files of `checkpoints/` this run wrote.
-pub const WRITTEN_CHECKPOINTS_JSON: &str = "written_checkpoints.json";
+pub(crate) const WRITTEN_CHECKPOINTS_JSON: &str = "written_checkpoints.json";
 
 /// The files a run writes at the top of its directory, besides `run_meta.json`, its lock and
 /// its folders: the one list the checks of a directory's files (`rundir.rs`'s foreign files,
 /// `guard.rs`'s run files) start from.
-pub const TOP_FILES: [&str; 13] = [
+pub(crate) const TOP_FILES: [&str; 13] = [
     ARGS_JSON,
     CONFIG_TOML,
     METRICS_JSONL,
@@ -102,22 +102,18 @@ pub const TOP_FILES: [&str; 13] = [
 
 /// A run directory: the path of each of its files, and typed readers and (atomic) writers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RunDir {
+pub(crate) struct RunDir {
     path: PathBuf,
 }
 
 impl RunDir {
-    pub fn new(path: impl Into<PathBuf>) -> Self {
+    pub(crate) fn new(path: impl Into<PathBuf>) -> Self {
         Self { path: path.into() }
     }
 
     /// The directory itself.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
-    }
-
-    pub fn into_path(self) -> PathBuf {
-        self.path
     }
 
     fn file(&self, name: &str) -> PathBuf {
@@ -126,103 +122,103 @@ impl RunDir {
 
     // ---- the files every training run writes ----
 
-    pub fn args_json(&self) -> PathBuf {
+    pub(crate) fn args_json(&self) -> PathBuf {
         self.file(ARGS_JSON)
     }
 
-    pub fn config_toml(&self) -> PathBuf {
+    pub(crate) fn config_toml(&self) -> PathBuf {
         self.file(CONFIG_TOML)
     }
 
-    pub fn run_meta_json(&self) -> PathBuf {
+    pub(crate) fn run_meta_json(&self) -> PathBuf {
         self.file(RUN_META_JSON)
     }
 
-    pub fn metrics_jsonl(&self) -> PathBuf {
+    pub(crate) fn metrics_jsonl(&self) -> PathBuf {
         self.file(METRICS_JSONL)
     }
 
-    pub fn metrics_csv(&self) -> PathBuf {
+    pub(crate) fn metrics_csv(&self) -> PathBuf {
         self.file(METRICS_CSV)
     }
 
-    pub fn steps_csv(&self) -> PathBuf {
+    pub(crate) fn steps_csv(&self) -> PathBuf {
         self.file(STEPS_CSV)
     }
 
-    pub fn curves_svg(&self) -> PathBuf {
+    pub(crate) fn curves_svg(&self) -> PathBuf {
         self.file(CURVES_SVG)
     }
 
     /// `written_checkpoints.json`: the per-epoch files this run wrote into `checkpoints/` (the
     /// only files `--keep-checkpoints best-last` removes). In the run directory, not in
     /// `checkpoints/`, which may be a link to a folder other runs share.
-    pub fn written_checkpoints_json(&self) -> PathBuf {
+    pub(crate) fn written_checkpoints_json(&self) -> PathBuf {
         self.file(WRITTEN_CHECKPOINTS_JSON)
     }
 
     /// The advisory lock of the live run ([`super::rundir::claim`]).
-    pub fn lock_file(&self) -> PathBuf {
+    pub(crate) fn lock_file(&self) -> PathBuf {
         self.file(LOCK)
     }
 
     // ---- checkpoints and model files ----
 
     /// The `checkpoints/` folder.
-    pub fn checkpoints(&self) -> PathBuf {
+    pub(crate) fn checkpoints(&self) -> PathBuf {
         self.file(CHECKPOINTS)
     }
 
     /// `checkpoints/last.safetensors`: the resume checkpoint, rewritten at each epoch's end.
-    pub fn last_checkpoint(&self) -> PathBuf {
+    pub(crate) fn last_checkpoint(&self) -> PathBuf {
         self.checkpoints().join("last.safetensors")
     }
 
     /// `checkpoints/epoch_NNN.safetensors` (1-based epoch, three digits at least).
-    pub fn epoch_checkpoint(&self, epoch: u64) -> PathBuf {
+    pub(crate) fn epoch_checkpoint(&self, epoch: u64) -> PathBuf {
         self.checkpoints()
             .join(format!("epoch_{epoch:03}{CHECKPOINT_EXT}"))
     }
 
     /// `checkpoints/<stem>_epoch_NNN.safetensors`: a model file of one epoch.
-    pub fn epoch_model(&self, stem: &str, epoch: u64) -> PathBuf {
+    pub(crate) fn epoch_model(&self, stem: &str, epoch: u64) -> PathBuf {
         self.checkpoints()
             .join(format!("{stem}_epoch_{epoch:03}{CHECKPOINT_EXT}"))
     }
 
     /// The files in `checkpoints/` named like per-epoch files (`epoch_NNN`,
     /// `<stem>_epoch_NNN`), whoever wrote them, sorted; none when the folder cannot be read.
-    pub fn epoch_files(&self) -> Vec<PathBuf> {
+    pub(crate) fn epoch_files(&self) -> Vec<PathBuf> {
         self.checkpoint_files(is_epoch_file_name)
             .unwrap_or_default()
     }
 
     /// `checkpoints/best.safetensors`: the best weights of a job that monitors a metric but
     /// names no model files.
-    pub fn best_checkpoint(&self) -> PathBuf {
+    pub(crate) fn best_checkpoint(&self) -> PathBuf {
         self.checkpoints().join("best.safetensors")
     }
 
     /// `checkpoints/<stem>_best.safetensors`.
-    pub fn best_model(&self, stem: &str) -> PathBuf {
+    pub(crate) fn best_model(&self, stem: &str) -> PathBuf {
         self.checkpoints()
             .join(format!("{stem}{BEST_MODEL_SUFFIX}"))
     }
 
     /// `checkpoints/<stem>_last.safetensors`.
-    pub fn last_model(&self, stem: &str) -> PathBuf {
+    pub(crate) fn last_model(&self, stem: &str) -> PathBuf {
         self.checkpoints()
             .join(format!("{stem}_last{CHECKPOINT_EXT}"))
     }
 
     /// The best model files in `checkpoints/` (`*_best.safetensors`), sorted; an error when the
     /// folder cannot be read.
-    pub fn best_models(&self) -> Result<Vec<PathBuf>> {
+    pub(crate) fn best_models(&self) -> Result<Vec<PathBuf>> {
         self.checkpoint_files(|n| n.ends_with(BEST_MODEL_SUFFIX))
     }
 
     /// Whether `checkpoints/` holds any `.safetensors` file.
-    pub fn has_checkpoints(&self) -> bool {
+    pub(crate) fn has_checkpoints(&self) -> bool {
         self.checkpoint_files(|n| n.ends_with(CHECKPOINT_EXT))
             .is_ok_and(|f| !f.is_empty())
     }
@@ -242,86 +238,87 @@ impl RunDir {
     // ---- train-gnn's test results ----
 
     /// `clg_ode_results.json` (the reference's name; train-gnn writes it for every model).
-    pub fn results_json(&self) -> PathBuf {
+    pub(crate) fn results_json(&self) -> PathBuf {
         self.file(RESULTS_JSON)
     }
 
-    pub fn test_metrics_json(&self) -> PathBuf {
+    pub(crate) fn test_metrics_json(&self) -> PathBuf {
         self.file(TEST_METRICS_JSON)
     }
 
-    pub fn test_sc_metrics_json(&self) -> PathBuf {
+    pub(crate) fn test_sc_metrics_json(&self) -> PathBuf {
         self.file(TEST_SC_METRICS_JSON)
     }
 
-    pub fn per_subject_csv(&self) -> PathBuf {
+    pub(crate) fn per_subject_csv(&self) -> PathBuf {
         self.file(PER_SUBJECT_CSV)
     }
 
-    pub fn strata_json(&self) -> PathBuf {
+    pub(crate) fn strata_json(&self) -> PathBuf {
         self.file(STRATA_JSON)
     }
 
     /// `eval-<split>-<name>/`: where `eval-gnn` writes a re-scoring of this run. Its files are
     /// named like the run's (`per_subject_csv`, `strata_json`) plus `eval_metrics_json`.
-    pub fn eval_dir(&self, split: &str, name: &str) -> RunDir {
+    pub(crate) fn eval_dir(&self, split: &str, name: &str) -> RunDir {
         RunDir::new(self.file(&format!("eval-{split}-{name}")))
     }
 
     /// `metrics.json` of an `eval-gnn` re-scoring directory ([`Self::eval_dir`]).
-    pub fn eval_metrics_json(&self) -> PathBuf {
+    pub(crate) fn eval_metrics_json(&self) -> PathBuf {
         self.file(EVAL_METRICS_JSON)
     }
 
     // ---- readers ----
 
     /// The metrics rows (`metrics.jsonl`; none when the file is missing).
-    pub fn metrics(&self) -> MetricsFiles {
+    pub(crate) fn metrics(&self) -> MetricsFiles {
         MetricsFiles::new(&self.path)
     }
 
     /// The rows of `metrics.jsonl`, in order (see [`MetricsFiles::rows`]).
-    pub fn read_metrics(&self) -> Result<Vec<MetricsRow>> {
+    pub(crate) fn read_metrics(&self) -> Result<Vec<MetricsRow>> {
         self.metrics().rows()
     }
 
     /// `args.json`, as the run's settings type.
-    pub fn read_args<T: DeserializeOwned>(&self) -> Result<T> {
+    #[cfg(test)]
+    pub(crate) fn read_args<T: DeserializeOwned>(&self) -> Result<T> {
         read_json(&self.args_json())
     }
 
     /// `clg_ode_results.json`.
-    pub fn read_results(&self) -> Result<RunResults> {
+    pub(crate) fn read_results(&self) -> Result<RunResults> {
         read_json(&self.results_json())
     }
 
     /// `test_metrics.json`.
-    pub fn read_test_metrics(&self) -> Result<TestMetricsFile> {
+    pub(crate) fn read_test_metrics(&self) -> Result<TestMetricsFile> {
         read_json(&self.test_metrics_json())
     }
 
     // ---- writers (atomic) ----
 
-    pub fn write_args(&self, args: &impl Serialize) -> Result<()> {
+    pub(crate) fn write_args(&self, args: &impl Serialize) -> Result<()> {
         write_json(&self.args_json(), args)
     }
 
-    pub fn write_config_toml(&self, toml: &str) -> Result<()> {
+    pub(crate) fn write_config_toml(&self, toml: &str) -> Result<()> {
         write_atomic(&self.config_toml(), |w| {
             Ok(std::io::Write::write_all(w, toml.as_bytes())?)
         })
     }
 
     /// `finished.json`: the run finished (a resume of it has nothing to do).
-    pub fn finished_json(&self) -> PathBuf {
+    pub(crate) fn finished_json(&self) -> PathBuf {
         self.file(FINISHED_JSON)
     }
 
-    pub fn write_finished(&self, record: &impl Serialize) -> Result<()> {
+    pub(crate) fn write_finished(&self, record: &impl Serialize) -> Result<()> {
         write_json(&self.finished_json(), record)
     }
 
-    pub fn write_run_meta(&self, meta: &RunMeta) -> Result<()> {
+    pub(crate) fn write_run_meta(&self, meta: &RunMeta) -> Result<()> {
         write_json(&self.run_meta_json(), meta)
     }
 }
@@ -346,7 +343,7 @@ impl From<&Path> for RunDir {
 
 /// Whether `name` is a per-epoch file's name: `epoch_NNN.safetensors` or
 /// `<stem>_epoch_NNN.safetensors`.
-pub fn is_epoch_file_name(name: &str) -> bool {
+pub(crate) fn is_epoch_file_name(name: &str) -> bool {
     let head = name.strip_suffix(CHECKPOINT_EXT).unwrap_or("");
     let digits = head.rsplit('_').next().unwrap_or("");
     let before = &head[..head.len() - digits.len()];
@@ -357,7 +354,7 @@ pub fn is_epoch_file_name(name: &str) -> bool {
 
 /// A JSON file: an error naming it when it cannot be read (`{path}: cannot read it`) or is not
 /// JSON of the type (`{path}: not JSON`).
-pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
+pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read it", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))

@@ -14,14 +14,14 @@ use crate::error::{Exit, ExitError};
 
 /// `--label NAME=PATH`: the name of the run (or sweep) at PATH.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Label {
+pub(crate) struct Label {
     pub name: String,
     pub path: PathBuf,
 }
 
 /// Parses `NAME=PATH` (split at the first `=`; neither side empty): clap's value parser of
 /// `--label`, so a malformed one is a usage error naming it.
-pub fn parse(text: &str) -> Result<Label, String> {
+pub(crate) fn parse(text: &str) -> Result<Label, String> {
     match text.split_once('=') {
         Some((name, path)) if !name.trim().is_empty() && !path.is_empty() => Ok(Label {
             name: name.trim().to_string(),
@@ -45,7 +45,7 @@ fn same(a: &Path, b: &Path) -> bool {
 
 /// The `--label` of each of `paths` (`None`: none given). Refuses a label whose path is none of
 /// `paths`, a name given to two different runs, and a run given two names.
-pub fn given(labels: &[Label], paths: &[PathBuf]) -> Result<Vec<Option<String>>> {
+pub(crate) fn given(labels: &[Label], paths: &[PathBuf]) -> Result<Vec<Option<String>>> {
     given_as(labels, paths, false)
 }
 
@@ -94,7 +94,7 @@ fn given_as(labels: &[Label], paths: &[PathBuf], shared: bool) -> Result<Vec<Opt
 
 /// The short default name of each of `paths` (see the module's documentation), none equal to a
 /// name in `taken` (the labels given) unless the whole path is.
-pub fn default_names(paths: &[PathBuf], taken: &[&str]) -> Vec<String> {
+pub(crate) fn default_names(paths: &[PathBuf], taken: &[&str]) -> Vec<String> {
     let parts: Vec<Vec<String>> = paths.iter().map(|p| components(p)).collect();
     let tail = |i: usize, k: usize| {
         let c = &parts[i];
@@ -142,13 +142,13 @@ fn components(p: &Path) -> Vec<String> {
 
 /// One name per path: its `--label`, else its default name ([`default_names`], told apart
 /// from the other unlabelled runs and from the labels).
-pub fn names(labels: &[Label], paths: &[PathBuf]) -> Result<Vec<String>> {
+pub(crate) fn names(labels: &[Label], paths: &[PathBuf]) -> Result<Vec<String>> {
     names_as(labels, paths, false)
 }
 
 /// [`names`] where one `--label` name may be given to several runs: the runs of one
 /// configuration (its folds, its seeds), which a figure pools (`plot-sc --strata`).
-pub fn configuration_names(labels: &[Label], paths: &[PathBuf]) -> Result<Vec<String>> {
+pub(crate) fn configuration_names(labels: &[Label], paths: &[PathBuf]) -> Result<Vec<String>> {
     names_as(labels, paths, true)
 }
 

@@ -5,7 +5,7 @@ use std::path::Path;
 use serde::Serialize;
 
 /// Host name, for run metadata.
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .or_else(|_| std::env::var("HOSTNAME"))
@@ -14,7 +14,7 @@ pub fn hostname() -> String {
 
 /// What `run_meta.json` records about every run.
 #[derive(Serialize, Debug, Clone)]
-pub struct RunMeta {
+pub(crate) struct RunMeta {
     pub trainer_version: &'static str,
     pub git_commit: Option<&'static str>,
     pub run_dir: String,
@@ -36,7 +36,7 @@ pub struct RunMeta {
 impl RunMeta {
     /// `cluster`: the scheduler environment seen at start; `preflight`: the CUDA preflight
     /// report, when a CUDA device was requested.
-    pub fn new(
+    pub(crate) fn new(
         run_dir: &Path,
         backend: &str,
         device: &str,

@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::RunDir;
-pub use super::run_meta::{RunMeta, hostname};
+pub(crate) use super::run_meta::RunMeta;
 
 /// Where a run directory comes from: `--out`, `--run-name`, `--resume`, and the scheduler's
 /// job id (for default names and for finding a requeued job's directory).
 #[derive(Debug, Clone, Copy)]
-pub struct Naming<'a> {
+pub(crate) struct Naming<'a> {
     pub out: Option<&'a Path>,
     pub run_name: Option<&'a str>,
     pub resume: Option<&'a str>,
@@ -20,7 +20,7 @@ pub struct Naming<'a> {
 
 /// Picks the run directory. With `--resume auto` and no explicit name, the newest directory
 /// under `root` ending in `_<job id>` is reused so that a requeued job finds its checkpoints.
-pub fn resolve(n: &Naming<'_>, root: &Path) -> Result<PathBuf> {
+pub(crate) fn resolve(n: &Naming<'_>, root: &Path) -> Result<PathBuf> {
     if let Some(out) = n.out {
         return Ok(out.to_path_buf());
     }
@@ -38,7 +38,7 @@ pub fn resolve(n: &Naming<'_>, root: &Path) -> Result<PathBuf> {
 
 /// `<YYYYmmdd_HHMMSS>_<milliseconds>_p<pid>_<job id or "local">`: unique among runs started on
 /// one machine, even in the same second, and ending in the job id (for `--resume auto`).
-pub fn default_name(job_id: Option<&str>) -> String {
+pub(crate) fn default_name(job_id: Option<&str>) -> String {
     let now = chrono::Local::now();
     format!(
         "{}_{:03}_p{}_{}",
@@ -75,7 +75,7 @@ fn newest_with_suffix(root: &Path, suffix: &str) -> Option<PathBuf> {
 /// ends, however it ends (the kernel drops it with the file descriptor, so a dead run's lock
 /// is never stale).
 #[derive(Debug)]
-pub struct RunLock {
+pub(crate) struct RunLock {
     _file: File,
     dir: std::path::PathBuf,
 }
@@ -95,7 +95,7 @@ impl Drop for RunLock {
 
 /// Whether `dir` holds (part of) a run: metrics rows or checkpoints. A directory with only the
 /// files a failed start writes (`args.json`, `config.toml`, `run_meta.json`) does not.
-pub fn holds_a_run(dir: &Path) -> bool {
+pub(crate) fn holds_a_run(dir: &Path) -> bool {
     let run = RunDir::new(dir);
     run.metrics_jsonl().is_file() || run.has_checkpoints()
 }
@@ -103,7 +103,7 @@ pub fn holds_a_run(dir: &Path) -> bool {
 /// Takes the run directory for this run: creates it (and `checkpoints/`), locks it, refuses a
 /// directory another live run holds, and one that already holds a run unless `resuming`;
 /// removes temporary files that dead processes left behind.
-pub fn claim(dir: &Path, resuming: bool) -> Result<RunLock> {
+pub(crate) fn claim(dir: &Path, resuming: bool) -> Result<RunLock> {
     if let Some(other) = foreign_entry(dir) {
         bail!(
             "{}: exists and holds {other:?}, but is not a trainer run (no run_meta.json): this \
@@ -185,7 +185,7 @@ fn foreign_entry(dir: &Path) -> Option<String> {
 
 /// A non-blocking exclusive `flock` on `file`.
 /// The pid written by the live run that holds `dir`'s lock, or `None` when none holds it.
-pub fn held_by(dir: &Path) -> Option<String> {
+pub(crate) fn held_by(dir: &Path) -> Option<String> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -238,7 +238,7 @@ fn remove_dead_temporaries(dir: &Path) {
 /// the engine says it is finished and does nothing), and is refused where it holds metrics rows
 /// of an unfinished run without that file (a run started again at epoch 1 would append to its
 /// metrics): nothing is written then.
-pub fn resume_source(resume: Option<&str>, run_dir: &Path) -> Result<Option<PathBuf>> {
+pub(crate) fn resume_source(resume: Option<&str>, run_dir: &Path) -> Result<Option<PathBuf>> {
     match resume {
         None => Ok(None),
         Some("auto") => {
@@ -293,7 +293,7 @@ fn is_link(p: &Path) -> bool {
 
 /// The run directory of a (possibly multi-rank) run: rank 0 resolves it under `default_root`
 /// (the name may contain a timestamp), then tells the other ranks. Nothing is created here.
-pub fn shared(
+pub(crate) fn shared(
     comm: &dyn crate::dist::Collective,
     naming: &Naming<'_>,
     default_root: &Path,

@@ -14,11 +14,11 @@ use super::group_table::{Format, sig4, text_table};
 use super::text::csv_cell;
 
 mod chart;
-pub mod pool;
+pub(crate) mod pool;
 pub use chart::StrataSkill;
 
 /// Below this many forecasts a stratum's skill is one or two subjects' luck: marked and warned.
-pub const MIN_N: u64 = 5;
+pub(crate) const MIN_N: u64 = 5;
 
 /// One stratum: its label, n, the model's and the identity's sc_log_mse and the skill.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,7 +36,7 @@ pub struct Stratum {
 }
 
 /// The strata of `strata.json`, in order: Δt short, middle, long, then the horizons.
-pub fn read(strata: &Value) -> Vec<Stratum> {
+pub(crate) fn read(strata: &Value) -> Vec<Stratum> {
     let mut out = Vec::new();
     let mut add = |label: String, range: String, s: &Value| {
         if let Some(n) = s["n"].as_u64() {
@@ -75,7 +75,7 @@ pub fn read(strata: &Value) -> Vec<Stratum> {
 }
 
 /// The strata with fewer than [`MIN_N`] forecasts, as a warning line (`None`: none).
-pub fn small_warning(strata: &[Stratum]) -> Option<String> {
+pub(crate) fn small_warning(strata: &[Stratum]) -> Option<String> {
     let small: Vec<String> = strata
         .iter()
         .filter(|s| s.n < MIN_N)
@@ -92,7 +92,7 @@ pub fn small_warning(strata: &[Stratum]) -> Option<String> {
 
 /// The strata as a text table: stratum, its Δt range, n, mse, identity mse, skill; `*` marks
 /// n < MIN_N.
-pub fn table(strata: &[Stratum]) -> String {
+pub(crate) fn table(strata: &[Stratum]) -> String {
     let cell = |v: Option<f64>| v.map_or("N/A".into(), sig4);
     let mut lines = vec![format!(
         "{:<36} {:>14} {:>4} {:>10} {:>10} {:>8}",

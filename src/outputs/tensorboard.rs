@@ -33,7 +33,7 @@ use super::run_files::TENSORBOARD_DIR;
 const NOT_SCALARS: &[&str] = &[EPOCH, IS_BEST, STEPS, EPOCH_STEPS];
 
 /// Rewrites the run's event files from its metrics rows.
-pub fn write(run_dir: &Path, rows: &[MetricsRow]) -> Result<()> {
+pub(crate) fn write(run_dir: &Path, rows: &[MetricsRow]) -> Result<()> {
     let root = run_dir.join(TENSORBOARD_DIR);
     let t0 = first_stream(&root).unwrap_or_else(|| start_time(run_dir));
     let name = format!("{EVENTS_PREFIX}{}{EVENTS_SUFFIX}", t0 as u64);

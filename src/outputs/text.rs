@@ -13,7 +13,7 @@ use std::borrow::Cow;
 
 /// Whether `c` may appear in an XML 1.0 document (its `Char` production: TAB, LF, CR, and
 /// U+0020–U+D7FF, U+E000–U+FFFD, U+10000–U+10FFFF).
-pub fn is_xml_char(c: char) -> bool {
+pub(crate) fn is_xml_char(c: char) -> bool {
     matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
 }
 
@@ -37,7 +37,7 @@ pub fn svg_safe(text: &str) -> String {
 ///
 /// Plotters escapes `<` in text and attributes, so a raw `<` always opens a tag: a `<text`
 /// element's content runs from its tag's `>` to the next `<`.
-pub fn svg_document(svg: &str) -> String {
+pub(crate) fn svg_document(svg: &str) -> String {
     let mut out = String::with_capacity(svg.len());
     let mut rest = svg;
     while let Some(open) = find_text_tag(rest) {
@@ -93,7 +93,7 @@ const FORMULA_START: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
 /// TAB or CR gets a leading `'` (the spreadsheet then shows it as text), unless it is a plain
 /// number (`-0.003`, `+1e5`: digits, sign, point and exponent only, a finite value), which a
 /// spreadsheet reads as the number it is. The CSV writer quotes the cell where it needs to.
-pub fn csv_cell(cell: &str) -> Cow<'_, str> {
+pub(crate) fn csv_cell(cell: &str) -> Cow<'_, str> {
     match cell.chars().next() {
         Some(c) if FORMULA_START.contains(&c) && !is_plain_number(cell) => {
             Cow::Owned(format!("'{cell}"))
@@ -103,7 +103,7 @@ pub fn csv_cell(cell: &str) -> Cow<'_, str> {
 }
 
 /// [`csv_cell`] of every cell of a row.
-pub fn csv_row<S: AsRef<str>>(row: &[S]) -> Vec<String> {
+pub(crate) fn csv_row<S: AsRef<str>>(row: &[S]) -> Vec<String> {
     row.iter()
         .map(|c| csv_cell(c.as_ref()).into_owned())
         .collect()

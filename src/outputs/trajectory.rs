@@ -151,7 +151,7 @@ impl Figure for Trajectories {
 }
 
 /// Whether every value of the panel (observed and forecast) is the same: nothing to see.
-pub fn flat(panel: &Panel) -> bool {
+pub(crate) fn flat(panel: &Panel) -> bool {
     let mut values = panel
         .tracks
         .iter()

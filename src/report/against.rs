@@ -34,11 +34,13 @@ mod export;
 mod grouped;
 mod render;
 pub use export::render_as;
-pub use grouped::{GroupedLine, grouped_lines, render_grouped_as};
-pub use render::{FoldSpread, fold_spread, render};
+pub(crate) use grouped::{grouped_lines, render_grouped_as};
+pub(crate) use render::fold_spread;
+#[cfg(test)]
+use render::render;
 
 /// `--against identity`: every run against its own identity forecast.
-pub const IDENTITY: &str = "identity";
+pub(crate) const IDENTITY: &str = "identity";
 
 /// A subject's figure of one metric: the model's and the identity's (`None`: an empty or
 /// unreadable cell).
@@ -133,7 +135,7 @@ pub struct AgainstLine {
 
 /// A run to compare: its name, directory, configuration (what it is apart from its fold and
 /// seed), fold and seed (`?` when the run does not say).
-pub struct Compared<'a> {
+pub(crate) struct Compared<'a> {
     pub name: String,
     pub dir: &'a Path,
     pub configuration: String,
@@ -144,7 +146,7 @@ pub struct Compared<'a> {
 /// The paired comparison of `runs` against the runs of `against`, each run with the one of the
 /// same fold and seed ([`IDENTITY`]: each run with its own identity forecast), the p-values
 /// Holm-adjusted over the lines.
-pub fn against_lines(
+pub(crate) fn against_lines(
     runs: &[Compared],
     against: &str,
     metrics: &[String],

@@ -39,7 +39,7 @@ use crate::outputs::run_files::refuse_run_file;
 
 /// `trainer compare`'s settings (its flags).
 #[derive(Debug, Clone, Default)]
-pub struct CompareSettings {
+pub(crate) struct CompareSettings {
     /// Run directories (ours or the reference's) and sweep directories.
     pub runs: Vec<PathBuf>,
     /// `--label NAME=PATH`: the name of a run (or a sweep) in the tables and `--plot`'s legend
@@ -65,13 +65,13 @@ pub struct CompareSettings {
 impl CompareSettings {
     /// The grouped view: asked for by `--group-by`, `--metric` or `--format` (never by what the
     /// inputs are).
-    pub fn grouped(&self) -> bool {
+    pub(crate) fn grouped(&self) -> bool {
         !self.per_run
             && (!self.group_by.is_empty() || !self.metrics.is_empty() || self.format.is_some())
     }
 
     /// The format asked for: `--format`, else JSON with `--json`, else `default`.
-    pub fn format_or(&self, default: Format) -> Format {
+    pub(crate) fn format_or(&self, default: Format) -> Format {
         match (self.format, self.json) {
             (Some(f), _) => f,
             (None, true) => Format::Json,
@@ -124,7 +124,7 @@ fn group_value(run: &Run, key: &str) -> String {
 }
 
 /// `trainer compare`: the runs of every input, in the view the flags ask for, then `--plot`.
-pub fn compare(s: &CompareSettings) -> Result<()> {
+pub(crate) fn compare(s: &CompareSettings) -> Result<()> {
     if s.runs.is_empty() {
         bail!("give at least one run directory");
     }

@@ -6,7 +6,7 @@
 //! the reference trainer's run directories ([`reference_run`]).
 
 pub mod against;
-pub mod compare;
-pub mod plot;
+pub(crate) mod compare;
+pub(crate) mod plot;
 mod reference_run;
 mod runs;

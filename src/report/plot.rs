@@ -14,7 +14,7 @@ use crate::outputs::{RunDir, curves};
 
 /// Draws the curves of `inputs` (run or sweep directories, read by [`runs::read`], named by
 /// their `--label`s, else by short default names) into `out`.
-pub fn plot(
+pub(crate) fn plot(
     inputs: &[PathBuf],
     labels: &[Label],
     metrics: &[String],
@@ -57,7 +57,7 @@ pub fn plot(
 
 /// `compare --plot`: the validation skill per epoch where the runs computed it
 /// (`--val_sc_eval_every`), else the validation loss, one line per labelled run.
-pub fn validation_curves(runs: &[(String, PathBuf)], out: &Path) -> Result<()> {
+pub(crate) fn validation_curves(runs: &[(String, PathBuf)], out: &Path) -> Result<()> {
     let has_skill = runs.iter().any(|(_, dir)| {
         RunDir::new(dir).read_metrics().is_ok_and(|rows| {
             rows.iter()

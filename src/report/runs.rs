@@ -64,12 +64,12 @@ impl Run {
         }
     }
 
-    pub fn done(&self) -> bool {
+    pub(super) fn done(&self) -> bool {
         self.status() == RunStatus::Done
     }
 
     /// Whether the run has test results that can be read.
-    pub fn status(&self) -> RunStatus {
+    pub(super) fn status(&self) -> RunStatus {
         if let Some(r) = &self.reference {
             return if r.done() {
                 RunStatus::Done
@@ -90,7 +90,7 @@ impl Run {
     }
 
     /// The run's name, saying which file cannot be read when one cannot.
-    pub fn label(&self) -> String {
+    pub(super) fn label(&self) -> String {
         match self.status() {
             RunStatus::Unreadable(file) => {
                 format!("{} (unreadable: {})", self.name, file.display())
@@ -99,7 +99,7 @@ impl Run {
         }
     }
 
-    pub fn metric(&self, name: &str) -> Option<f64> {
+    pub(super) fn metric(&self, name: &str) -> Option<f64> {
         match &self.reference {
             Some(r) => r.metric(name),
             None => metric(&self.dir, name),

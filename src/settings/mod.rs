@@ -9,15 +9,15 @@
 use clap::{Args, Command, FromArgMatches};
 
 /// `--help` headings, also the sections of `config.toml`.
-pub const DATA: &str = "Data";
-pub const MODEL: &str = "Model";
-pub const OPTIM: &str = "Optimisation";
-pub const RUN: &str = "Run";
-pub const CLUSTER: &str = "Cluster";
+pub(crate) const DATA: &str = "Data";
+pub(crate) const MODEL: &str = "Model";
+pub(crate) const OPTIM: &str = "Optimisation";
+pub(crate) const RUN: &str = "Run";
+pub(crate) const CLUSTER: &str = "Cluster";
 
 /// The settings of an empty command line: every field at its flag's default. This is the one
 /// source of defaults (no `impl Default` repeats them).
-pub fn defaults<T: Args + FromArgMatches>() -> T {
+pub(crate) fn defaults<T: Args + FromArgMatches>() -> T {
     let cmd = T::augment_args(Command::new("defaults").no_binary_name(true));
     let matches = cmd
         .try_get_matches_from(std::iter::empty::<String>())
@@ -26,12 +26,12 @@ pub fn defaults<T: Args + FromArgMatches>() -> T {
 }
 
 /// A count that must be at least 1.
-pub fn at_least_one(s: &str) -> Result<usize, String> {
+pub(crate) fn at_least_one(s: &str) -> Result<usize, String> {
     at_least(s, 1)
 }
 
 /// A count that must be at least 2.
-pub fn at_least_two(s: &str) -> Result<usize, String> {
+pub(crate) fn at_least_two(s: &str) -> Result<usize, String> {
     at_least(s, 2)
 }
 
@@ -48,7 +48,7 @@ fn at_least(s: &str, min: usize) -> Result<usize, String> {
 }
 
 /// A finite number greater than 0.
-pub fn positive(s: &str) -> Result<f64, String> {
+pub(crate) fn positive(s: &str) -> Result<f64, String> {
     let v = finite(s)?;
     if v > 0.0 {
         Ok(v)
@@ -59,7 +59,7 @@ pub fn positive(s: &str) -> Result<f64, String> {
 
 /// Seconds between two progress lines: a finite number from 0.1 to one day (`inf` or `1e300`
 /// would make `Duration` panic; `nan` would spin).
-pub fn interval_secs(s: &str) -> Result<f64, String> {
+pub(crate) fn interval_secs(s: &str) -> Result<f64, String> {
     let v = finite(s)?;
     if (0.1..=86_400.0).contains(&v) {
         Ok(v)
@@ -69,7 +69,7 @@ pub fn interval_secs(s: &str) -> Result<f64, String> {
 }
 
 /// A finite number ≥ 0.
-pub fn non_negative(s: &str) -> Result<f64, String> {
+pub(crate) fn non_negative(s: &str) -> Result<f64, String> {
     let v = finite(s)?;
     if v >= 0.0 {
         Ok(v)
@@ -79,7 +79,7 @@ pub fn non_negative(s: &str) -> Result<f64, String> {
 }
 
 /// A finite number.
-pub fn finite(s: &str) -> Result<f64, String> {
+pub(crate) fn finite(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
         Ok(_) => Err(format!("expected a finite number, got {s}")),
@@ -88,7 +88,7 @@ pub fn finite(s: &str) -> Result<f64, String> {
 }
 
 /// A fraction in (0, 1].
-pub fn fraction(s: &str) -> Result<f64, String> {
+pub(crate) fn fraction(s: &str) -> Result<f64, String> {
     let v = finite(s)?;
     if v > 0.0 && v <= 1.0 {
         Ok(v)
@@ -98,19 +98,19 @@ pub fn fraction(s: &str) -> Result<f64, String> {
 }
 
 /// "Off when negative": a value, or `None` for the reference's negative sentinel.
-pub type OffIfNegative = Option<f64>;
+pub(crate) type OffIfNegative = Option<f64>;
 
 /// Parses [`OffIfNegative`].
-pub fn off_if_negative(s: &str) -> Result<OffIfNegative, String> {
+pub(crate) fn off_if_negative(s: &str) -> Result<OffIfNegative, String> {
     let v = finite(s)?;
     Ok((v >= 0.0).then_some(v))
 }
 
 /// "Never when negative" (the reference's −1): an epoch, or `None`.
-pub type EpochOrNever = Option<usize>;
+pub(crate) type EpochOrNever = Option<usize>;
 
 /// Parses [`EpochOrNever`]: a negative number (never) or an epoch ≥ 0.
-pub fn epoch_or_never(s: &str) -> Result<EpochOrNever, String> {
+pub(crate) fn epoch_or_never(s: &str) -> Result<EpochOrNever, String> {
     match s.trim().parse::<i64>() {
         Ok(v) => Ok(usize::try_from(v).ok()),
         Err(_) => Err(format!("expected -1 (never) or an epoch, got `{s}`")),

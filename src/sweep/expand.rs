@@ -19,7 +19,7 @@ pub struct Task {
 }
 
 /// What a spec varies, read and checked by [`super::spec`].
-pub struct Space {
+pub(crate) struct Space {
     /// Flags of every task.
     pub base: toml::Table,
     /// Grid axes: flag → its values.
@@ -33,7 +33,7 @@ pub struct Space {
 }
 
 /// One `[[zip]]` table: the i-th values of its keys make point i, labelled `labels[i]`.
-pub struct Zip {
+pub(crate) struct Zip {
     /// The key naming this axis in tables (`zip`, `zip2`, …).
     pub axis: String,
     pub labels: Vec<String>,
@@ -55,7 +55,7 @@ impl Zip {
 impl Space {
     /// How many tasks [`Space::tasks`] would make (saturating: a grid of 10^30 points counts as
     /// `u128::MAX`), computed without expanding anything.
-    pub fn count(&self) -> u128 {
+    pub(crate) fn count(&self) -> u128 {
         let lens = self
             .axes
             .iter()
@@ -69,7 +69,7 @@ impl Space {
 
     /// Values of the spec that another place of it overrides in every task they reach (a
     /// variant over `[base]`, a grid or zip axis over `[base]` or a variant), one line each.
-    pub fn shadowed(&self) -> Vec<String> {
+    pub(crate) fn shadowed(&self) -> Vec<String> {
         let mut out = Vec::new();
         let name = |n: &Option<String>| n.clone().unwrap_or_else(|| "(unnamed)".into());
         for (v, flags) in &self.variants {
@@ -105,7 +105,7 @@ impl Space {
     }
 
     /// `3 variants × 10 × 10 (grid) × 5 folds × 2 stages`, for messages.
-    pub fn shape(&self, stages: u128) -> String {
+    pub(crate) fn shape(&self, stages: u128) -> String {
         let mut parts = vec![format!("{} variant(s)", self.variants.len())];
         for (k, v) in &self.axes {
             parts.push(format!("{} {k}", v.len()));
@@ -132,7 +132,7 @@ impl Space {
     }
 
     /// Every task, the last grid axis fastest, then folds, then seeds.
-    pub fn tasks(&self) -> Vec<Task> {
+    pub(crate) fn tasks(&self) -> Vec<Task> {
         let Space {
             base,
             axes,
@@ -271,7 +271,7 @@ fn abbreviations(keys: &[String]) -> BTreeMap<String, String> {
 
 /// Phase 1 (`tasks`, marked `stage = phase1`) followed by one phase-2 task per phase-1 task:
 /// its flags with `then` on top, named `<stage>/<name>`, resumed from it.
-pub fn then_stage(tasks: Vec<Task>, stage: &str, then: &toml::Table) -> Vec<Task> {
+pub(crate) fn then_stage(tasks: Vec<Task>, stage: &str, then: &toml::Table) -> Vec<Task> {
     let first: Vec<Task> = tasks
         .into_iter()
         .map(|mut t| {

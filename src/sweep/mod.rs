@@ -10,13 +10,13 @@
 //! stage adds one phase-2 task per task, resumed from its phase-1 task's best checkpoint
 //! ([`expand`]; chained per task in the scripts).
 
-pub mod expand;
+pub(crate) mod expand;
 mod plan;
-pub mod progress;
+pub(crate) mod progress;
 mod replan;
 pub mod scripts;
 pub mod spec;
-pub mod state;
+pub(crate) mod state;
 mod supervise;
 mod task;
 
@@ -26,7 +26,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-pub use self::plan::{CommandFlags, MAX_TASKS, PlanSettings};
+pub(crate) use self::plan::{CommandFlags, MAX_TASKS, PlanSettings};
 use self::progress::Progress;
 use self::spec::Task;
 use self::state::{TaskState, read_state};
@@ -143,7 +143,7 @@ impl Manifest {
 
 /// `trainer sweep plan`: a new sweep from a spec, or (`--missing DIR`) what is left of one,
 /// re-planned in place.
-pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
+pub(crate) fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
     match &s.missing {
         Some(dir) => replan::plan_missing(dir, s),
         None => plan::plan(s, flags),
@@ -151,18 +151,18 @@ pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
 }
 
 /// A task's `--config` file.
-pub fn task_config(dir: &Path, index: usize) -> PathBuf {
+pub(crate) fn task_config(dir: &Path, index: usize) -> PathBuf {
     dir.join("tasks").join(format!("{index}.toml"))
 }
 
 /// A task's run directory.
-pub fn run_dir(dir: &Path, task: &Task) -> PathBuf {
+pub(crate) fn run_dir(dir: &Path, task: &Task) -> PathBuf {
     dir.join("runs").join(&task.name)
 }
 
 /// `trainer sweep task DIR INDEX [--preflight]`: runs one task to its end (after the GPU
 /// preflight) and returns its exit code (75: a checkpoint was written, requeue me).
-pub fn task(dir: &Path, index: usize, preflight: bool) -> Result<ExitCode> {
+pub(crate) fn task(dir: &Path, index: usize, preflight: bool) -> Result<ExitCode> {
     let manifest = Manifest::read(dir)?;
     let t = manifest.task(index)?;
     let code = task::run_task(dir, &manifest, t, &[], preflight)?;
@@ -173,7 +173,7 @@ pub fn task(dir: &Path, index: usize, preflight: bool) -> Result<ExitCode> {
 /// the cores shared out between them; a two-stage sweep's phase-2 tasks after phase 1. The first
 /// SIGINT/SIGTERM stops launching and is forwarded to the running tasks (they checkpoint and
 /// end *stopped*); a second one kills them; the runner then exits with 128 + the signal.
-pub fn run(dir: &Path, jobs: usize) -> Result<ExitCode> {
+pub(crate) fn run(dir: &Path, jobs: usize) -> Result<ExitCode> {
     let manifest = Manifest::read(dir)?;
     let todo: Vec<&Task> = manifest
         .tasks
@@ -276,7 +276,7 @@ fn run_wave(dir: &Path, manifest: &Manifest, todo: &[&Task], jobs: usize, thread
 }
 
 /// `trainer sweep status DIR [--json]`.
-pub fn status(dir: &Path, json: bool) -> Result<()> {
+pub(crate) fn status(dir: &Path, json: bool) -> Result<()> {
     let manifest = Manifest::read(dir)?;
     let rows: Vec<(&Task, TaskState)> = manifest
         .tasks
@@ -339,7 +339,7 @@ fn run_warnings(run: &Path) -> Vec<String> {
 
 /// `trainer sweep status DIR --watch SECS`: one progress line (counts, ETA) every `every`
 /// seconds until no task runs or waits to run (failed ones excepted: they wait for a re-plan).
-pub fn watch(dir: &Path, every: f64) -> Result<()> {
+pub(crate) fn watch(dir: &Path, every: f64) -> Result<()> {
     let manifest = Manifest::read(dir)?;
     loop {
         let states: Vec<TaskState> = manifest

@@ -17,11 +17,11 @@ use crate::cluster::scheduler::resources::Resources;
 use crate::files::write_json;
 
 /// The default of `--max-tasks`: a grid larger than this is a typo more often than a plan.
-pub const MAX_TASKS: usize = 100_000;
+pub(crate) const MAX_TASKS: usize = 100_000;
 
 /// `sweep plan`'s settings.
 #[derive(Debug, Clone)]
-pub struct PlanSettings {
+pub(crate) struct PlanSettings {
     pub spec: Option<PathBuf>,
     pub out: Option<PathBuf>,
     /// `None`: Slurm for a new sweep, the sweep's own for `--missing`.
@@ -39,7 +39,7 @@ pub struct PlanSettings {
 }
 
 /// What a sweep knows of the training commands' flags (from the command-line layer).
-pub struct CommandFlags<'a> {
+pub(crate) struct CommandFlags<'a> {
     /// Whether `key` (either spelling) is a flag of `command`.
     pub known: &'a dyn Fn(&str, &str) -> bool,
     /// Parses `trainer COMMAND --config FILE` as the command itself would: every value through
@@ -115,7 +115,7 @@ pub(super) fn resolve_resources(
 }
 
 /// `trainer sweep plan`.
-pub fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
+pub(super) fn plan(s: &PlanSettings, flags: &CommandFlags) -> Result<()> {
     let (Some(spec_path), Some(out)) = (&s.spec, &s.out) else {
         bail!("sweep plan needs SPEC.toml and --out DIR (or --missing DIR)");
     };

@@ -7,7 +7,7 @@ use super::state::TaskState;
 
 /// What the ETA is made of: done tasks' durations, running tasks' ages, tasks still to run.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Progress {
+pub(crate) struct Progress {
     pub counts: BTreeMap<&'static str, usize>,
     pub total: usize,
     /// Durations of the done tasks that recorded one (seconds).
@@ -21,7 +21,7 @@ pub struct Progress {
 
 impl Progress {
     /// The progress of `states`, `now` in Unix seconds.
-    pub fn of<'a>(states: impl IntoIterator<Item = &'a TaskState>, now: u64) -> Progress {
+    pub(crate) fn of<'a>(states: impl IntoIterator<Item = &'a TaskState>, now: u64) -> Progress {
         let mut p = Progress::default();
         for s in states {
             p.total += 1;
@@ -39,14 +39,14 @@ impl Progress {
     }
 
     /// Whether nothing runs and nothing waits to run (failed tasks aside).
-    pub fn settled(&self) -> bool {
+    pub(crate) fn settled(&self) -> bool {
         self.running_secs.is_empty() && self.to_run == 0
     }
 
     /// Seconds until every task is done: the mean done duration for each task still to run and
     /// the rest of each running one, spread over as many at a time as run now (at least one).
     /// `None` until a task has finished.
-    pub fn eta_secs(&self) -> Option<u64> {
+    pub(crate) fn eta_secs(&self) -> Option<u64> {
         if self.done_secs.is_empty() {
             return None;
         }
@@ -62,7 +62,7 @@ impl Progress {
     }
 
     /// `12 tasks: 3 done, 2 running, 7 pending; ETA ~14 min (mean task 4.6 min, 2 at a time)`.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let counts: Vec<String> = self
             .counts
             .iter()

@@ -58,7 +58,7 @@ use std::io::Write as _;
 
 /// The arrays that run `indices`: phase 1 first; then phase-2 tasks whose phase-1 task is in
 /// it (chained), and phase-2 tasks whose phase 1 is already done (not chained).
-pub fn arrays(m: &Manifest, indices: &[usize]) -> Vec<Array> {
+pub(crate) fn arrays(m: &Manifest, indices: &[usize]) -> Vec<Array> {
     let phase_one = m.tasks.iter().filter(|t| t.after.is_none()).count();
     let first: Vec<usize> = indices
         .iter()

@@ -37,13 +37,13 @@ mod file;
 mod paths;
 mod vary;
 use file::SpecFile;
-pub use paths::expand_paths_yaml;
-pub use vary::parse_override;
+pub(crate) use paths::expand_paths_yaml;
+pub(crate) use vary::parse_override;
 use vary::{apply_overrides, zip_axis};
 
 /// A parsed specification.
 #[derive(Debug, Clone)]
-pub struct Spec {
+pub(crate) struct Spec {
     pub command: TrainingCommand,
     pub tasks: Vec<Task>,
     /// The `[resources]` table: what each task asks of the queue.
@@ -68,7 +68,7 @@ pub(super) fn line_of(text: &str, key: &str) -> usize {
 impl Spec {
     /// Parses `text` (from `path`, named in errors); `known(command, key)` says whether `key` is a
     /// flag of the command in either spelling.
-    pub fn parse(
+    pub(crate) fn parse(
         path: &Path,
         text: &str,
         known: &dyn Fn(&str, &str) -> bool,

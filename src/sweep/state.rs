@@ -18,7 +18,7 @@ use crate::training_command::TrainingCommand;
 /// Where a task stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
-pub enum TaskState {
+pub(crate) enum TaskState {
     /// Never started (no status file).
     Pending,
     Running {
@@ -56,7 +56,7 @@ pub enum TaskState {
 }
 
 impl TaskState {
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Self::Pending => "pending",
             Self::Running { .. } => "running",
@@ -68,7 +68,7 @@ impl TaskState {
     }
 
     /// The rest of a status line.
-    pub fn detail(&self) -> String {
+    pub(crate) fn detail(&self) -> String {
         match self {
             Self::Running { pid, host, .. } => format!("  (pid {pid} on {host})"),
             Self::Stopped => "  (checkpoint written; resumes when run again)".into(),
@@ -82,12 +82,12 @@ impl TaskState {
     }
 
     /// Whether it failed its GPU preflight (no usable GPU where it ran).
-    pub fn failed_gpu_preflight(&self) -> bool {
+    pub(crate) fn failed_gpu_preflight(&self) -> bool {
         matches!(self, Self::Failed { error, .. } if error.starts_with(GPU_PREFLIGHT))
     }
 
     /// Whether `sweep run` / `plan --missing` should (re)start it.
-    pub fn wants_a_run(&self) -> bool {
+    pub(crate) fn wants_a_run(&self) -> bool {
         matches!(
             self,
             Self::Pending | Self::Stopped | Self::Failed { .. } | Self::Missing { .. }
@@ -96,11 +96,11 @@ impl TaskState {
 }
 
 /// How the error of a task that failed its GPU preflight starts.
-pub const GPU_PREFLIGHT: &str = "GPU preflight: ";
+pub(crate) const GPU_PREFLIGHT: &str = "GPU preflight: ";
 
 /// What to do about tasks of the sweep in `dir` that failed their GPU preflight: the whole
 /// sweep moved to this machine's CPU (the finished tasks kept), or kept on its queue.
-pub fn cpu_fix(dir: &Path) -> String {
+pub(crate) fn cpu_fix(dir: &Path) -> String {
     let d = crate::cluster::scheduler::quote::sh_path(dir);
     format!(
         "to run the sweep on this machine's CPU instead: `trainer sweep plan --missing {d} --gpus \
@@ -110,19 +110,19 @@ pub fn cpu_fix(dir: &Path) -> String {
 }
 
 /// The sweep's manifest, `DIR/sweep.json`.
-pub const MANIFEST: &str = "sweep.json";
+pub(crate) const MANIFEST: &str = "sweep.json";
 /// `DIR/status/`: one `<i>.json` per task.
-pub const STATUS: &str = "status";
+pub(crate) const STATUS: &str = "status";
 /// `DIR/logs/`: one `<i>.log` per task, and the schedulers' own output files.
-pub const LOGS: &str = "logs";
+pub(crate) const LOGS: &str = "logs";
 
 /// `DIR/sweep.json`.
-pub fn manifest_path(dir: &Path) -> PathBuf {
+pub(crate) fn manifest_path(dir: &Path) -> PathBuf {
     dir.join(MANIFEST)
 }
 
 /// `DIR/logs/`.
-pub fn logs_dir(dir: &Path) -> PathBuf {
+pub(crate) fn logs_dir(dir: &Path) -> PathBuf {
     dir.join(LOGS)
 }
 
@@ -135,7 +135,7 @@ pub(super) fn log_path(dir: &Path, index: usize) -> PathBuf {
 }
 
 /// Unix seconds now.
-pub fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -200,7 +200,7 @@ pub(super) fn set_aside_torn_run(
 
 /// The state task `t` left; a task recorded as running on this host whose process is gone
 /// failed (killed); a done task whose results are gone or torn is missing.
-pub fn read_state(dir: &Path, m: &Manifest, t: &Task) -> TaskState {
+pub(crate) fn read_state(dir: &Path, m: &Manifest, t: &Task) -> TaskState {
     match recorded_state(dir, t) {
         TaskState::Done { seconds } => match results_gone(dir, m, t) {
             Some(error) => TaskState::Missing { error },

@@ -19,7 +19,7 @@ static STOPS: AtomicUsize = AtomicUsize::new(0);
 static LAST_STOP: AtomicI32 = AtomicI32::new(0);
 
 /// `sweep run`: counts SIGINT and SIGTERM (forwarding to the running tasks is theirs).
-pub fn install_runner_stop() -> Result<()> {
+pub(super) fn install_runner_stop() -> Result<()> {
     for sig in [SIGINT, SIGTERM] {
         // SAFETY: the handler only touches atomics.
         unsafe {
@@ -34,12 +34,12 @@ pub fn install_runner_stop() -> Result<()> {
 }
 
 /// The stop signal `sweep run` received, if any: launch nothing more.
-pub fn runner_stopped() -> Option<i32> {
+pub(super) fn runner_stopped() -> Option<i32> {
     (STOPS.load(Ordering::SeqCst) > 0).then(|| LAST_STOP.load(Ordering::SeqCst))
 }
 
 /// Starts `cmd` in its own process group, to receive SIGTERM when this thread's process dies.
-pub fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
+pub(super) fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
     use std::os::unix::process::CommandExt;
     // SAFETY: between fork and exec only async-signal-safe calls (setpgid, prctl, getppid).
     unsafe {
@@ -59,7 +59,7 @@ pub fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
 }
 
 /// How a supervised trainer ended.
-pub struct Ended {
+pub(super) struct Ended {
     /// Its exit code, or 128 + the signal that ended it.
     pub code: i32,
     /// The exit code when it exited by itself.
@@ -72,7 +72,7 @@ pub struct Ended {
 
 /// Waits for `child`, forwarding SIGUSR1/USR2/TERM/INT to it; a second SIGINT/SIGTERM kills
 /// its process group.
-pub fn wait_forwarding(child: &mut Child) -> Result<Ended> {
+pub(super) fn wait_forwarding(child: &mut Child) -> Result<Ended> {
     let pending = Arc::new(AtomicI32::new(0));
     let stops = Arc::new(AtomicUsize::new(0));
     let mut ids = Vec::new();

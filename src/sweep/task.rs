@@ -131,7 +131,7 @@ pub(super) fn check_cpu_tasks(m: &Manifest) -> Result<()> {
 /// Runs task `t` of the sweep in `dir` (its flags, its run directory, resuming its own
 /// checkpoint) with extra environment `env`, after the GPU preflight when `gpu_preflight`;
 /// forwards SIGUSR1/USR2/TERM/INT to the trainer and returns its exit code.
-pub fn run_task(
+pub(super) fn run_task(
     dir: &Path,
     m: &Manifest,
     t: &Task,

@@ -14,7 +14,7 @@ use super::params::HostTensor;
 use crate::files::write_atomic;
 
 /// Identifies our checkpoints (metadata key `format`).
-pub const FORMAT: &str = "trainer-checkpoint/1";
+pub(crate) const FORMAT: &str = "trainer-checkpoint/1";
 
 /// The prefix of the model's weights (`model.<parameter name>`) and the metadata key of the
 /// model's name, in every checkpoint and model file.

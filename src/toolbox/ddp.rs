@@ -18,7 +18,7 @@ use crate::dist::Collective;
 
 /// Time and bytes spent in gradient all-reduces (for benchmarks and logs).
 #[derive(Debug, Default, Clone, Copy)]
-pub struct CommStats {
+pub(crate) struct CommStats {
     pub calls: u64,
     pub bytes: u64,
     pub time: Duration,
@@ -26,7 +26,7 @@ pub struct CommStats {
 
 impl CommStats {
     /// On rank 0 of a multi-rank world: one log line with the all-reduces' count, size and time.
-    pub fn log(&self, tag: &str, comm: &dyn Collective) {
+    pub(crate) fn log(&self, tag: &str, comm: &dyn Collective) {
         if comm.rank() == 0 && comm.size() > 1 && self.calls > 0 {
             eprintln!(
                 "{tag} {} ranks ({}): {} all-reduces of {} bytes, {:.1} s in all-reduce",
@@ -42,7 +42,7 @@ impl CommStats {
 
 /// In a multi-rank world, every rank logs a digest of its parameters, so that a launcher (and
 /// the tests) can check that all ranks hold the same weights. `what` names the model.
-pub fn log_digest<B: Backend, M: Module<B>>(
+pub(crate) fn log_digest<B: Backend, M: Module<B>>(
     tag: &str,
     what: &str,
     comm: &dyn Collective,
@@ -58,7 +58,7 @@ pub fn log_digest<B: Backend, M: Module<B>>(
 }
 
 /// Copies rank 0's parameters to every rank.
-pub fn broadcast_params<B: Backend, M: Module<B>>(
+pub(crate) fn broadcast_params<B: Backend, M: Module<B>>(
     comm: &dyn Collective,
     model: M,
     device: &B::Device,
@@ -111,7 +111,7 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for FlattenGrads<'_, B> {
 
 /// A model's gradients as one flat buffer in visiting order (zeros for a parameter without
 /// one), with each parameter's size and whether it had a gradient.
-pub struct FlatGrads {
+pub(crate) struct FlatGrads {
     pub flat: Vec<f32>,
     pub lens: Vec<usize>,
     pub present: Vec<bool>,
@@ -120,7 +120,7 @@ pub struct FlatGrads {
 /// Σ g² of each parameter's gradient, computed on the device and read in one transfer (one
 /// sync on a GPU), in visiting order (parameters without a gradient are left out). The
 /// single-process gradient norm: [`flatten_grads`] would read every gradient, one sync each.
-pub fn grad_square_sums<B: AutodiffBackend, M: AutodiffModule<B>>(
+pub(crate) fn grad_square_sums<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: &M,
     grads: &GradientsParams,
 ) -> Vec<f64> {
@@ -150,7 +150,7 @@ pub fn grad_square_sums<B: AutodiffBackend, M: AutodiffModule<B>>(
 }
 
 /// Every parameter's gradient in visiting order, concatenated.
-pub fn flatten_grads<B: AutodiffBackend, M: AutodiffModule<B>>(
+pub(crate) fn flatten_grads<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: &M,
     grads: &GradientsParams,
 ) -> FlatGrads {
@@ -177,7 +177,7 @@ pub fn flatten_grads<B: AutodiffBackend, M: AutodiffModule<B>>(
 ///
 /// [`add`]: ShardGrads::add
 /// [`all_reduce`]: ShardGrads::all_reduce
-pub struct ShardGrads {
+pub(crate) struct ShardGrads {
     flat: Vec<f32>,
     lens: Vec<usize>,
     present: Vec<f32>,
@@ -186,7 +186,7 @@ pub struct ShardGrads {
 impl ShardGrads {
     /// The gradients of one shard (of its share of the global batch's loss: see
     /// `engine::Job::step`), so that their sum over shards is the global batch's gradient.
-    pub fn new<B: AutodiffBackend, M: AutodiffModule<B>>(
+    pub(crate) fn new<B: AutodiffBackend, M: AutodiffModule<B>>(
         model: &M,
         grads: &GradientsParams,
     ) -> Self {
@@ -204,7 +204,7 @@ impl ShardGrads {
     }
 
     /// Adds another shard of the same model (element by element, `self + other`).
-    pub fn add(&mut self, other: &ShardGrads) -> Result<()> {
+    pub(crate) fn add(&mut self, other: &ShardGrads) -> Result<()> {
         if self.lens != other.lens {
             bail!("gradient shards of different models");
         }
@@ -220,7 +220,11 @@ impl ShardGrads {
     }
 
     /// Sums over ranks in one fused all-reduce (values and presence together).
-    pub fn all_reduce(mut self, comm: &dyn Collective, stats: &mut CommStats) -> Result<Self> {
+    pub(crate) fn all_reduce(
+        mut self,
+        comm: &dyn Collective,
+        stats: &mut CommStats,
+    ) -> Result<Self> {
         let n_values = self.flat.len();
         self.flat.extend_from_slice(&self.present);
         let t0 = Instant::now();
@@ -235,7 +239,7 @@ impl ShardGrads {
     /// Per-parameter gradients for the optimiser. A parameter that had a gradient on no shard
     /// (outside this step's graph everywhere) gets none, so the optimiser leaves it alone
     /// exactly as a single process would.
-    pub fn into_grads<B: AutodiffBackend>(self, device: &B::Device) -> Result<Grads<B>> {
+    pub(crate) fn into_grads<B: AutodiffBackend>(self, device: &B::Device) -> Result<Grads<B>> {
         let mut out = Vec::with_capacity(self.lens.len());
         let mut offset = 0;
         for (&n, &any) in self.lens.iter().zip(&self.present) {
@@ -264,7 +268,7 @@ const STOP_SIGNALS: [i32; 4] = [
 /// request (a signal, or `steps_done` reaching `budget`), so that all ranks stop after the same
 /// step. Returns the stop reason they agree on: a signal any rank received (SIGTERM first), else
 /// the step budget.
-pub fn sum_with_stop(
+pub(crate) fn sum_with_stop(
     comm: &dyn Collective,
     values: &mut Vec<f64>,
     steps_done: u64,
@@ -292,7 +296,7 @@ pub fn sum_with_stop(
 
 /// The half-open range of positions `[lo, hi)` of a global batch `[start, end)` that `rank`
 /// of `size` takes: contiguous, as equal as possible, lower ranks first.
-pub fn shard(start: usize, end: usize, rank: usize, size: usize) -> (usize, usize) {
+pub(crate) fn shard(start: usize, end: usize, rank: usize, size: usize) -> (usize, usize) {
     let n = end - start;
     let base = n / size;
     let extra = n % size;

@@ -28,7 +28,11 @@ use crate::host_reads::Counts;
 /// The gradients of Σ loss over `pieces`, where `pass` scores one piece with a model and
 /// returns its loss (`[1]`) and anything else the caller keeps (returned in piece order).
 /// One piece runs on `model` itself, on the calling thread.
-pub fn backward_pieces<B, M, I, T, F>(model: &M, pieces: &[I], pass: F) -> (GradientsParams, Vec<T>)
+pub(crate) fn backward_pieces<B, M, I, T, F>(
+    model: &M,
+    pieces: &[I],
+    pass: F,
+) -> (GradientsParams, Vec<T>)
 where
     B: AutodiffBackend,
     M: AutodiffModule<B> + Sync,
@@ -66,7 +70,7 @@ where
 
 /// Σ of the pieces' gradients, parameter by parameter, added in piece order (a parameter no
 /// piece reached has no gradient, as in one pass over the whole batch).
-pub fn sum_in_order<B: AutodiffBackend, M: AutodiffModule<B>>(
+pub(crate) fn sum_in_order<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: &M,
     parts: &mut [GradientsParams],
 ) -> GradientsParams {

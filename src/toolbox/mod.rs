@@ -6,10 +6,10 @@
 //! calls nothing above it.
 
 pub mod checkpoint;
-pub mod ddp;
-pub mod host_parallel;
+pub(crate) mod ddp;
+pub(crate) mod host_parallel;
 pub mod optim;
 pub mod params;
-pub mod seed;
+pub(crate) mod seed;
 pub mod stop;
-pub mod usage;
+pub(crate) mod usage;

@@ -75,7 +75,7 @@ impl<B: Backend> ModuleVisitor<B> for Names {
 }
 
 /// Parameter names in visiting order (cheap: no data is copied).
-pub fn names<B: Backend, M: Module<B>>(module: &M) -> Vec<String> {
+pub(crate) fn names<B: Backend, M: Module<B>>(module: &M) -> Vec<String> {
     let mut v = Names {
         path: Vec::new(),
         out: Vec::new(),
@@ -149,7 +149,7 @@ pub fn load<B: Backend, M: Module<B>>(
 /// Like [`load`], but a parameter missing from `source` keeps its value and a tensor of
 /// `source` that is no parameter is ignored (PyTorch's `strict=False`); a shape that differs is
 /// still an error. Returns the module and the missing and unexpected names.
-pub fn load_partial<B: Backend, M: Module<B>>(
+pub(crate) fn load_partial<B: Backend, M: Module<B>>(
     module: M,
     source: &BTreeMap<String, HostTensor>,
     device: &B::Device,
@@ -199,7 +199,7 @@ pub fn materialize<B: Backend, M: Module<B>>(module: &M) {
 /// drawn on `B` first, then the generator is seeded again and the CPU draws replace those
 /// weights, so the generator ends where one seeded initialisation leaves it (what the steps
 /// after it, e.g. dropout, draw from) and flex runs keep their weights and their draws.
-pub fn init_seeded<B: Backend, M: Module<B>, C: Module<Cpu>>(
+pub(crate) fn init_seeded<B: Backend, M: Module<B>, C: Module<Cpu>>(
     seed: u64,
     device: &B::Device,
     on_device: impl FnOnce() -> M,
@@ -217,7 +217,7 @@ pub fn init_seeded<B: Backend, M: Module<B>, C: Module<Cpu>>(
 
 /// FNV-1a hash of every float parameter's bytes, in visiting order: equal digests mean
 /// bit-identical weights.
-pub fn digest<B: Backend, M: Module<B>>(module: &M) -> u64 {
+pub(crate) fn digest<B: Backend, M: Module<B>>(module: &M) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for (_, t) in collect(module) {
         for x in t.data {

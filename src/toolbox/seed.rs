@@ -6,7 +6,7 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 
 /// A 64-bit mix of two numbers (SplitMix64 finaliser), for derived seeds.
-pub fn mix(a: u64, b: u64) -> u64 {
+pub(crate) fn mix(a: u64, b: u64) -> u64 {
     let mut z = a ^ b
         .wrapping_add(0x9e37_79b9_7f4a_7c15)
         .wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -16,7 +16,7 @@ pub fn mix(a: u64, b: u64) -> u64 {
 }
 
 /// The shuffled order of `0..n` for epoch `epoch` (ChaCha8 seeded from `(seed, epoch)`).
-pub fn epoch_order(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
+pub(crate) fn epoch_order(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(mix(seed, epoch));
     order.shuffle(&mut rng);

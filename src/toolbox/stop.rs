@@ -24,7 +24,7 @@ fn flag() -> &'static Arc<AtomicUsize> {
 }
 
 /// Installs the handlers (idempotent).
-pub fn install() -> Result<()> {
+pub(crate) fn install() -> Result<()> {
     static DONE: OnceLock<()> = OnceLock::new();
     if DONE.get().is_some() {
         return Ok(());
@@ -37,7 +37,7 @@ pub fn install() -> Result<()> {
 }
 
 /// The signal received, if any.
-pub fn requested() -> Option<i32> {
+pub(crate) fn requested() -> Option<i32> {
     match flag().load(Ordering::SeqCst) {
         0 => None,
         s => Some(s as i32),
@@ -46,13 +46,13 @@ pub fn requested() -> Option<i32> {
 
 /// Why a loop stopped before its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
+pub(crate) enum StopReason {
     Signal(i32),
     StepBudget,
 }
 
 impl StopReason {
-    pub fn describe(self) -> String {
+    pub(crate) fn describe(self) -> String {
         match self {
             StopReason::Signal(s) => format!("signal {}", signal_name(s)),
             StopReason::StepBudget => "--stop-after-steps reached".into(),
@@ -60,7 +60,7 @@ impl StopReason {
     }
 }
 
-pub fn signal_name(sig: i32) -> &'static str {
+pub(crate) fn signal_name(sig: i32) -> &'static str {
     match sig {
         SIGTERM => "SIGTERM",
         SIGINT => "SIGINT",
@@ -75,7 +75,7 @@ pub fn signal_name(sig: i32) -> &'static str {
 /// resumed after that step never reaches it again), before that step's stop check, until a
 /// signal arrives (at most five minutes), saying so on stderr. A pure wait: the run's results
 /// are those of a run without it.
-pub fn test_pause(global_step: u64, tag: &str) {
+pub(crate) fn test_pause(global_step: u64, tag: &str) {
     static AT: OnceLock<Option<u64>> = OnceLock::new();
     let at = AT.get_or_init(|| {
         std::env::var("TRAINER_TEST_PAUSE_AT_STEP")
@@ -96,7 +96,7 @@ pub fn test_pause(global_step: u64, tag: &str) {
 }
 
 /// Polled at each step boundary: a pending signal, or the step budget of this process spent.
-pub fn check(steps_this_process: u64, budget: Option<u64>) -> Option<StopReason> {
+pub(crate) fn check(steps_this_process: u64, budget: Option<u64>) -> Option<StopReason> {
     if let Some(s) = requested() {
         return Some(StopReason::Signal(s));
     }
@@ -107,7 +107,7 @@ pub fn check(steps_this_process: u64, budget: Option<u64>) -> Option<StopReason>
 }
 
 /// Parses `USR1`, `SIGUSR1`, `usr1` or a number into a signal number.
-pub fn parse_signal(s: &str) -> anyhow::Result<i32> {
+pub(crate) fn parse_signal(s: &str) -> anyhow::Result<i32> {
     let u = s.trim().to_ascii_uppercase();
     let name = u.strip_prefix("SIG").unwrap_or(&u);
     Ok(match name {
@@ -127,7 +127,7 @@ pub fn parse_signal(s: &str) -> anyhow::Result<i32> {
 /// What to do after a stop: which signals ask for a requeue, whether to requeue the job itself
 /// (`--requeue`), and how its scheduler does that.
 #[derive(Debug, Clone, Default)]
-pub struct RequeuePolicy {
+pub(crate) struct RequeuePolicy {
     pub signals: Vec<i32>,
     /// `--requeue`.
     pub requeue_itself: bool,
@@ -137,7 +137,7 @@ pub struct RequeuePolicy {
 
 impl RequeuePolicy {
     /// From the signal names of `--requeue-signal` and `--requeue`.
-    pub fn new(signals: &[String], requeue_itself: bool) -> anyhow::Result<Self> {
+    pub(crate) fn new(signals: &[String], requeue_itself: bool) -> anyhow::Result<Self> {
         Ok(Self {
             signals: signals
                 .iter()
@@ -150,7 +150,7 @@ impl RequeuePolicy {
 
     /// How to exit for `reason`: [`Exit::Requeue`] for the step budget and the requeue
     /// signals, [`Exit::Signal`] (128 + n) for the other signals.
-    pub fn exit(&self, reason: StopReason) -> Exit {
+    pub(crate) fn exit(&self, reason: StopReason) -> Exit {
         match reason {
             StopReason::Signal(s) if !self.signals.contains(&s) => Exit::Signal(s),
             _ => Exit::Requeue,
@@ -158,13 +158,13 @@ impl RequeuePolicy {
     }
 
     /// The exit code for `reason`, without logging or requeueing (non-zero ranks).
-    pub fn exit_code(&self, reason: StopReason) -> std::process::ExitCode {
+    pub(crate) fn exit_code(&self, reason: StopReason) -> std::process::ExitCode {
         self.exit(reason).into()
     }
 
     /// Called after the stop checkpoint was written: logs, requeues if asked, and returns the
     /// documented exit code (75 requeue me; 128 + signal otherwise).
-    pub fn finish(&self, reason: StopReason, log_prefix: &str) -> std::process::ExitCode {
+    pub(crate) fn finish(&self, reason: StopReason, log_prefix: &str) -> std::process::ExitCode {
         let exit = self.exit(reason);
         if let Exit::Signal(s) = exit {
             eprintln!(

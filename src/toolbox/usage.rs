@@ -2,7 +2,7 @@
 
 /// User + system CPU seconds of this process so far (`/proc/self/stat`, 100 ticks per second);
 /// NaN where it cannot be read.
-pub fn cpu_seconds() -> f64 {
+pub(crate) fn cpu_seconds() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return f64::NAN;
     };
@@ -18,7 +18,7 @@ pub fn cpu_seconds() -> f64 {
 }
 
 /// Peak resident set size of this process in bytes (`VmHWM`); 0 where it cannot be read.
-pub fn peak_rss_bytes() -> u64 {
+pub(crate) fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

@@ -77,7 +77,7 @@ fn step_tensor(device: tch::Device) -> tch::Tensor {
 }
 
 /// Whether [`fused_step`] runs for backend `B`: `FastTch`.
-pub fn fused_adam_for<B: Backend>() -> bool {
+pub(crate) fn fused_adam_for<B: Backend>() -> bool {
     std::any::TypeId::of::<B>() == std::any::TypeId::of::<FastTch>()
 }
 
@@ -102,7 +102,7 @@ fn writable(t: TchTensor) -> TchTensor {
 
 /// `(m, v, parameter)` after one step for flat tensors of `B` (which must pass
 /// [`fused_adam_for`]); `moments` is `None` at the first step (zeros then).
-pub fn fused_step<B: Backend>(
+pub(crate) fn fused_step<B: Backend>(
     param: Tensor<B, 1>,
     grad: Tensor<B, 1>,
     moments: Option<(Tensor<B, 1>, Tensor<B, 1>)>,

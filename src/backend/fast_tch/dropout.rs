@@ -25,13 +25,13 @@ type Trained = Autodiff<FastTch>;
 type TrainedFloat = <Trained as BackendTypes>::FloatTensorPrimitive;
 
 /// Whether [`dropout`] runs for backend `B`: `Autodiff<FastTch>` (training).
-pub fn applies<B: Backend>() -> bool {
+pub(crate) fn applies<B: Backend>() -> bool {
     TypeId::of::<B>() == TypeId::of::<Trained>()
 }
 
 /// `x` with each value zeroed with probability `p` (0 < p < 1) and the others scaled by
 /// 1/(1 − p). `B` must pass [`applies`].
-pub fn dropout<B: Backend, const D: usize>(x: Tensor<B, D>, p: f64) -> Tensor<B, D> {
+pub(crate) fn dropout<B: Backend, const D: usize>(x: Tensor<B, D>, p: f64) -> Tensor<B, D> {
     const WHAT: &str = "dropout runs on Autodiff<FastTch> only (applies)";
     let x: TrainedFloat = cast::float_primitive(x, WHAT);
     cast::float_tensor(tracked(x, p), WHAT)

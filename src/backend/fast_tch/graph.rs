@@ -46,7 +46,7 @@ unsafe extern "C" {
 
 /// Whether this binary's shim can capture CUDA graphs (LibTorch with CUDA, headers found at
 /// build time).
-pub fn available() -> bool {
+pub(crate) fn available() -> bool {
     // SAFETY: a constant function of the shim.
     unsafe { trainer_cuda_graphs() == 1 }
 }

@@ -29,9 +29,9 @@ use burn_backend::{Backend, BackendTypes, DType, DTypeUsageSet, ExecutionError};
 use super::profile::CallCounter;
 use std::ffi::{CStr, c_char};
 
-pub mod adam;
+pub(crate) mod adam;
 mod delegated;
-pub mod dropout;
+pub(crate) mod dropout;
 mod grads;
 pub mod graph;
 mod random;

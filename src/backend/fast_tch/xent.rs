@@ -54,7 +54,10 @@ pub fn applies<B: Backend>() -> bool {
 
 /// The mean cross-entropy of `logits` `[n, classes]` against class indices `target` `[n]`,
 /// shape `[1]` (what Burn's `CrossEntropyLoss` returns). `B` must pass [`applies`].
-pub fn cross_entropy<B: Backend>(logits: Tensor<B, 2>, target: Tensor<B, 1, Int>) -> Tensor<B, 1> {
+pub(crate) fn cross_entropy<B: Backend>(
+    logits: Tensor<B, 2>,
+    target: Tensor<B, 1, Int>,
+) -> Tensor<B, 1> {
     const WHAT: &str = "cross_entropy runs on FastTch only (applies)";
     let target: TchTensor = cast::int_primitive(target, WHAT);
     if TypeId::of::<B>() == TypeId::of::<Trained>() {

@@ -18,7 +18,7 @@ use crate::error::chain_text;
 use crate::exit::Exit;
 
 /// Which physical GPUs `CUDA_VISIBLE_DEVICES` selects (all when unset; UUID prefixes match).
-pub fn visible_gpus(visible: &VisibleDevices, gpus: &[GpuInfo]) -> Vec<VisibleGpu> {
+pub(crate) fn visible_gpus(visible: &VisibleDevices, gpus: &[GpuInfo]) -> Vec<VisibleGpu> {
     if visible.form == VisibleForm::Unset {
         return gpus
             .iter()
@@ -81,7 +81,7 @@ pub fn diagnose_with(
 /// [`diagnose_with`] for the given GPU backends, the first one the run's (its refusal fails the
 /// report; another's is a warning); `in_binary`: they are this binary's (else the GPU image's,
 /// checked for information). Pure: no I/O.
-pub fn diagnose_for(
+pub(crate) fn diagnose_for(
     vars: &Vars,
     driver: DriverProbe,
     nvrtc: Option<NvrtcInfo>,

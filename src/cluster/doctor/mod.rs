@@ -26,7 +26,8 @@ use super::vars::Vars;
 use super::visible_devices::VisibleDevices;
 use crate::exit::Exit;
 
-pub use diagnose::{diagnose, diagnose_for, diagnose_with, visible_gpus};
+pub use diagnose::{diagnose, diagnose_with};
+pub(crate) use diagnose::{diagnose_for, visible_gpus};
 
 /// How serious a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -151,12 +152,12 @@ impl Findings {
 
 /// Measured: a 400-node CLG-ODE epoch (1000 subjects) took 68 s under `tch` on an H200 and 68 s
 /// on 16 CPU cores (benches/README.md, the first full `scripts/gpu-check.sh` run).
-pub const SMALL_MODEL_HINT: &str = "CPU is enough for small models (connectomes under ~1k nodes: a 400-node CLG-ODE epoch ran no faster on an H200 than on 16 CPU cores; graph metrics, MNIST smoke tests): `--device cpu` on a CPU queue with more cores leaves the GPU queue to others";
+pub(crate) const SMALL_MODEL_HINT: &str = "CPU is enough for small models (connectomes under ~1k nodes: a 400-node CLG-ODE epoch ran no faster on an H200 than on 16 CPU cores; graph metrics, MNIST smoke tests): `--device cpu` on a CPU queue with more cores leaves the GPU queue to others";
 
 /// Which backend to train with on an NVIDIA GPU, said by doctor when the binary has `cuda` beside
 /// `tch`. Measured on an H200 (benches/README.md): the MNIST CNN trained at 0.63× PyTorch's speed
 /// under `tch` and 0.13× under `cuda`, whose convolutions were then Burn's direct kernels.
-pub const GPU_BACKEND_HINT: &str = "on an NVIDIA GPU, train with --backend tch (the default: LibTorch's cuDNN and cuBLAS kernels, PyTorch's own); --backend cuda (Burn's CubeCL kernels) trained the MNIST CNN at a fifth of tch's speed on an H200 with its direct convolutions (they now run by implicit GEMM, not yet measured on a GPU): use it to compare, or where LibTorch cannot start";
+pub(crate) const GPU_BACKEND_HINT: &str = "on an NVIDIA GPU, train with --backend tch (the default: LibTorch's cuDNN and cuBLAS kernels, PyTorch's own); --backend cuda (Burn's CubeCL kernels) trained the MNIST CNN at a fifth of tch's speed on an H200 with its direct convolutions (they now run by implicit GEMM, not yet measured on a GPU): use it to compare, or where LibTorch cannot start";
 
 impl DoctorReport {
     /// Probes this machine (process environment, NVML, NVRTC, and inside a container what

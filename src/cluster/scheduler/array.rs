@@ -25,10 +25,10 @@ pub struct Submission<'a> {
 }
 
 /// The scripts of a submission, (file, text) each, and the command that submits them.
-pub type Scripts = (Vec<(PathBuf, String)>, Vec<String>);
+pub(crate) type Scripts = (Vec<(PathBuf, String)>, Vec<String>);
 
 /// The file stem of array `a` of a submission (`submit`, `submit-phase2`, …).
-pub fn stem(which: &str, a: &Array) -> String {
+pub(crate) fn stem(which: &str, a: &Array) -> String {
     let base = if which == "all" {
         "submit".to_string()
     } else {
@@ -42,7 +42,7 @@ pub fn stem(which: &str, a: &Array) -> String {
 }
 
 /// The scheduler's job name of array `a` of the sweep named `name`.
-pub fn array_job(name: &str, a: &Array) -> String {
+pub(crate) fn array_job(name: &str, a: &Array) -> String {
     if a.offset == 0 {
         name.to_string()
     } else {
@@ -51,7 +51,7 @@ pub fn array_job(name: &str, a: &Array) -> String {
 }
 
 /// `0-3,5,7-9` from sorted indices.
-pub fn ranges(indices: &[usize]) -> String {
+pub(crate) fn ranges(indices: &[usize]) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
     while i < indices.len() {
@@ -76,7 +76,7 @@ pub(super) fn ranges_list(indices: &[usize], offset: usize) -> String {
 }
 
 /// The array job's name: the sweep directory's.
-pub fn job_name(dir: &Path) -> String {
+pub(crate) fn job_name(dir: &Path) -> String {
     dir.file_name()
         .map_or("sweep".into(), |n| n.to_string_lossy().into_owned())
 }

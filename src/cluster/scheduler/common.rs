@@ -8,12 +8,12 @@ use crate::cluster::visible_devices::{VisibleDevices, assign_device};
 
 /// Base of the port derived from a job id: `PORT_BASE + last four digits of the job id`, so
 /// every rank of a job agrees without talking, and jobs sharing a node rarely collide.
-pub const PORT_BASE: u16 = 15_000;
+pub(crate) const PORT_BASE: u16 = 15_000;
 /// Port when there is no job id (torch's default rendezvous port).
-pub const DEFAULT_PORT: u16 = 29_500;
+pub(crate) const DEFAULT_PORT: u16 = 29_500;
 
 /// `PORT_BASE` plus the last four digits of the job id (a hash of it when it has no digits).
-pub fn port_from_job_id(job_id: &str) -> u16 {
+pub(crate) fn port_from_job_id(job_id: &str) -> u16 {
     let digits: String = job_id.chars().filter(char::is_ascii_digit).collect();
     let tail = &digits[digits.len().saturating_sub(4)..];
     let n: u16 = match tail.parse::<u16>() {
@@ -43,7 +43,7 @@ pub(crate) struct Ranks {
 
 impl Ranks {
     /// The single-process world.
-    pub fn single() -> Self {
+    pub(super) fn single() -> Self {
         Self {
             rank: 0,
             world_size: 1,
@@ -56,7 +56,7 @@ impl Ranks {
 
     /// Rejects contradictions; `names` are the variables each field came from:
     /// `[rank, world_size, local_rank, local_world_size, node_rank, num_nodes]`.
-    pub fn check(&self, names: [&str; 6]) -> Result<(), EnvError> {
+    pub(super) fn check(&self, names: [&str; 6]) -> Result<(), EnvError> {
         let [rank, world, local, local_world, node, nodes] = names;
         let contra = |msg: String| Err(EnvError::Contradiction(msg));
         if self.world_size == 0 {

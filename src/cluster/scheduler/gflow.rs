@@ -25,7 +25,7 @@ const RETRIES: usize = 3;
 /// memory, project; one GPU when none is asked for, as before resources existed, `--gpus 0` on
 /// the submit command line wins; of the optional keys only `extra`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Gflow;
+pub(crate) struct Gflow;
 
 impl Scheduler for Gflow {
     fn kind(&self) -> SchedulerKind {
@@ -112,7 +112,7 @@ fn job_info(vars: &Vars) -> Result<JobInfo, EnvError> {
 }
 
 /// `task.gflow`: runs the task given as its argument.
-pub fn task_script(s: &Submission<'_>) -> String {
+pub(super) fn task_script(s: &Submission<'_>) -> String {
     format!(
         r#"#!/bin/bash
 # trainer sweep: one task of `trainer {command}` from {spec}: `task.gflow INDEX`, submitted by
@@ -138,7 +138,7 @@ exit "$rc"
 }
 
 /// `submit.gflow.sh`: every array as gbatch submissions; options given to it go to every gbatch.
-pub fn submit_script(s: &Submission<'_>, task: &Path) -> String {
+pub(super) fn submit_script(s: &Submission<'_>, task: &Path) -> String {
     let (dir, arrays) = (s.dir, s.arrays);
     let name = job_name(dir);
     let limit = if s.throttle > 0 {

@@ -10,7 +10,7 @@ use crate::cluster::vars::Vars;
 
 /// No scheduler; a sweep run by `sweep run` on this machine.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Local;
+pub(crate) struct Local;
 
 impl Scheduler for Local {
     fn kind(&self) -> SchedulerKind {

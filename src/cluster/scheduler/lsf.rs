@@ -23,7 +23,7 @@ const NAME: &str = "lsf";
 /// IBM Spectrum LSF: its environment, and its arrays (`#BSUB` directives; every `[resources]`
 /// key but `qos`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Lsf;
+pub(crate) struct Lsf;
 
 impl Scheduler for Lsf {
     fn kind(&self) -> SchedulerKind {
@@ -204,7 +204,7 @@ fn job_info(vars: &Vars) -> Result<JobInfo, EnvError> {
 }
 
 /// The LSF array script of `a`, job name `name`; `after`: the phase-1 array it waits for.
-pub fn script(s: &Submission<'_>, a: &Array, name: &str, after: Option<&str>) -> String {
+pub(super) fn script(s: &Submission<'_>, a: &Array, name: &str, after: Option<&str>) -> String {
     let (dir, r) = (s.dir, s.resources);
     let throttle = throttle(s);
     let indices = &a.tasks;

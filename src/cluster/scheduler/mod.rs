@@ -23,12 +23,12 @@
 //! 4. gflow (`GFLOW_ARRAY_TASK_ID`);
 //! 5. plain local run.
 
-pub mod array;
+pub(crate) mod array;
 mod common;
 mod gflow;
 mod local;
 mod lsf;
-pub mod quote;
+pub(crate) mod quote;
 pub mod resources;
 mod slurm;
 mod torchrun;
@@ -41,12 +41,16 @@ use super::error::EnvError;
 use super::vars::Vars;
 use super::visible_devices::{DeviceAssignment, VisibleDevices, VisibleForm};
 
-pub use common::{DEFAULT_PORT, JobInfo, PORT_BASE, Requeue, port_from_job_id};
-pub use gflow::Gflow;
-pub use local::Local;
-pub use lsf::Lsf;
-pub use slurm::{Slurm, parse_tasks_per_node};
-pub use torchrun::Torchrun;
+#[cfg(test)]
+pub(crate) use common::{DEFAULT_PORT, PORT_BASE, port_from_job_id};
+pub(crate) use common::{JobInfo, Requeue};
+pub(crate) use gflow::Gflow;
+pub(crate) use local::Local;
+pub(crate) use lsf::Lsf;
+pub(crate) use slurm::Slurm;
+#[cfg(test)]
+pub(crate) use slurm::parse_tasks_per_node;
+pub(crate) use torchrun::Torchrun;
 
 /// Which scheduler or launcher set the environment, or which one a sweep is written for
 /// (`sweep plan --scheduler`, `sweep.json`: every one but torchrun, a launcher without jobs).
@@ -222,7 +226,7 @@ pub trait Scheduler: Sync {
 }
 
 /// All schedulers in detection order; [`Local`] comes last and always applies.
-pub fn schedulers() -> [&'static dyn Scheduler; 5] {
+pub(crate) fn schedulers() -> [&'static dyn Scheduler; 5] {
     [
         SchedulerKind::Torchrun,
         SchedulerKind::Slurm,
@@ -261,7 +265,7 @@ fn job_scheduler(vars: &Vars) -> Option<(&'static dyn Scheduler, Result<JobInfo,
 /// Scheduler variables that show GPUs were allocated to this job or step: each scheduler's
 /// own ([`Scheduler::allocation`]), then `CUDA_VISIBLE_DEVICES` inside a scheduler's job (LSF
 /// and gflow announce their GPUs through it alone).
-pub fn gpu_allocation(vars: &Vars) -> Vec<AllocationVar> {
+pub(crate) fn gpu_allocation(vars: &Vars) -> Vec<AllocationVar> {
     let mut out: Vec<AllocationVar> = schedulers()
         .into_iter()
         .flat_map(|s| s.allocation(vars))
@@ -277,7 +281,7 @@ pub fn gpu_allocation(vars: &Vars) -> Vec<AllocationVar> {
 
 /// `--requeue`: how job `job` is requeued, by the first scheduler with jobs that the variables
 /// name (the order of [`job_info_from_any`]); `None` when that one cannot, or there is none.
-pub fn requeue_for(vars: &Vars, job: &str) -> Option<Requeue> {
+pub(crate) fn requeue_for(vars: &Vars, job: &str) -> Option<Requeue> {
     job_scheduler(vars)?.0.requeue(job)
 }
 

@@ -9,12 +9,12 @@ use std::path::Path;
 use anyhow::{Result, bail};
 
 /// The longest path a sweep puts into a script (Linux's `PATH_MAX`).
-pub const MAX_PATH: usize = 4096;
+pub(crate) const MAX_PATH: usize = 4096;
 
 /// `s` as one shell word: unchanged when it has no special character, else single-quoted
 /// (`'a b'`; a `'` goes in double quotes: `"it's "'$HOME'`, as `shlex` quotes). Control characters cannot reach here (the checks refuse them); a NUL would make
 /// the word empty-quoted rather than cut.
-pub fn sh(s: &str) -> String {
+pub(crate) fn sh(s: &str) -> String {
     match shlex::try_quote(s) {
         Ok(q) => q.into_owned(),
         Err(_) => "''".into(),
@@ -22,13 +22,13 @@ pub fn sh(s: &str) -> String {
 }
 
 /// A path as one shell word ([`sh`] of its text).
-pub fn sh_path(p: &Path) -> String {
+pub(crate) fn sh_path(p: &Path) -> String {
     sh(&p.to_string_lossy())
 }
 
 /// `s` as one value of a `#SBATCH`/`#BSUB` line: in double quotes, `"` and `\` escaped (Slurm
 /// reads a directive's value with that quoting; `#` inside the quotes is not a comment).
-pub fn directive(s: &str) -> String {
+pub(crate) fn directive(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -43,7 +43,7 @@ pub fn directive(s: &str) -> String {
 
 /// `s` for a `#` comment line: control characters (a newline would start a line of code)
 /// written as escapes.
-pub fn comment(s: &str) -> String {
+pub(crate) fn comment(s: &str) -> String {
     s.chars()
         .flat_map(|c| {
             if c.is_control() {
@@ -56,7 +56,7 @@ pub fn comment(s: &str) -> String {
 }
 
 /// `s` quoted for a message, cut after 80 characters (a 200 KB value is not repeated).
-pub fn shown(s: &str) -> String {
+pub(crate) fn shown(s: &str) -> String {
     let head: String = s.chars().take(80).collect();
     if head.len() < s.len() {
         format!("{head:?}… ({} bytes)", s.len())
@@ -66,14 +66,14 @@ pub fn shown(s: &str) -> String {
 }
 
 /// The first control character of `s` (NUL, newline, escape, DEL, …), if any.
-pub fn control(s: &str) -> Option<char> {
+pub(crate) fn control(s: &str) -> Option<char> {
     s.chars().find(|c| c.is_control())
 }
 
 /// A path that goes into a sweep's scripts (the sweep directory, the spec): no control
 /// characters, none of `%` `"` `\` (the schedulers' log patterns and directive quotes read them),
 /// at most [`MAX_PATH`] bytes. Spaces, quotes and `$` are fine: the scripts quote them.
-pub fn check_path(what: &str, p: &Path) -> Result<()> {
+pub(crate) fn check_path(what: &str, p: &Path) -> Result<()> {
     let full = p.to_string_lossy();
     let text = shown(&full);
     if let Some(c) = control(&full) {
@@ -100,7 +100,7 @@ pub fn check_path(what: &str, p: &Path) -> Result<()> {
 /// A task's name is a relative path of identifiers under `runs/`: each `/`-separated part
 /// non-empty, not starting with `.` (no `.`, `..` or hidden names), without `\` or control
 /// characters, at most 200 bytes; the whole at most 1000.
-pub fn check_task_name(name: &str) -> Result<()> {
+pub(crate) fn check_task_name(name: &str) -> Result<()> {
     let bad = |why: &str| -> Result<()> {
         bail!(
             "task name {}: {why}; a task's name is built from variant names, zip labels \

@@ -23,16 +23,16 @@ use super::{AllocationVar, ClusterEnv, Scheduler, SchedulerKind};
 use crate::cluster::error::EnvError;
 use crate::cluster::hostlist;
 use crate::cluster::vars::Vars;
+#[cfg(test)]
+pub(crate) use ranks::parse_tasks_per_node;
 use ranks::{NAME, step_ranks};
 
 mod ranks;
 
-pub use ranks::parse_tasks_per_node;
-
 /// Slurm: its environment, and its arrays (`#SBATCH` directives; every `[resources]` key but
 /// `mig`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Slurm;
+pub(crate) struct Slurm;
 
 impl Scheduler for Slurm {
     fn kind(&self) -> SchedulerKind {
@@ -267,7 +267,7 @@ fn job_info(vars: &Vars) -> Result<JobInfo, EnvError> {
 /// The array script of `a`, job name `name`: each array task runs `trainer sweep task DIR
 /// $TASK` with the queue rules of `jobs/` (signal before the limit, forward it, requeue on 75,
 /// one appended log per task).
-pub fn script(s: &Submission<'_>, a: &Array, name: &str) -> String {
+pub(super) fn script(s: &Submission<'_>, a: &Array, name: &str) -> String {
     let (dir, r) = (s.dir, s.resources);
     let throttle = throttle(s);
     let indices = &a.tasks;
@@ -323,7 +323,7 @@ exit "$rc"
 
 /// `submit.sh` of a two-stage Slurm sweep: the phase-1 array, then each phase-2 array; a
 /// chained one waits task by task (`aftercorr`: array index i after index i of phase 1).
-pub fn chain(arrays: &[Array], files: &[(PathBuf, String)]) -> String {
+pub(super) fn chain(arrays: &[Array], files: &[(PathBuf, String)]) -> String {
     let mut out = String::from(
         "#!/bin/bash\n# Submits the sweep's arrays; options given to this script go to every \
          sbatch\n# (bash submit.sh --partition=q_ai4 --gres=gpu:1).\nset -euo pipefail\n",

@@ -13,7 +13,7 @@ const NAME: &str = "torchrun";
 
 /// The torchrun-style environment.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Torchrun;
+pub(crate) struct Torchrun;
 
 impl Scheduler for Torchrun {
     fn kind(&self) -> SchedulerKind {

@@ -17,25 +17,25 @@
 //! Readers never panic on bad input: they return a [`ConnectomeError`] that names the file and,
 //! where it applies, the 1-based line and column.
 
-pub mod dataset;
+pub(crate) mod dataset;
 pub mod morph;
-pub mod naming;
-pub mod paths_yaml;
-pub mod preprocess;
+pub(crate) mod naming;
+pub(crate) mod paths_yaml;
+pub(crate) mod preprocess;
 pub mod sc;
-pub mod split;
+pub(crate) mod split;
 pub mod subjects;
-pub mod synth;
+pub(crate) mod synth;
 
 use std::path::PathBuf;
 
-pub use dataset::{
-    Cohort, CohortPaths, LoadOptions, LoadReport, NormStats, NormalizedScan, Scan, Subject,
-    load_cohort,
+pub(crate) use dataset::{
+    Cohort, CohortPaths, LoadOptions, LoadReport, NormStats, Scan, Subject, load_cohort,
 };
-pub use preprocess::{ecc, normalize_adj, preprocess, strengths};
-pub use split::{FoldSplit, TestSplit, cv_fold, group_kfold_fold, numpy_permutation, test_split};
-pub use synth::{SynthOptions, SynthSummary, write_synthetic_cohort, write_synthetic_cohort_with};
+#[cfg(test)]
+pub(crate) use preprocess::normalize_adj;
+pub(crate) use split::{FoldSplit, cv_fold, test_split};
+pub(crate) use synth::{SynthOptions, write_synthetic_cohort, write_synthetic_cohort_with};
 
 /// Everything that can go wrong while reading a cohort. Each variant names the offending file.
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +136,7 @@ pub enum ConnectomeError {
 }
 
 /// Result alias of this module.
-pub type Result<T, E = ConnectomeError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = ConnectomeError> = std::result::Result<T, E>;
 
 /// Map `f` over `items` on all available cores (std threads, order kept).
 pub(crate) fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
@@ -191,7 +191,7 @@ pub(crate) mod test_util {
     use std::sync::OnceLock;
 
     /// The golden file of the reference implementation (a copy lives in `tests/fixtures`).
-    pub fn golden() -> &'static Value {
+    pub(crate) fn golden() -> &'static Value {
         static G: OnceLock<Value> = OnceLock::new();
         G.get_or_init(|| {
             let path = concat!(
@@ -203,7 +203,7 @@ pub(crate) mod test_util {
         })
     }
 
-    pub fn matrix(v: &Value) -> ndarray::Array2<f32> {
+    pub(crate) fn matrix(v: &Value) -> ndarray::Array2<f32> {
         let rows: Vec<Vec<f32>> = v
             .as_array()
             .expect("matrix")
@@ -221,7 +221,7 @@ pub(crate) mod test_util {
         ndarray::Array2::from_shape_vec((n, m), rows.concat()).expect("rectangular")
     }
 
-    pub fn vector(v: &Value) -> Vec<f64> {
+    pub(crate) fn vector(v: &Value) -> Vec<f64> {
         v.as_array()
             .expect("vector")
             .iter()
@@ -244,7 +244,7 @@ pub(crate) mod test_util {
     /// count, and on the CPU only through ecc's matrix powers (ndarray → matrixmultiply, whose
     /// FMA kernel rounds each step once instead of twice: ≤ u relative per step, on CPUs
     /// without FMA only); the golden is recorded once. Nothing here can approach the margin.
-    pub fn assert_close(got: f64, want: f64, what: &str) -> f64 {
+    pub(crate) fn assert_close(got: f64, want: f64, what: &str) -> f64 {
         let tol = 1e-5 * want.abs().max(1e-3);
         assert!(
             (got - want).abs() <= tol,
@@ -255,7 +255,7 @@ pub(crate) mod test_util {
 
     /// [`assert_close`] for every element; prints the worst error as a fraction of the
     /// tolerance.
-    pub fn assert_matrix_close(
+    pub(crate) fn assert_matrix_close(
         got: &ndarray::Array2<f32>,
         want: &ndarray::Array2<f32>,
         what: &str,
@@ -273,7 +273,7 @@ pub(crate) mod test_util {
     }
 
     /// Write `text` to `dir/name`, creating parent directories.
-    pub fn write(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
+    pub(crate) fn write(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
         let p = dir.join(name);
         std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
         std::fs::write(&p, text).expect("write");

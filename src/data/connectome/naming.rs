@@ -1,15 +1,15 @@
 //! Subject and session ids from file names and paths (docs/clg-ode-model.md §1.1, §1.2), session ranking.
 
 /// Canonical ABCD session ids, in visit order.
-pub const SES_BASELINE: &str = "ses-baselineYear1Arm1";
-pub const SES_2Y: &str = "ses-2YearFollowUpYArm1";
-pub const SES_4Y: &str = "ses-4YearFollowUpYArm1";
-pub const SES_6Y: &str = "ses-6YearFollowUpYArm1";
+pub(crate) const SES_BASELINE: &str = "ses-baselineYear1Arm1";
+pub(crate) const SES_2Y: &str = "ses-2YearFollowUpYArm1";
+pub(crate) const SES_4Y: &str = "ses-4YearFollowUpYArm1";
+pub(crate) const SES_6Y: &str = "ses-6YearFollowUpYArm1";
 /// The four canonical sessions; a session's rank is its index here (999 for anything else).
-pub const CANONICAL_SESSIONS: [&str; 4] = [SES_BASELINE, SES_2Y, SES_4Y, SES_6Y];
+pub(crate) const CANONICAL_SESSIONS: [&str; 4] = [SES_BASELINE, SES_2Y, SES_4Y, SES_6Y];
 
 /// Rank of sessions that are none of [`CANONICAL_SESSIONS`] (empty included).
-pub const UNKNOWN_SESSION_RANK: u32 = 999;
+pub(crate) const UNKNOWN_SESSION_RANK: u32 = 999;
 
 /// Ordered substring tokens → canonical session. The first token (in this order) that occurs in
 /// the text wins. The SC list of the reference additionally starts each group with the `ses-`
@@ -31,7 +31,7 @@ const SESSION_TOKENS: [(&str, &str); 12] = [
 
 /// The canonical session named by the first known token found as a substring of `text`
 /// (case-sensitive), if any. Used on SC file names (fallback rule) and on whole morphology paths.
-pub fn infer_session(text: &str) -> Option<&'static str> {
+pub(crate) fn infer_session(text: &str) -> Option<&'static str> {
     SESSION_TOKENS
         .iter()
         .find(|(token, _)| text.contains(token))
@@ -39,7 +39,7 @@ pub fn infer_session(text: &str) -> Option<&'static str> {
 }
 
 /// Visit rank of a session: baseline 0, 2-year 1, 4-year 2, 6-year 3, anything else 999.
-pub fn session_rank(session: &str) -> u32 {
+pub(crate) fn session_rank(session: &str) -> u32 {
     CANONICAL_SESSIONS
         .iter()
         .position(|s| *s == session)
@@ -48,7 +48,7 @@ pub fn session_rank(session: &str) -> u32 {
 
 /// `<subject>_<session>`, or just `<subject>` when the session is empty: the join key with the
 /// morphology index and the subject table.
-pub fn scan_id(subject: &str, session: &str) -> String {
+pub(crate) fn scan_id(subject: &str, session: &str) -> String {
     if session.is_empty() {
         subject.to_string()
     } else {
@@ -66,7 +66,7 @@ pub fn scan_id(subject: &str, session: &str) -> String {
 ///    `NDARINV[A-Za-z0-9]+`, else the candidate as is. Session = [`infer_session`] of the name,
 ///    or the empty string when no token matches (kept, as the reference does; the loader
 ///    reports such files in [`super::LoadReport::non_canonical_sessions`]).
-pub fn parse_subject_session(stem: &str) -> (String, String) {
+pub(crate) fn parse_subject_session(stem: &str) -> (String, String) {
     if let Some(pos) = stem.find("_ses-") {
         let rest = &stem[pos + "_ses-".len()..];
         let piece = rest.find("_ses-").map_or(rest, |p| &rest[..p]);

@@ -9,16 +9,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+#[cfg(test)]
 use super::CohortPaths;
 
 /// The keys of the reference's scripts (`scripts/report_clg_ode_tiers.py`, its job scripts).
-pub const SC_KEY: &str = "local.data.sc_connectome_schaefer400";
-pub const MORPH_KEY: &str = "local.data.morphology";
-pub const TABLE_KEY: &str = "local.data.subject_info_sc";
+pub(crate) const SC_KEY: &str = "local.data.sc_connectome_schaefer400";
+pub(crate) const MORPH_KEY: &str = "local.data.morphology";
+pub(crate) const TABLE_KEY: &str = "local.data.subject_info_sc";
 
 /// The data flags of `train-gnn`, `eval-gnn`, `predict` and `plot-sc` (their snake-case ids)
 /// and the key of the file that names each; the subject table is optional.
-pub const DATA_FLAGS: &[(&str, &str)] = &[
+pub(crate) const DATA_FLAGS: &[(&str, &str)] = &[
     ("sc_dir", SC_KEY),
     ("morph_root", MORPH_KEY),
     ("subject_info_csv", TABLE_KEY),
@@ -27,7 +28,7 @@ pub const DATA_FLAGS: &[(&str, &str)] = &[
 /// The key naming `train-gnn`'s `--results_dir` for `--model model`, as the reference's
 /// scripts read it: `train_clg_ode.py`, `train_gnn_baseline.py`, `train_vector_lstm_baseline.py`;
 /// the models of ours that the reference lacks write under `local.outputs.results`.
-pub fn results_key(model: &str) -> &'static str {
+pub(crate) fn results_key(model: &str) -> &'static str {
     match model {
         "clg-ode" => "local.outputs.clg_ode",
         "gcn" => "local.outputs.gnn_baseline",
@@ -39,7 +40,10 @@ pub fn results_key(model: &str) -> &'static str {
 /// The flags of `command` a paths file can give (flag id, key), for `--model model`; `None` for
 /// a command that reads no paths file. The reference's baseline scripts (`gcn`, `vector-lstm`)
 /// take no subject table, so the file gives them none either.
-pub fn wanted_flags(command: &str, model: &str) -> Option<Vec<(&'static str, &'static str)>> {
+pub(crate) fn wanted_flags(
+    command: &str,
+    model: &str,
+) -> Option<Vec<(&'static str, &'static str)>> {
     let data = DATA_FLAGS.iter().copied();
     match command {
         "train-gnn" => {
@@ -56,14 +60,14 @@ pub fn wanted_flags(command: &str, model: &str) -> Option<Vec<(&'static str, &'s
 
 /// One value of the file: a nested mapping or a scalar as written (quotes removed).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Node {
+pub(crate) enum Node {
     Map(BTreeMap<String, Node>),
     Scalar(String),
 }
 
 /// A parsed `paths.yaml` and the project root its relative paths start from.
 #[derive(Debug, Clone)]
-pub struct PathsYaml {
+pub(crate) struct PathsYaml {
     pub file: PathBuf,
     pub root: PathBuf,
     pub tree: BTreeMap<String, Node>,
@@ -71,7 +75,7 @@ pub struct PathsYaml {
 
 impl PathsYaml {
     /// Reads `file`; errors name the file and line.
-    pub fn read(file: &Path) -> Result<Self> {
+    pub(crate) fn read(file: &Path) -> Result<Self> {
         let size = std::fs::metadata(file)
             .with_context(|| format!("{}: cannot read the paths file", file.display()))?
             .len();
@@ -98,7 +102,7 @@ impl PathsYaml {
     }
 
     /// The scalar at `dotted` (`local.data.morphology`), or `None` when a part is missing.
-    pub fn get(&self, dotted: &str) -> Option<&str> {
+    pub(crate) fn get(&self, dotted: &str) -> Option<&str> {
         let mut parts = dotted.split('.');
         let mut node = self.tree.get(parts.next()?)?;
         for part in parts {
@@ -115,7 +119,7 @@ impl PathsYaml {
 
     /// The path at `dotted`, relative paths resolved from the project root; an error names the
     /// key and the file when it is missing, empty or not a path.
-    pub fn path(&self, dotted: &str) -> Result<PathBuf> {
+    pub(crate) fn path(&self, dotted: &str) -> Result<PathBuf> {
         let Some(value) = self.get(dotted) else {
             bail!(
                 "{}: no key {dotted} (expected a path there, as the reference's configs/paths.yaml has)",
@@ -154,7 +158,7 @@ impl PathsYaml {
     /// The flags among `wanted` (flag id, dotted key) that this file names, with their resolved
     /// absolute paths: (flag, path, key). A key the file lacks is left out (the caller says
     /// whether it was needed); a key present but empty or not a path is an error.
-    pub fn flags(&self, wanted: &[(&str, &str)]) -> Result<Vec<(String, PathBuf, String)>> {
+    pub(crate) fn flags(&self, wanted: &[(&str, &str)]) -> Result<Vec<(String, PathBuf, String)>> {
         let mut out = Vec::new();
         for &(flag, key) in wanted {
             if self.get(key).is_some() {
@@ -167,7 +171,8 @@ impl PathsYaml {
 
     /// The cohort the file names: SC matrices, morphology and the subject table (the table is
     /// optional: a file without its key gives none).
-    pub fn cohort(&self) -> Result<CohortPaths> {
+    #[cfg(test)]
+    pub(crate) fn cohort(&self) -> Result<CohortPaths> {
         Ok(CohortPaths {
             sc_dir: self.path(SC_KEY)?,
             morph_root: self.path(MORPH_KEY)?,
@@ -180,9 +185,9 @@ impl PathsYaml {
 }
 
 /// The largest paths file read (the reference's is 2 KB).
-pub const MAX_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_BYTES: u64 = 1 << 20;
 /// The deepest nesting read (the reference's is 3 levels).
-pub const MAX_DEPTH: usize = 16;
+pub(crate) const MAX_DEPTH: usize = 16;
 
 /// Keys of the sections trainer reads, as the reference's `configs/paths.yaml` has them: a key
 /// outside these lists there is a typo more often than a plan, and is refused with the list.
@@ -217,7 +222,7 @@ const KNOWN: &[(&str, &[&str])] = &[
 /// anchors, aliases, tags, flow collections, block scalars, sequences, several documents, a `#`
 /// inside a value (YAML keeps it, the reference's loader cuts the value there), a key given twice,
 /// nesting deeper than [`MAX_DEPTH`].
-pub fn parse(text: &str) -> Result<BTreeMap<String, Node>, String> {
+pub(crate) fn parse(text: &str) -> Result<BTreeMap<String, Node>, String> {
     // A stack of (indent, path of keys) of the open mappings; the root has indent -1.
     let mut root = BTreeMap::new();
     let mut open: Vec<(i64, Vec<String>)> = vec![(-1, Vec::new())];

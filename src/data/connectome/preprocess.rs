@@ -5,7 +5,7 @@ use ndarray::{Array1, Array2, ArrayView2};
 
 /// `A_raw = (A + Aᵀ)/2` with a zero diagonal (negatives are not clipped) and `A_log =
 /// log1p(A_raw)`, both f32 like the reference.
-pub fn preprocess(a: ArrayView2<f32>) -> (Array2<f32>, Array2<f32>) {
+pub(crate) fn preprocess(a: ArrayView2<f32>) -> (Array2<f32>, Array2<f32>) {
     let mut raw = (&a + &a.t()) / 2.0f32;
     raw.diag_mut().fill(0.0);
     let log = raw.mapv(f32::ln_1p);
@@ -14,7 +14,7 @@ pub fn preprocess(a: ArrayView2<f32>) -> (Array2<f32>, Array2<f32>) {
 
 /// Strength scalars from the upper triangle of `A_raw`, in f64:
 /// `s = ln(Σ ut + 1e-8)`, `s_mean = ln(mean of positive ut entries + 1e-8)` (or `ln(1e-8)`).
-pub fn strengths(a_raw: ArrayView2<f32>) -> (f64, f64) {
+pub(crate) fn strengths(a_raw: ArrayView2<f32>) -> (f64, f64) {
     let (mut sum, mut pos_sum, mut pos_n) = (0.0f64, 0.0f64, 0usize);
     for (i, row) in a_raw.outer_iter().enumerate() {
         for &v in row.iter().skip(i + 1) {
@@ -35,7 +35,7 @@ pub fn strengths(a_raw: ArrayView2<f32>) -> (f64, f64) {
 }
 
 /// numpy `linspace(start, stop, n)` (endpoint included, last value exactly `stop`).
-pub fn linspace(start: f64, stop: f64, n: usize) -> Vec<f64> {
+pub(crate) fn linspace(start: f64, stop: f64, n: usize) -> Vec<f64> {
     match n {
         0 => Vec::new(),
         1 => vec![start],
@@ -50,7 +50,7 @@ pub fn linspace(start: f64, stop: f64, n: usize) -> Vec<f64> {
 
 /// numpy's default ("linear") quantile of ascending-sorted, non-empty `sorted` at `q ∈ [0,1]`,
 /// including numpy's two-sided lerp.
-pub fn quantile_linear(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile_linear(sorted: &[f64], q: f64) -> f64 {
     let n = sorted.len();
     let virtual_index = (n - 1) as f64 * q;
     let lo = (virtual_index.floor().max(0.0) as usize).min(n - 1);
@@ -67,7 +67,7 @@ pub fn quantile_linear(sorted: &[f64], q: f64) -> f64 {
 
 /// The thresholds of an ECC/Betti curve: linear quantiles of the positive upper-triangle values
 /// of `x` at `linspace(0.05, 0.95, k)`. `None` when `x` has no positive upper-triangle entry.
-pub fn quantile_thresholds(x: ArrayView2<f32>, k: usize) -> Option<Vec<f64>> {
+pub(crate) fn quantile_thresholds(x: ArrayView2<f32>, k: usize) -> Option<Vec<f64>> {
     let mut values: Vec<f64> = upper_triangle(x)
         .filter(|v| *v > 0.0)
         .map(f64::from)
@@ -85,7 +85,7 @@ pub fn quantile_thresholds(x: ArrayView2<f32>, k: usize) -> Option<Vec<f64>> {
 }
 
 /// Upper-triangle (i < j) entries in row-major order.
-pub fn upper_triangle<'a>(x: ArrayView2<'a, f32>) -> impl Iterator<Item = f32> + 'a {
+pub(crate) fn upper_triangle<'a>(x: ArrayView2<'a, f32>) -> impl Iterator<Item = f32> + 'a {
     let (n, m) = x.dim();
     (0..n).flat_map(move |i| (i + 1..m).map(move |j| x[(i, j)]))
 }
@@ -99,7 +99,7 @@ pub fn upper_triangle<'a>(x: ArrayView2<'a, f32>) -> impl Iterator<Item = f32> +
 /// while the thresholds are visited from high to low, and an added edge (i, j) closes
 /// `|N(i) ∩ N(j)|` new triangles (bitset intersection), so a whole curve costs
 /// O(E·N/64) instead of 2·k dense N³ products.
-pub fn ecc(x: ArrayView2<f32>, k: usize) -> Array1<f64> {
+pub(crate) fn ecc(x: ArrayView2<f32>, k: usize) -> Array1<f64> {
     let n = x.nrows();
     let Some(thresholds) = quantile_thresholds(x, k) else {
         return Array1::zeros(k);
@@ -132,13 +132,13 @@ pub fn ecc(x: ArrayView2<f32>, k: usize) -> Array1<f64> {
 
 /// Symmetric adjacency as one bitset row per node.
 #[derive(Debug, Clone)]
-pub struct BitAdjacency {
+pub(crate) struct BitAdjacency {
     words: usize,
     bits: Vec<u64>,
 }
 
 impl BitAdjacency {
-    pub fn new(n: usize) -> Self {
+    pub(crate) fn new(n: usize) -> Self {
         let words = n.div_ceil(64);
         Self {
             words,
@@ -147,7 +147,7 @@ impl BitAdjacency {
     }
 
     /// Add the undirected edge (i, j).
-    pub fn insert(&mut self, i: usize, j: usize) {
+    pub(crate) fn insert(&mut self, i: usize, j: usize) {
         self.bits[i * self.words + j / 64] |= 1 << (j % 64);
         self.bits[j * self.words + i / 64] |= 1 << (i % 64);
     }
@@ -157,7 +157,7 @@ impl BitAdjacency {
     }
 
     /// `|N(i) ∩ N(j)|`.
-    pub fn common_neighbours(&self, i: usize, j: usize) -> u64 {
+    pub(crate) fn common_neighbours(&self, i: usize, j: usize) -> u64 {
         self.row(i)
             .iter()
             .zip(self.row(j))
@@ -168,7 +168,8 @@ impl BitAdjacency {
 
 /// Â = D^{-1/2} (A + I) D^{-1/2} with d_i = Σ_j (A + I)_ij and D^{-1/2} = diag((d_i + 1e-8)^{-1/2})
 /// (docs/clg-ode-model.md §2.1), computed in f64 and returned as f32. CPU reference for the model's version.
-pub fn normalize_adj(a: ArrayView2<f32>) -> Array2<f32> {
+#[cfg(test)]
+pub(crate) fn normalize_adj(a: ArrayView2<f32>) -> Array2<f32> {
     let n = a.nrows();
     let mut a_hat = a.mapv(f64::from);
     for i in 0..n.min(a.ncols()) {

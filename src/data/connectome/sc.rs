@@ -9,7 +9,7 @@ use super::{ConnectomeError, Result};
 
 /// One SC file and the ids parsed from its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScFile {
+pub(crate) struct ScFile {
     pub path: PathBuf,
     pub file_name: String,
     pub subject: String,
@@ -23,7 +23,7 @@ pub struct ScFile {
 ///
 /// Errors: the directory cannot be read, holds no `.csv` file, or a file name yields an empty
 /// subject id (e.g. `.csv` or `_ses-x.csv`).
-pub fn list_sc_files(dir: &Path) -> Result<Vec<ScFile>> {
+pub(crate) fn list_sc_files(dir: &Path) -> Result<Vec<ScFile>> {
     let io = |err| ConnectomeError::Io {
         path: dir.to_path_buf(),
         err,
@@ -61,7 +61,7 @@ pub fn list_sc_files(dir: &Path) -> Result<Vec<ScFile>> {
 
 /// Group files into per-subject sequences: subjects sorted by id (byte order), each subject's
 /// scans stably sorted by (session rank, session string).
-pub fn group_sequences(files: Vec<ScFile>) -> Vec<(String, Vec<ScFile>)> {
+pub(crate) fn group_sequences(files: Vec<ScFile>) -> Vec<(String, Vec<ScFile>)> {
     let mut by_subject: std::collections::BTreeMap<String, Vec<ScFile>> = Default::default();
     for f in files {
         by_subject.entry(f.subject.clone()).or_default().push(f);
@@ -166,12 +166,12 @@ pub fn read_sc_matrix(path: &Path) -> Result<Array2<f32>> {
 /// Relative tolerance of [`asymmetry`]: `|A[i,j] − A[j,i]|` above this fraction of the larger
 /// magnitude is an asymmetric pair (a CSV written from a symmetric f32 matrix round-trips
 /// exactly; a float64 one printed to 7 significant digits differs by ≤ 5e-7).
-pub const SYMMETRY_TOLERANCE: f32 = 1e-6;
+pub(crate) const SYMMETRY_TOLERANCE: f32 = 1e-6;
 
 /// The worst asymmetric pair of a square matrix: 1-based row and column of `A[i,j]` (i < j),
 /// its value and the value of `A[j,i]`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Asymmetry {
+pub(crate) struct Asymmetry {
     pub row: usize,
     pub column: usize,
     pub upper: f32,
@@ -198,7 +198,7 @@ impl std::fmt::Display for Asymmetry {
 /// The worst pair `(i, j)`, `i < j`, whose values differ by more than [`SYMMETRY_TOLERANCE`]
 /// relative (`|a − b| > tol · max(|a|, |b|)`), with the count of such pairs; `None` when the
 /// matrix is symmetric within the tolerance.
-pub fn asymmetry(a: ndarray::ArrayView2<f32>) -> Option<Asymmetry> {
+pub(crate) fn asymmetry(a: ndarray::ArrayView2<f32>) -> Option<Asymmetry> {
     let n = a.nrows().min(a.ncols());
     let mut worst: Option<(f32, Asymmetry)> = None;
     let mut pairs = 0;

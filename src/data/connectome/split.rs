@@ -11,14 +11,14 @@ use super::{ConnectomeError, Result};
 
 /// The MT19937 generator exactly as numpy's legacy `RandomState` seeds and draws it.
 #[derive(Clone)]
-pub struct Mt19937 {
+pub(crate) struct Mt19937 {
     state: [u32; 624],
     pos: usize,
 }
 
 impl Mt19937 {
     /// `init_genrand(seed)`, which is what `RandomState(seed)` does for an integer seed.
-    pub fn new(seed: u32) -> Self {
+    pub(crate) fn new(seed: u32) -> Self {
         let mut state = [0u32; 624];
         state[0] = seed;
         for i in 1..624 {
@@ -30,7 +30,7 @@ impl Mt19937 {
         Self { state, pos: 624 }
     }
 
-    pub fn next_u32(&mut self) -> u32 {
+    pub(crate) fn next_u32(&mut self) -> u32 {
         if self.pos >= 624 {
             for i in 0..624 {
                 let y = (self.state[i] & 0x8000_0000) | (self.state[(i + 1) % 624] & 0x7fff_ffff);
@@ -48,14 +48,15 @@ impl Mt19937 {
     }
 
     /// numpy's `random_sample()` (53-bit double).
-    pub fn next_f64(&mut self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn next_f64(&mut self) -> f64 {
         let a = f64::from(self.next_u32() >> 5);
         let b = f64::from(self.next_u32() >> 6);
         (a * 67_108_864.0 + b) / 9_007_199_254_740_992.0
     }
 
     /// numpy's `random_interval(max)`: uniform in `[0, max]` by masked rejection.
-    pub fn interval(&mut self, max: u64) -> u64 {
+    pub(crate) fn interval(&mut self, max: u64) -> u64 {
         if max == 0 {
             return 0;
         }
@@ -74,7 +75,7 @@ impl Mt19937 {
 }
 
 /// `numpy.random.RandomState(seed).permutation(n)`.
-pub fn numpy_permutation(n: usize, seed: u32) -> Vec<usize> {
+pub(crate) fn numpy_permutation(n: usize, seed: u32) -> Vec<usize> {
     let mut rng = Mt19937::new(seed);
     let mut v: Vec<usize> = (0..n).collect();
     for i in (1..n).rev() {
@@ -86,7 +87,7 @@ pub fn numpy_permutation(n: usize, seed: u32) -> Vec<usize> {
 
 /// The outer split, as sorted subject indices.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TestSplit {
+pub(crate) struct TestSplit {
     pub trainval: Vec<usize>,
     pub test: Vec<usize>,
 }
@@ -94,7 +95,7 @@ pub struct TestSplit {
 /// `GroupShuffleSplit(n_splits=1, test_size, random_state=seed)` over `n_subjects` groups:
 /// `n_test = ceil(test_size · n)` (computed in f64, like scikit-learn), and the test subjects are the first `n_test` entries of
 /// `RandomState(seed).permutation(n)`. Error when either side would be empty.
-pub fn test_split(n_subjects: usize, test_size: f64, seed: u32) -> Result<TestSplit> {
+pub(crate) fn test_split(n_subjects: usize, test_size: f64, seed: u32) -> Result<TestSplit> {
     if !(test_size > 0.0 && test_size < 1.0) {
         return Err(ConnectomeError::Split(format!(
             "test_size must be in (0, 1), got {test_size}"
@@ -117,13 +118,13 @@ pub fn test_split(n_subjects: usize, test_size: f64, seed: u32) -> Result<TestSp
 /// Validation fold of the r-th (0-based) of `n_trainval` trainval subjects under
 /// `GroupKFold(k)` with one group per subject: `(n_trainval − 1 − r) mod k` (needs
 /// `r < n_trainval`).
-pub fn group_kfold_fold(n_trainval: usize, r: usize, k: usize) -> usize {
+pub(crate) fn group_kfold_fold(n_trainval: usize, r: usize, k: usize) -> usize {
     (n_trainval - 1 - r) % k
 }
 
 /// One CV fold, as subject indices (into the cohort, sorted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FoldSplit {
+pub(crate) struct FoldSplit {
     pub fold: usize,
     pub train: Vec<usize>,
     pub val: Vec<usize>,
@@ -131,7 +132,7 @@ pub struct FoldSplit {
 
 /// Fold `fold` of `GroupKFold(k)` over `trainval` (sorted subject indices). Error if `fold ≥ k`
 /// or there are fewer trainval subjects than folds (scikit-learn refuses that too).
-pub fn cv_fold(trainval: &[usize], fold: usize, k: usize) -> Result<FoldSplit> {
+pub(crate) fn cv_fold(trainval: &[usize], fold: usize, k: usize) -> Result<FoldSplit> {
     if k < 2 || fold >= k {
         return Err(ConnectomeError::Split(format!(
             "fold {fold} of {k} folds (need k ≥ 2 and fold < k)"

@@ -7,11 +7,11 @@ use super::sc::csv_error;
 use super::{ConnectomeError, Result, is_na};
 
 /// Sex vocabulary size: 0 unknown, 1 male, 2 female.
-pub const SEX_VOCAB: usize = 3;
+pub(crate) const SEX_VOCAB: usize = 3;
 
 /// One row of the table.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ScanInfo {
+pub(crate) struct ScanInfo {
     /// Age in years; NaN when empty or unparsable.
     pub age: f64,
     /// 0 unknown, 1 male, 2 female.
@@ -25,7 +25,7 @@ pub struct ScanInfo {
 /// The parsed table, keyed by `scanid`.
 #[derive(Debug, Clone, Default)]
 pub struct SubjectTable {
-    pub rows: HashMap<String, ScanInfo>,
+    pub(crate) rows: HashMap<String, ScanInfo>,
     /// Distinct non-missing `siteid` strings, sorted; site id i+1 ↔ `sites[i]`.
     pub sites: Vec<String>,
     /// scanids that occur on more than one row, with those rows' line numbers (the last row
@@ -50,7 +50,7 @@ impl SubjectTable {
 /// Sex id of a cell: trimmed, lower-cased `m`/`male`/`1` → 1, `f`/`female`/`2` → 2, else 0.
 /// (`1.0` → 0, as in the reference; unlike pandas we never turn an integer column into
 /// floats because of a missing value, so a literal `1` always maps to 1.)
-pub fn sex_id(cell: &str) -> usize {
+pub(crate) fn sex_id(cell: &str) -> usize {
     match cell.trim().to_lowercase().as_str() {
         "m" | "male" | "1" => 1,
         "f" | "female" | "2" => 2,

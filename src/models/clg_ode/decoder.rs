@@ -137,7 +137,7 @@ pub struct ConnOutput<B: Backend> {
 }
 
 /// `[1, N·N]` with ones off the diagonal (a shape flex broadcasts fast over a batch).
-pub fn off_diagonal<B: Backend>(n: usize, device: &B::Device) -> Tensor<B, 2> {
+pub(crate) fn off_diagonal<B: Backend>(n: usize, device: &B::Device) -> Tensor<B, 2> {
     Tensor::<B, 2>::eye(n, device)
         .neg()
         .add_scalar(1.0)
@@ -145,7 +145,7 @@ pub fn off_diagonal<B: Backend>(n: usize, device: &B::Device) -> Tensor<B, 2> {
 }
 
 /// Zeroes the diagonal of every matrix of `x` `[B,N,N]`.
-pub fn zero_diagonal<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
+pub(crate) fn zero_diagonal<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
     let [b, n, _] = x.dims();
     let off = off_diagonal::<B>(n, &x.device());
     (x.reshape([b, n * n]) * off).reshape([b, n, n])

@@ -7,7 +7,7 @@ use burn::tensor::activation::relu;
 
 /// A Linear layer applied to the last dimension of a rank-3 tensor, through one 2-D matmul
 /// (Burn's rank-3 linear would run a batched matmul and a per-batch weight gradient).
-pub fn linear3<B: Backend>(layer: &Linear<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
+pub(crate) fn linear3<B: Backend>(layer: &Linear<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
     let [b, n, d] = x.dims();
     let y = layer.forward(x.reshape([b * n, d]));
     let out = y.dims()[1];
@@ -16,7 +16,7 @@ pub fn linear3<B: Backend>(layer: &Linear<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
 
 /// `Â x` with Â = D^{-1/2}(A + I)D^{-1/2}, d_i = Σ_j (A + I)_ij (docs/clg-ode-model.md §2.1), without forming Â:
 /// `Â x = d^{-1/2} ⊙ (A (d^{-1/2} ⊙ x) + d^{-1/2} ⊙ x)`. `a` `[B,N,N]`, `x` `[B,N,F]`.
-pub fn propagate<B: Backend>(a: Tensor<B, 3>, x: Tensor<B, 3>) -> Tensor<B, 3> {
+pub(crate) fn propagate<B: Backend>(a: Tensor<B, 3>, x: Tensor<B, 3>) -> Tensor<B, 3> {
     let d_inv_sqrt = a
         .clone()
         .sum_dim(2)
@@ -27,7 +27,8 @@ pub fn propagate<B: Backend>(a: Tensor<B, 3>, x: Tensor<B, 3>) -> Tensor<B, 3> {
 }
 
 /// Â itself, `[B,N,N]` (for tests and inspection; the model uses [`propagate`]).
-pub fn normalized_adjacency<B: Backend>(a: Tensor<B, 3>) -> Tensor<B, 3> {
+#[cfg(test)]
+pub(crate) fn normalized_adjacency<B: Backend>(a: Tensor<B, 3>) -> Tensor<B, 3> {
     let [b, n, _] = a.dims();
     let eye = Tensor::<B, 2>::eye(n, &a.device()).unsqueeze::<3>();
     let a_hat = a + eye;
@@ -218,7 +219,11 @@ impl<B: Backend> OdeFunc<B> {
 }
 
 /// `[B·N, B]` one-hot rows: row `b·N + i` selects trajectory b.
-pub fn trajectory_onehot<B: Backend>(b: usize, n: usize, device: &B::Device) -> Tensor<B, 2> {
+pub(crate) fn trajectory_onehot<B: Backend>(
+    b: usize,
+    n: usize,
+    device: &B::Device,
+) -> Tensor<B, 2> {
     let mut v = vec![0.0f32; b * n * b];
     for t in 0..b {
         for i in 0..n {

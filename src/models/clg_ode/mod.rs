@@ -14,12 +14,12 @@
 //! * Parameter names follow the reference's, except `net.0`/`net.2` → `fc1`/`fc2`
 //!   (see [`torch_name`]). Burn's Linear weights are [in, out] (PyTorch's transposed).
 
-pub mod decoder;
+pub(crate) mod decoder;
 #[cfg(test)]
 mod invariant_tests;
-pub mod layers;
-pub mod loss;
-pub mod objective;
+pub(crate) mod layers;
+pub(crate) mod loss;
+pub(crate) mod objective;
 #[cfg(test)]
 mod op_count_tests;
 
@@ -29,18 +29,18 @@ mod tests;
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
-pub use decoder::{ConnDecoder, ConnOutput, DecoderConfig, Start};
-pub use layers::{
-    CovEncoder, GraphEncoder, Mlp2, OdeFunc, linear3, normalized_adjacency, propagate,
-};
+pub(crate) use decoder::{ConnDecoder, ConnOutput, DecoderConfig, Start};
+#[cfg(test)]
+use layers::normalized_adjacency;
+pub(crate) use layers::{CovEncoder, GraphEncoder, Mlp2, OdeFunc, propagate};
 
 /// Name of the model in checkpoint metadata.
-pub const MODEL_NAME: &str = "clg_ode";
+pub(crate) const MODEL_NAME: &str = "clg_ode";
 
 /// The model's sizes that are flags (reference defaults).
 #[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[command(next_help_heading = crate::settings::MODEL)]
-pub struct ModelSizes {
+pub(crate) struct ModelSizes {
     /// L, the latent size of each of the two encodings.
     #[arg(long, alias = "latent_dim", default_value_t = 64, value_parser = crate::settings::at_least_one)]
     pub latent_dim: usize,
@@ -61,7 +61,7 @@ impl Default for ModelSizes {
 
 /// Model dimensions: the sizes given as flags and those the cohort implies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClgOdeConfig {
+pub(crate) struct ClgOdeConfig {
     /// F, morphology metrics per node (4).
     pub morph_dim: usize,
     /// L, H and the RK4 steps.
@@ -82,7 +82,7 @@ pub struct ClgOdeConfig {
 
 impl ClgOdeConfig {
     /// Reference defaults for a cohort with `morph_dim` metrics and `site_vocab` site ids.
-    pub fn new(morph_dim: usize, site_vocab: usize) -> Self {
+    pub(crate) fn new(morph_dim: usize, site_vocab: usize) -> Self {
         Self {
             morph_dim,
             sizes: ModelSizes::default(),
@@ -95,11 +95,11 @@ impl ClgOdeConfig {
     }
 
     /// C = 2·embed + numeric.
-    pub fn cov_dim(&self) -> usize {
+    pub(crate) fn cov_dim(&self) -> usize {
         2 * self.cov_embed_dim + self.numeric_cov_dim
     }
 
-    pub fn init<B: Backend>(&self, device: &B::Device) -> ClgOde<B> {
+    pub(crate) fn init<B: Backend>(&self, device: &B::Device) -> ClgOde<B> {
         let (f, l, h) = (self.morph_dim, self.sizes.latent_dim, self.sizes.hidden_dim);
         ClgOde {
             morph_encoder: GraphEncoder::new(f, h, l, device),
@@ -139,7 +139,7 @@ pub struct ClgOde<B: Backend> {
 
 /// Encoder outputs, each `[B,N,L]`.
 #[derive(Debug, Clone)]
-pub struct Encoded<B: Backend> {
+pub(crate) struct Encoded<B: Backend> {
     pub mu_m: Tensor<B, 3>,
     pub logvar_m: Tensor<B, 3>,
     pub mu_c: Tensor<B, 3>,
@@ -148,14 +148,14 @@ pub struct Encoded<B: Backend> {
 
 impl<B: Backend> Encoded<B> {
     /// z0 = concat(μ_m, μ_c) `[B,N,2L]` (use_mu).
-    pub fn z0(&self) -> Tensor<B, 3> {
+    pub(crate) fn z0(&self) -> Tensor<B, 3> {
         Tensor::cat(vec![self.mu_m.clone(), self.mu_c.clone()], 2)
     }
 }
 
 /// Decoder outputs of a batch of latent states.
 #[derive(Debug, Clone)]
-pub struct Decoded<B: Backend> {
+pub(crate) struct Decoded<B: Backend> {
     /// x̂ `[B,N,F]`.
     pub x_hat: Tensor<B, 3>,
     pub conn: ConnOutput<B>,
@@ -163,7 +163,8 @@ pub struct Decoded<B: Backend> {
 
 /// The full forward pass on a time grid `[0]` or `[0, Δt]`, as the reference's `forward`.
 #[derive(Debug, Clone)]
-pub struct ForwardOutput<B: Backend> {
+#[cfg(test)]
+pub(crate) struct ForwardOutput<B: Backend> {
     pub enc: Encoded<B>,
     /// z at every grid time: `z[t]` is `[B,N,2L]`.
     pub z: Vec<Tensor<B, 3>>,
@@ -173,7 +174,7 @@ pub struct ForwardOutput<B: Backend> {
 
 impl<B: Backend> ClgOde<B> {
     /// Both encoders on log-domain SC `a_log` `[B,N,N]` and z-scored morphology `x` `[B,N,F]`.
-    pub fn encode(&self, a_log: Tensor<B, 3>, x: Tensor<B, 3>) -> Encoded<B> {
+    pub(crate) fn encode(&self, a_log: Tensor<B, 3>, x: Tensor<B, 3>) -> Encoded<B> {
         let ax = propagate(a_log, x);
         let (mu_m, logvar_m) = self.morph_encoder.forward(ax.clone());
         let (mu_c, logvar_c) = self.conn_encoder.forward(ax);
@@ -204,7 +205,7 @@ impl<B: Backend> ClgOde<B> {
 
     /// Decodes states z `[B,N,2L]`; `start` (start visit and time of each row) is needed by the
     /// residual and fixed-support decoders.
-    pub fn decode(&self, z: Tensor<B, 3>, start: Option<&Start<B>>) -> Decoded<B> {
+    pub(crate) fn decode(&self, z: Tensor<B, 3>, start: Option<&Start<B>>) -> Decoded<B> {
         let l = self.latent_dim;
         let z_m = z.clone().narrow(2, 0, l);
         let z_c = z.narrow(2, l, l);
@@ -217,7 +218,8 @@ impl<B: Backend> ClgOde<B> {
     /// The reference forward with `use_mu = true`: grid `[0]` when `dt` is `None`, else
     /// `[0, Δt]` with a per-row Δt `[B]`.
     #[allow(clippy::too_many_arguments)]
-    pub fn forward(
+    #[cfg(test)]
+    pub(crate) fn forward(
         &self,
         a_log: Tensor<B, 3>,
         x: Tensor<B, 3>,

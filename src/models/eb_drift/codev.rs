@@ -9,7 +9,7 @@ use super::pooling::TINY;
 use super::{EbParams, Visit};
 
 /// The symmetric N×N matrix of upper-triangle values `v` (row-major), zero diagonal.
-pub fn square(n: usize, v: &[f64]) -> Array2<f64> {
+pub(super) fn square(n: usize, v: &[f64]) -> Array2<f64> {
     let mut m = Array2::zeros((n, n));
     let mut e = 0;
     for i in 0..n {
@@ -24,13 +24,13 @@ pub fn square(n: usize, v: &[f64]) -> Array2<f64> {
 
 /// Sums of the node similarity over training scans: `C = Σ UᵀU` of the scans' deviation
 /// matrices and `K = Σ ZᵀZ` of their presence matrices.
-pub struct SimilaritySums {
+pub(super) struct SimilaritySums {
     c: Array2<f64>,
     k: Array2<f64>,
 }
 
 impl SimilaritySums {
-    pub fn new(n: usize) -> Self {
+    pub(super) fn new(n: usize) -> Self {
         Self {
             c: Array2::zeros((n, n)),
             k: Array2::zeros((n, n)),
@@ -38,7 +38,7 @@ impl SimilaritySums {
     }
 
     /// One scan: `u` its deviations (0 where not used), `z` 1 where used.
-    pub fn add(&mut self, n: usize, u: &[f64], z: &[f64]) {
+    pub(super) fn add(&mut self, n: usize, u: &[f64], z: &[f64]) {
         let (u, z) = (square(n, u), square(n, z));
         self.c += &u.t().dot(&u);
         self.k += &z.t().dot(&z);
@@ -46,7 +46,7 @@ impl SimilaritySums {
 
     /// `S_jl = C_jl / max(K_jl, 1)` off the diagonal, 0 on it, each row divided by the sum of
     /// its absolute values (a row without any stays 0).
-    pub fn similarity(&self) -> Array2<f64> {
+    pub(super) fn similarity(&self) -> Array2<f64> {
         let n = self.c.nrows();
         let mut s = Array2::zeros((n, n));
         for j in 0..n {
@@ -66,7 +66,7 @@ impl SimilaritySums {
 
 /// The pooled deviations `P = U·Sᵀ + S·U` of deviations `u` (upper triangle), as an upper
 /// triangle: `p_ij = Σ_l S_jl u_il + Σ_l S_il u_lj`.
-pub fn pooled(n: usize, s: &Array2<f64>, u: &[f64]) -> Vec<f64> {
+pub(super) fn pooled(n: usize, s: &Array2<f64>, u: &[f64]) -> Vec<f64> {
     let u = square(n, u);
     let p = u.dot(&s.t()) + s.dot(&u);
     let mut out = Vec::with_capacity(u.len());

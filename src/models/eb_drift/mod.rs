@@ -17,15 +17,15 @@ mod refine;
 #[cfg(test)]
 mod tests;
 
-pub use module::{EbDrift, params_from};
+pub(crate) use module::{EbDrift, params_from};
 use pooling::{persistence, rank_bins, shrink};
 
 /// Name of the model in checkpoint metadata.
-pub const MODEL_NAME: &str = "eb_drift";
+pub(crate) const MODEL_NAME: &str = "eb_drift";
 
 /// One scan of a training subject: its age (years; the visit index when unknown) and matrix.
 #[derive(Debug, Clone, Copy)]
-pub struct EbScan<'a> {
+pub(crate) struct EbScan<'a> {
     pub age: f64,
     pub a_raw: &'a Array2<f32>,
     /// The subject's sex id (the loader's: 1 male, 2 female, 0 unknown).
@@ -35,7 +35,7 @@ pub struct EbScan<'a> {
 /// The fitted forecaster (docs/eb-drift.md "Fit"); per-edge vectors are indexed by the
 /// row-major upper-triangle edge.
 #[derive(Debug, Clone, PartialEq)]
-pub struct EbParams {
+pub(crate) struct EbParams {
     pub n: usize,
     /// Mean age of the training scans.
     pub a_bar: f64,
@@ -101,7 +101,7 @@ fn upper(a: &Array2<f32>) -> (Vec<f64>, Vec<bool>) {
 
 impl EbParams {
     /// Fits the forecaster on the training subjects (each its scans in visit order).
-    pub fn fit(subjects: &[Vec<EbScan<'_>>]) -> Self {
+    pub(crate) fn fit(subjects: &[Vec<EbScan<'_>>]) -> Self {
         let n = subjects
             .iter()
             .flat_map(|s| s.first())
@@ -356,7 +356,13 @@ impl EbParams {
     }
 
     /// The forecast of the raw matrix `a0` (taken at age `age0`) at age `target`.
-    pub fn forecast(&self, a0: &Array2<f32>, age0: f64, target: f64, sex: usize) -> Array2<f32> {
+    pub(crate) fn forecast(
+        &self,
+        a0: &Array2<f32>,
+        age0: f64,
+        target: f64,
+        sex: usize,
+    ) -> Array2<f32> {
         let n = self.n;
         let (y0, z0) = upper(a0);
         let expected = self.expected(&y0, &z0, age0, target, sex);
@@ -376,7 +382,13 @@ impl EbParams {
     /// The forecast in the log1p domain, row-major N×N with a zero diagonal, from a start scan
     /// given in the log1p domain (row-major N×N, as CLG-ODE's inputs): the base of CLG-ODE's
     /// residual under `--eb-head`.
-    pub fn forecast_log(&self, start_log: &[f32], age0: f64, target: f64, sex: usize) -> Vec<f32> {
+    pub(crate) fn forecast_log(
+        &self,
+        start_log: &[f32],
+        age0: f64,
+        target: f64,
+        sex: usize,
+    ) -> Vec<f32> {
         let n = self.n;
         let (mut y0, mut z0) = (Vec::new(), Vec::new());
         for i in 0..n {

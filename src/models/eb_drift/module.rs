@@ -13,7 +13,7 @@ const EXIST_LEN: usize = EXIST_FEATURES + 1;
 /// The fitted parameters as a module (per-edge vectors `[M]`, scalars `[1]`), so that
 /// checkpoints carry them like any model's weights.
 #[derive(Module, Debug)]
-pub struct EbDrift<B: Backend> {
+pub(crate) struct EbDrift<B: Backend> {
     pub a_bar: Param<Tensor<B, 1>>,
     pub k_g: Param<Tensor<B, 1>>,
     pub k_edge: Param<Tensor<B, 1>>,
@@ -40,7 +40,7 @@ fn param<B: Backend>(v: &[f64], device: &B::Device) -> Param<Tensor<B, 1>> {
 
 impl<B: Backend> EbDrift<B> {
     /// An unfitted model for `n` nodes (the identity forecast on present edges).
-    pub fn new(n: usize, device: &B::Device) -> Self {
+    pub(crate) fn new(n: usize, device: &B::Device) -> Self {
         let m = n * n.saturating_sub(1) / 2;
         Self::from_params(
             &EbParams {
@@ -63,7 +63,7 @@ impl<B: Backend> EbDrift<B> {
         )
     }
 
-    pub fn from_params(p: &EbParams, device: &B::Device) -> Self {
+    pub(crate) fn from_params(p: &EbParams, device: &B::Device) -> Self {
         let seen: Vec<f64> = p.seen.iter().map(|&s| f64::from(u8::from(s))).collect();
         let mut exist = [0.0; EXIST_LEN];
         if let Some(w) = &p.exist {
@@ -96,7 +96,7 @@ impl<B: Backend> EbDrift<B> {
 /// its field name), for `n` nodes. A checkpoint written before the drift factors, the
 /// co-deviations and the existence regression (docs/eb-drift.md steps 8–10) has none of them:
 /// its forecast is the one it was trained with (no factors, no pooling, `p11`).
-pub fn params_from(
+pub(crate) fn params_from(
     n: usize,
     get: impl Fn(&str) -> anyhow::Result<Vec<f32>>,
 ) -> anyhow::Result<EbParams> {

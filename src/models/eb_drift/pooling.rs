@@ -6,11 +6,11 @@ const BINS: usize = 10;
 /// Prior strength of a fully pooled existence rate.
 const FULL_POOLING: f64 = 1e6;
 /// Below this a sum of squares is zero.
-pub const TINY: f64 = 1e-12;
+pub(super) const TINY: f64 = 1e-12;
 
 /// Bin of each of `edges` (sorted by `(value, edge)`, cut by rank into `min(BINS, K)` bins);
 /// `None` for edges not listed.
-pub fn rank_bins(edges: &[usize], value: &[f64], m: usize) -> (Vec<Option<usize>>, usize) {
+pub(super) fn rank_bins(edges: &[usize], value: &[f64], m: usize) -> (Vec<Option<usize>>, usize) {
     let mut order = edges.to_vec();
     order.sort_by(|&a, &b| value[a].total_cmp(&value[b]).then(a.cmp(&b)));
     let k = order.len();
@@ -23,7 +23,7 @@ pub fn rank_bins(edges: &[usize], value: &[f64], m: usize) -> (Vec<Option<usize>
 }
 
 /// `Σ x·y / Σ x²` clamped to [0, 1]; 1 when `Σ x² ≤ TINY`.
-pub fn persistence(xy: f64, xx: f64) -> f64 {
+pub(super) fn persistence(xy: f64, xx: f64) -> f64 {
     if xx <= TINY {
         1.0
     } else {
@@ -32,7 +32,7 @@ pub fn persistence(xy: f64, xx: f64) -> f64 {
 }
 
 /// Beta-binomial shrinkage of the rates `s/n` of a bin's edges to the bin's pooled rate.
-pub fn shrink(edges: &[usize], s: &[f64], n: &[f64], empty: f64, out: &mut [f64]) {
+pub(super) fn shrink(edges: &[usize], s: &[f64], n: &[f64], empty: f64, out: &mut [f64]) {
     let with: Vec<usize> = edges.iter().copied().filter(|&e| n[e] > 0.0).collect();
     if with.is_empty() {
         for &e in edges {

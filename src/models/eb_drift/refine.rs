@@ -9,10 +9,10 @@ const RIDGE: f64 = 1.0;
 const NEWTON_STEPS: usize = 100;
 const NEWTON_TOL: f64 = 1e-9;
 /// Features of the existence regression.
-pub const EXIST_FEATURES: usize = 6;
+pub(super) const EXIST_FEATURES: usize = 6;
 
 /// The sex covariate of a sex id (the loader's: 1 male, 2 female, 0 unknown): +1, −1, 0.
-pub fn sex_sign(sex: usize) -> f64 {
+pub(super) fn sex_sign(sex: usize) -> f64 {
     match sex {
         1 => 1.0,
         2 => -1.0,
@@ -22,13 +22,13 @@ pub fn sex_sign(sex: usize) -> f64 {
 
 /// The drift multiplier `clamp(1 + β_age·(mid − ā) + β_sex·sex, 0, 2)` of a forecast from age
 /// `a0` to `t` (`mid` = (a0 + t)/2).
-pub fn multiplier(beta: [f64; 2], a_bar: f64, a0: f64, t: f64, sex: usize) -> f64 {
+pub(super) fn multiplier(beta: [f64; 2], a_bar: f64, a0: f64, t: f64, sex: usize) -> f64 {
     (1.0 + beta[0] * (0.5 * (a0 + t) - a_bar) + beta[1] * sex_sign(sex)).clamp(0.0, 2.0)
 }
 
 /// Normal equations of the two drift factors: `A = [[a11, a12], [a12, a22]]`, `b`.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct FactorSums {
+pub(super) struct FactorSums {
     a11: f64,
     a12: f64,
     a22: f64,
@@ -39,7 +39,7 @@ pub struct FactorSums {
 impl FactorSums {
     /// One entry present at both visits of a pair: `x = d_e·Δt`, `r = Δy − x`, regressors
     /// `x·(mid − ā)` and `x·sex`.
-    pub fn add(&mut self, x: f64, r: f64, mid_minus_bar: f64, sex: usize) {
+    pub(super) fn add(&mut self, x: f64, r: f64, mid_minus_bar: f64, sex: usize) {
         let (u, v) = (x * mid_minus_bar, x * sex_sign(sex));
         self.a11 += u * u;
         self.a12 += u * v;
@@ -50,7 +50,7 @@ impl FactorSums {
 
     /// `(β_age, β_sex)`: both when the 2×2 system is well conditioned (det > 1e-12·a11·a22),
     /// else the age factor alone (a11 > 1e-12), else the sex factor alone, else none.
-    pub fn solve(&self) -> [f64; 2] {
+    pub(super) fn solve(&self) -> [f64; 2] {
         let det = self.a11 * self.a22 - self.a12 * self.a12;
         if self.a11 > TINY && self.a22 > TINY && det > TINY * self.a11 * self.a22 {
             [
@@ -84,18 +84,18 @@ fn sigmoid(x: f64) -> f64 {
 
 /// The existence regression's features of an edge present at the start: `1`,
 /// `logit(p11_e)`, the forecast level `E`, `E²`, `t − ā` and `Δt = t − a0`.
-pub fn features(p11: f64, level: f64, t_minus_bar: f64, dt: f64) -> [f64; EXIST_FEATURES] {
+pub(super) fn features(p11: f64, level: f64, t_minus_bar: f64, dt: f64) -> [f64; EXIST_FEATURES] {
     [1.0, logit(p11), level, level * level, t_minus_bar, dt]
 }
 
 /// `P(present at t | present at a0)` of an edge with these features under weights `w`.
-pub fn existence(w: &[f64; EXIST_FEATURES], x: &[f64; EXIST_FEATURES]) -> f64 {
+pub(super) fn existence(w: &[f64; EXIST_FEATURES], x: &[f64; EXIST_FEATURES]) -> f64 {
     sigmoid(w.iter().zip(x).map(|(a, b)| a * b).sum())
 }
 
 /// Logistic regression of `label` on `rows` by ridge-damped Newton steps from 0 (docs/eb-drift.md
 /// step 9); `None` with fewer rows than features or a single label value.
-pub fn fit_existence(
+pub(super) fn fit_existence(
     rows: &[[f64; EXIST_FEATURES]],
     label: &[bool],
 ) -> Option<[f64; EXIST_FEATURES]> {

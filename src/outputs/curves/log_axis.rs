@@ -8,14 +8,14 @@ use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, Value
 use plotters::coord::types::RangedCoordf64;
 
 /// A y axis over log10 values, ticked by [`ticks`] and labelled with the values themselves.
-pub struct LogAxis {
+pub(super) struct LogAxis {
     inner: RangedCoordf64,
     ticks: Vec<f64>,
 }
 
 impl LogAxis {
     /// The axis over `range` (log10 values).
-    pub fn new(range: Range<f64>) -> Self {
+    pub(super) fn new(range: Range<f64>) -> Self {
         Self {
             ticks: ticks(range.start, range.end),
             inner: range.into(),
@@ -63,7 +63,7 @@ fn label(v: f64) -> String {
 /// log10 of the 1-2-5 values within `lo..=hi` (log10 space). A span of less than two of them
 /// gets every integer multiple (1, 2, …, 9 per decade), and a span of many decades only the
 /// powers of ten, so that an axis has a handful of labels.
-pub fn ticks(lo: f64, hi: f64) -> Vec<f64> {
+pub(super) fn ticks(lo: f64, hi: f64) -> Vec<f64> {
     if !(lo.is_finite() && hi.is_finite() && lo < hi) {
         return Vec::new();
     }

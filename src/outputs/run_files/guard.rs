@@ -31,7 +31,7 @@ fn is_run_entry(name: &str) -> bool {
 
 /// Whether `dir` is a run directory: it holds `run_meta.json`, `args.json`, `metrics.jsonl` or
 /// `finished.json`.
-pub fn is_run_dir(dir: &Path) -> bool {
+pub(crate) fn is_run_dir(dir: &Path) -> bool {
     let run = RunDir::new(dir);
     [
         run.run_meta_json(),
@@ -47,7 +47,7 @@ pub fn is_run_dir(dir: &Path) -> bool {
 /// the directory itself (a usage error, [`Exit::Usage`], naming the path and the run). The path
 /// is taken as it is and with its links resolved: a link to a run's file is refused too. No
 /// path (an optional flag not given) passes.
-pub fn refuse_run_file<'a>(flag: &str, path: impl Into<Option<&'a Path>>) -> Result<()> {
+pub(crate) fn refuse_run_file<'a>(flag: &str, path: impl Into<Option<&'a Path>>) -> Result<()> {
     let Some(path) = path.into() else {
         return Ok(());
     };

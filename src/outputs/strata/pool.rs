@@ -14,7 +14,7 @@ use super::Stratum;
 
 /// Student's t quantile at 0.975 for `df` degrees of freedom (df ≥ 1): tabled to 30, then the
 /// normal's 1.96 approached as 1.96 + 2.4/df (within 0.1% of the exact quantile past 30).
-pub fn t975(df: usize) -> f64 {
+pub(crate) fn t975(df: usize) -> f64 {
     const T: [f64; 30] = [
         12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
         2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
@@ -28,7 +28,7 @@ pub fn t975(df: usize) -> f64 {
 }
 
 /// The mean of `values` and its 95% t-interval (`None` with fewer than two).
-pub fn mean_interval(values: &[f64]) -> (f64, Option<(f64, f64)>) {
+pub(crate) fn mean_interval(values: &[f64]) -> (f64, Option<(f64, f64)>) {
     let k = values.len();
     let mean = values.iter().sum::<f64>() / k as f64;
     if k < 2 {
@@ -40,7 +40,7 @@ pub fn mean_interval(values: &[f64]) -> (f64, Option<(f64, f64)>) {
 }
 
 /// The pooled strata of `runs` (each run's strata as read from its `strata.json`).
-pub fn pool(runs: &[&[Stratum]]) -> Vec<Stratum> {
+pub(crate) fn pool(runs: &[&[Stratum]]) -> Vec<Stratum> {
     let mut labels: Vec<&str> = Vec::new();
     for s in runs.iter().flat_map(|r| r.iter()) {
         if !labels.contains(&s.label.as_str()) {

@@ -30,7 +30,7 @@ use crate::outputs::text::csv_row;
 /// One row: a configuration's runs, fold-averaged per subject, against their partners' and
 /// against the identity, for one metric.
 #[derive(Debug, Serialize)]
-pub struct GroupedLine {
+pub(crate) struct GroupedLine {
     /// The group keys' values (`model=clg-ode preset=residual`).
     pub configuration: String,
     /// The models of its runs (one, unless the keys pool models).
@@ -99,7 +99,7 @@ fn model_value(s: &Subjects, subject: &str, metric: &str) -> Option<f64> {
 /// The grouped paired table of `runs` (their `configuration`: the group keys' values) against
 /// `against`, one row per configuration and metric, configurations in order of first appearance
 /// (the `--against` model's runs apart), p-values Holm-adjusted over the rows.
-pub fn grouped_lines(
+pub(crate) fn grouped_lines(
     runs: &[Compared],
     against: &str,
     metrics: &[String],
@@ -335,7 +335,7 @@ fn csv(lines: &[GroupedLine]) -> Result<String> {
 }
 
 /// The grouped `--against` view of `lines` (grouped by `keys`) as `f`.
-pub fn render_grouped_as(
+pub(crate) fn render_grouped_as(
     lines: &[GroupedLine],
     against: &str,
     keys: &[String],

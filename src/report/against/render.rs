@@ -121,7 +121,8 @@ fn paired_table(lines: &[AgainstLine], against: &str) -> (Vec<String>, Vec<Vec<S
 }
 
 /// The Markdown table of `lines`.
-pub fn render(lines: &[AgainstLine], against: &str) -> String {
+#[cfg(test)]
+pub(crate) fn render(lines: &[AgainstLine], against: &str) -> String {
     render_text(lines, against, Format::Md)
 }
 
@@ -196,7 +197,7 @@ fn spread_cell(s: &Stats) -> String {
 
 /// The fold spread of one configuration and metric.
 #[derive(Debug, Serialize)]
-pub struct FoldSpread {
+pub(crate) struct FoldSpread {
     pub configuration: String,
     pub metric: String,
     pub n_folds: usize,
@@ -209,7 +210,7 @@ pub struct FoldSpread {
 }
 
 /// The lines of each (configuration, metric), in order of appearance, summarised over folds.
-pub fn fold_spread(lines: &[AgainstLine]) -> Vec<FoldSpread> {
+pub(crate) fn fold_spread(lines: &[AgainstLine]) -> Vec<FoldSpread> {
     let mut keys: Vec<(&str, &str)> = Vec::new();
     for l in lines {
         let k = (l.configuration.as_str(), l.metric.as_str());

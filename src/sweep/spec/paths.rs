@@ -13,7 +13,7 @@ use super::Task;
 use crate::data::connectome::paths_yaml::{PathsYaml, wanted_flags};
 
 /// Replaces task `t`'s `paths_yaml` with the flags the file gives it.
-pub fn expand_paths_yaml(spec_path: &Path, command: &str, t: &mut Task) -> Result<()> {
+pub(crate) fn expand_paths_yaml(spec_path: &Path, command: &str, t: &mut Task) -> Result<()> {
     let Some(value) = t
         .flags
         .remove("paths_yaml")

@@ -56,7 +56,7 @@ pub(super) fn apply_overrides(
 }
 
 /// `KEY=VALUE` as a flag name and a TOML value (a string when VALUE is not TOML: `preset=residual`).
-pub fn parse_override(arg: &str) -> Result<(String, toml::Value)> {
+pub(crate) fn parse_override(arg: &str) -> Result<(String, toml::Value)> {
     let Some((key, value)) = arg.split_once('=') else {
         bail!(
             "`{arg}`: expected KEY=VALUE after the spec (max_epochs=5, learning_rate=[1e-3,1e-4])"

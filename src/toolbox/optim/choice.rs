@@ -11,7 +11,7 @@ use crate::settings::OPTIM;
 /// `--optimizer`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum OptimizerKind {
+pub(crate) enum OptimizerKind {
     #[default]
     Adam,
     Sgd,
@@ -19,7 +19,7 @@ pub enum OptimizerKind {
 
 /// The optimiser flags of a training command.
 #[derive(Args, Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct OptimizerChoice {
+pub(crate) struct OptimizerChoice {
     /// The optimiser: `adam` (β₁ 0.9, β₂ 0.999, ε 1e-8, as `torch.optim.Adam`'s defaults) or
     /// `sgd` (`torch.optim.SGD`, with `--momentum`).
     #[arg(long, value_enum, default_value_t = OptimizerKind::Adam, help_heading = OPTIM)]
@@ -34,7 +34,7 @@ pub struct OptimizerChoice {
 impl OptimizerChoice {
     /// The optimiser of `--optimizer` and `--momentum`; `--momentum` without SGD, or one that
     /// is negative or not finite, is refused.
-    pub fn spec(&self) -> Result<OptimizerSpec> {
+    pub(crate) fn spec(&self) -> Result<OptimizerSpec> {
         match (self.optimizer, self.momentum) {
             (OptimizerKind::Adam, Some(_)) => {
                 bail!("--momentum applies to --optimizer sgd only (Adam has none)")
@@ -51,7 +51,7 @@ impl OptimizerChoice {
     }
 
     /// Whether the flags say anything but the default (Adam).
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == Self::default()
     }
 }

@@ -23,9 +23,10 @@ use serde::Serialize;
 use super::checkpoint::Checkpoint;
 use super::params::HostTensor;
 
-pub use adam::{Adam, AdamScalars, FusedAdam};
-pub use choice::{OptimizerChoice, OptimizerKind};
-pub use sgd::Sgd;
+pub use adam::Adam;
+pub(crate) use adam::{AdamScalars, FusedAdam};
+pub(crate) use choice::OptimizerChoice;
+pub(crate) use sgd::Sgd;
 
 /// Where the gradients of one step come from.
 pub enum Grads<B: AutodiffBackend> {
@@ -119,7 +120,7 @@ impl<AB: AutodiffBackend, U: ParamUpdate<AB::InnerBackend>> ModuleMapper<AB>
 /// The optimiser a job chooses, with its constants (what `args.json` and a checkpoint record).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "lowercase", tag = "kind")]
-pub enum OptimizerSpec {
+pub(crate) enum OptimizerSpec {
     /// Adam (Kingma & Ba), `burn::optim::Adam`'s update.
     Adam { beta1: f32, beta2: f32, eps: f32 },
     /// SGD with momentum, PyTorch's `torch.optim.SGD` (no dampening, no Nesterov): `buf =
@@ -154,14 +155,14 @@ impl std::fmt::Display for OptimizerSpec {
 const META_KEY: &str = "optimizer";
 
 /// The optimiser of a run, as its plan chose it.
-pub enum Optimizer<B: Backend> {
+pub(crate) enum Optimizer<B: Backend> {
     Adam(Adam<B>),
     Sgd(Sgd<B>),
 }
 
 impl<B: Backend> Optimizer<B> {
     /// The optimiser of `spec`; Adam with the backend's one-pass update when it has one.
-    pub fn new(spec: OptimizerSpec, fused: Option<FusedAdam<B>>) -> Self {
+    pub(crate) fn new(spec: OptimizerSpec, fused: Option<FusedAdam<B>>) -> Self {
         match spec {
             OptimizerSpec::Adam { beta1, beta2, eps } => {
                 let mut adam = Adam::with_fused(fused);
@@ -173,7 +174,7 @@ impl<B: Backend> Optimizer<B> {
     }
 
     /// The Adam optimiser, when it is one.
-    pub fn adam_mut(&mut self) -> Option<&mut Adam<B>> {
+    pub(crate) fn adam_mut(&mut self) -> Option<&mut Adam<B>> {
         match self {
             Optimizer::Adam(a) => Some(a),
             Optimizer::Sgd(_) => None,
@@ -181,7 +182,7 @@ impl<B: Backend> Optimizer<B> {
     }
 
     /// What it is, with its constants.
-    pub fn spec(&self) -> OptimizerSpec {
+    pub(crate) fn spec(&self) -> OptimizerSpec {
         match self {
             Optimizer::Adam(a) => OptimizerSpec::Adam {
                 beta1: a.beta1,
@@ -195,7 +196,7 @@ impl<B: Backend> Optimizer<B> {
     }
 
     /// One optimiser step over every float parameter of `module`.
-    pub fn step<AB, M>(&mut self, lr: f64, module: M, grads: Grads<AB>) -> M
+    pub(crate) fn step<AB, M>(&mut self, lr: f64, module: M, grads: Grads<AB>) -> M
     where
         AB: AutodiffBackend<InnerBackend = B>,
         M: AutodiffModule<AB>,
@@ -208,7 +209,7 @@ impl<B: Backend> Optimizer<B> {
 
     /// Saves the state under the names of the parameters (`names`, visiting order) and which
     /// optimiser wrote it.
-    pub fn save_into(&self, names: &[String], ckpt: &mut Checkpoint) {
+    pub(crate) fn save_into(&self, names: &[String], ckpt: &mut Checkpoint) {
         ckpt.metadata
             .insert(META_KEY.into(), self.spec().to_string());
         match self {
@@ -219,7 +220,7 @@ impl<B: Backend> Optimizer<B> {
 
     /// Restores the state saved by [`Optimizer::save_into`]; a checkpoint written by another
     /// optimiser (or the same one with other constants) is refused, naming both.
-    pub fn load_from(
+    pub(crate) fn load_from(
         &mut self,
         names: &[String],
         ckpt: &Checkpoint,

@@ -10,13 +10,13 @@ use super::{ParamUpdate, from_host, to_host};
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// SGD with momentum; the momentum buffers keyed by parameter position.
-pub struct Sgd<B: Backend> {
+pub(crate) struct Sgd<B: Backend> {
     pub momentum: f32,
     buffers: Vec<Option<Tensor<B, 1>>>,
 }
 
 impl<B: Backend> Sgd<B> {
-    pub fn new(momentum: f32) -> Self {
+    pub(crate) fn new(momentum: f32) -> Self {
         Self {
             momentum,
             buffers: Vec::new(),
@@ -24,7 +24,7 @@ impl<B: Backend> Sgd<B> {
     }
 
     /// Saves the momentum buffers as `optim.sgd.momentum_buffer.<param name>` (F32).
-    pub fn save_into(&self, names: &[String], ckpt: &mut Checkpoint) {
+    pub(crate) fn save_into(&self, names: &[String], ckpt: &mut Checkpoint) {
         for (buf, name) in self.buffers.iter().zip(names) {
             let Some(b) = buf else { continue };
             ckpt.floats
@@ -33,7 +33,7 @@ impl<B: Backend> Sgd<B> {
     }
 
     /// Restores the buffers saved by [`Sgd::save_into`] for parameters `names`.
-    pub fn load_from(
+    pub(crate) fn load_from(
         &mut self,
         names: &[String],
         ckpt: &Checkpoint,

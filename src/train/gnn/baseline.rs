@@ -34,12 +34,12 @@ use crate::engine::{
 use crate::toolbox::params;
 
 /// The evaluation-mode network of baseline `M` on the autodiff backend `B`.
-pub type Inner<M, B> = <<M as GradBaseline>::Net<B> as AutodiffModule<B>>::InnerModule;
+pub(super) type Inner<M, B> = <<M as GradBaseline>::Net<B> as AutodiffModule<B>>::InnerModule;
 
 /// A gradient-trained baseline: what differs between `gcn` and `vector-lstm`. Its loss is a
 /// mean over the consecutive visit pairs (S_v → S_{v+1}) of a batch's subjects and the upper
 /// triangle's edges.
-pub trait GradBaseline: 'static {
+pub(super) trait GradBaseline: 'static {
     /// Its `--model` value.
     const KIND: ModelKind;
     /// See [`Forecaster::FILE_STEM`].
@@ -91,7 +91,7 @@ pub trait GradBaseline: 'static {
 }
 
 /// The consecutive visit pairs `(subject, v)` (S_v → S_{v+1}) of `subjects`.
-pub fn pairs(data: &FoldData, subjects: &[usize]) -> Vec<(usize, usize)> {
+pub(super) fn pairs(data: &FoldData, subjects: &[usize]) -> Vec<(usize, usize)> {
     subjects
         .iter()
         .flat_map(|&s| (0..data.scans(s).len().saturating_sub(1)).map(move |v| (s, v)))
@@ -99,7 +99,7 @@ pub fn pairs(data: &FoldData, subjects: &[usize]) -> Vec<(usize, usize)> {
 }
 
 /// `--model M` of a gradient-trained baseline `M`.
-pub struct Grad<M>(PhantomData<fn() -> M>);
+pub(super) struct Grad<M>(PhantomData<fn() -> M>);
 
 impl<M: GradBaseline> Forecaster for Grad<M> {
     const KIND: ModelKind = M::KIND;

@@ -34,7 +34,7 @@ use crate::engine::{
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// A closed-form forecaster: what [`Fitted`] asks of it.
-pub trait ClosedFormFit: 'static {
+pub(super) trait ClosedFormFit: 'static {
     /// Its `--model` value.
     const KIND: ModelKind;
     /// The stem of its model files.
@@ -74,7 +74,7 @@ pub trait ClosedFormFit: 'static {
 }
 
 /// `--model M` of a closed-form forecaster `M`, and its state during a run.
-pub struct Fitted<M> {
+pub(super) struct Fitted<M> {
     /// The forecaster's error on the training pairs after the last fit (what the epoch
     /// reports as its training loss).
     train_loss: f64,
@@ -250,7 +250,10 @@ impl<M: ClosedFormFit> Forecaster for Fitted<M> {
 
 /// A fitted forecaster: the forecast of each subject of `subjects` of a fold from its visit 0,
 /// `dts[i]` years later, or (`dts` = `None`) at its visit 1 (a one-scan subject: its scan).
-pub trait Forecast: Fn(&FoldData, &[usize], Option<&[f64]>) -> Vec<Array2<f32>> {}
+pub(super) trait Forecast:
+    Fn(&FoldData, &[usize], Option<&[f64]>) -> Vec<Array2<f32>>
+{
+}
 
 impl<F: Fn(&FoldData, &[usize], Option<&[f64]>) -> Vec<Array2<f32>>> Forecast for F {}
 

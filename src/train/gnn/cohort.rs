@@ -23,7 +23,7 @@ use render::render;
 
 /// `trainer cohort`'s settings.
 #[derive(clap::Args, Debug, Clone)]
-pub struct CohortSettings {
+pub(crate) struct CohortSettings {
     /// The reference project's `configs/paths.yaml`: its `local.data.sc_connectome_schaefer400`,
     /// `local.data.morphology` and `local.data.subject_info_sc` name the data (relative paths
     /// from the project root, the folder above `configs/`). A path flag below wins over it.
@@ -56,7 +56,7 @@ pub struct CohortSettings {
 
 /// How `trainer cohort` prints.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CohortFormat {
+pub(crate) enum CohortFormat {
     Table,
     Md,
     Json,
@@ -64,7 +64,7 @@ pub enum CohortFormat {
 
 /// Subjects of one part of the split, by what they can train.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct Part {
+pub(crate) struct Part {
     pub subjects: usize,
     pub scans: usize,
     /// Consecutive visit pairs (forecasts a model can learn or be scored on).
@@ -95,7 +95,7 @@ impl Part {
 
 /// A distribution's summary (numpy's default linear quantiles: [`quantile_linear`]).
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Spread {
+pub(crate) struct Spread {
     pub n: usize,
     pub min: f64,
     pub p10: f64,
@@ -132,7 +132,7 @@ impl Spread {
 
 /// What `trainer cohort` reports.
 #[derive(Debug, Clone, Serialize)]
-pub struct CohortSummary {
+pub(crate) struct CohortSummary {
     pub paths: CohortPaths,
     pub nodes: usize,
     pub morphology_rois: usize,
@@ -159,7 +159,7 @@ pub struct CohortSummary {
 
 /// The test split and each fold.
 #[derive(Debug, Clone, Serialize)]
-pub struct SplitSummary {
+pub(crate) struct SplitSummary {
     pub seed: u64,
     pub test_size: f64,
     pub cv_folds: usize,
@@ -169,7 +169,7 @@ pub struct SplitSummary {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct FoldParts {
+pub(crate) struct FoldParts {
     pub fold: usize,
     pub train: Part,
     pub val: Part,
@@ -202,7 +202,7 @@ fn cohort_paths(s: &CohortSettings) -> Result<CohortPaths> {
 }
 
 /// Loads, splits and summarises the cohort.
-pub fn summarise(s: &CohortSettings) -> Result<CohortSummary> {
+pub(crate) fn summarise(s: &CohortSettings) -> Result<CohortSummary> {
     let paths = cohort_paths(s)?;
     let prep = prepare(
         &paths,
@@ -300,7 +300,7 @@ fn summary_of(paths: CohortPaths, prep: &Prepared, s: &CohortSettings) -> Cohort
 }
 
 /// `trainer cohort`.
-pub fn run(s: CohortSettings) -> Result<()> {
+pub(crate) fn run(s: CohortSettings) -> Result<()> {
     let sum = summarise(&s)?;
     let text = match s.format {
         CohortFormat::Json => serde_json::to_string_pretty(&json!(sum))? + "\n",

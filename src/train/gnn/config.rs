@@ -15,7 +15,7 @@ use crate::models::clg_ode::ClgOdeConfig;
 
 /// Where this port differs from the reference on purpose (recorded in `args.json`; see
 /// docs/guide/forecasts.md, "Where we differ from the reference, and why").
-pub const DEVIATIONS: &[&str] = &[
+pub(crate) const DEVIATIONS: &[&str] = &[
     "best checkpoint = copy of the best epoch's weights (reference: last weights)",
     "validation/test loss: clean inputs, visits (0,1,2) (reference: augmented, sampled)",
     "all randomness seeded from --seed/--random-state, torch-side draws included \
@@ -30,7 +30,7 @@ pub const DEVIATIONS: &[&str] = &[
 
 /// The resolved configuration, saved as `args.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct GnnConfig {
+pub(crate) struct GnnConfig {
     /// Every flag's value (`results_dir` is the base results directory given).
     #[serde(flatten)]
     pub settings: GnnSettings,
@@ -61,7 +61,7 @@ pub struct GnnConfig {
 
 /// The MD5 of what a run learns from: subjects (id, sex, site) and their scans (id, age, SC
 /// matrix, morphology), in the cohort's order.
-pub fn cohort_fingerprint(cohort: &crate::data::connectome::Cohort) -> String {
+pub(crate) fn cohort_fingerprint(cohort: &crate::data::connectome::Cohort) -> String {
     use md5::{Digest, Md5};
     let mut h = Md5::new();
     for s in &cohort.subjects {
@@ -85,7 +85,7 @@ pub fn cohort_fingerprint(cohort: &crate::data::connectome::Cohort) -> String {
 
 impl GnnConfig {
     /// The configuration of a run of `settings` on the prepared cohort, in `ctx`.
-    pub fn new<B: AutodiffBackend>(
+    pub(crate) fn new<B: AutodiffBackend>(
         settings: GnnSettings,
         monitor: Option<Monitor>,
         prep: &Prepared,
@@ -135,7 +135,7 @@ impl GnnConfig {
 
     /// The settings a resumed run must share with the checkpoint (everything but paths,
     /// placement, output and resume options).
-    pub fn fingerprint(&self) -> Value {
+    pub(crate) fn fingerprint(&self) -> Value {
         let s = &self.settings;
         json!({
             "folds": self.folds, "max_epochs": s.max_epochs,
@@ -151,7 +151,7 @@ impl GnnConfig {
     }
 
     /// The extra fields of `run_meta.json`.
-    pub fn meta(&self, prep: &Prepared) -> Row {
+    pub(crate) fn meta(&self, prep: &Prepared) -> Row {
         let cohort = &prep.cohort;
         let mut row = Row::new();
         row.insert("run_name".into(), json!(self.run_name));

@@ -22,7 +22,7 @@ use crate::models::linear_drift::{DriftStats, DriftSupport, LinearDrift, MODEL_N
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// `--model linear-drift`.
-pub struct DriftModel;
+pub(super) struct DriftModel;
 
 impl ClosedFormFit for DriftModel {
     const KIND: ModelKind = ModelKind::LinearDrift;
@@ -80,7 +80,7 @@ impl ClosedFormFit for DriftModel {
 
 /// One step's (or an epoch's) statistics of the fit.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct DriftSums(pub DriftStats);
+pub(super) struct DriftSums(pub DriftStats);
 
 impl StepSums for DriftSums {
     fn flat(&self) -> Vec<f64> {

@@ -22,7 +22,7 @@ use crate::models::eb_drift::{EbDrift, EbParams, MODEL_NAME, params_from};
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// `--model eb-drift`.
-pub struct EbDriftModel;
+pub(super) struct EbDriftModel;
 
 impl ClosedFormFit for EbDriftModel {
     const KIND: ModelKind = ModelKind::EbDrift;

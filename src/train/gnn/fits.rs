@@ -11,7 +11,7 @@ use crate::models::linear_drift::DriftStats;
 
 /// The closed-form population drift per year (row-major N×N) of the consecutive visit pairs of
 /// `subjects` (what `--model linear-drift` fits; CLG-ODE's `--drift-head` starts from it).
-pub fn fit_population_drift(data: &FoldData, subjects: &[usize]) -> Vec<f32> {
+pub(super) fn fit_population_drift(data: &FoldData, subjects: &[usize]) -> Vec<f32> {
     pair_stats(data, subjects.iter().copied()).drift()
 }
 
@@ -37,7 +37,7 @@ pub(super) fn pair_stats(data: &FoldData, subjects: impl Iterator<Item = usize>)
 }
 
 /// The training subjects' scans, in visit order, as the fit takes them.
-pub fn training_scans<'a>(data: &'a FoldData, subjects: &[usize]) -> Vec<Vec<EbScan<'a>>> {
+pub(super) fn training_scans<'a>(data: &'a FoldData, subjects: &[usize]) -> Vec<Vec<EbScan<'a>>> {
     subjects
         .iter()
         .map(|&s| {
@@ -54,6 +54,6 @@ pub fn training_scans<'a>(data: &'a FoldData, subjects: &[usize]) -> Vec<Vec<EbS
 }
 
 /// The forecaster fitted on `subjects` of the fold (what CLG-ODE's `--eb-head` starts from).
-pub fn fit_arc(data: &FoldData, subjects: &[usize]) -> Arc<EbParams> {
+pub(super) fn fit_arc(data: &FoldData, subjects: &[usize]) -> Arc<EbParams> {
     Arc::new(EbParams::fit(&training_scans(data, subjects)))
 }

@@ -16,9 +16,9 @@ use crate::toolbox::optim::keys::StateKey;
 /// (LSTM), 24× below. Flex's order depends on the CPU (macerator's sums: 8 lanes on AVX2, 16
 /// on AVX-512; gemm's FMA and AVX-512 kernels agree for depths this short), never on the
 /// thread count; another order is another draw of the same rounding noise, so 24× holds.
-pub const TOL: f64 = 1e-5;
+pub(super) const TOL: f64 = 1e-5;
 
-pub fn golden(key: &str) -> Value {
+pub(super) fn golden(key: &str) -> Value {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/baselines-golden.json"
@@ -27,19 +27,19 @@ pub fn golden(key: &str) -> Value {
     v[key].clone()
 }
 
-pub fn flat(v: &Value) -> Vec<f64> {
+pub(super) fn flat(v: &Value) -> Vec<f64> {
     match v {
         Value::Array(a) => a.iter().flat_map(flat).collect(),
         v => vec![v.as_f64().unwrap()],
     }
 }
 
-pub fn tensor3<BB: Backend>(v: &Value, dims: [usize; 3]) -> Tensor<BB, 3> {
+pub(super) fn tensor3<BB: Backend>(v: &Value, dims: [usize; 3]) -> Tensor<BB, 3> {
     let d: Vec<f32> = flat(v).into_iter().map(|x| x as f32).collect();
     Tensor::from_data(TensorData::new(d, dims), &Default::default())
 }
 
-pub fn host<BB: Backend, const D: usize>(t: Tensor<BB, D>) -> Vec<f64> {
+pub(super) fn host<BB: Backend, const D: usize>(t: Tensor<BB, D>) -> Vec<f64> {
     t.into_data()
         .convert::<f32>()
         .to_vec::<f32>()
@@ -50,7 +50,7 @@ pub fn host<BB: Backend, const D: usize>(t: Tensor<BB, D>) -> Vec<f64> {
 }
 
 /// The largest error of `ours` against `want`, relative where |want| > 1; panics above TOL.
-pub fn check(what: &str, ours: &[f64], want: &[f64]) -> f64 {
+pub(super) fn check(what: &str, ours: &[f64], want: &[f64]) -> f64 {
     assert_eq!(ours.len(), want.len(), "{what}: sizes");
     let err = ours
         .iter()
@@ -66,7 +66,7 @@ pub fn check(what: &str, ours: &[f64], want: &[f64]) -> f64 {
 }
 
 /// A PyTorch `[out, in]` weight as Burn's `[in, out]`, flat.
-pub fn transposed(v: &Value) -> Vec<f64> {
+pub(super) fn transposed(v: &Value) -> Vec<f64> {
     let rows = v.as_array().unwrap();
     let (o, i) = (rows.len(), rows[0].as_array().unwrap().len());
     let f = flat(v);
@@ -76,7 +76,7 @@ pub fn transposed(v: &Value) -> Vec<f64> {
         .collect()
 }
 
-pub fn param(p: &Value) -> (String, Vec<f64>, Vec<usize>) {
+pub(super) fn param(p: &Value) -> (String, Vec<f64>, Vec<usize>) {
     let name = p["name"].as_str().unwrap().to_string();
     let shape: Vec<usize> = p["shape"]
         .as_array()
@@ -92,7 +92,7 @@ pub fn param(p: &Value) -> (String, Vec<f64>, Vec<usize>) {
 }
 
 /// The golden's parameters, by the reference's names, as Burn lays them out.
-pub fn by_name(list: &Value) -> Vec<(String, Vec<f64>)> {
+pub(super) fn by_name(list: &Value) -> Vec<(String, Vec<f64>)> {
     list.as_array()
         .unwrap()
         .iter()
@@ -103,7 +103,7 @@ pub fn by_name(list: &Value) -> Vec<(String, Vec<f64>)> {
         .collect()
 }
 
-pub fn check_params(what: &str, ours: &[(String, Vec<f64>)], want: &Value) -> f64 {
+pub(super) fn check_params(what: &str, ours: &[(String, Vec<f64>)], want: &Value) -> f64 {
     let want = by_name(want);
     assert_eq!(ours.len(), want.len());
     let mut worst = 0.0f64;
@@ -117,7 +117,7 @@ pub fn check_params(what: &str, ours: &[(String, Vec<f64>)], want: &Value) -> f6
 /// Adam's moments after two steps (torch's `exp_avg`, `exp_avg_sq`; Burn layout) against the
 /// golden's `adam_state_after` list; `names` in the order of Adam's slots. Returns the worst
 /// error.
-pub fn check_adam_moments<B: Backend>(
+pub(super) fn check_adam_moments<B: Backend>(
     adam: &crate::toolbox::optim::Adam<B>,
     names: &[String],
     want: &Value,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// The models `train-gnn` trains, on one loader, split and test protocol.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum ModelKind {
+pub(crate) enum ModelKind {
     /// CLG-ODE, the coupled latent graph ODE.
     ClgOde,
     /// The start scan plus a per-edge drift × Δt (closed form).

@@ -12,7 +12,7 @@ use crate::metrics::ScKey;
 /// epochs that do not compute them). Six of them are `--early-stop-metric`'s choices, as in
 /// the reference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GnnMetric {
+pub(crate) enum GnnMetric {
     TrainLoss,
     /// The objective on the validation subjects (the default monitor).
     ValLoss,
@@ -37,7 +37,7 @@ pub enum GnnMetric {
 
 /// What a validation SC column is computed from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScSource {
+pub(crate) enum ScSource {
     /// The forecast's SC metric of this key (`sc_log_mse`).
     Model(ScKey),
     /// The identity forecast's SC metric of this key.
@@ -51,12 +51,12 @@ pub enum ScSource {
 impl GnnMetric {
     /// Whether it needs the validation SC metrics (every epoch, whatever
     /// `--val-sc-eval-every` says): all but the two losses.
-    pub fn needs_val_sc(self) -> bool {
+    pub(crate) fn needs_val_sc(self) -> bool {
         self.sc_source().is_some()
     }
 
     /// What its validation SC column is computed from (`None`: a loss).
-    pub fn sc_source(self) -> Option<ScSource> {
+    pub(crate) fn sc_source(self) -> Option<ScSource> {
         use GnnMetric::*;
         Some(match self {
             TrainLoss | ValLoss => return None,

@@ -33,10 +33,10 @@
 //! 0-based epoch index e (velocity from e = 10, acceleration from e = 20).
 
 mod baseline;
-pub mod clg_ode;
+pub(crate) mod clg_ode;
 mod closed_form;
-pub mod cohort;
-pub mod config;
+pub(crate) mod cohort;
+pub(crate) mod config;
 mod cv;
 mod drift;
 mod eb_drift;
@@ -50,9 +50,9 @@ mod kind;
 mod lstm;
 mod metric;
 mod prepared;
-pub mod protocol;
+pub(crate) mod protocol;
 mod registry;
-pub mod saved;
+pub(crate) mod saved;
 mod seeds;
 mod settings;
 #[cfg(test)]
@@ -74,17 +74,14 @@ use self::cv::{CvJob, Forecaster, WithModel};
 use self::prepared::{Split, prepare};
 use self::registry::with_model;
 
-pub use self::clg_ode::step::eval_loss;
-pub use self::config::GnnConfig;
-pub use self::kind::ModelKind;
-pub use self::metric::GnnMetric;
-pub use self::prepared::TEST_SIZE;
-pub use self::seeds::fold_seed;
-pub use self::settings::{GnnSettings, Sampling};
+pub(crate) use self::metric::GnnMetric;
+pub(crate) use self::prepared::TEST_SIZE;
+pub(crate) use self::seeds::fold_seed;
+pub(crate) use self::settings::{GnnSettings, Sampling};
 
 /// A resolved `train-gnn` run.
 #[derive(Debug, Clone)]
-pub struct GnnRun {
+pub(crate) struct GnnRun {
     pub settings: GnnSettings,
     pub monitor: Option<Monitor>,
     pub launch: Launch,
@@ -168,6 +165,6 @@ impl WithModel for Train {
 }
 
 /// `trainer train-gnn`.
-pub fn run(run: GnnRun) -> Result<ExitCode> {
+pub(crate) fn run(run: GnnRun) -> Result<ExitCode> {
     with_model(run.settings.model_kind, Train(run))
 }

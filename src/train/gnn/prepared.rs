@@ -12,10 +12,10 @@ use crate::data::connectome::{
 };
 
 /// Fraction of subjects held out for test (the reference's constant).
-pub const TEST_SIZE: f64 = 0.2;
+pub(crate) const TEST_SIZE: f64 = 0.2;
 
 /// A cohort ready for training: loaded, split.
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub cohort: Arc<Cohort>,
     /// What the readers loaded and dropped, for the log.
     pub report: LoadReport,
@@ -27,7 +27,7 @@ pub struct Prepared {
 
 /// How a cohort is loaded and split.
 #[derive(Debug, Clone)]
-pub struct Split {
+pub(super) struct Split {
     /// The folds to train.
     pub folds: Vec<usize>,
     /// Folds of the cross-validation (GroupKFold).
@@ -39,7 +39,7 @@ pub struct Split {
 }
 
 /// Loads and splits the cohort; every reader error surfaces here with its file name.
-pub fn prepare(paths: &CohortPaths, how: &Split) -> Result<Prepared> {
+pub(super) fn prepare(paths: &CohortPaths, how: &Split) -> Result<Prepared> {
     let table = paths.subject_info_csv.as_ref();
     for (flag, path, dir) in [
         ("--sc-dir", Some(&paths.sc_dir), true),
@@ -88,6 +88,6 @@ pub fn prepare(paths: &CohortPaths, how: &Split) -> Result<Prepared> {
 
 /// The file stem of a fold's model files, `<model>_fold<f>` (the reference's
 /// `checkpoints/clg_ode_fold<f>_{best,last}` for CLG-ODE).
-pub fn fold_stem(model: &str, fold: usize) -> String {
+pub(super) fn fold_stem(model: &str, fold: usize) -> String {
     format!("{model}_fold{fold}")
 }

@@ -15,7 +15,7 @@ use super::cv::{Forecaster, WithModel};
 use super::kind::ModelKind;
 
 /// Calls `w` with the model type of `kind`.
-pub fn with_model<W: WithModel>(kind: ModelKind, w: W) -> W::Output {
+pub(super) fn with_model<W: WithModel>(kind: ModelKind, w: W) -> W::Output {
     match kind {
         ModelKind::ClgOde => w.with::<super::clg_ode::ClgOdeModel>(),
         ModelKind::LinearDrift => w.with::<Fitted<super::drift::DriftModel>>(),
@@ -29,7 +29,7 @@ pub fn with_model<W: WithModel>(kind: ModelKind, w: W) -> W::Output {
 
 /// What a model says about itself, without its type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ModelInfo {
+pub(crate) struct ModelInfo {
     pub kind: ModelKind,
     /// See [`Forecaster::FILE_STEM`].
     pub file_stem: &'static str,
@@ -58,12 +58,12 @@ impl WithModel for Info {
 
 impl ModelKind {
     /// What the model says about itself.
-    pub fn info(self) -> ModelInfo {
+    pub(crate) fn info(self) -> ModelInfo {
         with_model(self, Info)
     }
 
     /// The stem of its model files (`checkpoints/<stem>_fold<k>_{best,last}`).
-    pub fn file_stem(self) -> &'static str {
+    pub(crate) fn file_stem(self) -> &'static str {
         self.info().file_stem
     }
 }

@@ -20,7 +20,7 @@ use crate::toolbox::optim::OptimizerChoice;
 /// its default, in kebab case with the reference's underscore spelling as alias; see
 /// docs/clg-ode-surface.md).
 #[derive(Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GnnSettings {
+pub(crate) struct GnnSettings {
     /// The forecaster: `clg-ode` (the reference's model), the baseline `linear-drift` (the
     /// start scan plus a per-edge population drift × Δt, fitted in closed form) or the
     /// reference's baselines `gcn` (its script's --hidden_dim default is 64: pass it) and
@@ -112,7 +112,7 @@ pub struct GnnSettings {
 
 impl GnnSettings {
     /// The folds this run trains.
-    pub fn fold_ids(&self) -> Vec<usize> {
+    pub(crate) fn fold_ids(&self) -> Vec<usize> {
         match usize::try_from(self.cv_fold) {
             Ok(f) => vec![f],
             Err(_) => (0..self.cv_folds).collect(),
@@ -122,7 +122,7 @@ impl GnnSettings {
     /// Resolves what depends on several flags: the residual decoder reads the start visit
     /// itself, so the reconstruction input keeps every edge (as the reference); an empty
     /// `--resume-from` (the reference's default) is none.
-    pub fn resolve(mut self) -> Self {
+    pub(crate) fn resolve(mut self) -> Self {
         self.resume_from = self.resume_from.filter(|p| !p.as_os_str().is_empty());
         if self.decoder.residual_skip {
             self.sampling.sc_pos_edge_drop_prob = 0.0;
@@ -131,7 +131,7 @@ impl GnnSettings {
     }
 
     /// The checks across flags (each flag's own range is checked by its parser).
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if !(-1..self.cv_folds as i64).contains(&self.cv_fold) {
             bail!(
                 "--cv-fold must be -1 (all folds) or 0..{}, got {}",
@@ -175,7 +175,7 @@ impl GnnSettings {
 /// Visit sampling and augmentation (reference defaults).
 #[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[command(next_help_heading = crate::settings::DATA)]
-pub struct Sampling {
+pub(crate) struct Sampling {
     /// Probability of an adjacent visit triplet (i, i+1, i+2) for subjects with more than 3 visits.
     #[arg(long, alias = "adjacent_pair_prob", default_value_t = 0.7)]
     pub adjacent_pair_prob: f64,
@@ -199,7 +199,7 @@ impl Default for Sampling {
 
 impl Sampling {
     /// Whether s_mean is a numeric covariate.
-    pub fn include_s_mean(&self) -> bool {
+    pub(crate) fn include_s_mean(&self) -> bool {
         !self.disable_s_mean
     }
 }

@@ -16,11 +16,11 @@ use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
 
 /// `--model identity`.
-pub struct IdentityModel;
+pub(super) struct IdentityModel;
 
 /// The start scan times `w`.
 #[derive(Module, Debug)]
-pub struct Scale<B: Backend> {
+pub(super) struct Scale<B: Backend> {
     pub w: Param<Tensor<B, 1>>,
 }
 

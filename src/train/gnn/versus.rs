@@ -8,7 +8,7 @@ use crate::metrics::sc::ScMetrics;
 
 /// A set of predictions scored against the truth, beside the identity forecast.
 #[derive(Debug, Clone, Serialize)]
-pub struct Versus {
+pub(crate) struct Versus {
     pub n_subjects: usize,
     pub model: ScMetrics,
     pub identity: ScMetrics,

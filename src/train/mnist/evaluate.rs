@@ -14,7 +14,7 @@ use crate::toolbox::checkpoint::Checkpoint;
 use crate::toolbox::params;
 
 #[derive(Debug, Clone, Serialize)]
-pub struct EvalResult {
+pub(crate) struct EvalResult {
     pub examples: usize,
     pub loss: f64,
     pub accuracy: f64,
@@ -23,7 +23,7 @@ pub struct EvalResult {
 }
 
 /// Mean cross-entropy, accuracy and confusion matrix of `model` over `data`.
-pub fn evaluate<B: Backend>(
+pub(crate) fn evaluate<B: Backend>(
     model: &MnistCnn<B>,
     data: &MnistSplit,
     batch_size: usize,
@@ -35,7 +35,7 @@ pub fn evaluate<B: Backend>(
 }
 
 /// [`evaluate`] with the examples split across the ranks of `comm` and the sums reduced.
-pub fn evaluate_sharded<B: Backend>(
+pub(crate) fn evaluate_sharded<B: Backend>(
     model: &MnistCnn<B>,
     data: &MnistSplit,
     batch_size: usize,
@@ -101,7 +101,7 @@ fn eval_sums<B: Backend>(
 }
 
 /// Loads an MNIST CNN from a checkpoint onto `device`.
-pub fn load_model<B: Backend>(
+pub(crate) fn load_model<B: Backend>(
     ck: &Checkpoint,
     path: &Path,
     device: &B::Device,
@@ -117,4 +117,4 @@ pub fn load_model<B: Backend>(
 }
 
 /// Metadata value naming the model in its checkpoints.
-pub const MODEL_NAME: &str = "mnist_cnn";
+pub(crate) const MODEL_NAME: &str = "mnist_cnn";

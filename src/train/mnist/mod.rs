@@ -6,7 +6,7 @@
 //! `(seed, global step, rank)` before every step. The whole random state is therefore
 //! `(seed, epoch, step)`, which the checkpoint stores, and a resumed run continues exactly.
 
-pub mod evaluate;
+pub(crate) mod evaluate;
 mod resident;
 mod settings;
 
@@ -33,13 +33,13 @@ use crate::toolbox::seed::mix;
 
 use self::evaluate::{MODEL_NAME, evaluate_sharded};
 use self::resident::Resident;
-pub use self::settings::MnistSettings;
+pub(crate) use self::settings::MnistSettings;
 
 /// The metrics of a `train-mnist` run: the engine's training loss, the test split's loss and
 /// accuracy (the two a monitor may name). `curves.svg` draws both losses in one panel beside the
 /// accuracy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MnistMetric {
+pub(crate) enum MnistMetric {
     TrainLoss,
     TestLoss,
     TestAccuracy,
@@ -81,7 +81,7 @@ impl JobMetric for MnistMetric {
 
 /// A resolved `train-mnist` run.
 #[derive(Debug, Clone)]
-pub struct MnistRun {
+pub(crate) struct MnistRun {
     pub settings: MnistSettings,
     pub monitor: Option<Monitor>,
     pub launch: Launch,
@@ -89,7 +89,7 @@ pub struct MnistRun {
 
 /// The resolved configuration, saved as `args.json`.
 #[derive(Debug, Clone, Serialize)]
-pub struct MnistConfig {
+pub(crate) struct MnistConfig {
     pub data_dir: PathBuf,
     pub epochs: usize,
     pub batch_size: usize,
@@ -412,6 +412,6 @@ impl JobFactory for Factory {
 }
 
 /// `trainer train-mnist`.
-pub fn run(run: MnistRun) -> Result<ExitCode> {
+pub(crate) fn run(run: MnistRun) -> Result<ExitCode> {
     launch::run(run.launch, Factory(run.settings, run.monitor))
 }

@@ -11,11 +11,11 @@ use burn::tensor::TensorData;
 use crate::data::mnist::{MnistSplit, PIXELS};
 
 /// The largest normalised split kept on the device: 1 GiB (MNIST's 60,000 images take 188 MB).
-pub const RESIDENT_MAX_BYTES: usize = 1 << 30;
+pub(super) const RESIDENT_MAX_BYTES: usize = 1 << 30;
 
 /// A split's images `[n, 1, 28, 28]` (normalised) and labels `[n]` on the device, with the
 /// current epoch's order.
-pub struct Resident<B: Backend> {
+pub(super) struct Resident<B: Backend> {
     images: Tensor<B, 4>,
     labels: Tensor<B, 1, Int>,
     /// The order of (stage, epoch), uploaded at its first step.
@@ -27,7 +27,7 @@ pub struct Resident<B: Backend> {
 
 impl<B: Backend> Resident<B> {
     /// The split on `device`, or `None` when it is larger than [`RESIDENT_MAX_BYTES`].
-    pub fn upload(split: &MnistSplit, device: &B::Device) -> Option<Self> {
+    pub(super) fn upload(split: &MnistSplit, device: &B::Device) -> Option<Self> {
         let n = split.len();
         if n * PIXELS * size_of::<f32>() > RESIDENT_MAX_BYTES {
             return None;
@@ -43,7 +43,7 @@ impl<B: Backend> Resident<B> {
     }
 
     /// Items `order[lo..hi]` of epoch `epoch` of stage `stage` (whose whole order is `order`).
-    pub fn shard(
+    pub(super) fn shard(
         &mut self,
         key: (usize, usize),
         order: &[usize],
@@ -56,7 +56,7 @@ impl<B: Backend> Resident<B> {
     /// `--cuda-graph`: copies the indices of `order[lo..hi]` into the fixed buffer (one copy on
     /// the device; the buffer is made at the first call and for another size). `false` when the
     /// backend cannot copy in place (then no graph can record the step).
-    pub fn fill_fixed(
+    pub(super) fn fill_fixed(
         &mut self,
         key: (usize, usize),
         order: &[usize],
@@ -75,7 +75,7 @@ impl<B: Backend> Resident<B> {
     }
 
     /// The items whose indices [`Resident::fill_fixed`] filled in, read from the fixed buffer.
-    pub fn fixed_shard(&self) -> Option<(Tensor<B, 4>, Tensor<B, 1, Int>)> {
+    pub(super) fn fixed_shard(&self) -> Option<(Tensor<B, 4>, Tensor<B, 1, Int>)> {
         self.fixed.clone().map(|idx| self.select(idx))
     }
 

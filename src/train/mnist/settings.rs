@@ -11,7 +11,7 @@ use crate::toolbox::optim::OptimizerChoice;
 
 /// `trainer train-mnist`'s own settings.
 #[derive(Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MnistSettings {
+pub(crate) struct MnistSettings {
     /// Directory holding the four IDX files (raw or .gz; `train-images-idx3-ubyte` or
     /// `train-images.idx3-ubyte` spellings).
     #[arg(long, help_heading = DATA)]

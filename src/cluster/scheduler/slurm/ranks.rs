@@ -100,7 +100,7 @@ fn local_world(
 }
 
 /// Parses Slurm's compressed task counts: `2(x3),1` → `[2, 2, 2, 1]`. `None` when malformed.
-pub fn parse_tasks_per_node(s: &str) -> Option<Vec<u32>> {
+pub(crate) fn parse_tasks_per_node(s: &str) -> Option<Vec<u32>> {
     let mut out = Vec::new();
     for part in s.split(',') {
         let part = part.trim();

@@ -38,7 +38,7 @@ struct Loaded {
 /// does not exceed the previous visit's, or no subject left. Everything the reference drops,
 /// patches or accepts silently (asymmetric matrices, ages mixing the table and visit indices, no
 /// subject with two scans) is listed in the returned [`LoadReport`].
-pub fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, LoadReport)> {
+pub(crate) fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Cohort, LoadReport)> {
     let mut report = LoadReport {
         sc_dir: paths.sc_dir.clone(),
         ..LoadReport::default()

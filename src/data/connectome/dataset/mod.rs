@@ -17,15 +17,15 @@ use serde::{Deserialize, Serialize};
 use super::morph::DEFAULT_METRICS;
 use super::{ConnectomeError, Result};
 
-pub use load::load_cohort;
-pub use norm::{NormStats, NormalizedScan};
-pub use report::LoadReport;
+pub(crate) use load::load_cohort;
+pub(crate) use norm::{NormStats, NormalizedScan};
+pub(crate) use report::LoadReport;
 
 /// The three inputs of a cohort (`--sc_dir`, `--morph_root`, `--subject_info_csv`). Without a
 /// subject table, ages are the visit indices and sex/site unknown (the reference's baselines
 /// read none).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CohortPaths {
+pub(crate) struct CohortPaths {
     pub sc_dir: PathBuf,
     pub morph_root: PathBuf,
     pub subject_info_csv: Option<PathBuf>,
@@ -34,7 +34,7 @@ pub struct CohortPaths {
 impl CohortPaths {
     /// The layout written by [`super::write_synthetic_cohort`]: `<root>/sc`, `<root>/morph`,
     /// `<root>/subject_info_sc.csv`.
-    pub fn under(root: &Path) -> Self {
+    pub(crate) fn under(root: &Path) -> Self {
         Self {
             sc_dir: root.join("sc"),
             morph_root: root.join("morph"),
@@ -45,7 +45,7 @@ impl CohortPaths {
 
 /// Loader settings (reference defaults).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoadOptions {
+pub(crate) struct LoadOptions {
     /// ECC bins of the covariate (32).
     pub topo_bins: usize,
     /// Drop SC scans without a morphology file (true). When false they get all-zero morphology.
@@ -67,10 +67,11 @@ impl Default for LoadOptions {
 /// One scan (visit) of a subject, preprocessed. Holds one N×N f32 matrix (0.64 MB at N = 400);
 /// its log1p is computed where it is used ([`Scan::a_log`], [`Scan::log_into`]).
 #[derive(Debug, Clone)]
-pub struct Scan {
+pub(crate) struct Scan {
     pub scan_id: String,
     pub session: String,
     pub sc_path: PathBuf,
+    #[allow(dead_code)] // loaded with the scan; nothing reads it yet
     pub morph_path: Option<PathBuf>,
     /// Symmetrised SC with zero diagonal, N×N.
     pub a_raw: Array2<f32>,
@@ -80,6 +81,7 @@ pub struct Scan {
     pub age: f64,
     pub age_from_table: bool,
     /// ICV/TIV from the table, NaN if absent.
+    #[allow(dead_code)] // loaded with the scan; nothing reads it yet
     pub icv: f64,
     pub s: f64,
     pub s_mean: f64,
@@ -89,18 +91,23 @@ pub struct Scan {
 
 impl Scan {
     /// `log1p(a_raw)`, the model input and regression domain.
-    pub fn a_log(&self) -> Array2<f32> {
+    #[cfg(test)]
+    pub(crate) fn a_log(&self) -> Array2<f32> {
         self.a_raw.mapv(f32::ln_1p)
     }
 
     /// Appends `log1p(a_raw)`, row-major, to `out`.
-    pub fn log_into(&self, out: &mut Vec<f32>) {
+    pub(crate) fn log_into(&self, out: &mut Vec<f32>) {
         out.extend(self.a_raw.iter().map(|v| v.ln_1p()));
     }
 
     /// The model's numeric covariates for this visit: `[age, s, s_mean?, z-scored ECC…]`
     /// (35 values by default; `s_mean` left out with `include_s_mean = false`).
-    pub fn numeric_covariates(&self, z_ecc: ArrayView1<f32>, include_s_mean: bool) -> Vec<f32> {
+    pub(crate) fn numeric_covariates(
+        &self,
+        z_ecc: ArrayView1<f32>,
+        include_s_mean: bool,
+    ) -> Vec<f32> {
         let mut v = vec![self.age as f32, self.s as f32];
         if include_s_mean {
             v.push(self.s_mean as f32);
@@ -112,7 +119,7 @@ impl Scan {
 
 /// A subject and its ordered scans (at least one).
 #[derive(Debug, Clone)]
-pub struct Subject {
+pub(crate) struct Subject {
     pub id: String,
     /// First non-zero sex id along the scans (0 unknown, 1 male, 2 female).
     pub sex: usize,
@@ -123,7 +130,7 @@ pub struct Subject {
 
 /// A loaded cohort: subjects sorted by id, the shared node count and vocabularies.
 #[derive(Debug, Clone)]
-pub struct Cohort {
+pub(crate) struct Cohort {
     pub subjects: Vec<Subject>,
     /// N, the node count of the first loaded SC file (every file must match).
     pub n_nodes: usize,
@@ -142,17 +149,17 @@ pub struct Cohort {
 
 impl Cohort {
     /// F, the number of morphology metrics.
-    pub fn n_metrics(&self) -> usize {
+    pub(crate) fn n_metrics(&self) -> usize {
         self.metrics.len()
     }
 
-    pub fn n_scans(&self) -> usize {
+    pub(crate) fn n_scans(&self) -> usize {
         self.subjects.iter().map(|s| s.scans.len()).sum()
     }
 
     /// Normalisation statistics from all scans of the given subjects (a fold's training
     /// subjects; indices into `subjects`). Error if the list is empty or out of range.
-    pub fn norm_stats(&self, train_subjects: &[usize]) -> Result<NormStats> {
+    pub(crate) fn norm_stats(&self, train_subjects: &[usize]) -> Result<NormStats> {
         if let Some(&bad) = train_subjects.iter().find(|&&i| i >= self.subjects.len()) {
             return Err(ConnectomeError::Split(format!(
                 "subject index {bad} out of range ({} subjects)",
@@ -170,7 +177,7 @@ impl Cohort {
     }
 
     /// z-scored morphology and ECC of every scan, indexed `[subject][scan]`.
-    pub fn normalized(&self, stats: &NormStats) -> Vec<Vec<NormalizedScan>> {
+    pub(crate) fn normalized(&self, stats: &NormStats) -> Vec<Vec<NormalizedScan>> {
         self.subjects
             .iter()
             .map(|subject| {

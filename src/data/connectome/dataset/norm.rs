@@ -8,7 +8,7 @@ use crate::data::connectome::{ConnectomeError, Result};
 
 /// z-scored inputs of one scan.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NormalizedScan {
+pub(crate) struct NormalizedScan {
     /// N×F.
     pub x: Array2<f32>,
     /// `topo_bins`.
@@ -19,7 +19,7 @@ pub struct NormalizedScan {
 /// per ECC bin, mean = Σv/n and var = Σv²/n − mean² accumulated in f64, std = sqrt(max(var,
 /// 1e-6)). Serialisable so that it can be saved next to a checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NormStats {
+pub(crate) struct NormStats {
     pub n_nodes: usize,
     pub n_metrics: usize,
     /// Number of scans the statistics were computed from.
@@ -33,7 +33,7 @@ pub struct NormStats {
 
 impl NormStats {
     /// Statistics over `scans`. Error if there is none.
-    pub fn from_scans<'a>(
+    pub(crate) fn from_scans<'a>(
         scans: impl IntoIterator<Item = &'a Scan>,
         n_nodes: usize,
         n_metrics: usize,
@@ -84,7 +84,7 @@ impl NormStats {
     }
 
     /// `(x − mean)/std` per element; `x` must be `n_nodes × n_metrics` (panics otherwise).
-    pub fn normalize_x(&self, x: ArrayView2<f32>) -> Array2<f32> {
+    pub(crate) fn normalize_x(&self, x: ArrayView2<f32>) -> Array2<f32> {
         let f = self.n_metrics;
         Array2::from_shape_fn(x.dim(), |(r, m)| {
             let k = r * f + m;
@@ -93,7 +93,7 @@ impl NormStats {
     }
 
     /// `(ecc − mean)/std` per bin; `ecc` must have the statistics' bin count.
-    pub fn normalize_ecc(&self, ecc: ArrayView1<f64>) -> Array1<f32> {
+    pub(crate) fn normalize_ecc(&self, ecc: ArrayView1<f64>) -> Array1<f32> {
         Array1::from_shape_fn(ecc.len(), |q| {
             ((ecc[q] - self.ecc_mean[q]) / self.ecc_std[q]) as f32
         })

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// What the loader dropped, patched or ignored (the reference does these silently).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct LoadReport {
+pub(crate) struct LoadReport {
     /// The SC directory (`--sc-dir`), named by the cohort-wide warnings.
     pub sc_dir: PathBuf,
     pub sc_files: usize,
@@ -69,7 +69,7 @@ pub struct LoadReport {
 impl LoadReport {
     /// One warning per affected file or row, for what the reference tolerates and the port
     /// keeps (docs/guide/gnn.md, "Input formats": which defects are errors and which are warnings).
-    pub fn warnings(&self) -> Vec<String> {
+    pub(crate) fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         if self.n_subjects > 0 && self.subjects_with_two_scans == 0 {
             out.push(format!(
@@ -196,7 +196,7 @@ impl LoadReport {
 
     /// The first `max` of [`Self::warnings`], then one line saying how many more the log has
     /// (for `run_meta.json`: a cohort of thousands of scans must not fill it).
-    pub fn warnings_capped(&self, max: usize) -> Vec<String> {
+    pub(crate) fn warnings_capped(&self, max: usize) -> Vec<String> {
         let mut all = self.warnings();
         if all.len() > max {
             let more = all.len() - max;
@@ -207,7 +207,7 @@ impl LoadReport {
     }
 
     /// How many of each defect, for `run_meta.json`.
-    pub fn counts(&self) -> serde_json::Value {
+    pub(crate) fn counts(&self) -> serde_json::Value {
         serde_json::json!({
             "sc_asymmetric": self.sc_asymmetric.len(),
             "subjects_mixing_ages": self.subjects_mixing_ages.len(),

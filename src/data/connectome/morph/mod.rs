@@ -11,13 +11,13 @@ use super::sc::csv_error;
 use super::{ConnectomeError, Result, is_na};
 
 /// File-name prefix of a morphology file.
-pub const MORPH_PREFIX: &str = "Schaefer400_Morphology_";
+pub(crate) const MORPH_PREFIX: &str = "Schaefer400_Morphology_";
 /// Default metrics, in order.
 pub const DEFAULT_METRICS: [&str; 4] = ["Thickness", "Area", "Curv", "GWC"];
 
 /// scanid → morphology file, built from a recursive walk.
 #[derive(Debug, Default, Clone)]
-pub struct MorphIndex {
+pub(crate) struct MorphIndex {
     /// scanid → the first path (in sorted path-string order) for that scanid.
     pub files: HashMap<String, PathBuf>,
     /// The first indexed file in sorted order: ROI and metric order are inferred from it.
@@ -30,19 +30,12 @@ pub struct MorphIndex {
     pub duplicates: Vec<PathBuf>,
 }
 
-/// The canonical session inferred from a morphology file's whole path string (the file name
-/// itself carries none). Note that a token such as `baseline` anywhere in the root path
-/// captures every file (reference behaviour).
-pub fn infer_morph_session(path: &Path) -> Option<&'static str> {
-    infer_session(&path.to_string_lossy())
-}
-
 /// Walk `root` recursively (symlinked directories are not followed), keep files named
 /// `Schaefer400_Morphology_*.csv`, sort by path string, and index them by scanid.
 ///
 /// The session comes from the whole path as built from `root` (so a relative `root` gives
 /// relative path strings). Error if `root` cannot be read or no file gets indexed.
-pub fn index_morphology(root: &Path) -> Result<MorphIndex> {
+pub(crate) fn index_morphology(root: &Path) -> Result<MorphIndex> {
     let mut paths = Vec::new();
     walk(root, &mut paths)?;
     let mut keyed: Vec<(String, PathBuf)> = paths
@@ -112,7 +105,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 
 /// The metric a column belongs to: the first metric in `metrics` whose `_<Metric>` is a suffix
 /// of the column name; returns (ROI = name without that suffix, metric index).
-pub fn match_column<'c>(column: &'c str, metrics: &[String]) -> Option<(&'c str, usize)> {
+pub(crate) fn match_column<'c>(column: &'c str, metrics: &[String]) -> Option<(&'c str, usize)> {
     metrics.iter().enumerate().find_map(|(m, metric)| {
         column
             .strip_suffix(metric.as_str())
@@ -124,7 +117,7 @@ pub fn match_column<'c>(column: &'c str, metrics: &[String]) -> Option<(&'c str,
 /// ROI and metric order from one header (docs/clg-ode-model.md §1.2): ROIs = the distinct ROI names of matching
 /// columns, sorted lexicographically (byte order; **not** the SC atlas order — reference quirk);
 /// metrics = `metrics` restricted to those present, in `metrics` order. `SubjectID` is ignored.
-pub fn infer_roi_metric_order(
+pub(crate) fn infer_roi_metric_order(
     columns: &[String],
     metrics: &[String],
 ) -> (Vec<String>, Vec<String>) {

@@ -12,10 +12,10 @@ use super::truth::{self, MORPH_RULE, SITES, Subject, Template, normal};
 use crate::data::connectome::morph::{DEFAULT_METRICS, MORPH_PREFIX};
 use crate::data::connectome::naming::{SES_2Y, SES_4Y, SES_BASELINE};
 
-pub const SESSIONS: [&str; 3] = [SES_BASELINE, SES_2Y, SES_4Y];
+pub(super) const SESSIONS: [&str; 3] = [SES_BASELINE, SES_2Y, SES_4Y];
 
 /// What one subject's files hold, for the summary.
-pub struct Written {
+pub(super) struct Written {
     /// Fraction of positive upper-triangle entries, per scan.
     pub densities: Vec<f64>,
     /// With two visits or more: sc_log_mse (log1p domain, mean over the upper triangle) of the
@@ -24,7 +24,7 @@ pub struct Written {
 }
 
 /// Write one subject's SC and morphology files under `root`.
-pub fn write_subject(
+pub(super) fn write_subject(
     root: &Path,
     t: &Template,
     s: &Subject,
@@ -141,7 +141,7 @@ fn morph_text(t: &Template, s: &Subject, age: f64, rng: &mut ChaCha8Rng) -> Stri
 }
 
 /// `subject_info_sc.csv`: `subid,sesid,scanid,age,sex,siteid,icv`, one row per scan.
-pub fn write_table(root: &Path, subjects: &[Subject]) -> anyhow::Result<()> {
+pub(super) fn write_table(root: &Path, subjects: &[Subject]) -> anyhow::Result<()> {
     let mut table = String::from("subid,sesid,scanid,age,sex,siteid,icv\n");
     for s in subjects {
         for &(session, age) in &s.visits {
@@ -160,7 +160,7 @@ pub fn write_table(root: &Path, subjects: &[Subject]) -> anyhow::Result<()> {
     write_file(&root.join("subject_info_sc.csv"), table.as_bytes())
 }
 
-pub fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(super) fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     gated(|| {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
@@ -189,7 +189,7 @@ pub(super) fn gated<R>(f: impl FnOnce() -> R) -> R {
 /// Stops every cohort write of this process for good, once the writes in flight are done: for
 /// a signal handler that removes a cohort being written and ends the process (no writer can
 /// create a folder again after the removal).
-pub fn stop_writes() {
+pub(crate) fn stop_writes() {
     std::mem::forget(
         GATE.write()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
@@ -200,7 +200,7 @@ pub fn stop_writes() {
 /// The template's base log weights are per upper-triangle pair in atlas order (row-major, the
 /// order of the written matrices), `null` off the template; every constant of the subject and
 /// scan draws is named, so the posterior never copies a number from the Rust source.
-pub fn write_truth(root: &Path, t: &Template, seed: u64, sigma: f64) -> anyhow::Result<()> {
+pub(super) fn write_truth(root: &Path, t: &Template, seed: u64, sigma: f64) -> anyhow::Result<()> {
     use super::truth::*;
     let truth = serde_json::json!({
         "generator": "trainer synth-connectome",

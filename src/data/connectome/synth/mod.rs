@@ -48,13 +48,15 @@ use serde::{Deserialize, Serialize};
 
 use super::dataset::CohortPaths;
 use super::par_map;
-pub use files::stop_writes;
+pub(crate) use files::stop_writes;
 use files::{write_file, write_subject, write_table, write_truth};
-pub use truth::{NETWORKS, PRUNE_LOG_WEIGHT, SITES};
+#[cfg(test)]
+use truth::NETWORKS;
+pub(crate) use truth::SITES;
 
 /// What the generator is asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SynthOptions {
+pub(crate) struct SynthOptions {
     pub subjects: usize,
     pub nodes: usize,
     pub seed: u64,
@@ -64,12 +66,12 @@ pub struct SynthOptions {
 
 impl SynthOptions {
     /// The default SNR of `trainer synth-connectome`.
-    pub const DEFAULT_SNR: f64 = 4.0;
+    pub(crate) const DEFAULT_SNR: f64 = 4.0;
 }
 
 /// What [`write_synthetic_cohort`] wrote.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SynthSummary {
+pub(crate) struct SynthSummary {
     /// The three inputs to pass to the loader.
     pub paths: CohortPaths,
     pub subjects: usize,
@@ -96,7 +98,7 @@ pub struct SynthSummary {
 }
 
 /// [`write_synthetic_cohort_with`] at the default SNR.
-pub fn write_synthetic_cohort(
+pub(crate) fn write_synthetic_cohort(
     out: &Path,
     subjects: usize,
     nodes: usize,
@@ -122,7 +124,10 @@ pub fn write_synthetic_cohort(
 /// All files are first written into a hidden staging directory beside `out`, which is renamed
 /// to `out` only when complete; on error it is removed, so no partial output is ever left.
 /// `out` must not exist or be an empty directory. Deterministic for a seed.
-pub fn write_synthetic_cohort_with(out: &Path, o: &SynthOptions) -> anyhow::Result<SynthSummary> {
+pub(crate) fn write_synthetic_cohort_with(
+    out: &Path,
+    o: &SynthOptions,
+) -> anyhow::Result<SynthSummary> {
     let (subjects, nodes) = (o.subjects, o.nodes);
     if subjects == 0 || nodes < 2 {
         bail!("a synthetic cohort needs at least 1 subject and 2 nodes (got {subjects}, {nodes})");

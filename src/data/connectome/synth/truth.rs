@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 /// Networks of the Schaefer-like atlas, with their maturity v: an edge's log weight changes at
 /// GLOBAL_RATE + RATE·(v_i·v_j − THETA) per year (at age 9), so edges between associative networks
 /// strengthen and edges between sensory or limbic nodes weaken (and may be pruned).
-pub const NETWORKS: [(&str, f64); 7] = [
+pub(crate) const NETWORKS: [(&str, f64); 7] = [
     ("Vis", 0.45),
     ("SomMot", 0.35),
     ("DorsAttn", 0.6),
@@ -17,12 +17,12 @@ pub const NETWORKS: [(&str, f64); 7] = [
     ("Default", 0.85),
 ];
 /// Log weight per year at age 9 of an edge with v_i·v_j − THETA = 1.
-pub const RATE: f64 = 0.25;
+pub(super) const RATE: f64 = 0.25;
 /// Log weight per year at age 9 that every edge gains (white matter matures as a whole).
-pub const GLOBAL_RATE: f64 = 0.06;
-pub const THETA: f64 = 0.45;
+pub(super) const GLOBAL_RATE: f64 = 0.06;
+pub(super) const THETA: f64 = 0.45;
 /// Sites and their gain on the rate of change (scanner and protocol differences).
-pub const SITES: [(&str, f64); 5] = [
+pub(crate) const SITES: [(&str, f64); 5] = [
     ("site01", 0.8),
     ("site02", 0.9),
     ("site03", 1.0),
@@ -30,24 +30,24 @@ pub const SITES: [(&str, f64); 5] = [
     ("site05", 1.2),
 ];
 /// Females mature this much faster, males this much slower.
-pub const SEX_EFFECT: f64 = 0.3;
+pub(super) const SEX_EFFECT: f64 = 0.3;
 /// The rate decays with age: rate(a) = rate(9)·exp(−(a − 9)/AGE_SCALE).
-pub const AGE_SCALE: f64 = 6.0;
+pub(super) const AGE_SCALE: f64 = 6.0;
 /// An edge whose true log weight falls below this is pruned (weight 0).
-pub const PRUNE_LOG_WEIGHT: f64 = -0.9;
+pub(crate) const PRUNE_LOG_WEIGHT: f64 = -0.9;
 /// A subject keeps each template edge with this probability.
-pub const EDGE_KEEP: f64 = 0.92;
+pub(super) const EDGE_KEEP: f64 = 0.92;
 /// Sd of a subject's own offset on a template edge's log weight.
-pub const EDGE_OFFSET_SD: f64 = 0.25;
+pub(super) const EDGE_OFFSET_SD: f64 = 0.25;
 /// Sd of a subject's global offset on every template edge.
-pub const GLOBAL_OFFSET_SD: f64 = 0.1;
+pub(super) const GLOBAL_OFFSET_SD: f64 = 0.1;
 /// A pair outside the template is a subject-only edge with this probability, its base log
 /// weight N(EXTRA_EDGE_MEAN, EXTRA_EDGE_SD²) (no global offset).
-pub const EXTRA_EDGE_PROB: f64 = 0.008;
-pub const EXTRA_EDGE_MEAN: f64 = 0.5;
-pub const EXTRA_EDGE_SD: f64 = 0.4;
+pub(super) const EXTRA_EDGE_PROB: f64 = 0.008;
+pub(super) const EXTRA_EDGE_MEAN: f64 = 0.5;
+pub(super) const EXTRA_EDGE_SD: f64 = 0.4;
 
-pub fn normal(rng: &mut impl Rng) -> f64 {
+pub(super) fn normal(rng: &mut impl Rng) -> f64 {
     let u1 = 1.0 - rng.random::<f64>();
     let u2 = rng.random::<f64>();
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
@@ -55,7 +55,7 @@ pub fn normal(rng: &mut impl Rng) -> f64 {
 
 /// Schaefer-like ROI names (`LH_Vis_1`, …, `RH_Default_k`), in atlas order, and each node's
 /// network index; their lexicographic order differs from the atlas order, as with real data.
-pub fn roi_names(nodes: usize) -> (Vec<String>, Vec<usize>, Vec<usize>) {
+pub(super) fn roi_names(nodes: usize) -> (Vec<String>, Vec<usize>, Vec<usize>) {
     let half = nodes.div_ceil(2);
     let mut counts = [[0usize; NETWORKS.len()]; 2];
     let (mut names, mut module, mut network) = (Vec::new(), Vec::new(), Vec::new());
@@ -76,7 +76,7 @@ pub fn roi_names(nodes: usize) -> (Vec<String>, Vec<usize>, Vec<usize>) {
 
 /// The population: ROI names, template edges with their base log weight, node rates, and the
 /// morphology rule of each ROI.
-pub struct Template {
+pub(super) struct Template {
     pub rois: Vec<String>,
     /// Per upper-triangle pair (row-major): the base log weight of a template edge.
     pub edges: Vec<Option<f64>>,
@@ -87,14 +87,14 @@ pub struct Template {
 }
 
 /// Morphology: base, between-ROI spread, subject spread, age slope per year, noise.
-pub const MORPH_RULE: [[f64; 5]; 4] = [
+pub(super) const MORPH_RULE: [[f64; 5]; 4] = [
     [2.6, 0.3, 0.1, -0.03, 0.02],    // Thickness (mm): thins
     [900.0, 250.0, 40.0, 8.0, 5.0],  // Area (mm²): grows
     [0.12, 0.02, 0.003, 0.0, 0.002], // Curv: flat
     [0.2, 0.04, 0.01, 0.005, 0.003], // GWC: grows
 ];
 
-pub fn template(nodes: usize, seed: u64) -> Template {
+pub(super) fn template(nodes: usize, seed: u64) -> Template {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (rois, module, network) = roi_names(nodes);
     let mut edges = Vec::with_capacity(nodes * nodes.saturating_sub(1) / 2);
@@ -135,7 +135,7 @@ pub fn template(nodes: usize, seed: u64) -> Template {
 }
 
 /// One subject: demographics, visits and its own edges.
-pub struct Subject {
+pub(super) struct Subject {
     pub id: String,
     pub female: bool,
     pub site: usize,
@@ -149,7 +149,7 @@ pub struct Subject {
     pub morph_offsets: Vec<[f64; 4]>,
 }
 
-pub fn subject(t: &Template, s: usize, rng: &mut ChaCha8Rng) -> Subject {
+pub(super) fn subject(t: &Template, s: usize, rng: &mut ChaCha8Rng) -> Subject {
     let n_visits = match rng.random::<f64>() {
         x if x < 0.2 => 1,
         x if x < 0.6 => 2,
@@ -206,24 +206,24 @@ pub fn subject(t: &Template, s: usize, rng: &mut ChaCha8Rng) -> Subject {
 }
 
 /// ∫_9^a exp(−(x − 9)/AGE_SCALE) dx: the developmental time elapsed by age `a`.
-pub fn maturity(a: f64) -> f64 {
+pub(super) fn maturity(a: f64) -> f64 {
     AGE_SCALE * (1.0 - (-(a - 9.0) / AGE_SCALE).exp())
 }
 
 /// The rate multiplier of a subject (sex and site).
-pub fn gain(s: &Subject) -> f64 {
+pub(super) fn gain(s: &Subject) -> f64 {
     let sex = if s.female { SEX_EFFECT } else { -SEX_EFFECT };
     (1.0 + sex) * SITES[s.site].1
 }
 
 /// The yearly rate (at age 9, before the subject's gain) of pair (i, j).
-pub fn edge_rate(t: &Template, (i, j): (usize, usize)) -> f64 {
+pub(super) fn edge_rate(t: &Template, (i, j): (usize, usize)) -> f64 {
     GLOBAL_RATE + RATE * (t.v[i] * t.v[j] - THETA)
 }
 
 /// The true log weight of pair `k` = (i, j) of subject `s` at age `a`, `None` when absent or
 /// pruned.
-pub fn true_log_weight(
+pub(super) fn true_log_weight(
     t: &Template,
     s: &Subject,
     k: usize,
@@ -237,7 +237,7 @@ pub fn true_log_weight(
 
 /// The root-mean-square change of the true log weight over `years` starting at age 10, over the
 /// template edges of an average subject: the "signal" of the SNR.
-pub fn rms_change(t: &Template, years: f64) -> f64 {
+pub(super) fn rms_change(t: &Template, years: f64) -> f64 {
     let n = t.rois.len();
     let dm = maturity(10.0 + years) - maturity(10.0);
     let mut sum = 0.0;

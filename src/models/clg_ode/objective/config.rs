@@ -13,7 +13,7 @@ use crate::settings::{
 /// The edge-existence loss on the logits (`--edge_loss`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum EdgeLoss {
+pub(crate) enum EdgeLoss {
     /// BCE with a positive-class weight (`--edge_pos_weight`).
     Bce,
     /// Focal loss (`--focal_gamma`, `--focal_alpha`).
@@ -23,7 +23,7 @@ pub enum EdgeLoss {
 /// Whether GradNorm balances the manifold and topology terms (`--gradnorm_scope`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum GradNormScope {
+pub(crate) enum GradNormScope {
     #[value(name = "manifold_topo")]
     ManifoldTopo,
     None,
@@ -31,7 +31,7 @@ pub enum GradNormScope {
 
 /// The innovation (new-edge) module (porting note §2.5).
 #[derive(Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct InnovationConfig {
+pub(crate) struct InnovationConfig {
     /// New-edge module on forecasts (needs --fixed-support).
     #[arg(id = "innovation_enabled", long = "innovation-enabled", alias = "innovation_enabled", help_heading = MODEL)]
     pub enabled: bool,
@@ -88,7 +88,7 @@ impl Default for InnovationConfig {
 
 impl InnovationConfig {
     /// Whether the backbone is frozen (and visits sampled as long intervals) at epoch `e`.
-    pub fn frozen(&self, epoch: usize) -> bool {
+    pub(crate) fn frozen(&self, epoch: usize) -> bool {
         self.enabled && self.freeze_backbone_after.is_some_and(|n| epoch >= n)
     }
 }
@@ -96,7 +96,7 @@ impl InnovationConfig {
 /// The Betti-curve topology loss (porting note §2.2).
 #[derive(Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[command(next_help_heading = OPTIM)]
-pub struct TopologyConfig {
+pub(crate) struct TopologyConfig {
     /// Weight of the Betti-curve topology loss (0: off, and no GradNorm).
     #[arg(long, alias = "lambda_topo", default_value_t = 1e-3)]
     pub lambda_topo: f64,
@@ -163,7 +163,7 @@ impl Default for TopologyConfig {
 
 impl TopologyConfig {
     /// No topology loss and no GradNorm (the minimal faithful core).
-    pub fn off() -> Self {
+    pub(crate) fn off() -> Self {
         Self {
             lambda_topo: 0.0,
             gradnorm: GradNormScope::None,
@@ -171,15 +171,15 @@ impl TopologyConfig {
         }
     }
     /// Whether the topology term (and with it GradNorm) is on.
-    pub fn on(&self) -> bool {
+    pub(crate) fn on(&self) -> bool {
         self.lambda_topo > 0.0
     }
     /// log1p(raw/scale) (the default) rather than raw/scale.
-    pub fn log_compress(&self) -> bool {
+    pub(crate) fn log_compress(&self) -> bool {
         !self.disable_topo_log_compress
     }
     /// The topology term's coefficient at `epoch` of `max_epochs`, with GradNorm weight `w`.
-    pub fn coefficient(&self, epoch: usize, max_epochs: usize, w: f64) -> f64 {
+    pub(crate) fn coefficient(&self, epoch: usize, max_epochs: usize, w: f64) -> f64 {
         if self.on() {
             self.lambda_topo * w * self.warmup_factor(epoch, max_epochs)
         } else {
@@ -187,7 +187,7 @@ impl TopologyConfig {
         }
     }
     /// Cosine warm-up of the topology weight: W = max(⌈max_epochs·frac⌉, 1) epochs.
-    pub fn warmup_factor(&self, epoch: usize, max_epochs: usize) -> f64 {
+    pub(crate) fn warmup_factor(&self, epoch: usize, max_epochs: usize) -> f64 {
         let frac = self.warmup_frac;
         if frac <= 0.0 {
             return 1.0;
@@ -204,7 +204,7 @@ impl TopologyConfig {
 /// Every setting of the CLG-ODE objective, reference defaults.
 #[derive(Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[command(next_help_heading = OPTIM)]
-pub struct ObjectiveConfig {
+pub(crate) struct ObjectiveConfig {
     /// Weight of the manifold (reconstruction) term; λ_man of GradNorm.
     #[arg(long, alias = "lambda_manifold", default_value_t = 1.0)]
     pub lambda_manifold: f64,
@@ -288,46 +288,46 @@ impl Default for ObjectiveConfig {
 }
 
 impl ObjectiveConfig {
-    pub fn vel_on(&self, epoch: usize) -> bool {
+    pub(crate) fn vel_on(&self, epoch: usize) -> bool {
         epoch >= self.vel_from_epoch && self.lambda_vel > 0.0
     }
-    pub fn acc_on(&self, epoch: usize) -> bool {
+    pub(crate) fn acc_on(&self, epoch: usize) -> bool {
         epoch >= self.acc_from_epoch && self.lambda_acc > 0.0
     }
-    pub fn zero_log_factor(&self, epoch: usize) -> f64 {
+    pub(crate) fn zero_log_factor(&self, epoch: usize) -> f64 {
         linear_factor(
             epoch,
             self.zero_log_warmup_epochs,
             self.zero_log_ramp_epochs,
         )
     }
-    pub fn density_factor(&self, epoch: usize) -> f64 {
+    pub(crate) fn density_factor(&self, epoch: usize) -> f64 {
         linear_factor(epoch, self.density_warmup_epochs, self.density_ramp_epochs)
     }
     /// Whether the density penalty acts at `epoch`.
-    pub fn density_on(&self, epoch: usize) -> bool {
+    pub(crate) fn density_on(&self, epoch: usize) -> bool {
         self.lambda_density > 0.0 && self.density_factor(epoch) > 0.0
     }
     /// The density penalty's coefficient at `epoch`.
-    pub fn density_coefficient(&self, epoch: usize) -> f64 {
+    pub(crate) fn density_coefficient(&self, epoch: usize) -> f64 {
         self.lambda_density * self.density_factor(epoch)
     }
     /// Whether the topology term (and with it GradNorm) is on.
-    pub fn topo_on(&self) -> bool {
+    pub(crate) fn topo_on(&self) -> bool {
         self.topology.on()
     }
     /// λ of the two terms GradNorm balances (manifold, topology).
-    pub fn gradnorm_lambdas(&self) -> [f64; 2] {
+    pub(crate) fn gradnorm_lambdas(&self) -> [f64; 2] {
         [self.lambda_manifold, self.topology.lambda_topo]
     }
-    pub fn gradnorm_on(&self) -> bool {
+    pub(crate) fn gradnorm_on(&self) -> bool {
         self.topo_on() && self.topology.gradnorm == GradNormScope::ManifoldTopo
     }
 }
 
 /// The linear warm-up/ramp factor f(e; W, R): 0 before epoch W, then rising over R epochs to 1
 /// (1 throughout when both are 0).
-pub fn linear_factor(epoch: usize, warmup: usize, ramp: usize) -> f64 {
+pub(crate) fn linear_factor(epoch: usize, warmup: usize, ramp: usize) -> f64 {
     if warmup == 0 && ramp == 0 {
         return 1.0;
     }

@@ -10,7 +10,7 @@ use super::topology::quantile_by;
 
 /// The diagnostics of one prediction.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MaskDiag {
+pub(crate) struct MaskDiag {
     pub ratio: f64,
     pub mean_p: f64,
     pub p10: f64,
@@ -23,7 +23,7 @@ pub struct MaskDiag {
 impl MaskDiag {
     /// The statistics, in the reference's order. recall@k equals precision@k: k is the
     /// number of true edges.
-    pub fn columns(&self) -> [(Stat, f64); 8] {
+    pub(crate) fn columns(&self) -> [(Stat, f64); 8] {
         [
             (Stat::MaskRatio, self.ratio),
             (Stat::MaskMeanP, self.mean_p),
@@ -39,7 +39,7 @@ impl MaskDiag {
 
 /// Average precision (scikit-learn's `average_precision_score`): Σ (R_n − R_{n−1})·P_n over
 /// the distinct scores in decreasing order, ties taken together.
-pub fn average_precision(scores: &[f64], labels: &[bool]) -> f64 {
+pub(crate) fn average_precision(scores: &[f64], labels: &[bool]) -> f64 {
     let positives = labels.iter().filter(|&&y| y).count();
     if positives == 0 {
         return 0.0;
@@ -92,7 +92,7 @@ fn quantile_select(v: &mut [f64], q: f64) -> f64 {
 /// full sorts' ~3.8 ms): the quantiles as [`quantile_select`]; precision@k needs only
 /// which indices are the top k under (p descending, index ascending), a strict total order,
 /// so the set a selection puts first is the sorted order's first k.
-pub fn mask_diagnostics(p: &[f64], edge: &[bool], auprc: bool) -> Option<MaskDiag> {
+pub(crate) fn mask_diagnostics(p: &[f64], edge: &[bool], auprc: bool) -> Option<MaskDiag> {
     let k = edge.iter().filter(|&&y| y).count();
     if k == 0 || p.is_empty() {
         return None;
@@ -119,7 +119,7 @@ pub fn mask_diagnostics(p: &[f64], edge: &[bool], auprc: bool) -> Option<MaskDia
 /// Adds every prediction's mask diagnostics (σ of the existence logits `[P,N,N]` against the
 /// target's upper-triangle edge indicators `y`) to `stats`. The predictions are independent:
 /// computed in parallel, added in prediction order (the sums as a serial loop's).
-pub fn diagnostics_into(
+pub(crate) fn diagnostics_into(
     stats: &mut Stats,
     x: &ObjectiveInput,
     logit: &[f32],

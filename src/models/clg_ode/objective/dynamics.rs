@@ -9,7 +9,7 @@ use crate::models::clg_ode::Encoded;
 use crate::models::clg_ode::loss::{huber, kl_mean};
 
 /// Σ over the batch's subjects of KL(μ_m, lv_m) + KL(μ_c, lv_c) of the clean start visits.
-pub fn kl_sum<B: Backend>(enc: &Encoded<B>, nb: usize) -> Tensor<B, 1> {
+pub(crate) fn kl_sum<B: Backend>(enc: &Encoded<B>, nb: usize) -> Tensor<B, 1> {
     (kl_mean(
         enc.mu_m.clone().narrow(0, 0, nb),
         enc.logvar_m.clone().narrow(0, 0, nb),
@@ -32,7 +32,7 @@ fn column<B: Backend>(v: Vec<f32>, device: &B::Device) -> Tensor<B, 3> {
 /// Σ over velocity items of Huber-mean((z_j^pred − z_i)/Δt − sg((z_j^obs − z_i)/Δt)).
 /// `z_fore` are the trajectories' end states, `z_clean` the start encodings, `z_all` every
 /// encoder row.
-pub fn velocity_sum<B: Backend>(
+pub(crate) fn velocity_sum<B: Backend>(
     x: &ObjectiveInput,
     z_fore: &Tensor<B, 3>,
     z_clean: &Tensor<B, 3>,
@@ -55,7 +55,7 @@ pub fn velocity_sum<B: Backend>(
 
 /// Σ over acceleration items of Huber-mean(a_model − sg(a_obs)),
 /// a = 2(v_jk − v_ij)/(Δt_ij + Δt_jk).
-pub fn acceleration_sum<B: Backend>(
+pub(crate) fn acceleration_sum<B: Backend>(
     x: &ObjectiveInput,
     z_fore: &Tensor<B, 3>,
     z_clean: &Tensor<B, 3>,

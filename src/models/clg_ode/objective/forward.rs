@@ -19,7 +19,7 @@ use crate::models::clg_ode::ClgOde;
 use crate::models::clg_ode::loss::topk_upper_mask;
 
 /// Scores a batch shard (see [`Objective::forward`]).
-pub fn forward<B: Backend>(
+pub(super) fn forward<B: Backend>(
     obj: &Objective,
     model: &ClgOde<B>,
     x: &ObjectiveInput,
@@ -90,7 +90,7 @@ pub fn forward<B: Backend>(
 /// reconstruction family, the manifold term and `term`), each tensor built by the same
 /// operations as there, so the sum and its gradients are the full forward's, bit for bit. No
 /// other family, no statistics, no logits read back, no diagnostics.
-pub fn forward_term<B: Backend>(
+pub(super) fn forward_term<B: Backend>(
     obj: &Objective,
     model: &ClgOde<B>,
     x: &ObjectiveInput,

@@ -6,15 +6,15 @@
 use serde::{Deserialize, Serialize};
 
 /// α of GradNorm, the EMA rate of the weights and their bounds (the reference's constants).
-pub const ALPHA: f64 = 0.5;
-pub const RATE: f64 = 0.1;
-pub const WEIGHT_MIN: f64 = 0.1;
-pub const WEIGHT_MAX: f64 = 10.0;
+pub(crate) const ALPHA: f64 = 0.5;
+pub(crate) const RATE: f64 = 0.1;
+pub(crate) const WEIGHT_MIN: f64 = 0.1;
+pub(crate) const WEIGHT_MAX: f64 = 10.0;
 const EPS: f64 = 1e-6;
 
 /// The weights (manifold, topology) and the losses of the first update.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GradNorm {
+pub(crate) struct GradNorm {
     pub weights: [f64; 2],
     pub initial: Option<[f64; 2]>,
 }
@@ -32,7 +32,7 @@ impl GradNorm {
     /// One update from losses `l` and gradient norms `g` (manifold, topology) with term
     /// weights `lambda`; skipped (weights kept) when a norm is non-finite or not positive.
     /// Returns the weights to use for this batch.
-    pub fn update(&mut self, l: [f64; 2], g: [f64; 2], lambda: [f64; 2]) -> [f64; 2] {
+    pub(crate) fn update(&mut self, l: [f64; 2], g: [f64; 2], lambda: [f64; 2]) -> [f64; 2] {
         if g.iter().any(|x| !x.is_finite() || *x <= 0.0) {
             return self.weights;
         }

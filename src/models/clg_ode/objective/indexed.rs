@@ -21,17 +21,17 @@ macro_rules! indexed_enum {
 
         impl $Enum {
             /// Every variant, in declaration order.
-            pub const ALL: [$Enum; [$(stringify!($Variant)),+].len()] = [$($Enum::$Variant),+];
+            pub(crate) const ALL: [$Enum; [$(stringify!($Variant)),+].len()] = [$($Enum::$Variant),+];
             /// The number of variants.
-            pub const COUNT: usize = Self::ALL.len();
+            pub(crate) const COUNT: usize = Self::ALL.len();
 
             /// The variant's position in [`Self::ALL`].
-            pub const fn index(self) -> usize {
+            pub(crate) const fn index(self) -> usize {
                 self as usize
             }
 
             #[doc = concat!("The variant's `", stringify!($Ty), "`.")]
-            pub const fn $f(self) -> $Ty {
+            pub(crate) const fn $f(self) -> $Ty {
                 match self {
                     $( $Enum::$Variant => $value, )+
                 }

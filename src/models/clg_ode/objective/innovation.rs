@@ -14,7 +14,7 @@ use super::topology::quantile_sorted;
 use crate::models::clg_ode::loss::{focal, huber};
 
 /// The Δt gate: 0 for a non-finite or non-positive Δt, else clip((12Δt − offset)/ramp, 0, 1).
-pub fn gate(dt_years: f64, cfg: &InnovationConfig) -> f64 {
+pub(crate) fn gate(dt_years: f64, cfg: &InnovationConfig) -> f64 {
     if !dt_years.is_finite() || dt_years <= 0.0 {
         return 0.0;
     }
@@ -23,7 +23,7 @@ pub fn gate(dt_years: f64, cfg: &InnovationConfig) -> f64 {
 
 /// The host side of one forecast's innovation: which candidates, δ, which are kept.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub gate: f64,
     /// Candidate positions (row-major i·N + j, i < j), by decreasing new-edge logit.
     pub cand: Vec<usize>,
@@ -38,7 +38,7 @@ pub struct Plan {
 
 /// Plans one forecast from its new-edge logits (row-major N×N, host), start-visit raw SC and
 /// target raw SC; `None` when the module does not act (gate 0, empty pool, K = 0).
-pub fn plan(
+pub(crate) fn plan(
     l_new: &[f32],
     start_raw_pos: impl Fn(usize) -> bool,
     target: &[f32],
@@ -81,7 +81,7 @@ pub fn plan(
 
 /// Values of one forecast's innovation terms (each already weighted as the batch total adds
 /// it), as tensors, and its q for the host.
-pub struct Terms<B: Backend> {
+pub(crate) struct Terms<B: Backend> {
     pub new_edge: Tensor<B, 1>,
     pub new_sparse: Tensor<B, 1>,
     pub new_reg: Tensor<B, 1>,
@@ -90,7 +90,7 @@ pub struct Terms<B: Backend> {
 
 /// The differentiable part: `l_new` and `w_new` are the forecast's flat `[N·N]` logits and
 /// new-edge weights; `sparse_factor` = f(e) of the sparsity ramp; `target` the raw truth.
-pub fn terms<B: Backend>(
+pub(crate) fn terms<B: Backend>(
     plan: &Plan,
     l_new: Tensor<B, 1>,
     w_new: Tensor<B, 1>,
@@ -143,7 +143,7 @@ pub fn terms<B: Backend>(
 
 /// q = g·σ((ℓ_new − δ)/τ) of the plan's candidates, on the host (`l_new`: the forecast's
 /// row-major N×N logits), as [`terms`] computes it on the device.
-pub fn q_host(plan: &Plan, l_new: &[f32], cfg: &InnovationConfig) -> Vec<f32> {
+pub(crate) fn q_host(plan: &Plan, l_new: &[f32], cfg: &InnovationConfig) -> Vec<f32> {
     plan.cand
         .iter()
         .map(|&c| {
@@ -156,7 +156,12 @@ pub fn q_host(plan: &Plan, l_new: &[f32], cfg: &InnovationConfig) -> Vec<f32> {
 /// New-edge precision and recall at K and AUPRC over the pool (score q on the candidates, 0
 /// elsewhere), for the SC metrics; `None` (undefined) when the pool has no true new edge (the
 /// reference writes 0 there).
-pub fn new_edge_metrics(plan: &Plan, q: &[f32], target: &[f32], k_new: usize) -> Option<[f64; 3]> {
+pub(crate) fn new_edge_metrics(
+    plan: &Plan,
+    q: &[f32],
+    target: &[f32],
+    k_new: usize,
+) -> Option<[f64; 3]> {
     let labels: Vec<bool> = plan.pool.iter().map(|&c| target[c] > 0.0).collect();
     let positives = labels.iter().filter(|&&y| y).count();
     if positives == 0 {

@@ -7,7 +7,7 @@ use burn::tensor::TensorData;
 
 /// A velocity item: subject `b`, its i→j trajectory, the encoder row of visit j, Δt_ij.
 #[derive(Debug, Clone, Copy)]
-pub struct VelItem {
+pub(crate) struct VelItem {
     pub b: usize,
     pub traj_j: usize,
     pub enc_j: usize,
@@ -16,7 +16,7 @@ pub struct VelItem {
 
 /// An acceleration item (subjects with a visit k).
 #[derive(Debug, Clone, Copy)]
-pub struct AccItem {
+pub(crate) struct AccItem {
     pub b: usize,
     pub traj_j: usize,
     pub traj_k: usize,
@@ -28,7 +28,7 @@ pub struct AccItem {
 
 /// One prediction: a reconstruction of the start visit (`t` = 0) or a forecast.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Pred {
+pub(crate) struct Pred {
     /// The subject (batch row).
     pub b: usize,
     /// 1, or 0.5 for the i→k forecast.
@@ -40,7 +40,7 @@ pub struct Pred {
 
 /// A batch on the host.
 #[derive(Debug, Clone, Default)]
-pub struct ObjectiveInput {
+pub(crate) struct ObjectiveInput {
     pub nb: usize,
     pub n: usize,
     pub f: usize,
@@ -74,24 +74,24 @@ pub struct ObjectiveInput {
 }
 
 impl ObjectiveInput {
-    pub fn n_preds(&self) -> usize {
+    pub(crate) fn n_preds(&self) -> usize {
         self.preds.len()
     }
 
     /// The raw target of prediction `p`, row-major N×N.
-    pub fn target(&self, p: usize) -> &[f32] {
+    pub(crate) fn target(&self, p: usize) -> &[f32] {
         let nn = self.n * self.n;
         &self.target_raw[p * nn..(p + 1) * nn]
     }
 
     /// The start visit's log SC of prediction `p`, row-major N×N.
-    pub fn start(&self, p: usize) -> &[f32] {
+    pub(crate) fn start(&self, p: usize) -> &[f32] {
         let nn = self.n * self.n;
         &self.start_log[p * nn..(p + 1) * nn]
     }
 
     /// Positive upper-triangle entries of prediction `p`'s target (k of the top-k).
-    pub fn npos(&self, p: usize) -> usize {
+    pub(crate) fn npos(&self, p: usize) -> usize {
         let (n, t) = (self.n, self.target(p));
         (0..n)
             .flat_map(|i| (i + 1..n).map(move |j| (i, j)))

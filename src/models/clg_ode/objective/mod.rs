@@ -10,36 +10,36 @@
 //! whole (global) batch, so the gradients of the shards of a data-parallel batch add up to the
 //! batch's, and the statistics ([`stats::Stats`]) add up over ranks, batches and epochs.
 
-pub mod config;
-pub mod diagnostics;
-pub mod dynamics;
+pub(crate) mod config;
+pub(crate) mod diagnostics;
+pub(crate) mod dynamics;
 mod forward;
-pub mod gradnorm;
+pub(crate) mod gradnorm;
 mod indexed;
-pub mod innovation;
-pub mod input;
-pub mod predict;
-pub mod stats;
-pub mod target_sides;
-pub mod term;
-pub mod terms;
-pub mod topology;
+pub(crate) mod innovation;
+pub(crate) mod input;
+pub(crate) mod predict;
+pub(crate) mod stats;
+pub(crate) mod target_sides;
+pub(crate) mod term;
+pub(crate) mod terms;
+pub(crate) mod topology;
 #[cfg(test)]
 mod topology_batch_tests;
 
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
-pub use config::{EdgeLoss, GradNormScope, InnovationConfig, ObjectiveConfig, TopologyConfig};
-pub use gradnorm::GradNorm;
-pub use input::{AccItem, ObjectiveInput, Pred, VelItem};
-pub use stats::{Stat, Stats, UnknownStat};
-pub use term::{PerTerm, Term};
+pub(crate) use config::{GradNormScope, ObjectiveConfig, TopologyConfig};
+pub(crate) use gradnorm::GradNorm;
+pub(crate) use input::{AccItem, ObjectiveInput, Pred, VelItem};
+pub(crate) use stats::{Stat, Stats};
+pub(crate) use term::{PerTerm, Term};
 
 use crate::models::clg_ode::ClgOde;
 
 /// Σ coefficient × mean over the terms with a coefficient (host side, from statistics).
-pub fn total_of(coefs: &PerTerm<f64>, stats: &Stats) -> f64 {
+pub(crate) fn total_of(coefs: &PerTerm<f64>, stats: &Stats) -> f64 {
     coefs
         .iter()
         .filter(|(_, c)| **c != 0.0)
@@ -49,7 +49,7 @@ pub fn total_of(coefs: &PerTerm<f64>, stats: &Stats) -> f64 {
 
 /// What the objective carries from batch to batch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ObjectiveState {
+pub(crate) struct ObjectiveState {
     pub gradnorm: GradNorm,
     /// The topology scale S (starts at 1, updated after every training epoch).
     pub topo_scale: f64,
@@ -65,11 +65,11 @@ impl Default for ObjectiveState {
 }
 
 /// Weight of the i→k forecast in a training example (the reference's 0.5).
-pub const FORECAST_K_WEIGHT: f64 = 0.5;
+pub(crate) const FORECAST_K_WEIGHT: f64 = 0.5;
 
 /// The objective: settings, the run facts it depends on, state and the topology probes.
 #[derive(Debug, Clone)]
-pub struct Objective {
+pub(crate) struct Objective {
     pub cfg: ObjectiveConfig,
     /// The decoder predicts on the start visit's support: a support-only weight loss and no
     /// edge loss (the model's `--fixed-support`).
@@ -93,7 +93,7 @@ pub struct Objective {
 }
 
 /// One forward pass over a batch shard.
-pub struct Forward<B: Backend> {
+pub(crate) struct Forward<B: Backend> {
     /// Per term, the sum over this shard's items `[1]`.
     pub sums: PerTerm<Tensor<B, 1>>,
     /// Host values and item counts of every statistic.
@@ -103,7 +103,12 @@ pub struct Forward<B: Backend> {
 }
 
 impl Objective {
-    pub fn new(cfg: ObjectiveConfig, fixed_support: bool, max_epochs: usize, seed: u64) -> Self {
+    pub(crate) fn new(
+        cfg: ObjectiveConfig,
+        fixed_support: bool,
+        max_epochs: usize,
+        seed: u64,
+    ) -> Self {
         Self {
             cfg,
             fixed_support,
@@ -118,7 +123,7 @@ impl Objective {
     }
 
     /// Σ coefficient × sum / count over the terms (a term without items adds nothing).
-    pub fn combine<B: Backend>(
+    pub(crate) fn combine<B: Backend>(
         &self,
         sums: &PerTerm<Tensor<B, 1>>,
         coefs: &PerTerm<f64>,
@@ -136,18 +141,18 @@ impl Objective {
     }
 
     /// The batch total on the host from (global) statistics.
-    pub fn total(&self, stats: &Stats, epoch: usize, w: [f64; 2]) -> f64 {
+    pub(crate) fn total(&self, stats: &Stats, epoch: usize, w: [f64; 2]) -> f64 {
         total_of(&self.coefficients(epoch, w), stats)
     }
 
     /// Whether the innovation module acts at epoch `e`.
-    pub fn innovation_on(&self, epoch: usize) -> bool {
+    pub(crate) fn innovation_on(&self, epoch: usize) -> bool {
         let i = &self.cfg.innovation;
         self.fixed_support && i.enabled && i.k_new > 0 && epoch >= i.new_sparse_warmup_epochs
     }
 
     /// Scores a batch shard with `model` at `epoch` (0-based; evaluation uses `max_epochs`).
-    pub fn forward<B: Backend>(
+    pub(crate) fn forward<B: Backend>(
         &self,
         model: &ClgOde<B>,
         x: &ObjectiveInput,
@@ -162,7 +167,7 @@ impl Objective {
     /// GradNorm's passes, which need nothing else. Only that term's family is built (the
     /// manifold pass skips the topology loss's heat-trace series, the topology pass the
     /// reconstruction); the statistics, the logits' read and the mask diagnostics are left out.
-    pub fn forward_term<B: Backend>(
+    pub(crate) fn forward_term<B: Backend>(
         &self,
         model: &ClgOde<B>,
         x: &ObjectiveInput,

@@ -25,14 +25,18 @@ fn innovates(obj: &Objective, x: &ObjectiveInput, p: usize, epoch: usize) -> boo
 }
 
 /// How many forecasts of the batch the innovation module acts on.
-pub fn innovation_plans_possible(obj: &Objective, x: &ObjectiveInput, epoch: usize) -> usize {
+pub(crate) fn innovation_plans_possible(
+    obj: &Objective,
+    x: &ObjectiveInput,
+    epoch: usize,
+) -> usize {
     (0..x.n_preds())
         .filter(|&p| innovates(obj, x, p, epoch))
         .count()
 }
 
 /// The model's outputs for every prediction of a batch.
-pub struct Decoded<B: Backend> {
+pub(crate) struct Decoded<B: Backend> {
     pub enc: Encoded<B>,
     /// Every encoder row's z0, the start visits' z0, the forecasts' end states.
     pub z_all: Tensor<B, 3>,
@@ -49,7 +53,7 @@ pub struct Decoded<B: Backend> {
 
 /// Encodes, integrates and decodes every prediction of `x`, then applies the innovation module
 /// (at `epoch`).
-pub fn decode<B: Backend>(
+pub(crate) fn decode<B: Backend>(
     obj: &Objective,
     model: &ClgOde<B>,
     x: &ObjectiveInput,

@@ -11,7 +11,7 @@ use super::indexed::indexed_enum;
 
 /// Where a statistic comes from, which places its columns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// A sum (with its count) the reference's `compute_loss` accumulates in its metrics under
     /// this key; a column of the reference's metrics.
     ReferenceSum(&'static str),
@@ -24,7 +24,7 @@ pub enum Origin {
 
 /// What a [`Stat`] is beside its variant: its name, its `_count` column and its origin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatInfo {
+pub(crate) struct StatInfo {
     /// The name of the statistic and of its metrics column `<prefix>_<name>`.
     pub name: &'static str,
     /// The reference's `<prefix>_<column>_count` metrics column holding its count, if any.
@@ -77,7 +77,7 @@ indexed_enum! {
     /// (`train_x`/`val_x`, and the count column if it has one), the vector's size and the
     /// lookup by name ([`Stat::from_name`]) follow. A loss term's statistic comes with its
     /// [`Term`](super::Term) variant.
-    pub enum Stat => fn info(self) -> StatInfo {
+    pub(crate) enum Stat => fn info(self) -> StatInfo {
         Manifold => StatInfo::sum("manifold", "manifold_sum"),
         Vel => StatInfo::sum("vel", "vel_sum").counted("vel"),
         Acc => StatInfo::sum("acc", "acc_sum").counted("acc"),
@@ -115,17 +115,17 @@ indexed_enum! {
 
 impl Stat {
     /// The statistic's name (and metrics column `<prefix>_<name>`).
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         self.info().name
     }
 
     /// Whether its columns are the reference's (they come before ours).
-    pub const fn is_reference(self) -> bool {
+    pub(crate) const fn is_reference(self) -> bool {
         !matches!(self.info().origin, Origin::Ours)
     }
 
     /// The statistic called `name`; the error lists the valid names.
-    pub fn from_name(name: &str) -> Result<Stat, UnknownStat> {
+    pub(crate) fn from_name(name: &str) -> Result<Stat, UnknownStat> {
         Stat::ALL
             .into_iter()
             .find(|s| s.name() == name)
@@ -149,12 +149,12 @@ impl FromStr for Stat {
 /// A name that is no [`Stat`]'s.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown statistic `{0}`; the statistics are: {names}", names = Stat::ALL.map(Stat::name).join(", "))]
-pub struct UnknownStat(pub String);
+pub(crate) struct UnknownStat(pub String);
 
 /// Sums and counts of every statistic (`2 × Stat::COUNT` values: all sums, then all counts, in
 /// [`Stat::ALL`] order).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Stats {
+pub(crate) struct Stats {
     pub v: Vec<f64>,
 }
 
@@ -167,38 +167,38 @@ impl Default for Stats {
 }
 
 impl Stats {
-    pub const LEN: usize = 2 * Stat::COUNT;
+    pub(crate) const LEN: usize = 2 * Stat::COUNT;
 
     /// Adds `value` to the sum of `stat` and `count` to its count.
-    pub fn add(&mut self, stat: impl Into<Stat>, value: f64, count: f64) {
+    pub(crate) fn add(&mut self, stat: impl Into<Stat>, value: f64, count: f64) {
         let i = stat.into().index();
         self.v[i] += value;
         self.v[Stat::COUNT + i] += count;
     }
 
-    pub fn sum(&self, stat: impl Into<Stat>) -> f64 {
+    pub(crate) fn sum(&self, stat: impl Into<Stat>) -> f64 {
         self.v[stat.into().index()]
     }
 
-    pub fn count(&self, stat: impl Into<Stat>) -> f64 {
+    pub(crate) fn count(&self, stat: impl Into<Stat>) -> f64 {
         self.v[Stat::COUNT + stat.into().index()]
     }
 
     /// Sum / count, 0 when the count is 0.
-    pub fn mean(&self, stat: impl Into<Stat>) -> f64 {
+    pub(crate) fn mean(&self, stat: impl Into<Stat>) -> f64 {
         let stat = stat.into();
         let c = self.count(stat);
         if c > 0.0 { self.sum(stat) / c } else { 0.0 }
     }
 
-    pub fn merge(&mut self, other: &Stats) {
+    pub(crate) fn merge(&mut self, other: &Stats) {
         for (a, b) in self.v.iter_mut().zip(&other.v) {
             *a += b;
         }
     }
 
     /// From a vector of [`Stats::LEN`] values (missing ones are 0).
-    pub fn from_slice(v: &[f64]) -> Self {
+    pub(crate) fn from_slice(v: &[f64]) -> Self {
         let mut s = Self::default();
         for (a, b) in s.v.iter_mut().zip(v) {
             *a = *b;
@@ -208,7 +208,7 @@ impl Stats {
 
     /// The metrics columns: `<prefix>_<stat>` (means) of the reference's statistics, their
     /// `<prefix>_<column>_count` columns, then the means of ours.
-    pub fn columns(&self, prefix: &str, row: &mut Map<String, Value>) {
+    pub(crate) fn columns(&self, prefix: &str, row: &mut Map<String, Value>) {
         let (reference, ours): (Vec<Stat>, Vec<Stat>) =
             Stat::ALL.into_iter().partition(|s| s.is_reference());
         for s in reference {

@@ -18,7 +18,7 @@ use super::config::TopologyConfig;
 use super::topology;
 
 /// A prediction's thresholds and its target's (β0, E) at each.
-pub type TargetSide = (Vec<f64>, Vec<(f64, f64)>);
+pub(crate) type TargetSide = (Vec<f64>, Vec<(f64, f64)>);
 
 /// Entries at which the cache starts over (a run whose targets kept changing would otherwise
 /// grow it without end; a cohort has far fewer scans).
@@ -26,7 +26,7 @@ const MAX_ENTRIES: usize = 100_000;
 
 /// The target sides computed so far, shared by the threads of a step. A clone starts empty.
 #[derive(Debug, Default)]
-pub struct TargetSides {
+pub(crate) struct TargetSides {
     /// `None`: the target has no thresholds (no positive weight), so no topology loss.
     entries: Mutex<HashMap<[u8; 16], Option<Arc<TargetSide>>>>,
     computed: AtomicUsize,
@@ -41,7 +41,7 @@ impl Clone for TargetSides {
 impl TargetSides {
     /// The target side of `target_raw` (raw N×N, row-major) with `probes` (`[V, N]`), computed
     /// or found.
-    pub fn side(
+    pub(crate) fn side(
         &self,
         target_raw: &[f32],
         n: usize,
@@ -64,7 +64,8 @@ impl TargetSides {
 
     /// How many sides were computed rather than found (two threads asking for one new target
     /// at once may both compute it).
-    pub fn computed(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn computed(&self) -> usize {
         self.computed.load(Ordering::Relaxed)
     }
 
@@ -75,7 +76,7 @@ impl TargetSides {
 }
 
 /// The target side, computed: thresholds of the target's log weights, then β0 and E at each.
-pub fn compute(
+pub(crate) fn compute(
     target_raw: &[f32],
     n: usize,
     probes: &[f64],

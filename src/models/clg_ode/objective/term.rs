@@ -18,7 +18,7 @@ indexed_enum! {
     /// [`Objective::rule`] (the compiler asks for both) and its value in its family's function
     /// in `objective/forward.rs` (`sums[Term::X] = …`); see "Add a CLG-ODE loss term" in
     /// docs/architecture.md.
-    pub enum Term => fn stat(self) -> Stat {
+    pub(crate) enum Term => fn stat(self) -> Stat {
         /// Reconstruction of the start visits (morphology, edges, weights).
         Manifold => Stat::Manifold,
         Kl => Stat::Kl,
@@ -38,7 +38,8 @@ indexed_enum! {
 
 impl Term {
     /// The term's name in statistics and metrics columns (`train_<name>`): its statistic's.
-    pub const fn name(self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) const fn name(self) -> &'static str {
         self.stat().name()
     }
 }
@@ -51,21 +52,21 @@ impl From<Term> for Stat {
 
 /// One value per term, indexed by [`Term`].
 #[derive(Clone, Debug, PartialEq)]
-pub struct PerTerm<T>([T; Term::COUNT]);
+pub(crate) struct PerTerm<T>([T; Term::COUNT]);
 
 impl<T> PerTerm<T> {
     /// The value of every term from `f`.
-    pub fn from_fn(mut f: impl FnMut(Term) -> T) -> Self {
+    pub(crate) fn from_fn(mut f: impl FnMut(Term) -> T) -> Self {
         Self(Term::ALL.map(&mut f))
     }
 
     /// The values in [`Term::ALL`] order, for element-wise reductions (an all-reduce).
-    pub fn as_mut_slice(&mut self) -> &mut [T] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
         &mut self.0
     }
 
     /// Every term with its value, in [`Term::ALL`] order.
-    pub fn iter(&self) -> impl Iterator<Item = (Term, &T)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Term, &T)> {
         Term::ALL.into_iter().zip(self.0.iter())
     }
 }
@@ -91,7 +92,7 @@ impl<T> IndexMut<Term> for PerTerm<T> {
 
 /// What a term's mean is over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Items {
+pub(crate) enum Items {
     Subjects,
     Velocities,
     Accelerations,
@@ -102,7 +103,7 @@ pub enum Items {
 
 /// A term's place in the total at an epoch.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// The coefficient of the term's mean.
     pub coefficient: f64,
     /// The items of the mean; `None`: the term is off (no items, not computed).
@@ -112,7 +113,7 @@ pub struct Rule {
 impl Objective {
     /// The rule of `term` at `epoch` with GradNorm weights `w` (manifold, topology): each
     /// term's schedule, coefficient and items, in one place.
-    pub fn rule(&self, term: Term, epoch: usize, w: [f64; 2]) -> Rule {
+    pub(crate) fn rule(&self, term: Term, epoch: usize, w: [f64; 2]) -> Rule {
         let c = &self.cfg;
         let rule = |coefficient: f64, items: Option<Items>| Rule { coefficient, items };
         let predictions_if = |on: bool| on.then_some(Items::Predictions);
@@ -153,7 +154,7 @@ impl Objective {
 
     /// The item count of every term for this shard (known before the forward, so that a
     /// data-parallel step can sum them over ranks first).
-    pub fn counts(&self, x: &ObjectiveInput, epoch: usize) -> PerTerm<f64> {
+    pub(crate) fn counts(&self, x: &ObjectiveInput, epoch: usize) -> PerTerm<f64> {
         let innovations = super::predict::innovation_plans_possible(self, x, epoch);
         PerTerm::from_fn(|t| match self.rule(t, epoch, [1.0, 1.0]).items {
             None => 0.0,
@@ -167,7 +168,7 @@ impl Objective {
 
     /// The coefficient of each term's mean in the total at `epoch`, with GradNorm weights `w`
     /// (manifold, topology).
-    pub fn coefficients(&self, epoch: usize, w: [f64; 2]) -> PerTerm<f64> {
+    pub(crate) fn coefficients(&self, epoch: usize, w: [f64; 2]) -> PerTerm<f64> {
         PerTerm::from_fn(|t| self.rule(t, epoch, w).coefficient)
     }
 }

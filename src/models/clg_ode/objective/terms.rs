@@ -9,7 +9,7 @@ use super::config::{EdgeLoss, ObjectiveConfig};
 use crate::models::clg_ode::loss::{bce_pos_weight, focal, huber};
 
 /// What the per-prediction terms need, as `[P,N,N]` tensors (`upper` is `[1,N·N]`).
-pub struct PredTensors<B: Backend> {
+pub(crate) struct PredTensors<B: Backend> {
     pub n: usize,
     pub logit: Tensor<B, 3>,
     /// The final prediction (after the innovation module).
@@ -49,7 +49,7 @@ impl<B: Backend> PredTensors<B> {
     }
 
     /// Edge-existence loss: BCE with positive weight, or focal; 0 with fixed support.
-    pub fn edge(&self, c: &ObjectiveConfig, fixed_support: bool) -> Tensor<B, 1> {
+    pub(crate) fn edge(&self, c: &ObjectiveConfig, fixed_support: bool) -> Tensor<B, 1> {
         if fixed_support {
             return Tensor::zeros([self.p()], &self.logit.device());
         }
@@ -68,7 +68,7 @@ impl<B: Backend> PredTensors<B> {
     /// Weight loss. Normal: Huber on the log of the sparsified prediction over the target's
     /// edges, divided by their number. Fixed support: mean Huber over the start visit's
     /// support (0 without support).
-    pub fn weight(&self, fixed_support: bool) -> Tensor<B, 1> {
+    pub(crate) fn weight(&self, fixed_support: bool) -> Tensor<B, 1> {
         let d = huber(self.sparse.clone().clamp_min(0.0).log1p() - self.target_log.clone());
         if fixed_support {
             let support = self.start_log.clone().greater_elem(0.0).float();
@@ -81,24 +81,24 @@ impl<B: Backend> PredTensors<B> {
     }
 
     /// mean (log1p(max(A_pred, 0)) − log1p(max(T, 0)))².
-    pub fn full_log(&self) -> Tensor<B, 1> {
+    pub(crate) fn full_log(&self) -> Tensor<B, 1> {
         self.ut_mean((self.pred_log() - self.target_log.clone()).square())
     }
 
     /// mean over the target's non-edges of log1p(max(A_pred, 0))² (0 where there is none).
-    pub fn zero_log(&self) -> Tensor<B, 1> {
+    pub(crate) fn zero_log(&self) -> Tensor<B, 1> {
         let zero = self.target_log.clone().lower_equal_elem(0.0).float();
         let count = self.ut_sum(zero.clone()).clamp_min(1.0);
         self.ut_sum(self.pred_log().square() * zero) / count
     }
 
     /// mean (log1p(max(A_pred, 0)) − log A_start)²: shrinkage toward the start visit.
-    pub fn delta_log(&self) -> Tensor<B, 1> {
+    pub(crate) fn delta_log(&self) -> Tensor<B, 1> {
         self.ut_mean((self.pred_log() - self.start_log.clone()).square())
     }
 
     /// ((Σ σ(ℓ) − k)/k)² with k the target's edge count (0 when k = 0).
-    pub fn density(&self) -> Tensor<B, 1> {
+    pub(crate) fn density(&self) -> Tensor<B, 1> {
         let k = self.ut_sum(self.y.clone());
         let mass = self.ut_sum(sigmoid(self.logit.clone()));
         let has = k.clone().greater_elem(0.0).float();

@@ -15,14 +15,18 @@ use super::input::t1;
 use crate::models::clg_ode::loss::huber;
 
 /// Linear-interpolated quantile (numpy's default) of sorted values.
-pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
     quantile_by(sorted.len(), q, |lo, hi| (sorted[lo], sorted[hi]))
 }
 
 /// [`quantile_sorted`] of `len` values, from `ranks(lo, hi)`: the values at ranks `lo ≤ hi` of
 /// their sorted order. A caller that finds the two by selection instead of a full sort (the
 /// mask diagnostics) interpolates by the same arithmetic, so gets the same bits.
-pub fn quantile_by(len: usize, q: f64, ranks: impl FnOnce(usize, usize) -> (f64, f64)) -> f64 {
+pub(crate) fn quantile_by(
+    len: usize,
+    q: f64,
+    ranks: impl FnOnce(usize, usize) -> (f64, f64),
+) -> f64 {
     match len {
         0 => f64::NAN,
         1 => ranks(0, 0).0,
@@ -37,7 +41,7 @@ pub fn quantile_by(len: usize, q: f64, ranks: impl FnOnce(usize, usize) -> (f64,
 }
 
 /// `count` evenly spaced values from `a` to `b` (numpy `linspace`).
-pub fn linspace(a: f64, b: f64, count: usize) -> Vec<f64> {
+pub(crate) fn linspace(a: f64, b: f64, count: usize) -> Vec<f64> {
     match count {
         0 => vec![],
         1 => vec![a],
@@ -49,19 +53,19 @@ pub fn linspace(a: f64, b: f64, count: usize) -> Vec<f64> {
 
 /// ln(1 + w) of each weight of a raw target, in f64: what its thresholds and its thresholded
 /// graphs are taken of.
-pub fn log_weights(target_raw: &[f32]) -> Vec<f64> {
+pub(crate) fn log_weights(target_raw: &[f32]) -> Vec<f64> {
     target_raw.iter().map(|&v| (v as f64).ln_1p()).collect()
 }
 
 /// The K thresholds of a target (raw N×N): quantiles at linspace(0.05, 0.95, K) of the positive
 /// upper-triangle entries of log1p(target). `None` when there is none or all are 0 (loss 0).
-pub fn thresholds(target_raw: &[f32], n: usize, k: usize) -> Option<Vec<f64>> {
+pub(crate) fn thresholds(target_raw: &[f32], n: usize, k: usize) -> Option<Vec<f64>> {
     log_thresholds(&log_weights(target_raw), n, k)
 }
 
 /// [`thresholds`] of a target already through [`log_weights`] (a positive weight is exactly a
 /// positive log1p).
-pub fn log_thresholds(log_target: &[f64], n: usize, k: usize) -> Option<Vec<f64>> {
+pub(crate) fn log_thresholds(log_target: &[f64], n: usize, k: usize) -> Option<Vec<f64>> {
     let mut v: Vec<f64> = (0..n)
         .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
         .map(|(i, j)| log_target[i * n + j])
@@ -80,7 +84,7 @@ pub fn log_thresholds(log_target: &[f64], n: usize, k: usize) -> Option<Vec<f64>
 
 /// Rademacher probe vectors, `[probes, n]` row-major, drawn from `seed` (the reference draws
 /// them from numpy's generator seeded by `--random_state`; ours come from ChaCha8).
-pub fn probes(seed: u64, count: usize, n: usize) -> Vec<f32> {
+pub(crate) fn probes(seed: u64, count: usize, n: usize) -> Vec<f32> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0xBE77_1000);
     (0..count.max(1) * n)
         .map(|_| if rng.random::<bool>() { 1.0 } else { -1.0 })
@@ -95,7 +99,7 @@ pub fn probes(seed: u64, count: usize, n: usize) -> Vec<f32> {
 /// which leaves a nonzero sum as it is), so the value is the dense product's, bit for bit (but
 /// for the sign of an all-zero sum); it costs the edges instead of N², and the probes' chains
 /// of additions overlap.
-pub fn heat_trace(w: &[f64], n: usize, probes: &[f64], t: f64, order: usize) -> f64 {
+pub(crate) fn heat_trace(w: &[f64], n: usize, probes: &[f64], t: f64, order: usize) -> f64 {
     let dinv = inverse_sqrt_degrees(w, n);
     let rows = SparseRows::of(w, n);
     let v = probes.len() / n;
@@ -183,7 +187,7 @@ impl SparseRows {
 /// β0 and the edge mass E = Σ_{i<j} W of the thresholded target (its [`log_weights`]) at each
 /// threshold, the thresholds on rayon's threads (each is independent, so the values do not
 /// depend on them).
-pub fn target_betti(
+pub(crate) fn target_betti(
     log_target: &[f64],
     n: usize,
     taus: &[f64],
@@ -213,7 +217,7 @@ pub fn target_betti(
 /// predictions that have thresholds), `taus` their thresholds (G×K), `target` the target's
 /// (β0, E) per threshold (G×K), `probes` `[V,N]`. Returns the raw loss per prediction `[G]`:
 /// mean over thresholds of Huber(Δβ0) + mean of Huber(Δβ1).
-pub fn raw_loss<B: Backend>(
+pub(crate) fn raw_loss<B: Backend>(
     log_p: Tensor<B, 3>,
     taus: &[f64],
     target: &[(f64, f64)],
@@ -267,7 +271,11 @@ pub fn raw_loss<B: Backend>(
 
 /// The normalised topology value: log1p(raw/S), or raw/S without log compression; S = the
 /// current scale (at least 1e-6; a non-finite or non-positive scale counts as 1e-6).
-pub fn normalize<B: Backend>(raw: Tensor<B, 1>, scale: f64, log_compress: bool) -> Tensor<B, 1> {
+pub(crate) fn normalize<B: Backend>(
+    raw: Tensor<B, 1>,
+    scale: f64,
+    log_compress: bool,
+) -> Tensor<B, 1> {
     let s = if scale.is_finite() && scale > 0.0 {
         scale.max(1e-6)
     } else {
@@ -279,7 +287,7 @@ pub fn normalize<B: Backend>(raw: Tensor<B, 1>, scale: f64, log_compress: bool) 
 
 /// The scale after a training epoch whose raw values were `values`:
 /// 0.9·S + 0.1·max(q-quantile, 1e-6), non-finite values ignored, S kept when none is left.
-pub fn updated_scale(scale: f64, values: &[f64], quantile: f64) -> f64 {
+pub(crate) fn updated_scale(scale: f64, values: &[f64], quantile: f64) -> f64 {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return scale;

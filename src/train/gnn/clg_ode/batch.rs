@@ -13,14 +13,14 @@ use crate::models::clg_ode::objective::{
 
 /// The visits of one training example: start i, optional j and k (docs/clg-ode-model.md §3.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Visits {
+pub(crate) struct Visits {
     pub i: usize,
     pub j: Option<usize>,
     pub k: Option<usize>,
 }
 
 /// Deterministic visits (validation/test loss): (0, 1, 2) truncated to the subject's length.
-pub fn fixed_visits(len: usize) -> Visits {
+pub(crate) fn fixed_visits(len: usize) -> Visits {
     Visits {
         i: 0,
         j: (len >= 2).then_some(1),
@@ -29,7 +29,7 @@ pub fn fixed_visits(len: usize) -> Visits {
 }
 
 /// Random visits of docs/clg-ode-model.md §3.3 for a subject with `len` scans.
-pub fn sample_visits(len: usize, adjacent_prob: f64, rng: &mut impl Rng) -> Visits {
+pub(crate) fn sample_visits(len: usize, adjacent_prob: f64, rng: &mut impl Rng) -> Visits {
     if len < 3 {
         return fixed_visits(len);
     }
@@ -52,7 +52,7 @@ pub fn sample_visits(len: usize, adjacent_prob: f64, rng: &mut impl Rng) -> Visi
 }
 
 /// A standard normal draw (Box–Muller).
-pub fn std_normal(rng: &mut impl Rng) -> f64 {
+pub(crate) fn std_normal(rng: &mut impl Rng) -> f64 {
     let u1: f64 = 1.0 - rng.random::<f64>();
     let u2: f64 = rng.random::<f64>();
     (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
@@ -60,7 +60,7 @@ pub fn std_normal(rng: &mut impl Rng) -> f64 {
 
 /// Visits of the innovation phase (backbone frozen): long intervals, (i, i+1, last) for
 /// subjects with 4 or more visits.
-pub fn long_visits(len: usize, rng: &mut impl Rng) -> Visits {
+pub(crate) fn long_visits(len: usize, rng: &mut impl Rng) -> Visits {
     if len < 4 {
         return fixed_visits(len);
     }
@@ -73,7 +73,7 @@ pub fn long_visits(len: usize, rng: &mut impl Rng) -> Visits {
 }
 
 /// How a batch is drawn.
-pub enum Mode<'r, R: Rng> {
+pub(crate) enum Mode<'r, R: Rng> {
     /// Random visits and augmentation, one generator per subject (in batch order), so that a
     /// subject's draws do not depend on which batch or rank it lands in.
     Train(&'r mut [R]),
@@ -89,7 +89,7 @@ fn slice2(a: &Array2<f32>) -> &[f32] {
 
 /// Builds the objective's input for `subjects` at `epoch` (which decides whether the velocity
 /// and acceleration encodings are needed and how visits are sampled).
-pub fn build<R: Rng>(
+pub(crate) fn build<R: Rng>(
     data: &FoldData,
     subjects: &[usize],
     mut mode: Mode<'_, R>,
@@ -238,7 +238,7 @@ pub fn build<R: Rng>(
 /// Δt ≥ 0, also for one-scan subjects): the [`Mode::Forecast`] batch with its trajectories
 /// replaced. The target of a forecast (used only by the innovation module's plan) is the visit
 /// whose Δt it is, when `targets[b]` names one, else an empty matrix.
-pub fn forecasts_at(
+pub(crate) fn forecasts_at(
     data: &FoldData,
     subjects: &[usize],
     dts: &[f64],

@@ -9,7 +9,7 @@ use crate::engine::{JobMetric, Monitor, Row};
 use crate::models::clg_ode::objective::{GradNormScope, Objective};
 
 /// The settings columns at 0-based epoch `epoch`.
-pub fn settings_columns(
+pub(super) fn settings_columns(
     a: &GnnSettings,
     monitor: Option<&Monitor>,
     obj: &Objective,

@@ -27,7 +27,7 @@ use crate::models::clg_ode::objective::{Objective, Stat, innovation};
 /// module, each forecast's new-edge scores (q of the kept candidates against the true new
 /// edges, as the reference's `_evaluate_sc_metrics`).
 #[allow(clippy::too_many_arguments)]
-pub fn predict_visit1<B: Backend>(
+pub(super) fn predict_visit1<B: Backend>(
     model: &ClgOde<B>,
     obj: &Objective,
     data: &FoldData,
@@ -45,7 +45,7 @@ pub fn predict_visit1<B: Backend>(
 /// The forecast of every subject of `subjects` from its visit 0 over `dts[i]` years (any
 /// Δt ≥ 0; `targets[i]`: the visit it is scored against, if any), decoded at `epoch`.
 #[allow(clippy::too_many_arguments)]
-pub fn predict_at<B: Backend>(
+pub(super) fn predict_at<B: Backend>(
     model: &ClgOde<B>,
     obj: &Objective,
     data: &FoldData,
@@ -120,7 +120,7 @@ fn predict_with<B: Backend>(
 }
 
 /// What a validation pass reports.
-pub struct Validation {
+pub(super) struct Validation {
     pub val_loss: f64,
     /// `val_loss`.
     pub head: Row,
@@ -132,7 +132,7 @@ pub struct Validation {
 
 /// One validation pass over `val`: the loss terms and, when `sc_due`, the SC metrics of the
 /// forecasts beside the identity's and the skill.
-pub fn validate<B: AutodiffBackend>(
+pub(super) fn validate<B: AutodiffBackend>(
     model: &Valid<B>,
     obj: &Objective,
     data: &FoldData,

@@ -4,12 +4,12 @@
 //! scored with the best fold's best weights at the end; a saved run forecasts visit 1 or any
 //! Δt ahead.
 
-pub mod batch;
+pub(crate) mod batch;
 mod columns;
 mod evaluate;
 mod phases;
 mod porcelain;
-pub mod step;
+pub(crate) mod step;
 mod sums;
 mod test_set;
 mod weights;
@@ -43,7 +43,7 @@ use crate::models::clg_ode::{ClgOde, MODEL_NAME};
 use crate::toolbox::params;
 
 /// `--model clg-ode`, and its state during a run: the objective.
-pub struct ClgOdeModel {
+pub(crate) struct ClgOdeModel {
     objective: Objective,
     /// How a step's shard is cut into passes (per subject on the pure-Rust CPU backend).
     cut: Pieces,
@@ -51,7 +51,7 @@ pub struct ClgOdeModel {
 
 /// What a resume checkpoint keeps of the job.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct JobState {
+pub(crate) struct JobState {
     objective: ObjectiveState,
 }
 

@@ -5,7 +5,7 @@ use crate::engine::degeneracy::Phase;
 use crate::models::clg_ode::objective::ObjectiveConfig;
 
 /// The phases that end before `max_epochs` for the terms that are on.
-pub fn phases(o: &ObjectiveConfig, max_epochs: usize) -> Vec<Phase> {
+pub(super) fn phases(o: &ObjectiveConfig, max_epochs: usize) -> Vec<Phase> {
     let mut out = Vec::new();
     let mut add = |on: bool, what: &str, last_epoch: usize, setting: &str| {
         if on && last_epoch >= 1 && last_epoch < max_epochs {

@@ -6,7 +6,7 @@ use crate::engine::Row;
 
 /// `Fold f/F, epoch e/E, train_loss=…, val_loss=…, monitor(name)=…`, 1-based; the monitor's
 /// value is looked up in the rows in order (NaN when absent).
-pub fn epoch_line(
+pub(super) fn epoch_line(
     (fold, folds): (usize, usize),
     (epoch, epochs): (usize, usize),
     train_loss: f64,

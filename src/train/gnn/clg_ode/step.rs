@@ -33,7 +33,7 @@ use crate::toolbox::{ddp, host_parallel};
 const GRADNORM_TERMS: [Term; 2] = [Term::Manifold, Term::Topo];
 
 /// What a step produced on this rank.
-pub struct StepResult {
+pub(crate) struct StepResult {
     pub grads: GradientsParams,
     /// This shard's statistics (sums and counts; they add up over ranks).
     pub stats: Stats,
@@ -111,7 +111,7 @@ fn global_norm<B: AutodiffBackend>(
 
 /// How a rank's shard is cut into forward/backward passes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pieces {
+pub(crate) enum Pieces {
     /// One pass over the whole shard: the device parallelises each operation (GPUs, LibTorch).
     Whole,
     /// One pass per subject, the subjects in parallel over the host's cores
@@ -123,7 +123,7 @@ pub enum Pieces {
 impl Pieces {
     /// The cut for a backend: per subject where it shares items out itself
     /// ([`BackendKind::host_parallel`]).
-    pub fn for_backend(kind: BackendKind) -> Self {
+    pub(crate) fn for_backend(kind: BackendKind) -> Self {
         match kind.host_parallel() {
             true => Pieces::PerSubject,
             false => Pieces::Whole,
@@ -182,7 +182,7 @@ fn pieces(
 /// starts at `order[start]`, at `epoch`, cut into passes by `cut`, with GradNorm (updating the
 /// objective's weights) when the topology term is on.
 #[allow(clippy::too_many_arguments)]
-pub fn grads<B: AutodiffBackend>(
+pub(crate) fn grads<B: AutodiffBackend>(
     model: &ClgOde<B>,
     obj: &mut Objective,
     data: &FoldData,
@@ -264,7 +264,7 @@ pub fn grads<B: AutodiffBackend>(
 /// 0/1/2) at `epoch`. Each batch of `batch_size × ranks` subjects is shared out over the ranks
 /// and its statistics reduced, so every rank returns the same values.
 #[allow(clippy::too_many_arguments)]
-pub fn eval_loss<B: Backend>(
+pub(crate) fn eval_loss<B: Backend>(
     model: &ClgOde<B>,
     obj: &Objective,
     data: &FoldData,
@@ -296,4 +296,4 @@ pub fn eval_loss<B: Backend>(
 }
 
 /// The model's inner module, for evaluation (re-exported for the job).
-pub type Valid<B> = <ClgOde<B> as AutodiffModule<B>>::InnerModule;
+pub(crate) type Valid<B> = <ClgOde<B> as AutodiffModule<B>>::InnerModule;

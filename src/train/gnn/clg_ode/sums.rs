@@ -10,7 +10,7 @@ use crate::models::clg_ode::objective::{PerTerm, Stats, total_of};
 /// One step's sums. The topology values sit in one slot per prediction of the global batch
 /// (3 per subject) with a presence flag: summed over ranks, every slot holds its one value.
 #[derive(Debug, Clone, Default)]
-pub struct GnnStep {
+pub(crate) struct GnnStep {
     pub stats: Stats,
     pub topo_values: Vec<f64>,
     pub topo_present: Vec<f64>,
@@ -22,7 +22,7 @@ pub struct GnnStep {
 impl GnnStep {
     /// Sums for a global batch of `subjects`, with the raw topology values of this rank's
     /// predictions by slot.
-    pub fn new(
+    pub(crate) fn new(
         stats: Stats,
         subjects: usize,
         topo: &[(usize, f64)],
@@ -70,7 +70,7 @@ impl StepSums for GnnStep {
 
 /// An epoch's sums.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct GnnEpoch {
+pub(crate) struct GnnEpoch {
     pub stats: Stats,
     /// Σ of the steps' totals, and the number of steps.
     pub total: f64,
@@ -81,7 +81,7 @@ pub struct GnnEpoch {
 
 impl GnnEpoch {
     /// The mean step total (NaN without steps).
-    pub fn train_loss(&self) -> f64 {
+    pub(crate) fn train_loss(&self) -> f64 {
         if self.steps > 0.0 {
             self.total / self.steps
         } else {

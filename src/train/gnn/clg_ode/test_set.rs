@@ -22,7 +22,7 @@ use crate::toolbox::params;
 
 /// Scores CLG-ODE's best fold's best weights on the test subjects and writes the result files
 /// into the run directory.
-pub fn score_test<B: Backend>(
+pub(super) fn score_test<B: Backend>(
     config: &GnnConfig,
     objective: &Objective,
     prep: &Prepared,
@@ -87,7 +87,7 @@ pub fn score_test<B: Backend>(
 
 /// The population drift of fold `fold`'s training subjects when the model starts its residual
 /// from it (`--drift-head`).
-pub fn population_drift(
+pub(super) fn population_drift(
     config: &GnnConfig,
     prep: &Prepared,
     data: &FoldData,
@@ -103,7 +103,7 @@ pub fn population_drift(
 
 /// The empirical-Bayes forecaster of fold `fold`'s training subjects when the model starts its
 /// residual from it (`--eb-head`).
-pub fn eb_forecaster(
+pub(super) fn eb_forecaster(
     config: &GnnConfig,
     prep: &Prepared,
     data: &FoldData,

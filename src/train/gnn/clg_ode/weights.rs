@@ -15,7 +15,7 @@ use crate::toolbox::params;
 /// `--resume_from`: the weights of a checkpoint, matched by name (missing and extra tensors
 /// tolerated, as the reference's strict=False; shapes must fit). At least half of the model's
 /// tensors must load: anything less is another model's checkpoint.
-pub fn weights_from<B: AutodiffBackend>(
+pub(super) fn weights_from<B: AutodiffBackend>(
     model: ClgOde<B>,
     path: &Path,
     device: &B::Device,
@@ -52,7 +52,7 @@ pub fn weights_from<B: AutodiffBackend>(
 /// The objective's state at the end of the run, as the test scoring at the end of training
 /// used it: from its last resume checkpoint, else from `finished.json` (which keeps it when the
 /// run's end drops the resume state); the initial state when neither has it.
-pub fn final_state(run_dir: &Path) -> ObjectiveState {
+pub(super) fn final_state(run_dir: &Path) -> ObjectiveState {
     let run = RunDir::new(run_dir);
     let from_checkpoint = || {
         Checkpoint::read_metadata(&run.last_checkpoint())

@@ -16,7 +16,7 @@ use crate::engine::{
 
 /// The training job of forecaster `F`: the folds, each with its normalised data, the job spec,
 /// and the test scoring after the last fold through `F`.
-pub struct CvJob<B: AutodiffBackend, F: Forecaster> {
+pub(crate) struct CvJob<B: AutodiffBackend, F: Forecaster> {
     cv: Cv,
     spec: JobSpec,
     fold: Option<CvFold>,
@@ -26,7 +26,7 @@ pub struct CvJob<B: AutodiffBackend, F: Forecaster> {
 
 impl<B: AutodiffBackend, F: Forecaster> CvJob<B, F> {
     /// The job of a run on the prepared cohort.
-    pub fn new(
+    pub(crate) fn new(
         settings: GnnSettings,
         monitor: Option<Monitor>,
         prep: Prepared,

@@ -38,11 +38,11 @@ use crate::engine::{
     StepOut, StepSums, degeneracy::Phase,
 };
 
-pub use self::job::CvJob;
+pub(super) use self::job::CvJob;
 
 /// What every forecaster's job shares: the run's settings, the prepared cohort, the folds to
 /// train and the resolved configuration.
-pub struct Cv {
+pub(super) struct Cv {
     pub settings: GnnSettings,
     pub prep: Prepared,
     /// The folds trained, one stage each (`--fold`, or every fold).
@@ -60,17 +60,17 @@ pub struct Cv {
 
 impl Cv {
     /// The metric the run monitors, if any (the CLI checked it is one of [`GnnMetric`]'s).
-    pub fn metric(&self) -> Option<GnnMetric> {
+    pub(super) fn metric(&self) -> Option<GnnMetric> {
         self.monitor.as_ref().and_then(|m| m.metric_of().ok())
     }
 
     /// Whether the monitored metric needs the validation SC metrics every epoch.
-    pub fn monitors_val_sc(&self) -> bool {
+    pub(super) fn monitors_val_sc(&self) -> bool {
         self.metric().is_some_and(GnnMetric::needs_val_sc)
     }
 
     /// The split of the fold in progress.
-    pub fn split(&self, fold: &CvFold) -> &FoldSplit {
+    pub(super) fn split(&self, fold: &CvFold) -> &FoldSplit {
         &self.prep.folds[fold.stage]
     }
 
@@ -78,7 +78,7 @@ impl Cv {
     /// at their visit 1, scored against the identity's (the validation SC columns and the
     /// model's name); `val_loss` is the model's own validation loss, or without one its
     /// validation sc_log_mse.
-    pub fn versus_report(
+    pub(super) fn versus_report(
         &self,
         fold: &CvFold,
         preds: Predictions,
@@ -111,7 +111,7 @@ impl Cv {
 }
 
 /// The fold in progress.
-pub struct CvFold {
+pub(super) struct CvFold {
     /// Its index in `fold_ids` (the engine's stage).
     pub stage: usize,
     /// Its fold number.
@@ -123,7 +123,7 @@ pub struct CvFold {
 }
 
 /// A forecaster's part of the job spec.
-pub struct Plan {
+pub(super) struct Plan {
     /// Epochs per fold.
     pub epochs: usize,
     pub lr: LrSchedule,
@@ -136,12 +136,12 @@ pub struct Plan {
 }
 
 /// The evaluation-mode network of forecaster `F` on the autodiff backend `B`.
-pub type Inner<F, B> = <<F as Forecaster>::Net<B> as AutodiffModule<B>>::InnerModule;
+pub(super) type Inner<F, B> = <<F as Forecaster>::Net<B> as AutodiffModule<B>>::InnerModule;
 
 /// One `train-gnn --model`: what [`CvJob`] asks of it. A value of the type is the forecaster's
 /// state during a run (CLG-ODE's objective; nothing for most); the generic methods run on
 /// whichever backend the command dispatches to.
-pub trait Forecaster: Sized + 'static {
+pub(crate) trait Forecaster: Sized + 'static {
     /// Its `--model` value.
     const KIND: ModelKind;
     /// Its name in checkpoints (the `model` metadata) and the stem of its model files
@@ -244,7 +244,7 @@ pub trait Forecaster: Sized + 'static {
 
 /// Something done with the forecaster of a `ModelKind`, given its type (see
 /// [`with_model`](super::registry::with_model)).
-pub trait WithModel {
+pub(super) trait WithModel {
     type Output;
     fn with<F: Forecaster>(self) -> Self::Output;
 }

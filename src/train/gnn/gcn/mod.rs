@@ -33,7 +33,7 @@ use crate::data::connectome::FoldSplit;
 use crate::models::gcn_baseline::{GcnBaseline, MODEL_NAME, loss, loss_sum};
 
 /// `--model gcn`.
-pub struct GcnModel;
+pub(super) struct GcnModel;
 
 impl GradBaseline for GcnModel {
     const KIND: ModelKind = ModelKind::Gcn;

@@ -35,7 +35,7 @@ use crate::models::vector_lstm::{
 };
 
 /// `--model vector-lstm`.
-pub struct LstmModel;
+pub(super) struct LstmModel;
 
 /// Upper-triangle entries of an N×N matrix: the network's input and output width.
 fn width(n: usize) -> usize {

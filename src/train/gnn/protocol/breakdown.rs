@@ -18,7 +18,7 @@ use crate::metrics::sc::{ScMetrics, sc_metrics};
 /// CLG-ODE with the innovation module, each forecast's new-edge precision, recall and AUPRC
 /// (empty or `None`: undefined).
 #[derive(Debug, Clone, Default)]
-pub struct Predictions {
+pub(crate) struct Predictions {
     pub matrices: Vec<Array2<f32>>,
     pub new_edges: Vec<Option<[f64; 3]>>,
 }
@@ -34,7 +34,7 @@ impl From<Vec<Array2<f32>>> for Predictions {
 
 /// One test subject's prediction, scored.
 #[derive(Debug, Clone)]
-pub struct SubjectScore {
+pub(crate) struct SubjectScore {
     pub subject: String,
     pub start_scan: String,
     pub target_scan: String,
@@ -54,7 +54,7 @@ pub struct SubjectScore {
 
 /// Scores `preds` (one per subject of `subjects`: visit 1 from visit 0, or visit 0 for a
 /// subject with one scan) and the identity forecast, subject by subject.
-pub fn per_subject(
+pub(crate) fn per_subject(
     data: &FoldData,
     subjects: &[usize],
     preds: &Predictions,
@@ -68,7 +68,7 @@ pub fn per_subject(
 }
 
 /// The test subjects with three visits or more (those with a visit-0 → visit-2 forecast).
-pub fn three_visit_subjects(data: &FoldData, subjects: &[usize]) -> Vec<usize> {
+pub(crate) fn three_visit_subjects(data: &FoldData, subjects: &[usize]) -> Vec<usize> {
     subjects
         .iter()
         .copied()
@@ -78,7 +78,7 @@ pub fn three_visit_subjects(data: &FoldData, subjects: &[usize]) -> Vec<usize> {
 
 /// Scores `preds[i]` as the forecast of visit `targets[i]` of `subjects[i]` from its visit 0
 /// (target 0: a reconstruction), beside the identity forecast.
-pub fn per_subject_at(
+pub(crate) fn per_subject_at(
     data: &FoldData,
     subjects: &[usize],
     targets: &[usize],
@@ -132,7 +132,7 @@ pub fn per_subject_at(
 
 /// Writes `per_subject.csv`: the subject columns, then `model_<metric>` and
 /// `identity_<metric>` for every metric of `test_sc_metrics.json`.
-pub fn write_per_subject(path: &Path, rows: &[SubjectScore]) -> Result<()> {
+pub(crate) fn write_per_subject(path: &Path, rows: &[SubjectScore]) -> Result<()> {
     write_atomic(path, |w| {
         let mut csv = csv::Writer::from_writer(w);
         let mut header: Vec<String> = [
@@ -210,7 +210,7 @@ fn stratum(rows: &[&SubjectScore]) -> Value {
 /// The strata of the forecasts among `rows`: Δt terciles (short ≤ P33, long ≥ P67, with the
 /// thresholds) and horizons by the start and target sessions; `far`: the visit-0 → visit-2
 /// forecasts of the subjects with three visits (`None`: a model without a time input).
-pub fn strata(rows: &[SubjectScore], far: Option<&[SubjectScore]>) -> Value {
+pub(crate) fn strata(rows: &[SubjectScore], far: Option<&[SubjectScore]>) -> Value {
     let forecasts: Vec<&SubjectScore> = rows.iter().filter(|r| r.forecast).collect();
     let mut dts: Vec<f64> = forecasts.iter().map(|r| r.dt).collect();
     dts.sort_by(f64::total_cmp);

@@ -11,7 +11,12 @@ use crate::engine::{JobMetric, Row};
 /// The validation SC columns (every [`GnnMetric`] with an [`ScSource`], in its order: the
 /// reference's eight, ours beside the identity's, the skill, and `monitor_mse_plus_density`);
 /// null when `sc` was not computed this epoch.
-pub fn val_sc_columns(sc: Option<&Versus>, val_density: f64, density_weight: f64, row: &mut Row) {
+pub(crate) fn val_sc_columns(
+    sc: Option<&Versus>,
+    val_density: f64,
+    density_weight: f64,
+    row: &mut Row,
+) {
     for m in GnnMetric::ALL {
         let Some(source) = m.sc_source() else {
             continue;

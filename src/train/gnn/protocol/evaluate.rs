@@ -15,7 +15,7 @@ use ndarray::Array2;
 
 /// Scores `preds` (one per subject of `subjects`) and the identity forecast (visit 0 for visit
 /// 1), averaged over subjects.
-pub fn versus_identity(
+pub(crate) fn versus_identity(
     data: &FoldData,
     subjects: &[usize],
     preds: &Predictions,
@@ -43,7 +43,7 @@ fn start_and_truth(data: &FoldData, sub: usize) -> (&Array2<f32>, &Array2<f32>, 
 
 /// Scores `preds` (one per subject of `subjects`: visit 1 from visit 0, else visit 0's
 /// reconstruction).
-pub fn test_metrics(
+pub(crate) fn test_metrics(
     data: &FoldData,
     subjects: &[usize],
     preds: &Predictions,
@@ -55,7 +55,7 @@ pub fn test_metrics(
 /// The test metrics' computation (the type is the file's: `crate::outputs::result_files`).
 impl TestMetrics {
     /// The averages of per-subject scores.
-    pub fn of(rows: &[SubjectScore]) -> TestMetrics {
+    pub(crate) fn of(rows: &[SubjectScore]) -> TestMetrics {
         let scored: Vec<(bool, ScMetrics, ScMetrics)> = rows
             .iter()
             .map(|r| (r.forecast, r.model, r.identity))
@@ -87,7 +87,7 @@ impl TestMetrics {
 
 /// See [`ExactVersus`]; the truth is visit 1 when there is one, else visit 0 (as in
 /// [`test_metrics`]).
-pub fn exact_topology(
+pub(crate) fn exact_topology(
     data: &FoldData,
     subjects: &[usize],
     preds: &[Array2<f32>],

@@ -18,7 +18,7 @@ use crate::engine::{JobMetric, ModelFile, Monitor, Row, Stage};
 /// normalisation of its training subjects, and the engine's stage (the training subjects
 /// shuffled from `seed`, the `fold` column, the model files `<model>_fold<k>_{best,last}` with
 /// `metadata` and the fold, and the fold's monitor: [`fold_monitor`]).
-pub struct FoldStart {
+pub(crate) struct FoldStart {
     pub fold: usize,
     pub data: FoldData,
     pub stats: NormStats,
@@ -26,7 +26,7 @@ pub struct FoldStart {
 }
 
 impl FoldStart {
-    pub fn new(
+    pub(crate) fn new(
         prep: &Prepared,
         stage: usize,
         include_s_mean: bool,
@@ -79,7 +79,7 @@ impl FoldStart {
 /// patience, no min-delta: another scale), which exists whenever the fold has validation
 /// subjects. `None`: the run's monitor applies. A fold without any validation subject is an
 /// error, before training.
-pub fn fold_monitor(
+pub(crate) fn fold_monitor(
     prep: &Prepared,
     stage: usize,
     monitor: Option<&Monitor>,
@@ -106,18 +106,19 @@ pub fn fold_monitor(
 }
 
 /// Per-fold host data: the cohort, its z-scored inputs and the per-scan numeric covariates.
-pub struct FoldData {
+pub(crate) struct FoldData {
     pub cohort: Arc<Cohort>,
     /// `[subject][scan]` z-scored morphology, N×F.
     pub x: Vec<Vec<Array2<f32>>>,
     /// `[subject][scan]` numeric covariates (age, s, s_mean, z-ECC).
     pub numeric: Vec<Vec<Vec<f32>>>,
     /// Upper-triangle indicator, N×N row-major.
+    #[cfg_attr(not(test), allow(dead_code))] // read by the unit tests (goldens) only
     pub upper: Vec<f32>,
 }
 
 impl FoldData {
-    pub fn new(cohort: Arc<Cohort>, stats: &NormStats, include_s_mean: bool) -> Self {
+    pub(crate) fn new(cohort: Arc<Cohort>, stats: &NormStats, include_s_mean: bool) -> Self {
         let norm = cohort.normalized(stats);
         let mut x = Vec::with_capacity(norm.len());
         let mut numeric = Vec::with_capacity(norm.len());
@@ -146,23 +147,23 @@ impl FoldData {
         }
     }
 
-    pub fn n_nodes(&self) -> usize {
+    pub(crate) fn n_nodes(&self) -> usize {
         self.cohort.n_nodes
     }
 
-    pub fn scans(&self, subject: usize) -> &[Scan] {
+    pub(crate) fn scans(&self, subject: usize) -> &[Scan] {
         &self.cohort.subjects[subject].scans
     }
 
     /// The numeric-covariate width (35 by default).
-    pub fn numeric_dim(&self) -> usize {
+    pub(crate) fn numeric_dim(&self) -> usize {
         self.numeric.iter().flatten().next().map_or(0, |v| v.len())
     }
 }
 
 /// Δt between visits `a < b` of one subject (docs/clg-ode-model.md §2.5): age difference, or `b − a` when that
 /// is not finite or ≤ 0; at least 1e-3.
-pub fn delta_t(scans: &[Scan], a: usize, b: usize) -> f64 {
+pub(crate) fn delta_t(scans: &[Scan], a: usize, b: usize) -> f64 {
     let d = scans[b].age - scans[a].age;
     let d = if d.is_finite() && d > 0.0 {
         d

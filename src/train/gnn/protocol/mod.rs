@@ -7,9 +7,9 @@
 //! (`saved_run`). It imports no model: each model's own evaluation lives in its own room
 //! (CLG-ODE's in `clg_ode/`).
 
-pub mod breakdown;
-pub mod columns;
-pub mod evaluate;
-pub mod fold_data;
-pub mod saved_run;
-pub mod test_set;
+pub(crate) mod breakdown;
+pub(crate) mod columns;
+pub(crate) mod evaluate;
+pub(crate) mod fold_data;
+pub(crate) mod saved_run;
+pub(crate) mod test_set;

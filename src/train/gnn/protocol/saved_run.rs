@@ -11,7 +11,7 @@ use super::fold_data::FoldData;
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// A run directory with one of its checkpoints and the data of that checkpoint's fold.
-pub struct SavedRun {
+pub(crate) struct SavedRun {
     pub run_dir: PathBuf,
     pub config: GnnConfig,
     pub ck_path: PathBuf,
@@ -27,7 +27,7 @@ pub struct SavedRun {
 
 impl SavedRun {
     /// Says loudly on stderr how the split differs from the run's, if it does.
-    pub fn warn_split_changes(&self, command: &str) {
+    pub(crate) fn warn_split_changes(&self, command: &str) {
         for change in &self.split_changes {
             eprintln!(
                 "[{command}] WARNING: the data as loaded now is split differently from the run \
@@ -38,7 +38,7 @@ impl SavedRun {
     }
 
     /// The test subjects with a visit-1 forecast (two scans or more), in split order.
-    pub fn forecast_test_subjects(&self) -> Vec<usize> {
+    pub(crate) fn forecast_test_subjects(&self) -> Vec<usize> {
         let cohort = &self.prep.cohort;
         self.prep
             .test
@@ -49,7 +49,7 @@ impl SavedRun {
     }
 
     /// The cohort index of subject `id` (`--subject`).
-    pub fn subject_index(&self, id: &str) -> anyhow::Result<usize> {
+    pub(crate) fn subject_index(&self, id: &str) -> anyhow::Result<usize> {
         self.prep
             .cohort
             .subjects
@@ -60,7 +60,7 @@ impl SavedRun {
 }
 
 /// How far ahead a prediction goes.
-pub enum Horizon<'a> {
+pub(crate) enum Horizon<'a> {
     /// Visit 1 from visit 0 (the reconstruction of visit 0 for a one-scan subject): the test
     /// protocol.
     NextVisit,

@@ -24,7 +24,7 @@ use crate::toolbox::checkpoint::Checkpoint;
 
 /// One finished fold, as `clg_ode_results.json` reports it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FoldResult {
+pub(crate) struct FoldResult {
     pub fold: usize,
     pub best_val_loss: f64,
     pub best_epoch: usize,
@@ -36,7 +36,7 @@ pub struct FoldResult {
 
 impl FoldResult {
     /// The engine's record of stage `s`, which trained fold `fold`.
-    pub fn from_stage(s: &StageResult, fold: usize) -> Self {
+    pub(crate) fn from_stage(s: &StageResult, fold: usize) -> Self {
         Self {
             fold,
             best_val_loss: s.best_value.unwrap_or(f64::NAN),
@@ -50,7 +50,7 @@ impl FoldResult {
 }
 
 /// The finished stages as folds (`fold_ids[stage]`).
-pub fn fold_results(stages: &[StageResult], fold_ids: &[usize]) -> Vec<FoldResult> {
+pub(crate) fn fold_results(stages: &[StageResult], fold_ids: &[usize]) -> Vec<FoldResult> {
     stages
         .iter()
         .map(|s| FoldResult::from_stage(s, fold_ids[s.stage]))
@@ -58,7 +58,7 @@ pub fn fold_results(stages: &[StageResult], fold_ids: &[usize]) -> Vec<FoldResul
 }
 
 /// The fold whose best monitored value is best, in the monitor's direction.
-pub fn best_fold(config: &GnnConfig, finished: &[FoldResult]) -> Result<FoldResult> {
+pub(crate) fn best_fold(config: &GnnConfig, finished: &[FoldResult]) -> Result<FoldResult> {
     let higher_better = config
         .monitor
         .as_ref()
@@ -75,7 +75,7 @@ pub fn best_fold(config: &GnnConfig, finished: &[FoldResult]) -> Result<FoldResu
 }
 
 /// The best fold's data (with its normalisation) and its best checkpoint.
-pub fn best_fold_data(
+pub(crate) fn best_fold_data(
     prep: &Prepared,
     config: &GnnConfig,
     best: &FoldResult,
@@ -99,7 +99,7 @@ pub fn best_fold_data(
 }
 
 /// What the test result files report besides the predictions.
-pub struct TestRun<'a> {
+pub(crate) struct TestRun<'a> {
     pub config: &'a GnnConfig,
     pub prep: &'a Prepared,
     pub finished: &'a [FoldResult],
@@ -112,7 +112,7 @@ pub struct TestRun<'a> {
 /// Scores `preds` (one per test subject, visit 1 from visit 0) and writes `test_metrics.json`,
 /// `test_sc_metrics.json` and `clg_ode_results.json` (the reference's file names, for every
 /// model).
-pub fn write_test_results(
+pub(crate) fn write_test_results(
     r: &TestRun<'_>,
     data: &FoldData,
     preds: &Predictions,

@@ -9,7 +9,7 @@ use super::super::protocol::saved_run::SavedRun;
 
 /// What the fold's training subjects cover: their longest Δt from visit 0, and the range of
 /// their scan ages.
-pub struct Coverage {
+pub(super) struct Coverage {
     pub dt_max: f64,
     pub age_min: f64,
     pub age_max: f64,
@@ -17,7 +17,7 @@ pub struct Coverage {
 
 impl Coverage {
     /// The coverage of the run's fold.
-    pub fn of(run: &SavedRun) -> Self {
+    pub(super) fn of(run: &SavedRun) -> Self {
         let train = run
             .prep
             .folds
@@ -43,7 +43,7 @@ impl Coverage {
     }
 
     /// Refuses `dt` (years after a start at `age0`) beyond the coverage, unless extrapolating.
-    pub fn check(&self, dt: f64, age0: f64, extrapolate: bool, who: &str) -> Result<()> {
+    pub(super) fn check(&self, dt: f64, age0: f64, extrapolate: bool, who: &str) -> Result<()> {
         let target = age0 + dt;
         if extrapolate || self.covers(dt, age0) {
             return Ok(());
@@ -58,7 +58,7 @@ impl Coverage {
     }
 
     /// Whether `dt` years after a start at `age0` is within the coverage.
-    pub fn covers(&self, dt: f64, age0: f64) -> bool {
+    pub(super) fn covers(&self, dt: f64, age0: f64) -> bool {
         let target = age0 + dt;
         dt <= self.dt_max + 1e-9 && target >= self.age_min - 1e-9 && target <= self.age_max + 1e-9
     }

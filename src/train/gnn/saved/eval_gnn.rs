@@ -30,7 +30,7 @@ use crate::outputs::result_files::{EvalMetricsFile, TestMetrics};
 
 /// Which subjects are scored.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EvalSplit {
+pub(crate) enum EvalSplit {
     /// The held-out test subjects (as at the end of training).
     Test,
     /// The validation subjects of the checkpoint's fold.
@@ -60,7 +60,7 @@ fn paired_vs_identity(rows: &[SubjectScore]) -> serde_json::Value {
 
 /// `trainer eval-gnn`'s settings.
 #[derive(clap::Args, Debug, Clone)]
-pub struct EvalGnnSettings {
+pub(crate) struct EvalGnnSettings {
     /// The run directory of a `train-gnn` run (its `args.json` and `checkpoints/`).
     pub run_dir: PathBuf,
     /// `best` (the best fold's best weights, as the run's test scoring), `last` (that fold's
@@ -116,7 +116,7 @@ fn check_out(dir: &Path) -> Result<()> {
 }
 
 /// `trainer eval-gnn`.
-pub fn run(s: EvalGnnSettings) -> Result<()> {
+pub(crate) fn run(s: EvalGnnSettings) -> Result<()> {
     let run = SavedRun::open(&s.run_dir, &s.checkpoint, &s.paths)?;
     run.warn_split_changes("eval-gnn");
     let out = match &s.out {

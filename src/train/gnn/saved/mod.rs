@@ -6,7 +6,7 @@
 //! rebuilds its model, `coverage` says which Δt and ages the training data covers.
 
 mod coverage;
-pub mod eval_gnn;
-pub mod plot_sc;
-pub mod predict;
+pub(crate) mod eval_gnn;
+pub(crate) mod plot_sc;
+pub(crate) mod predict;
 pub(super) mod reopen;

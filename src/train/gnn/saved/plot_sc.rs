@@ -23,7 +23,7 @@ mod trajectories;
 
 /// `trainer plot-sc`'s settings.
 #[derive(clap::Args, Debug, Clone)]
-pub struct PlotScSettings {
+pub(crate) struct PlotScSettings {
     /// The run directory of a `train-gnn` run (several only with `--strata` or `--new-edges`:
     /// one colour per run).
     #[arg(required = true)]
@@ -85,7 +85,7 @@ pub struct PlotScSettings {
 }
 
 /// `trainer plot-sc`.
-pub fn run(s: PlotScSettings) -> Result<()> {
+pub(crate) fn run(s: PlotScSettings) -> Result<()> {
     refuse_run_file("--out", s.out.as_path())?;
     refuse_run_file("--scores", s.scores.as_deref())?;
     if s.strata {

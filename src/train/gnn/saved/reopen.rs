@@ -23,7 +23,7 @@ use crate::toolbox::checkpoint::Checkpoint;
 
 /// Cohort paths that replace the run's own (e.g. after the data moved), each optional.
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct DataOverrides {
+pub(crate) struct DataOverrides {
     /// The reference project's `configs/paths.yaml`: its `local.data.*` keys replace the run's
     /// data paths (a path flag below wins over it). Read once, where the command line is read.
     #[arg(long, value_name = "FILE", alias = "paths_yaml")]
@@ -45,7 +45,7 @@ pub struct DataOverrides {
 
 impl SavedRun {
     /// Opens `run_dir` with checkpoint `which` (`best`, `last` or a file).
-    pub fn open(run_dir: &Path, which: &str, paths: &DataOverrides) -> Result<Self> {
+    pub(crate) fn open(run_dir: &Path, which: &str, paths: &DataOverrides) -> Result<Self> {
         let files = RunDir::new(run_dir);
         let args = files.args_json();
         let text = std::fs::read_to_string(&args).map_err(|_| {
@@ -213,7 +213,7 @@ fn checkpoint_path(run_dir: &Path, which: &str, model: ModelInfo) -> Result<Path
 }
 
 /// The run's model predicting `subjects` (repeats allowed) on one backend.
-pub struct Forecast<'a> {
+pub(crate) struct Forecast<'a> {
     pub run: &'a SavedRun,
     pub subjects: &'a [usize],
     pub horizon: Horizon<'a>,

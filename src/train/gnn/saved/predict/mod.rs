@@ -35,12 +35,11 @@ mod plan;
 mod write;
 
 use plan::{named_subjects, plan};
-pub use write::write_matrix;
 use write::{remove_stale_staging, write_all};
 
 /// Which subjects are predicted when `--subjects` is not given.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PredictSplit {
+pub(crate) enum PredictSplit {
     All,
     /// The run's held-out test subjects.
     Test,
@@ -51,7 +50,7 @@ pub enum PredictSplit {
 /// How far ahead (exactly one).
 #[derive(clap::Args, Debug, Clone)]
 #[group(required = true, multiple = false)]
-pub struct HorizonArgs {
+pub(crate) struct HorizonArgs {
     /// Visit 1 from visit 0 (subjects with two scans or more), as the test protocol.
     #[arg(long)]
     pub next_visit: bool,
@@ -79,7 +78,7 @@ pub struct HorizonArgs {
 
 /// `trainer predict`'s settings.
 #[derive(clap::Args, Debug, Clone)]
-pub struct PredictSettings {
+pub(crate) struct PredictSettings {
     /// The run directory of a `train-gnn` run.
     pub run_dir: PathBuf,
     /// `best`, `last` or a checkpoint file (as eval-gnn).
@@ -121,7 +120,7 @@ pub struct PredictSettings {
 }
 
 /// `trainer predict`.
-pub fn run(s: PredictSettings) -> Result<()> {
+pub(crate) fn run(s: PredictSettings) -> Result<()> {
     refuse_run_file("--out", s.out.as_path())?;
     if s.out.exists() && std::fs::read_dir(&s.out).map_or(true, |mut d| d.next().is_some()) {
         bail!("--out {}: exists and is not empty", s.out.display());

@@ -15,7 +15,7 @@ use crate::outputs::heatmap;
 use crate::train::gnn::protocol::saved_run::SavedRun;
 
 /// Writes an N×N matrix as CSV (no header): the upper triangle mirrored, zero diagonal.
-pub fn write_matrix(path: &Path, m: &Array2<f32>) -> Result<()> {
+pub(crate) fn write_matrix(path: &Path, m: &Array2<f32>) -> Result<()> {
     let n = m.nrows();
     let mut f = std::io::BufWriter::new(
         std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
