@@ -11,6 +11,7 @@ use clap::{Args, CommandFactory, Subcommand};
 
 use super::Cli;
 use crate::cluster::scheduler::SchedulerKind;
+use crate::cluster::scheduler::resources::ResourceArgs;
 use crate::sweep::{self, PlanSettings};
 
 #[derive(Subcommand, Debug)]
@@ -75,89 +76,10 @@ pub(crate) struct PlanArgs {
     /// manifest is rewritten and each change said; finished tasks are kept as they are.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["spec", "out"])]
     pub missing: Option<PathBuf>,
+    // The queue resources, one flag per key of `[resources]` (from the keys' table in
+    // `cluster/scheduler/resources/key.rs`).
     #[command(flatten)]
     pub resources: ResourceArgs,
-}
-
-/// The queue resources of every task, over the spec's `[resources]` (same names and forms).
-#[derive(Args, Debug, Default)]
-#[command(next_help_heading = "Queue resources (over the spec's [resources])")]
-pub struct ResourceArgs {
-    /// Slurm partition / LSF queue.
-    #[arg(long)]
-    pub partition: Option<String>,
-    /// GPUs per task (Slurm --gres=gpu:N, LSF -gpu num=N, gflow --gpus); the tasks then run
-    /// the GPU preflight first. 0: the tasks run on the CPU (--device cpu), and a GPU type or
-    /// MIG profile under the flags (the spec's, the sweep's on --missing) is dropped.
-    #[arg(long)]
-    pub gpus: Option<String>,
-    /// GPU type (Slurm --gres=gpu:TYPE:N, LSF gmodel=TYPE); needs GPUs (--gpus 1 or more).
-    #[arg(long)]
-    pub gpu_type: Option<String>,
-    /// MIG profile (LSF -gpu "…:mig=PROFILE"); needs GPUs (--gpus 1 or more).
-    #[arg(long)]
-    pub mig: Option<String>,
-    /// CPUs per task (1 or more).
-    #[arg(long)]
-    pub cpus: Option<String>,
-    /// Memory per task (MB, or 500M, 32G, 1T).
-    #[arg(long)]
-    pub mem: Option<String>,
-    /// Time limit (minutes, HH:MM:SS, `D-HH[:MM[:SS]]`); the checkpoint signal's margin follows it.
-    #[arg(long)]
-    pub time: Option<String>,
-    #[arg(long)]
-    pub account: Option<String>,
-    #[arg(long)]
-    pub qos: Option<String>,
-    #[arg(long)]
-    pub constraint: Option<String>,
-    /// Container image: tasks run `singularity exec --nv IMAGE trainer`.
-    #[arg(long)]
-    pub image: Option<String>,
-    /// Bind mounts of the container (repeat the flag, or a comma-separated list).
-    #[arg(long = "bind", value_delimiter = ',')]
-    pub binds: Vec<String>,
-    /// `module load` before each task (repeat the flag).
-    #[arg(long = "module")]
-    pub modules: Vec<String>,
-    /// A further directive line, as written (`--extra=--exclusive`; repeat the flag).
-    #[arg(long = "extra", allow_hyphen_values = true)]
-    pub extra: Vec<String>,
-}
-
-impl ResourceArgs {
-    /// The flags given, as `[resources]` keys and values.
-    fn pairs(self) -> Vec<(&'static str, toml::Value)> {
-        use crate::cluster::scheduler::resources::ResourceKey as K;
-        let mut out: Vec<(&'static str, toml::Value)> = [
-            (K::Partition, self.partition),
-            (K::Gpus, self.gpus),
-            (K::GpuType, self.gpu_type),
-            (K::Mig, self.mig),
-            (K::Cpus, self.cpus),
-            (K::Mem, self.mem),
-            (K::Time, self.time),
-            (K::Account, self.account),
-            (K::Qos, self.qos),
-            (K::Constraint, self.constraint),
-            (K::Image, self.image),
-        ]
-        .into_iter()
-        .filter_map(|(k, v)| v.map(|v| (k.name(), toml::Value::String(v))))
-        .collect();
-        for (k, list) in [
-            (K::Binds, self.binds),
-            (K::Modules, self.modules),
-            (K::Extra, self.extra),
-        ] {
-            if !list.is_empty() {
-                let items = list.into_iter().map(toml::Value::String).collect();
-                out.push((k.name(), toml::Value::Array(items)));
-            }
-        }
-        out
-    }
 }
 
 /// Whether `key` (either spelling) is a flag of `trainer <command>`.

@@ -25,18 +25,22 @@
 //! With `gpus` the tasks run the GPU preflight first (`sweep task --preflight`); `gpus = 0`,
 //! said rather than left out, runs them on the CPU (`--device cpu`). `cpus = 0` is refused, and
 //! so, at plan time, is a `gpu_type` or `mig` without GPUs ([`Resources::check_plan`]).
+//!
+//! The keys are named once, in the table of `resources/key.rs`, which makes the struct
+//! [`Resources`], the enum [`ResourceKey`], the reading and showing of each value (through its
+//! codec in `resources/codec.rs`, on the checks of `resources/values.rs`) and the `sweep plan`
+//! flags ([`ResourceArgs`]): a new key is one entry in that table plus its directive lines.
 
 use anyhow::{Result, bail};
-use serde::{Deserialize, Serialize};
 
 use super::quote::sh;
 
 mod values;
-use values::{Kind, checked, count, string, strings};
 pub use values::{format_time, parse_mem, parse_time};
 
+mod codec;
 mod key;
-pub use key::ResourceKey;
+pub use key::{ResourceArgs, ResourceKey, Resources};
 
 /// The keys of `[resources]` (and the `sweep plan` flags of the same names), from
 /// [`ResourceKey::ALL`].
@@ -49,26 +53,6 @@ pub const KEYS: [&str; ResourceKey::ALL.len()] = {
     }
     keys
 };
-
-/// A sweep's queue resources, checked and normalised.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Resources {
-    pub partition: Option<String>,
-    pub gpus: Option<u32>,
-    pub gpu_type: Option<String>,
-    pub mig: Option<String>,
-    pub cpus: Option<u32>,
-    pub mem_mb: Option<u64>,
-    pub time_secs: Option<u64>,
-    pub account: Option<String>,
-    pub qos: Option<String>,
-    pub constraint: Option<String>,
-    pub image: Option<String>,
-    pub binds: Vec<String>,
-    pub modules: Vec<String>,
-    pub extra: Vec<String>,
-}
 
 impl Resources {
     /// Sets `key` from a TOML value (a flag's text arrives as a string): errors name the key and
@@ -83,52 +67,6 @@ impl Resources {
         }
     }
 
-    /// Sets `k` from a TOML value: [`Resources::set`] of a known key.
-    fn set_key(&mut self, k: ResourceKey, v: &toml::Value) -> Result<()> {
-        use ResourceKey as K;
-        let key = k.name();
-        let w = |v: &toml::Value| checked(key, &string(key, v)?, Kind::Name);
-        let each = |kind: Kind| -> Result<Vec<String>> {
-            let list = strings(key, v)?;
-            if list.len() > 64 {
-                bail!("`{key}`: {} entries; expected at most 64", list.len());
-            }
-            list.iter().map(|x| checked(key, x, kind)).collect()
-        };
-        match k {
-            K::Partition => self.partition = Some(w(v)?),
-            // 0 is said, not left out: the tasks run on the CPU (`--device cpu`).
-            K::Gpus => self.gpus = Some(count(key, v, 0, 64)?),
-            K::GpuType => self.gpu_type = Some(w(v)?),
-            K::Mig => self.mig = Some(w(v)?),
-            // At least one: `--cpus-per-task=0` / `-n 0` is refused by the schedulers.
-            K::Cpus => self.cpus = Some(count(key, v, 1, 4096)?),
-            K::Mem => self.mem_mb = Some(parse_mem(&string(key, v)?)?),
-            K::Time => {
-                self.time_secs = Some(match v {
-                    // Minutes; 0 would render `--time=00:00:00`, which Slurm reads as no limit.
-                    toml::Value::Integer(_) => match count(key, v, 0, 525_600)? {
-                        0 => bail!("`time` = 0: expected a limit between one minute and a year"),
-                        m => u64::from(m) * 60,
-                    },
-                    other => parse_time(&string(key, other)?)?,
-                })
-            }
-            K::Account => self.account = Some(w(v)?),
-            K::Qos => self.qos = Some(w(v)?),
-            K::Constraint => {
-                self.constraint = Some(checked(key, &string(key, v)?, Kind::Constraint)?)
-            }
-            K::Image => {
-                self.image = Some(checked(key, &string(key, v)?, Kind::Path { comma: true })?)
-            }
-            K::Binds => self.binds = each(Kind::Path { comma: false })?,
-            K::Modules => self.modules = each(Kind::Module)?,
-            K::Extra => self.extra = each(Kind::Line)?,
-        }
-        Ok(())
-    }
-
     /// The `[resources]` table of a spec.
     pub fn from_table(t: &toml::Table) -> Result<Self> {
         let mut r = Self::default();
@@ -136,32 +74,6 @@ impl Resources {
             r.set(k, v)?;
         }
         Ok(r)
-    }
-
-    /// The value of `key` when it is set, as [`Resources::set`] reads it back to the same field
-    /// (memory in MB, a time limit as `D-HH:MM:SS`, a list only when not empty).
-    pub fn value(&self, key: ResourceKey) -> Option<toml::Value> {
-        use ResourceKey as K;
-        let s = |v: &String| toml::Value::String(v.clone());
-        let n = |v: u32| toml::Value::Integer(v.into());
-        let list =
-            |v: &[String]| (!v.is_empty()).then(|| toml::Value::Array(v.iter().map(s).collect()));
-        match key {
-            K::Partition => self.partition.as_ref().map(s),
-            K::Gpus => self.gpus.map(n),
-            K::GpuType => self.gpu_type.as_ref().map(s),
-            K::Mig => self.mig.as_ref().map(s),
-            K::Cpus => self.cpus.map(n),
-            K::Mem => self.mem_mb.map(|m| toml::Value::String(format!("{m}M"))),
-            K::Time => self.time_secs.map(|t| toml::Value::String(format_time(t))),
-            K::Account => self.account.as_ref().map(s),
-            K::Qos => self.qos.as_ref().map(s),
-            K::Constraint => self.constraint.as_ref().map(s),
-            K::Image => self.image.as_ref().map(s),
-            K::Binds => list(&self.binds),
-            K::Modules => list(&self.modules),
-            K::Extra => list(&self.extra),
-        }
     }
 
     /// Each key that is set, in [`ResourceKey::ALL`] order, with its [`Resources::value`].
