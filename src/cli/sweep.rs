@@ -159,3 +159,37 @@ pub(crate) fn run(c: SweepCommand) -> Result<ExitCode> {
         .map(|_| ExitCode::SUCCESS),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// `sweep plan` has one flag per key of `[resources]`, under the resources' heading, from
+    /// the keys' table (`cluster/scheduler/resources/key.rs`).
+    #[test]
+    fn sweep_plan_has_a_flag_for_every_resources_key() {
+        use crate::cluster::scheduler::resources::ResourceKey;
+        let root = super::Cli::command();
+        let plan = root
+            .find_subcommand("sweep")
+            .and_then(|s| s.find_subcommand("plan"))
+            .unwrap();
+        let heading = Some("Queue resources (over the spec's [resources])");
+        for k in ResourceKey::ALL {
+            let a = plan
+                .get_arguments()
+                .find(|a| a.get_id().as_str() == k.name())
+                .unwrap_or_else(|| panic!("{k}: no flag of sweep plan"));
+            assert_eq!(a.get_help_heading(), heading, "{k}");
+            assert!(
+                super::known("sweep", k.name()) || a.get_long().is_some(),
+                "{k}"
+            );
+        }
+        let under = plan
+            .get_arguments()
+            .filter(|a| a.get_help_heading() == heading)
+            .count();
+        assert_eq!(under, ResourceKey::ALL.len());
+    }
+}

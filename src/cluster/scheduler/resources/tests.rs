@@ -235,3 +235,59 @@ fn a_manifests_resources_are_checked_again_when_read() {
     edited.time_secs = Some(0);
     assert!(edited.check().unwrap_err().to_string().contains("`time`"));
 }
+
+/// Every key of the table in `key.rs`, set.
+const EVERY_KEY: &str = "partition = \"q_ai4\"\ngpus = 2\ngpu_type = \"a100\"\nmig = \"3g.20gb\"\n\
+    cpus = 8\nmem = \"32G\"\ntime = 90\naccount = \"lab\"\nqos = \"normal\"\n\
+    constraint = \"v100|a100\"\nimage = \"/x/trainer.sif\"\nbinds = [\"/a\", \"/b\"]\n\
+    modules = [\"singularity/3.8\"]\nextra = [\"--exclusive\", \"-w node1\"]\n";
+
+#[test]
+fn the_keys_table_drives_the_struct_the_names_the_values_and_the_flags() {
+    use clap::{Args, FromArgMatches};
+    // Names unique, each found by its name, in `KEYS` in `ALL`'s order.
+    for (i, k) in ResourceKey::ALL.into_iter().enumerate() {
+        assert_eq!(ResourceKey::from_name(k.name()), Some(k));
+        assert_eq!(KEYS[i], k.name());
+        assert!(!KEYS[..i].contains(&k.name()), "{k} twice");
+    }
+    // Every key set reads back through `set` to the same field.
+    let full = Resources::from_table(&table(EVERY_KEY)).unwrap();
+    full.check().unwrap();
+    let mut again = Resources::default();
+    for k in ResourceKey::ALL {
+        let v = full.value(k).unwrap_or_else(|| panic!("{k}: not set"));
+        again.set(k.name(), &v).unwrap();
+        assert_eq!(again.value(k), Some(v), "{k}");
+    }
+    assert_eq!(again, full);
+    // Every key has its `sweep plan` flag, named as the key (`gpu_type`: `--gpu-type`; the
+    // lists singular: `--bind`, `--module`, `--extra`), and the flags give the same resources.
+    let cmd = ResourceArgs::augment_args(clap::Command::new("plan"));
+    let mut argv = vec!["plan".to_string()];
+    for k in ResourceKey::ALL {
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_id().as_str() == k.name())
+            .unwrap_or_else(|| panic!("{k}: no flag"));
+        let long = format!("--{}", arg.get_long().unwrap());
+        let want = k.name().replace('_', "-");
+        assert!(want.starts_with(&long[2..]), "{k}: {long}");
+        match full.value(k).unwrap() {
+            toml::Value::Array(items) => {
+                for x in items {
+                    argv.extend([long.clone(), x.as_str().unwrap().to_string()]);
+                }
+            }
+            toml::Value::String(s) => argv.extend([long, s]),
+            other => argv.extend([long, other.to_string()]),
+        }
+    }
+    assert_eq!(cmd.get_arguments().count(), ResourceKey::ALL.len());
+    let flags = ResourceArgs::from_arg_matches(&cmd.try_get_matches_from(&argv).unwrap()).unwrap();
+    let mut from_flags = Resources::default();
+    for (k, v) in flags.pairs() {
+        from_flags.set(k, &v).unwrap();
+    }
+    assert_eq!(from_flags, full, "{argv:?}");
+}
