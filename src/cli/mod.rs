@@ -7,8 +7,6 @@ pub(crate) mod common;
 pub mod config;
 mod paths;
 mod presets;
-// `ResourceArgs` stays `pub` (its rewrite is under way elsewhere): narrow it with the rest later.
-#[allow(unreachable_pub)]
 pub(crate) mod sweep;
 pub(crate) mod tools;
 pub(crate) mod train;
