@@ -5,7 +5,8 @@
 #   scripts/identity-check.sh BEFORE_BIN AFTER_BIN [WORKDIR]
 #
 # The commands: a synthetic cohort; train-gnn with the default objective (checkpoints: all),
-# `--preset residual` and `--model eb-drift`; eval-gnn; compare (table, --against, CSV);
+# `--preset residual`, edge dropout, `--model eb-drift`, `linear-drift`, `gcn` and
+# `vector-lstm`; eval-gnn; plot-sc (heatmaps, new edges, trajectories as SVG); compare (table, --against, CSV);
 # train-mnist on Fashion-MNIST (640 images, `--keep-checkpoints all`); eval; `sweep plan` of a
 # spec with every `[resources]` key for Slurm, LSF and gflow, and with the flags over it.
 # Compared (scripts/identity_compare.py): JSON and JSON lines with the timing keys removed
@@ -52,7 +53,16 @@ run_all() { # BIN DIR
     step gnn-default train-gnn "${data[@]}" "${small[@]}" --run-name def --keep-checkpoints all
     step gnn-residual train-gnn "${data[@]}" "${small[@]}" --preset residual --run-name resid
     step gnn-eb train-gnn "${data[@]}" --model eb-drift --seed 1 --run-name eb
+    step gnn-drop train-gnn "${data[@]}" "${small[@]}" --sc_pos_edge_drop_prob 0.2 --run-name drop
+    step gnn-linear train-gnn "${data[@]}" --model linear-drift --seed 1 --run-name lin
+    step gnn-gcn train-gnn "${data[@]}" --model gcn --hidden_dim 8 --max_epochs 2 --seed 1 \
+        --run-name gcn
+    step gnn-lstm train-gnn "${data[@]}" --model vector-lstm --latent_dim 8 --max_epochs 2 \
+        --seed 1 --run-name lstm
     step eval-gnn eval-gnn res/runs/def --out evals/def
+    step plot-sc plot-sc res/runs/eb --out figs/eb.svg
+    step plot-new plot-sc res/runs/eb res/runs/lin --new-edges --out figs/new.svg
+    step plot-traj plot-sc res/runs/eb --trajectories --out figs/traj.svg
     step compare compare res/runs/def res/runs/resid res/runs/eb
     step compare-against compare res/runs/def res/runs/resid res/runs/eb --against eb-drift \
         --label eb=res/runs/eb

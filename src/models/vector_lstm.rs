@@ -140,7 +140,9 @@ pub(crate) fn loss<B: Backend>(
     masked_sq_sum(pred, target, mask).div_scalar(steps * d as f64)
 }
 
-/// The upper triangle of an N×N row-major matrix, row by row (numpy's `triu_indices(N, 1)`).
+/// The upper triangle of an N×N row-major matrix, row by row (numpy's `triu_indices(N, 1)`;
+/// a scan's `SymMatrix::upper` holds the same order).
+#[cfg(test)]
 pub(crate) fn upper_triangle(m: &[f32], n: usize) -> Vec<f32> {
     let mut v = Vec::with_capacity(n * n.saturating_sub(1) / 2);
     for i in 0..n {

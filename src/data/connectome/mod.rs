@@ -8,6 +8,7 @@
 //! * [`morph`]: the recursive morphology index and the per-scan `[N × F]` feature matrices.
 //! * [`subjects`]: the subject table (`subject_info_sc.csv`): age, sex id, site id, ICV.
 //! * [`mod@preprocess`]: symmetrise / zero diagonal / `log1p`, strengths, the ECC curve, Â.
+//! * [`sym`]: a scan's symmetric matrix held once, as its upper triangle.
 //! * [`split`]: the 80/20 subject split (numpy `RandomState(42).permutation`, emulated exactly)
 //!   and the GroupKFold fold assignment.
 //! * [`dataset`]: the assembled [`Cohort`] (+ a [`LoadReport`] of everything dropped or patched)
@@ -25,6 +26,7 @@ pub(crate) mod preprocess;
 pub mod sc;
 pub(crate) mod split;
 pub mod subjects;
+pub(crate) mod sym;
 pub(crate) mod synth;
 
 use std::path::PathBuf;
@@ -35,6 +37,7 @@ pub(crate) use dataset::{
 #[cfg(test)]
 pub(crate) use preprocess::normalize_adj;
 pub(crate) use split::{FoldSplit, cv_fold, test_split};
+pub(crate) use sym::SymMatrix;
 pub(crate) use synth::{SynthOptions, write_synthetic_cohort, write_synthetic_cohort_with};
 
 /// Everything that can go wrong while reading a cohort. Each variant names the offending file.

@@ -5,8 +5,9 @@
 
 use ndarray::Array2;
 
+use super::EbParams;
 use super::pooling::TINY;
-use super::{EbParams, Visit};
+use super::visits::{Visit, for_all, for_pairs};
 
 /// The symmetric N×N matrix of upper-triangle values `v` (row-major), zero diagonal.
 pub(super) fn square(n: usize, v: &[f64]) -> Array2<f64> {
@@ -84,34 +85,25 @@ impl EbParams {
     pub(super) fn with_co_deviations(self, scans: &[Vec<Visit>]) -> Self {
         let n = self.n;
         let mut sums = SimilaritySums::new(n);
-        // Each scan's deviations once: the similarity's sums, then the pairs they make.
-        let devs: Vec<Vec<Vec<f64>>> = scans
-            .iter()
-            .map(|subject| {
-                subject
-                    .iter()
-                    .map(|s| {
-                        let (u, used) = self.deviations(s.age, &s.y, &s.z);
-                        sums.add(n, &u, &used);
-                        u
-                    })
-                    .collect()
-            })
-            .collect();
+        // The similarity's sums over every scan's deviations, then the pairs they make (each
+        // pair's deviations computed again, the same values: nothing per scan is kept).
+        for_all(scans, |v, s| {
+            let (u, used) = self.deviations(v.age, &s.y, &s.z);
+            sums.add(n, &u, &used);
+        });
         let sim = sums.similarity();
         let (mut pu, mut pp) = (0.0, 0.0);
-        for (subject, u) in scans.iter().zip(&devs) {
-            for v in 1..subject.len() {
-                let (s0, s1, u0, u1) = (&subject[v - 1], &subject[v], &u[v - 1], &u[v]);
-                let p = pooled(n, &sim, u0);
-                for e in 0..u0.len() {
-                    if s0.z[e] && s1.z[e] && self.seen[e] {
-                        pu += p[e] * (u1[e] - self.k_edge[e] * u0[e]);
-                        pp += p[e] * p[e];
-                    }
+        for_pairs(scans, |v0, s0, v1, s1, _| {
+            let (u0, _) = self.deviations(v0.age, &s0.y, &s0.z);
+            let (u1, _) = self.deviations(v1.age, &s1.y, &s1.z);
+            let p = pooled(n, &sim, &u0);
+            for e in 0..u0.len() {
+                if s0.z[e] && s1.z[e] && self.seen[e] {
+                    pu += p[e] * (u1[e] - self.k_edge[e] * u0[e]);
+                    pp += p[e] * p[e];
                 }
             }
-        }
+        });
         Self {
             node_sim: sim.iter().copied().collect(),
             codev: if pp > TINY { pu / pp } else { 0.0 },

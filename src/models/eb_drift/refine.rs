@@ -85,7 +85,96 @@ fn sigmoid(x: f64) -> f64 {
 /// The existence regression's features of an edge present at the start: `1`,
 /// `logit(p11_e)`, the forecast level `E`, `E²`, `t − ā` and `Δt = t − a0`.
 pub(super) fn features(p11: f64, level: f64, t_minus_bar: f64, dt: f64) -> [f64; EXIST_FEATURES] {
-    [1.0, logit(p11), level, level * level, t_minus_bar, dt]
+    features_of_logit(logit(p11), level, t_minus_bar, dt)
+}
+
+/// [`features`] with `logit(p11)` given.
+fn features_of_logit(lp: f64, level: f64, t_minus_bar: f64, dt: f64) -> [f64; EXIST_FEATURES] {
+    [1.0, lp, level, level * level, t_minus_bar, dt]
+}
+
+/// The rows of the existence regression, each with its label (present at the later visit).
+pub(super) trait Rows {
+    fn len(&self) -> usize;
+    /// Rows labelled true.
+    fn ones(&self) -> usize;
+    /// `f(features, label)` of every row, in order.
+    fn for_each(&self, f: impl FnMut(&[f64; EXIST_FEATURES], bool));
+}
+
+/// Rows given whole with their labels.
+#[cfg(test)]
+impl Rows for (&[[f64; EXIST_FEATURES]], &[bool]) {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn ones(&self) -> usize {
+        self.1.iter().filter(|&&z| z).count()
+    }
+    fn for_each(&self, mut f: impl FnMut(&[f64; EXIST_FEATURES], bool)) {
+        for (x, &z) in self.0.iter().zip(self.1) {
+            f(x, z);
+        }
+    }
+}
+
+/// The rows of the fit's visit pairs, held as each present edge's index and forecast level
+/// (12 bytes a row) with each pair's times; [`Rows::for_each`] builds the same features as
+/// [`features`] would have, bit for bit.
+pub(super) struct ExistenceRows {
+    /// `logit(p11)` of every edge.
+    logit_p11: Vec<f64>,
+    edge: Vec<u32>,
+    level: Vec<f64>,
+    label: Vec<bool>,
+    /// Per pair: its first row, `t − ā` and `Δt`.
+    pairs: Vec<(usize, f64, f64)>,
+}
+
+impl ExistenceRows {
+    pub(super) fn new(p11: &[f64]) -> Self {
+        Self {
+            logit_p11: p11.iter().map(|&p| logit(p)).collect(),
+            edge: Vec::new(),
+            level: Vec::new(),
+            label: Vec::new(),
+            pairs: Vec::new(),
+        }
+    }
+
+    /// The rows pushed next belong to a pair whose target is `t_minus_bar` from the mean age
+    /// and `dt` after its start.
+    pub(super) fn start_pair(&mut self, t_minus_bar: f64, dt: f64) {
+        self.pairs.push((self.edge.len(), t_minus_bar, dt));
+    }
+
+    pub(super) fn push(&mut self, edge: usize, level: f64, label: bool) {
+        self.edge
+            .push(u32::try_from(edge).expect("fewer than 2^32 edges"));
+        self.level.push(level);
+        self.label.push(label);
+    }
+}
+
+impl Rows for ExistenceRows {
+    fn len(&self) -> usize {
+        self.edge.len()
+    }
+    fn ones(&self) -> usize {
+        self.label.iter().filter(|&&z| z).count()
+    }
+    fn for_each(&self, mut f: impl FnMut(&[f64; EXIST_FEATURES], bool)) {
+        for (k, &(first, t_minus_bar, dt)) in self.pairs.iter().enumerate() {
+            let last = self.pairs.get(k + 1).map_or(self.edge.len(), |p| p.0);
+            for r in first..last {
+                let lp = self.logit_p11[self.edge[r] as usize];
+                f(
+                    &features_of_logit(lp, self.level[r], t_minus_bar, dt),
+                    self.label[r],
+                );
+            }
+        }
+    }
 }
 
 /// `P(present at t | present at a0)` of an edge with these features under weights `w`.
@@ -95,12 +184,9 @@ pub(super) fn existence(w: &[f64; EXIST_FEATURES], x: &[f64; EXIST_FEATURES]) ->
 
 /// Logistic regression of `label` on `rows` by ridge-damped Newton steps from 0 (docs/eb-drift.md
 /// step 9); `None` with fewer rows than features or a single label value.
-pub(super) fn fit_existence(
-    rows: &[[f64; EXIST_FEATURES]],
-    label: &[bool],
-) -> Option<[f64; EXIST_FEATURES]> {
-    let ones = label.iter().filter(|&&z| z).count();
-    if rows.len() < EXIST_FEATURES || ones == 0 || ones == label.len() {
+pub(super) fn fit_existence(rows: &impl Rows) -> Option<[f64; EXIST_FEATURES]> {
+    let (len, ones) = (rows.len(), rows.ones());
+    if len < EXIST_FEATURES || ones == 0 || ones == len {
         return None;
     }
     let mut w = [0.0; EXIST_FEATURES];
@@ -111,7 +197,7 @@ pub(super) fn fit_existence(
             h[k][k] = RIDGE;
             g[k] = -RIDGE * w[k];
         }
-        for (x, &z) in rows.iter().zip(label) {
+        rows.for_each(|x, z| {
             let p = existence(&w, x);
             let (q, r) = (p * (1.0 - p), f64::from(u8::from(z)) - p);
             for i in 0..EXIST_FEATURES {
@@ -120,7 +206,7 @@ pub(super) fn fit_existence(
                     h[i][j] += q * x[i] * x[j];
                 }
             }
-        }
+        });
         let step = solve(h, g);
         let mut largest: f64 = 0.0;
         for k in 0..EXIST_FEATURES {
@@ -202,11 +288,11 @@ mod tests {
             ));
             label.push((level > 0.5) != (k % 97 == 0));
         }
-        let w = fit_existence(&rows, &label).unwrap();
+        let w = fit_existence(&(&rows[..], &label[..])).unwrap();
         let p = |level: f64| existence(&w, &features(0.9, level, 0.0, 2.1));
         assert!(p(1.5) > 0.95 && p(0.1) < 0.2, "{} {}", p(1.5), p(0.1));
-        assert!(fit_existence(&rows, &vec![true; rows.len()]).is_none());
-        assert!(fit_existence(&rows[..5], &label[..5]).is_none());
+        assert!(fit_existence(&(&rows[..], &vec![true; rows.len()][..])).is_none());
+        assert!(fit_existence(&(&rows[..5], &label[..5])).is_none());
         let x = solve([[4.0, 1.0], [1.0, 3.0]], [1.0, 2.0]);
         assert!((x[0] - 1.0 / 11.0).abs() < 1e-15 && (x[1] - 7.0 / 11.0).abs() < 1e-15);
     }

@@ -3,7 +3,7 @@
 use super::*;
 
 /// `n`-node matrix whose upper-triangle log1p weights are `f(edge)`.
-fn matrix(n: usize, f: impl Fn(usize) -> f64) -> Array2<f32> {
+fn matrix(n: usize, f: impl Fn(usize) -> f64) -> SymMatrix {
     let mut a = Array2::zeros((n, n));
     let mut e = 0;
     for i in 0..n {
@@ -14,7 +14,7 @@ fn matrix(n: usize, f: impl Fn(usize) -> f64) -> Array2<f32> {
             e += 1;
         }
     }
-    a
+    SymMatrix::from_dense(&a)
 }
 
 #[test]
@@ -22,7 +22,7 @@ fn without_visit_noise_it_is_the_linear_drift() {
     // Every edge present, each subject its own offset, one drift per edge for everyone.
     let n = 6;
     let drift = |e: usize| 0.05 * (e as f64 % 3.0) - 0.04;
-    let subjects: Vec<Vec<(f64, Array2<f32>)>> = (0..8)
+    let subjects: Vec<Vec<(f64, SymMatrix)>> = (0..8)
         .map(|s| {
             let base = |e: usize| 1.0 + 0.3 * s as f64 + 0.1 * ((e * 7 + s) % 5) as f64;
             let age0 = 9.0 + 0.25 * s as f64;
@@ -109,7 +109,7 @@ fn a_drift_that_differs_by_sex_and_slows_with_age_gives_the_two_factors() {
         let sign = if sex == 1 { 1.0 } else { -1.0 };
         drift(e) * 2.0 * (1.0 - 0.1 * (mid - a_bar) + 0.3 * sign)
     };
-    type Scans = Vec<(f64, Array2<f32>)>;
+    type Scans = Vec<(f64, SymMatrix)>;
     let subjects: Vec<(usize, Scans)> = (0..12)
         .map(|s| {
             let sex = 1 + s % 2;
@@ -153,8 +153,8 @@ fn a_drift_that_differs_by_sex_and_slows_with_age_gives_the_two_factors() {
     );
     // The same start scan of a male and of a female: the forecasts differ by the factor alone.
     let (a, a0) = (&subjects[0].1[0].1, subjects[0].1[0].0);
-    let (male, _) = upper(&p.forecast(a, a0, a0 + 2.0, 1));
-    let (female, _) = upper(&p.forecast(a, a0, a0 + 2.0, 2));
+    let (male, _) = upper(&SymMatrix::from_dense(&p.forecast(a, a0, a0 + 2.0, 1)));
+    let (female, _) = upper(&SymMatrix::from_dense(&p.forecast(a, a0, a0 + 2.0, 2)));
     for e in 0..male.len() {
         // mult differs by 2·β_sex; the f32 forecasts (6e-8 relative of ~3): 1e-6.
         let want = p.drift[e] * 2.0 * 2.0 * sex;

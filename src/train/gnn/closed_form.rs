@@ -273,7 +273,7 @@ pub(super) fn from_visit_0(
             let scans = data.scans(s);
             let dt = match dts {
                 Some(dts) => dts[i],
-                None if scans.len() < 2 => return scans[0].a_raw.clone(),
+                None if scans.len() < 2 => return scans[0].a_raw.dense(),
                 None => delta_t(scans, 0, 1),
             };
             one(&scans[0], dt, data.cohort.subjects[s].sex)

@@ -73,6 +73,7 @@ pub(crate) fn cohort_fingerprint(cohort: &crate::data::connectome::Cohort) -> St
             h.update(scan.age.to_le_bytes());
             let bytes: Vec<u8> = scan
                 .a_raw
+                .dense()
                 .iter()
                 .chain(scan.x.iter())
                 .flat_map(|v| v.to_le_bytes())

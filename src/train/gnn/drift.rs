@@ -120,7 +120,7 @@ impl EpochSums<DriftSums> for DriftSums {
 fn drift_forecaster(d: Vec<f32>, support: DriftSupport) -> impl Forecast {
     move |data: &FoldData, subjects: &[usize], dts: Option<&[f64]>| {
         from_visit_0(data, subjects, dts, |scan, dt, _sex| {
-            forecast(&scan.a_raw, &d, dt, support)
+            forecast(&scan.a_raw.dense(), &d, dt, support)
         })
     }
 }

@@ -8,7 +8,6 @@
 use anyhow::{Context, Result};
 use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
-use ndarray::Array2;
 
 use super::closed_form::{ClosedFormFit, Forecast, from_visit_0};
 use super::cv::{Cv, CvFold};
@@ -17,6 +16,7 @@ use super::kind::ModelKind;
 use super::protocol::fold_data::FoldData;
 use super::protocol::fold_data::delta_t;
 use super::settings::GnnSettings;
+use crate::data::connectome::SymMatrix;
 use crate::engine::LossSums;
 use crate::models::eb_drift::{EbDrift, EbParams, MODEL_NAME, params_from};
 use crate::toolbox::checkpoint::Checkpoint;
@@ -42,7 +42,8 @@ impl ClosedFormFit for EbDriftModel {
         for s in subjects {
             let scans = data.scans(s);
             for v in 1..scans.len() {
-                let (sum, count) = squared_error(&scans[v - 1].a_raw, &scans[v].a_raw);
+                let (sum, count) =
+                    squared_error(scans[v - 1].a_raw.upper(), scans[v].a_raw.upper());
                 sums.sum += sum;
                 sums.count += count;
             }
@@ -65,7 +66,8 @@ impl ClosedFormFit for EbDriftModel {
                 let dt = delta_t(scans, v - 1, v);
                 let (start, sex) = (&scans[v - 1], data.cohort.subjects[s].sex);
                 let f = params.forecast(&start.a_raw, start.age, start.age + dt, sex);
-                let (sum, count) = squared_error(&f, &scans[v].a_raw);
+                let (sum, count) =
+                    squared_error(SymMatrix::from_dense(&f).upper(), scans[v].a_raw.upper());
                 err = (err.0 + sum, err.1 + count);
             }
         }
@@ -143,16 +145,13 @@ impl ClosedFormFit for EbDriftModel {
     }
 }
 
-/// Mean squared log1p error over the upper triangle, and the number of entries.
-fn squared_error(pred: &Array2<f32>, truth: &Array2<f32>) -> (f64, f64) {
-    let n = pred.nrows();
+/// Squared log1p error summed over two upper triangles, and the number of entries.
+fn squared_error(pred: &[f32], truth: &[f32]) -> (f64, f64) {
     let mut sum = 0.0;
-    for i in 0..n {
-        for j in i + 1..n {
-            let p = f64::from(pred[(i, j)].max(0.0)).ln_1p();
-            let t = f64::from(truth[(i, j)].max(0.0)).ln_1p();
-            sum += (p - t) * (p - t);
-        }
+    for (&p, &t) in pred.iter().zip(truth) {
+        let p = f64::from(p.max(0.0)).ln_1p();
+        let t = f64::from(t.max(0.0)).ln_1p();
+        sum += (p - t) * (p - t);
     }
-    (sum, (n * n.saturating_sub(1) / 2) as f64)
+    (sum, pred.len() as f64)
 }

@@ -27,8 +27,8 @@ pub(super) fn pair_stats(data: &FoldData, subjects: impl Iterator<Item = usize>)
         let scans = data.scans(sub);
         for v in 1..scans.len() {
             s.add_pair(
-                &scans[v - 1].a_raw,
-                &scans[v].a_raw,
+                &scans[v - 1].a_raw.dense(),
+                &scans[v].a_raw.dense(),
                 delta_t(scans, v - 1, v),
             );
         }

@@ -13,7 +13,7 @@ use super::baseline::{GradBaseline, Inner, pairs};
 use super::kind::ModelKind;
 use super::protocol::fold_data::FoldData;
 use super::settings::GnnSettings;
-use crate::data::connectome::FoldSplit;
+use crate::data::connectome::{FoldSplit, SymMatrix};
 
 /// `--model identity`.
 pub(super) struct IdentityModel;
@@ -31,8 +31,11 @@ impl<B: Backend> Scale<B> {
 }
 
 /// Matrices as a `[B, N, N]` tensor.
-fn stack<B: Backend>(mats: &[&Array2<f32>], n: usize, device: &B::Device) -> Tensor<B, 3> {
-    let v: Vec<f32> = mats.iter().flat_map(|m| m.iter().copied()).collect();
+fn stack<B: Backend>(mats: &[&SymMatrix], n: usize, device: &B::Device) -> Tensor<B, 3> {
+    let mut v = Vec::with_capacity(mats.len() * n * n);
+    for m in mats {
+        m.dense_into(&mut v);
+    }
     Tensor::from_data(TensorData::new(v, [mats.len(), n, n]), device)
 }
 
@@ -112,7 +115,7 @@ impl GradBaseline for IdentityModel {
         let w: f32 = net.w.val().into_scalar().elem();
         subjects
             .iter()
-            .map(|&s| data.scans(s)[0].a_raw.mapv(|x| w * x))
+            .map(|&s| data.scans(s)[0].a_raw.dense().mapv(|x| w * x))
             .collect()
     }
 }

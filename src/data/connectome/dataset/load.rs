@@ -13,7 +13,7 @@ use crate::data::connectome::sc::{
     Asymmetry, ScFile, asymmetry, group_sequences, list_sc_files, read_sc_matrix,
 };
 use crate::data::connectome::subjects::{SEX_VOCAB, ScanInfo, SubjectTable, read_subject_table};
-use crate::data::connectome::{ConnectomeError, Result, par_map};
+use crate::data::connectome::{ConnectomeError, Result, SymMatrix, par_map};
 
 struct Job {
     file: ScFile,
@@ -21,7 +21,7 @@ struct Job {
 }
 
 struct Loaded {
-    a_raw: Array2<f32>,
+    a_raw: SymMatrix,
     s: f64,
     s_mean: f64,
     ecc: Array1<f64>,
@@ -110,6 +110,7 @@ pub(crate) fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Co
         let (a_raw, a_log) = preprocess(a.view());
         let (s, s_mean) = strengths(a_raw.view());
         let ecc = ecc(a_log.view(), topo_bins);
+        let a_raw = SymMatrix::from_dense(&a_raw);
         let x = job
             .morph
             .as_deref()
@@ -126,12 +127,12 @@ pub(crate) fn load_cohort(paths: &CohortPaths, opts: &LoadOptions) -> Result<(Co
     });
     let loaded: Vec<Loaded> = loaded.into_iter().collect::<Result<_>>()?;
 
-    let n_nodes = loaded[0].a_raw.nrows();
+    let n_nodes = loaded[0].a_raw.n();
     for (job, l) in jobs.iter().zip(&loaded) {
-        if l.a_raw.nrows() != n_nodes {
+        if l.a_raw.n() != n_nodes {
             return Err(ConnectomeError::NodeCountMismatch {
                 path: job.file.path.clone(),
-                found: l.a_raw.nrows(),
+                found: l.a_raw.n(),
                 first: jobs[0].file.path.clone(),
                 expected: n_nodes,
             });

@@ -15,7 +15,7 @@ use ndarray::{Array1, Array2, ArrayView1};
 use serde::{Deserialize, Serialize};
 
 use super::morph::DEFAULT_METRICS;
-use super::{ConnectomeError, Result};
+use super::{ConnectomeError, Result, SymMatrix};
 
 pub(crate) use load::load_cohort;
 pub(crate) use norm::{NormStats, NormalizedScan};
@@ -64,8 +64,9 @@ impl Default for LoadOptions {
     }
 }
 
-/// One scan (visit) of a subject, preprocessed. Holds one N×N f32 matrix (0.64 MB at N = 400);
-/// its log1p is computed where it is used ([`Scan::a_log`], [`Scan::log_into`]).
+/// One scan (visit) of a subject, preprocessed. Holds its symmetric N×N f32 matrix once, as the
+/// upper triangle (0.32 MB at N = 400, [`SymMatrix`]); its log1p is computed where it is used
+/// ([`Scan::a_log`], [`Scan::log_into`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Scan {
     pub scan_id: String,
@@ -74,7 +75,7 @@ pub(crate) struct Scan {
     #[allow(dead_code)] // loaded with the scan; nothing reads it yet
     pub morph_path: Option<PathBuf>,
     /// Symmetrised SC with zero diagonal, N×N.
-    pub a_raw: Array2<f32>,
+    pub a_raw: SymMatrix,
     /// Morphology, N×F, un-normalised (row r = r-th ROI in lexicographic order).
     pub x: Array2<f32>,
     /// Years (table value), or the visit index when the table has none (see `age_from_table`).
@@ -93,12 +94,12 @@ impl Scan {
     /// `log1p(a_raw)`, the model input and regression domain.
     #[cfg(test)]
     pub(crate) fn a_log(&self) -> Array2<f32> {
-        self.a_raw.mapv(f32::ln_1p)
+        self.a_raw.dense().mapv(f32::ln_1p)
     }
 
     /// Appends `log1p(a_raw)`, row-major, to `out`.
     pub(crate) fn log_into(&self, out: &mut Vec<f32>) {
-        out.extend(self.a_raw.iter().map(|v| v.ln_1p()));
+        self.a_raw.log_into(out);
     }
 
     /// The model's numeric covariates for this visit: `[age, s, s_mean?, z-scored ECC…]`

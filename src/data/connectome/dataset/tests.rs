@@ -137,7 +137,8 @@ fn loads_and_reports() {
     assert_eq!((d.scans[0].age, d.scans[1].age), (0.0, 1.0));
     assert_eq!((d.sex, d.site), (0, 0));
     let s0 = &d.scans[0];
-    assert_eq!(s0.a_raw[(0, 1)], 7.0);
+    assert_eq!(s0.a_raw.get(0, 1), 7.0);
+    assert_eq!(s0.a_raw.get(1, 0), 7.0);
     assert_eq!(s0.a_log()[(0, 1)], 7.0f32.ln_1p());
     assert_eq!(s0.ecc.len(), 32);
     assert!((s0.s - (14.0f64 + 1e-8).ln()).abs() < 1e-12);
@@ -352,7 +353,7 @@ fn negative_weights_are_errors_asymmetry_and_no_pairs_warnings() {
             && w.contains("symmetrised"),
         "{w}"
     );
-    assert_eq!(c.subjects[0].scans[0].a_raw[(0, 1)], 1.25);
+    assert_eq!(c.subjects[0].scans[0].a_raw.get(0, 1), 1.25);
     assert_eq!(r.counts()["sc_asymmetric"], 1);
 
     // Only baselines: loaded, with one cohort-wide warning naming the SC directory.

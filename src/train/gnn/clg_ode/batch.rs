@@ -263,7 +263,7 @@ pub(crate) fn forecasts_at(
         x.traj_src.push(b as i64);
         x.traj_dt.push(dt as f32);
         match target {
-            Some(t) => x.target_raw.extend_from_slice(slice2(&scans[*t].a_raw)),
+            Some(t) => scans[*t].a_raw.dense_into(&mut x.target_raw),
             None => x.target_raw.extend(std::iter::repeat_n(0.0, nn)),
         }
         x.target_x.extend_from_slice(slice2(&data.x[sub][0]));
@@ -293,10 +293,11 @@ fn augmented(
     let mut a = Vec::with_capacity(n * n);
     scan.log_into(&mut a);
     if s.sc_pos_edge_drop_prob > 0.0 {
-        let raw = slice2(&scan.a_raw);
+        let mut raw = scan.a_raw.upper().iter();
         for r in 0..n {
             for c in r + 1..n {
-                if raw[r * n + c] > 0.0 && rng.random::<f64>() < s.sc_pos_edge_drop_prob {
+                let v = raw.next().copied().unwrap_or(0.0);
+                if v > 0.0 && rng.random::<f64>() < s.sc_pos_edge_drop_prob {
                     a[r * n + c] = 0.0;
                     a[c * n + r] = 0.0;
                 }
@@ -320,7 +321,7 @@ fn push_pred(
     pred: Pred,
 ) {
     let scans = data.scans(sub);
-    x.target_raw.extend_from_slice(slice2(&scans[target].a_raw));
+    scans[target].a_raw.dense_into(&mut x.target_raw);
     x.target_x.extend_from_slice(slice2(&data.x[sub][target]));
     scans[start].log_into(&mut x.start_log);
     x.start_age.push(scans[start].age);

@@ -29,7 +29,7 @@ use super::baseline::{GradBaseline, Inner, pairs};
 use super::kind::ModelKind;
 use super::protocol::fold_data::FoldData;
 use super::settings::GnnSettings;
-use crate::data::connectome::FoldSplit;
+use crate::data::connectome::{FoldSplit, SymMatrix};
 use crate::models::gcn_baseline::{GcnBaseline, MODEL_NAME, loss, loss_sum};
 
 /// `--model gcn`.
@@ -106,10 +106,10 @@ impl GradBaseline for GcnModel {
 }
 
 /// Matrices stacked into a `[B, N, N]` tensor.
-fn stack<B: Backend>(mats: &[&Array2<f32>], n: usize, device: &B::Device) -> Tensor<B, 3> {
+fn stack<B: Backend>(mats: &[&SymMatrix], n: usize, device: &B::Device) -> Tensor<B, 3> {
     let mut v = Vec::with_capacity(mats.len() * n * n);
     for m in mats {
-        v.extend(m.iter().copied());
+        m.dense_into(&mut v);
     }
     Tensor::from_data(TensorData::new(v, [mats.len(), n, n]), device)
 }

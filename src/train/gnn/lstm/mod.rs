@@ -30,9 +30,7 @@ use super::kind::ModelKind;
 use super::protocol::fold_data::FoldData;
 use super::settings::GnnSettings;
 use crate::data::connectome::FoldSplit;
-use crate::models::vector_lstm::{
-    MODEL_NAME, VectorLstm, from_upper_triangle, masked_sq_sum, upper_triangle,
-};
+use crate::models::vector_lstm::{MODEL_NAME, VectorLstm, from_upper_triangle, masked_sq_sum};
 
 /// `--model vector-lstm`.
 pub(super) struct LstmModel;
@@ -151,10 +149,8 @@ fn pad<B: Backend>(data: &FoldData, subjects: &[usize], device: &B::Device) -> P
         let scans = data.scans(s);
         for v in 0..scans.len() - 1 {
             let at = (i * t + v) * d;
-            let src = scans[v].a_raw.as_slice().expect("standard layout");
-            let dst = scans[v + 1].a_raw.as_slice().expect("standard layout");
-            x[at..at + d].copy_from_slice(&upper_triangle(src, n));
-            y[at..at + d].copy_from_slice(&upper_triangle(dst, n));
+            x[at..at + d].copy_from_slice(scans[v].a_raw.upper());
+            y[at..at + d].copy_from_slice(scans[v + 1].a_raw.upper());
             mask[i * t + v] = 1.0;
         }
     }
@@ -210,8 +206,7 @@ fn predict<B: Backend>(
     for chunk in subjects.chunks(batch.max(1)) {
         let mut x = Vec::with_capacity(chunk.len() * d);
         for &s in chunk {
-            let a = data.scans(s)[0].a_raw.as_slice().expect("standard layout");
-            x.extend(upper_triangle(a, n));
+            x.extend_from_slice(data.scans(s)[0].a_raw.upper());
         }
         let x = Tensor::<B, 3>::from_data(TensorData::new(x, [chunk.len(), 1, d]), device);
         let y = crate::host_reads::data(model.forward(x).clamp_min(0.0))

@@ -95,15 +95,16 @@ pub(crate) fn per_subject_at(
     par_map(&items, |&(sub, visit, pred, new_edges)| {
         let s = &data.cohort.subjects[sub];
         let scans = &s.scans;
-        let (start, target) = (&scans[0], &scans[visit]);
+        let (start_scan, target_scan) = (&scans[0], &scans[visit]);
+        let (start, target) = (start_scan.a_raw.dense(), target_scan.a_raw.dense());
         let forecast = visit > 0;
         SubjectScore {
             subject: s.id.clone(),
-            start_scan: start.scan_id.clone(),
-            target_scan: target.scan_id.clone(),
-            start_session: start.session.clone(),
-            target_session: target.session.clone(),
-            start_age: start.age,
+            start_scan: start_scan.scan_id.clone(),
+            target_scan: target_scan.scan_id.clone(),
+            start_session: start_scan.session.clone(),
+            target_session: target_scan.session.clone(),
+            start_age: start_scan.age,
             dt: if forecast {
                 delta_t(scans, 0, visit)
             } else {
@@ -113,19 +114,9 @@ pub(crate) fn per_subject_at(
             sex: s.sex,
             site: s.site,
             forecast,
-            model: sc_metrics(
-                pred.view(),
-                target.a_raw.view(),
-                start.a_raw.view(),
-                topo_bins,
-            )
-            .with_new_edges(new_edges),
-            identity: sc_metrics(
-                start.a_raw.view(),
-                target.a_raw.view(),
-                start.a_raw.view(),
-                topo_bins,
-            ),
+            model: sc_metrics(pred.view(), target.view(), start.view(), topo_bins)
+                .with_new_edges(new_edges),
+            identity: sc_metrics(start.view(), target.view(), start.view(), topo_bins),
         }
     })
 }

@@ -32,12 +32,12 @@ pub(crate) fn versus_identity(
 
 /// Subject `sub`'s visit 0 (the identity forecast) and what a prediction is scored against:
 /// visit 1 when there is one (`true`: a forecast), else visit 0 (a reconstruction).
-fn start_and_truth(data: &FoldData, sub: usize) -> (&Array2<f32>, &Array2<f32>, bool) {
+fn start_and_truth(data: &FoldData, sub: usize) -> (Array2<f32>, Array2<f32>, bool) {
     let scans = data.scans(sub);
-    let a0 = &scans[0].a_raw;
+    let a0 = scans[0].a_raw.dense();
     match scans.get(1) {
-        Some(s) => (a0, &s.a_raw, true),
-        None => (a0, a0, false),
+        Some(s) => (a0, s.a_raw.dense(), true),
+        None => (a0.clone(), a0, false),
     }
 }
 

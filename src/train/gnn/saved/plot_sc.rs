@@ -143,11 +143,12 @@ pub(crate) fn run(s: PlotScSettings) -> Result<()> {
             s.checkpoint_name()
         )
     });
+    let (truth, start) = (scans[1].a_raw.dense(), scans[0].a_raw.dense());
     let fig = Comparison {
         title,
-        truth: &scans[1].a_raw,
+        truth: &truth,
         prediction: &preds.matrices[0],
-        start: &scans[0].a_raw,
+        start: &start,
         roi_names: names.as_deref(),
         network_lines: s.network_lines,
     };

@@ -43,7 +43,7 @@ fn candidates(run: &SavedRun, s: &PlotScSettings) -> Result<Vec<Candidate>> {
     let mut out = Vec::new();
     for (&subject, pred) in subjects.iter().zip(&preds.matrices) {
         let scans = &cohort.subjects[subject].scans;
-        let (start, next) = (&scans[0].a_raw, &scans[1].a_raw);
+        let (start, next) = (scans[0].a_raw.dense(), scans[1].a_raw.dense());
         let n = start.nrows();
         for i in 0..n {
             for j in i + 1..n {

@@ -189,7 +189,10 @@ pub(super) fn run(s: &PlotScSettings) -> Result<()> {
                         .collect();
                     Track {
                         subject: cohort.subjects[sub].id.clone(),
-                        observed: scans.iter().map(|sc| (sc.age, m.of(&sc.a_raw))).collect(),
+                        observed: scans
+                            .iter()
+                            .map(|sc| (sc.age, m.of(&sc.a_raw.dense())))
+                            .collect(),
                         forecast,
                     }
                 })

@@ -133,11 +133,12 @@ pub(super) fn write_all(
             let Some(v) = item.truth else { continue };
             let scans = &cohort.subjects[item.subject].scans;
             let name = item.file.trim_end_matches(".csv");
+            let (truth, start) = (scans[v].a_raw.dense(), scans[0].a_raw.dense());
             let fig = heatmap::Comparison {
                 title: format!("{name} (Δt {:.2} y)", item.dt),
-                truth: &scans[v].a_raw,
+                truth: &truth,
                 prediction: m,
-                start: &scans[0].a_raw,
+                start: &start,
                 roi_names: names,
                 network_lines: s.network_lines,
             };
