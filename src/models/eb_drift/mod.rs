@@ -10,8 +10,6 @@
 
 use ndarray::Array2;
 
-use crate::data::connectome::SymMatrix;
-
 mod codev;
 mod module;
 mod pooling;
@@ -31,7 +29,9 @@ pub(crate) const MODEL_NAME: &str = "eb_drift";
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EbScan<'a> {
     pub age: f64,
-    pub a_raw: &'a SymMatrix,
+    /// N, and the strict upper triangle of the scan's matrix (row-major, `i < j`).
+    pub n: usize,
+    pub a_raw: &'a [f32],
     /// The subject's sex id (the loader's: 1 male, 2 female, 0 unknown).
     pub sex: usize,
 }
@@ -79,8 +79,8 @@ fn pair_dt(a0: f64, a1: f64, visits: usize) -> f64 {
 }
 
 /// `(log1p(max(a, 0)), a > 0)` of every upper-triangle entry.
-fn upper(a: &SymMatrix) -> (Vec<f64>, Vec<bool>) {
-    let Logs { y, z } = Logs::of(a.upper());
+fn upper(a: &[f32]) -> (Vec<f64>, Vec<bool>) {
+    let Logs { y, z } = Logs::of(a);
     (y, z)
 }
 
@@ -90,7 +90,7 @@ impl EbParams {
         let n = subjects
             .iter()
             .flat_map(|s| s.first())
-            .map(|s| s.a_raw.n())
+            .map(|s| s.n)
             .next()
             .unwrap_or(0);
         let m = n * n.saturating_sub(1) / 2;
@@ -102,7 +102,7 @@ impl EbParams {
                     .map(|(v, sc)| Visit {
                         age: if sc.age.is_finite() { sc.age } else { v as f64 },
                         sex: sc.sex,
-                        a: sc.a_raw.upper(),
+                        a: sc.a_raw,
                     })
                     .collect()
             })
@@ -331,13 +331,7 @@ impl EbParams {
     }
 
     /// The forecast of the raw matrix `a0` (taken at age `age0`) at age `target`.
-    pub(crate) fn forecast(
-        &self,
-        a0: &SymMatrix,
-        age0: f64,
-        target: f64,
-        sex: usize,
-    ) -> Array2<f32> {
+    pub(crate) fn forecast(&self, a0: &[f32], age0: f64, target: f64, sex: usize) -> Array2<f32> {
         let n = self.n;
         let (y0, z0) = upper(a0);
         let expected = self.expected(&y0, &z0, age0, target, sex);

@@ -45,7 +45,8 @@ pub(super) fn training_scans<'a>(data: &'a FoldData, subjects: &[usize]) -> Vec<
                 .iter()
                 .map(|scan| EbScan {
                     age: scan.age,
-                    a_raw: &scan.a_raw,
+                    n: scan.a_raw.n(),
+                    a_raw: scan.a_raw.upper(),
                     sex: data.cohort.subjects[s].sex,
                 })
                 .collect()
