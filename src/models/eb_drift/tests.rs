@@ -1,6 +1,7 @@
 //! The fit and the forecast on hand-made cohorts.
 
 use super::*;
+use crate::models::vector_lstm::upper_triangle;
 
 /// `n`-node matrix whose upper-triangle log1p weights are `f(edge)`.
 fn matrix(n: usize, f: impl Fn(usize) -> f64) -> Array2<f32> {
@@ -25,10 +26,7 @@ fn n_of(v: &[f32]) -> usize {
 /// The strict upper triangle of `a`, row-major.
 fn tri(a: &Array2<f32>) -> Vec<f32> {
     let n = a.nrows();
-    (0..n)
-        .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
-        .map(|(i, j)| a[(i, j)])
-        .collect()
+    upper_triangle(a.as_slice().expect("standard layout"), n)
 }
 
 #[test]
