@@ -97,3 +97,92 @@ pub(crate) fn sum_in_order<B: AutodiffBackend, M: AutodiffModule<B>>(
     model.visit(&mut sum);
     sum.out
 }
+
+/// [`backward_pieces`] for items that fall into `groups` groups (`group(item)` < `groups`):
+/// the gradients summed per group, each in item order, and what each pass kept, in item order.
+/// A pass may return no loss (nothing to differentiate: no backward). The items run in
+/// parallel on rayon's pool when `parallel`, each on its own copy of the model, else one after
+/// another on the calling thread with `model` itself.
+pub(crate) fn backward_groups<B, M, I, T, F>(
+    model: &M,
+    items: &[I],
+    (groups, group): (usize, impl Fn(&I) -> usize + Sync),
+    parallel: bool,
+    pass: F,
+) -> (Vec<GradientsParams>, Vec<T>)
+where
+    B: AutodiffBackend,
+    M: AutodiffModule<B> + Sync,
+    I: Sync,
+    T: Send,
+    F: Fn(&M, &I) -> (Option<Tensor<B, 1>>, T) + Sync,
+{
+    let run = |m: &M, item: &I| {
+        let (loss, kept) = pass(m, item);
+        let grads = loss.map_or_else(GradientsParams::new, |l| {
+            GradientsParams::from_grads(l.backward(), m)
+        });
+        (grads, kept)
+    };
+    let done: Vec<(GradientsParams, T, Option<Counts>)> = match parallel {
+        true => items
+            .par_iter()
+            .map(|item| {
+                let ((grads, kept), counts) =
+                    Counts::isolated(|| run(&M::from_inner(model.valid()), item));
+                (grads, kept, Some(counts))
+            })
+            .collect(),
+        false => items
+            .iter()
+            .map(|item| {
+                let (grads, kept) = run(model, item);
+                (grads, kept, None)
+            })
+            .collect(),
+    };
+    let mut by_group: Vec<Vec<GradientsParams>> = (0..groups).map(|_| Vec::new()).collect();
+    let mut kept = Vec::with_capacity(done.len());
+    for (item, (g, k, counts)) in items.iter().zip(done) {
+        if let Some(counts) = counts {
+            counts.add_here();
+        }
+        by_group[group(item)].push(g);
+        kept.push(k);
+    }
+    let sums = by_group
+        .iter_mut()
+        .map(|parts| sum_in_order(model, parts))
+        .collect();
+    (sums, kept)
+}
+
+/// Σ weight × gradients over `parts`, parameter by parameter, in the order of `parts` (a
+/// parameter no part reached has no gradient).
+pub(crate) fn weighted_sum<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: &M,
+    parts: Vec<(GradientsParams, f64)>,
+) -> GradientsParams {
+    struct Sum {
+        parts: Vec<(GradientsParams, f64)>,
+        out: GradientsParams,
+    }
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Sum {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let total = self
+                .parts
+                .iter_mut()
+                .filter_map(|(p, w)| Some(p.remove::<B::InnerBackend, D>(param.id)?.mul_scalar(*w)))
+                .reduce(|a, b| a + b);
+            if let Some(total) = total {
+                self.out.register::<B::InnerBackend, D>(param.id, total);
+            }
+        }
+    }
+    let mut sum = Sum {
+        parts,
+        out: GradientsParams::new(),
+    };
+    model.visit(&mut sum);
+    sum.out
+}

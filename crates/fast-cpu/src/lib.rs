@@ -87,6 +87,7 @@ pub use batch_sums::bias_backward as conv_bias_backward;
 pub use conv::weight_backward as conv_weight_backward;
 pub use geom::Geom as ConvGeom;
 pub use kernels::{gemm_kernels, sgemm_gflops_one_core};
+pub use thin::series;
 
 /// Flex with faster convolution and max-pool kernels (see the module documentation).
 #[derive(Clone, Copy, Debug, Default)]

@@ -125,7 +125,7 @@ macro_rules! avx2_or_baseline {
                 body$(::<$c>)?($($arg),*)
             }
             #[cfg(target_arch = "x86_64")]
-            if super::isa::avx2() {
+            if crate::isa::avx2() {
                 // SAFETY: the CPU has AVX2.
                 return unsafe { avx2$(::<$c>)?($($arg),*) };
             }
@@ -242,3 +242,5 @@ fn column_sums(a: Batch, c: Batch) -> Vec<f32> {
         })
     }
 }
+
+pub mod series;

@@ -1,7 +1,7 @@
 //! The batch forward of [`Objective::forward`], term family by term family: the decoded
 //! predictions' tensors, the reconstruction family (manifold and the log-domain penalties), the
 //! latent dynamics (KL, velocity, acceleration), the topology loss, the innovation terms, then
-//! every statistic in one host read. [`forward_term`] builds one term's family alone.
+//! every statistic in one host read; of them only the families a [`Part`] asks for.
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -12,116 +12,107 @@ use super::dynamics::{acceleration_sum, kl_sum, velocity_sum};
 use super::input::{ObjectiveInput, host, i1, t1, t3};
 use super::predict::{Decoded, decode};
 use super::stats::{Stat, Stats};
-use super::term::{PerTerm, Term};
+use super::term::{Part, PerTerm, Term};
 use super::terms::PredTensors;
 use super::{Forward, Objective, innovation, topology};
 use crate::models::clg_ode::ClgOde;
 use crate::models::clg_ode::loss::topk_upper_mask;
 
-/// Scores a batch shard (see [`Objective::forward`]).
-pub(super) fn forward<B: Backend>(
+/// Scores a batch shard: every term of `part` (see [`Objective::forward_part`]).
+pub(super) fn forward_part<B: Backend>(
     obj: &Objective,
     model: &ClgOde<B>,
     x: &ObjectiveInput,
+    part: Part,
     epoch: usize,
     device: &B::Device,
 ) -> Forward<B> {
     let d = decode(obj, model, x, epoch, device);
-    let (pt, y) = pred_tensors(x, &d, device);
     let counts = obj.counts(x, epoch);
+    let penalties = penalties::<B>()
+        .iter()
+        .any(|&(t, _)| part.owns(t) && counts[t] > 0.0);
+    let manifold = part.owns(Term::Manifold);
+    let tensors =
+        (manifold || penalties || part.owns(Term::Topo)).then(|| pred_tensors(x, &d, device));
     let w = t1::<B>(x.preds.iter().map(|q| q.weight).collect(), device);
     let weighted = |v: Tensor<B, 1>| (v * w.clone()).sum();
     let mut sums = PerTerm::from_fn(|_| Tensor::<B, 1>::zeros([1], device));
 
-    let recon = reconstruction(obj, x, &d, &pt, &counts, &weighted, &mut sums, None, device);
-    dynamics(x, &d, &mut sums);
-    let topo = topology_term(obj, x, &pt, &mut sums, device);
-    let q_means = innovation_terms(obj, x, &d, epoch, &mut sums);
+    let recon = match &tensors {
+        Some((pt, _)) if manifold || penalties => {
+            reconstruction(obj, x, &d, pt, &counts, &weighted, &mut sums, part, device)
+        }
+        _ => None,
+    };
+    if part.owns(Term::Kl) {
+        dynamics(x, &d, &mut sums);
+    }
+    let topo = match &tensors {
+        Some((pt, _)) if part.owns(Term::Topo) => topology_term(obj, x, pt, &mut sums, device),
+        _ => None,
+    };
+    let q_means = match part.owns(Term::NewEdge) {
+        true => innovation_terms(obj, x, &d, epoch, &mut sums),
+        false => Vec::new(),
+    };
 
-    // Host values in one read (one sync on a GPU): every sum, the topology's raw values, the
-    // edge logits of the diagnostics; then the statistics.
-    let logit = d.conn.logit.detach();
-    let logit_len = logit.shape().num_elements();
+    // Host values in one read (one sync on a GPU): the part's sums, the reconstruction's
+    // parts, the topology's raw values, the edge logits of the diagnostics; then the statistics.
+    let owned: Vec<Term> = Term::ALL.into_iter().filter(|&t| part.owns(t)).collect();
+    let logit = manifold.then(|| d.conn.logit.detach());
+    let logit_len = logit.as_ref().map_or(0, |l| l.shape().num_elements());
     let raw_rows = topo.as_ref().map_or(0, |(rows, _)| rows.len());
-    let parts: Vec<Tensor<B, 1>> = sums
+    let parts: Vec<Tensor<B, 1>> = owned
         .iter()
-        .map(|(_, t)| t.clone())
-        .chain([recon.l_x.sum(), recon.l_e.sum(), recon.l_w.sum()])
+        .map(|&t| sums[t].clone())
+        .chain(recon.iter().flat_map(|r| {
+            [
+                r.l_x.clone().sum(),
+                r.l_e.clone().sum(),
+                r.l_w.clone().sum(),
+            ]
+        }))
         .chain(topo.as_ref().map(|(_, raw)| raw.clone()))
-        .chain([logit.reshape([logit_len])])
+        .chain(logit.map(|l| l.reshape([logit_len])))
         .map(|t| t.detach())
         .collect();
     let all = host(Tensor::cat(parts, 0));
     let (head, logit) = all.split_at(all.len() - logit_len);
     let (head, raw) = head.split_at(head.len() - raw_rows);
     let values: Vec<f64> = head.iter().map(|&v| f64::from(v)).collect();
+    let p = x.n_preds() as f64;
+    let mut stats = Stats::default();
+    for (i, &term) in owned.iter().enumerate() {
+        stats.add(term, values[i], counts[term]);
+    }
+    if recon.is_some() {
+        let parts = [Stat::ReconMorph, Stat::ReconEdge, Stat::ReconWeight];
+        for (k, part) in parts.into_iter().enumerate() {
+            stats.add(part, values[owned.len() + k], p);
+        }
+    }
     let mut topo_raw = vec![0.0f64; x.n_preds()];
     if let Some((rows, _)) = &topo {
         for (&q, &v) in rows.iter().zip(raw) {
             topo_raw[q] = v as f64;
         }
     }
-    let p = x.n_preds() as f64;
-    let mut stats = Stats::default();
-    for (i, term) in Term::ALL.into_iter().enumerate() {
-        stats.add(term, values[i], counts[term]);
+    if part.owns(Term::Topo) {
+        stats.add(Stat::TopoRaw, topo_raw.iter().sum(), p);
     }
-    for (k, part) in [Stat::ReconMorph, Stat::ReconEdge, Stat::ReconWeight]
-        .into_iter()
-        .enumerate()
-    {
-        stats.add(part, values[Term::COUNT + k], p);
-    }
-    stats.add(Stat::TopoRaw, topo_raw.iter().sum(), p);
     for (qm, kept) in q_means {
         stats.add(Stat::NewQMean, qm, 1.0);
         stats.add(Stat::NewKeptMean, kept as f64, 1.0);
     }
-    diagnostics_into(&mut stats, x, logit, &y, obj.cfg.compute_mask_auprc);
+    if let (true, Some((_, y))) = (manifold, &tensors) {
+        diagnostics_into(&mut stats, x, logit, y, obj.cfg.compute_mask_auprc);
+    }
     Forward {
         sums,
         stats,
         topo_raw,
     }
-}
-
-/// One term's sum over a batch shard and its host value (see [`Objective::forward_term`]):
-/// the decoding as in [`forward`], then only the family `term` belongs to (of the
-/// reconstruction family, the manifold term and `term`), each tensor built by the same
-/// operations as there, so the sum and its gradients are the full forward's, bit for bit. No
-/// other family, no statistics, no logits read back, no diagnostics.
-pub(super) fn forward_term<B: Backend>(
-    obj: &Objective,
-    model: &ClgOde<B>,
-    x: &ObjectiveInput,
-    term: Term,
-    epoch: usize,
-    device: &B::Device,
-) -> (Tensor<B, 1>, f64) {
-    let d = decode(obj, model, x, epoch, device);
-    let mut sums = PerTerm::from_fn(|_| Tensor::<B, 1>::zeros([1], device));
-    match term {
-        Term::Manifold | Term::FullLog | Term::ZeroLog | Term::DeltaLog | Term::Density => {
-            let (pt, _) = pred_tensors(x, &d, device);
-            let counts = obj.counts(x, epoch);
-            let w = t1::<B>(x.preds.iter().map(|q| q.weight).collect(), device);
-            let weighted = |v: Tensor<B, 1>| (v * w.clone()).sum();
-            let only = Some(term);
-            reconstruction(obj, x, &d, &pt, &counts, &weighted, &mut sums, only, device);
-        }
-        Term::Kl | Term::Vel | Term::Acc => dynamics(x, &d, &mut sums),
-        Term::Topo => {
-            let (pt, _) = pred_tensors(x, &d, device);
-            topology_term(obj, x, &pt, &mut sums, device);
-        }
-        Term::NewEdge | Term::NewSparse | Term::NewReg => {
-            innovation_terms(obj, x, &d, epoch, &mut sums);
-        }
-    }
-    let sum = sums[term].clone();
-    // `0.0 +` as `Stats::add` accumulates the full forward's value (a −0.0 reads +0.0 there).
-    let value = 0.0 + f64::from(host(sum.clone().detach())[0]);
-    (sum, value)
 }
 
 /// The symmetric top-k keep masks of every prediction (k = the target's edge count), the
@@ -194,8 +185,8 @@ struct Recon<B: Backend> {
 }
 
 /// The reconstruction family: the manifold term (morphology, edges, weights of every
-/// prediction) and the log-domain penalties that are on (of them only `only`, when given).
-/// Returns the reconstruction's parts.
+/// prediction) when `part` has it, and the log-domain penalties that are on and in `part`.
+/// Returns the reconstruction's parts (with the manifold term).
 #[allow(clippy::too_many_arguments)]
 fn reconstruction<B: Backend>(
     obj: &Objective,
@@ -205,32 +196,39 @@ fn reconstruction<B: Backend>(
     counts: &PerTerm<f64>,
     weighted: &impl Fn(Tensor<B, 1>) -> Tensor<B, 1>,
     sums: &mut PerTerm<Tensor<B, 1>>,
-    only: Option<Term>,
+    part: Part,
     device: &B::Device,
-) -> Recon<B> {
+) -> Option<Recon<B>> {
     let c = &obj.cfg;
     let (n, f, p) = (x.n, x.f, x.n_preds());
-    let l_x = (d.x_hat.clone() - t3(x.target_x.clone(), [p, n, f], device))
-        .square()
-        .reshape([p, n * f])
-        .mean_dim(1)
-        .reshape([p]);
-    let l_e = pt.edge(c, obj.fixed_support);
-    let l_w = pt.weight(obj.fixed_support);
-    let recon = l_x.clone() + l_e.clone() + l_w.clone().mul_scalar(c.lambda_weight);
-    sums[Term::Manifold] = weighted(recon);
-    let penalties: [(Term, PredTerm<B>); 4] = [
+    let recon = part.owns(Term::Manifold).then(|| {
+        let l_x = (d.x_hat.clone() - t3(x.target_x.clone(), [p, n, f], device))
+            .square()
+            .reshape([p, n * f])
+            .mean_dim(1)
+            .reshape([p]);
+        let l_e = pt.edge(c, obj.fixed_support);
+        let l_w = pt.weight(obj.fixed_support);
+        let recon = l_x.clone() + l_e.clone() + l_w.clone().mul_scalar(c.lambda_weight);
+        sums[Term::Manifold] = weighted(recon);
+        Recon { l_x, l_e, l_w }
+    });
+    for (term, value) in penalties::<B>() {
+        if counts[term] > 0.0 && part.owns(term) {
+            sums[term] = weighted(value(pt));
+        }
+    }
+    recon
+}
+
+/// The log-domain penalties of the reconstruction family.
+fn penalties<B: Backend>() -> [(Term, PredTerm<B>); 4] {
+    [
         (Term::FullLog, PredTensors::full_log),
         (Term::ZeroLog, PredTensors::zero_log),
         (Term::DeltaLog, PredTensors::delta_log),
         (Term::Density, PredTensors::density),
-    ];
-    for (term, value) in penalties {
-        if counts[term] > 0.0 && only.is_none_or(|t| t == term) {
-            sums[term] = weighted(value(pt));
-        }
-    }
-    Recon { l_x, l_e, l_w }
+    ]
 }
 
 /// The latent-dynamics family: KL of the start visits' encodings, velocity and acceleration

@@ -19,8 +19,11 @@ mod indexed;
 pub(crate) mod innovation;
 pub(crate) mod input;
 pub(crate) mod predict;
+mod series;
 pub(crate) mod stats;
 pub(crate) mod target_sides;
+#[cfg(test)]
+mod taylor_tests;
 pub(crate) mod term;
 pub(crate) mod terms;
 pub(crate) mod topology;
@@ -34,7 +37,7 @@ pub(crate) use config::{GradNormScope, ObjectiveConfig, TopologyConfig};
 pub(crate) use gradnorm::GradNorm;
 pub(crate) use input::{AccItem, ObjectiveInput, Pred, VelItem};
 pub(crate) use stats::{Stat, Stats};
-pub(crate) use term::{PerTerm, Term};
+pub(crate) use term::{Part, PerTerm, Term};
 
 use crate::models::clg_ode::ClgOde;
 
@@ -159,22 +162,22 @@ impl Objective {
         epoch: usize,
         device: &B::Device,
     ) -> Forward<B> {
-        forward::forward(self, model, x, epoch, device)
+        forward::forward_part(self, model, x, Part::All, epoch, device)
     }
 
-    /// One term's sum over a batch shard `[1]` and its host value, bit for bit as
-    /// [`Objective::forward`]'s `sums[term]` and `stats.sum(term)`, and the same gradients:
-    /// GradNorm's passes, which need nothing else. Only that term's family is built (the
-    /// manifold pass skips the topology loss's heat-trace series, the topology pass the
-    /// reconstruction); the statistics, the logits' read and the mask diagnostics are left out.
-    pub(crate) fn forward_term<B: Backend>(
+    /// The terms of `part` only ([`Part`]): their sums and statistics, each built by the
+    /// operations of [`Objective::forward`] (so bit for bit its values and gradients), the
+    /// statistics that belong to them (the reconstruction's parts and the mask diagnostics to
+    /// the manifold part, the raw topology values to the topology part). The three parts of
+    /// [`Part::GRADNORM`] together make every statistic of the full forward once.
+    pub(crate) fn forward_part<B: Backend>(
         &self,
         model: &ClgOde<B>,
         x: &ObjectiveInput,
-        term: Term,
+        part: Part,
         epoch: usize,
         device: &B::Device,
-    ) -> (Tensor<B, 1>, f64) {
-        forward::forward_term(self, model, x, term, epoch, device)
+    ) -> Forward<B> {
+        forward::forward_part(self, model, x, part, epoch, device)
     }
 }

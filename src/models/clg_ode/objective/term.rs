@@ -44,6 +44,33 @@ impl Term {
     }
 }
 
+/// Which terms a forward pass builds: all of them, or one of the three parts GradNorm's step
+/// scores separately (its two balanced terms, then everything else), whose gradients it adds
+/// with their coefficients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    All,
+    Manifold,
+    Topo,
+    /// Every term but the manifold and topology ones.
+    Rest,
+}
+
+impl Part {
+    /// GradNorm's parts, in the order of its weights, then the rest.
+    pub(crate) const GRADNORM: [Part; 3] = [Part::Manifold, Part::Topo, Part::Rest];
+
+    /// Whether this part builds term `t`.
+    pub(crate) fn owns(self, t: Term) -> bool {
+        match self {
+            Part::All => true,
+            Part::Manifold => t == Term::Manifold,
+            Part::Topo => t == Term::Topo,
+            Part::Rest => !matches!(t, Term::Manifold | Term::Topo),
+        }
+    }
+}
+
 impl From<Term> for Stat {
     fn from(t: Term) -> Stat {
         t.stat()

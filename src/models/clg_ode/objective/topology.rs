@@ -245,18 +245,7 @@ pub(crate) fn raw_loss<B: Backend>(
     .transpose()
     .unsqueeze::<3>()
     .repeat_dim(0, gk); // [GK,N,V]
-    let mut term = x0.clone();
-    let mut y = x0.clone();
-    for step in 1..=cfg.taylor_order.max(1) {
-        let lx = term.clone() - dinv.clone() * w.clone().matmul(dinv.clone() * term);
-        term = lx.mul_scalar(-cfg.t / step as f64);
-        y = y + term.clone();
-    }
-    let beta0 = (x0 * y)
-        .sum_dim(2)
-        .sum_dim(1)
-        .reshape([gk])
-        .div_scalar(v as f64);
+    let beta0 = super::series::taylor_beta0(w.clone(), dinv, x0, cfg);
     let edges = w.sum_dim(2).sum_dim(1).reshape([gk]).mul_scalar(0.5);
     let beta1 = edges + beta0.clone().sub_scalar(n as f64);
     let t0: Vec<f32> = target.iter().map(|&(b, _)| b as f32).collect();

@@ -7,9 +7,11 @@
 //! ranks. Every term of the objective is a sum over this shard's items divided by the item count
 //! of the global batch (summed over ranks before the forward), so the gradients summed over
 //! ranks are the global batch's. GradNorm needs the norms of the manifold and topology
-//! gradients of the global batch: two extra forward/backward passes (Burn's backward consumes
-//! the graph), each building only its term ([`Objective::forward_term`]: no statistics, no
-//! diagnostics), their gradients summed over ranks, then the weighted total.
+//! gradients of the global batch, and Burn's backward consumes the graph: its step scores three
+//! parts of the objective in passes of their own ([`Objective::forward_part`]: the manifold
+//! term, the topology term, the rest), each term built once, the first two parts' gradients
+//! summed over ranks for their norms, and the step's gradient is their weighted sum
+//! ([`gradnorm_step`]).
 
 use anyhow::Result;
 use burn::module::{AutodiffModule, ParamId};
@@ -26,7 +28,7 @@ use super::batch::{Mode, build};
 use crate::backend::BackendKind;
 use crate::dist::Collective;
 use crate::models::clg_ode::ClgOde;
-use crate::models::clg_ode::objective::{Objective, ObjectiveInput, PerTerm, Stats, Term};
+use crate::models::clg_ode::objective::{Objective, ObjectiveInput, Part, PerTerm, Stats, Term};
 use crate::toolbox::{ddp, host_parallel};
 
 /// The two terms GradNorm balances, in the order of its weights.
@@ -199,28 +201,8 @@ pub(crate) fn grads<B: AutodiffBackend>(
     let pieces = pieces(data, obj, sampling, run, order, start, (lo, hi), cut);
     let counts = global_counts(obj, &pieces, epoch, comm)?;
     let frozen = obj.cfg.innovation.frozen(epoch);
-    let mut weights = obj.state.gradnorm.weights;
     if obj.cfg.gradnorm_on() && !frozen {
-        // Losses and gradient norms of the manifold and topology terms of the global batch.
-        let mut ln = [0.0f64; 2];
-        let mut g = [0.0f64; 2];
-        for (k, term) in GRADNORM_TERMS.into_iter().enumerate() {
-            let objective: &Objective = obj;
-            let (grads, losses) = match pieces.is_empty() {
-                true => (GradientsParams::new(), Vec::new()),
-                false => host_parallel::backward_pieces(model, &pieces, |m, p| {
-                    let (sum, value) = objective.forward_term(m, &p.x, term, epoch, device);
-                    (sum.div_scalar(counts[term].max(1.0)), value)
-                }),
-            };
-            ln[k] = losses.iter().sum();
-            g[k] = global_norm(model, &grads, comm)?;
-        }
-        comm.all_reduce_sum_f64(&mut ln)?;
-        let l = GRADNORM_TERMS.map(|t| counts[t].max(1.0));
-        let l = [ln[0] / l[0], ln[1] / l[1]];
-        let t = &obj.cfg;
-        weights = obj.state.gradnorm.update(l, g, t.gradnorm_lambdas());
+        return gradnorm_step(model, obj, &pieces, &counts, epoch, cut, device, comm);
     }
     if pieces.is_empty() {
         return Ok(StepResult {
@@ -229,7 +211,7 @@ pub(crate) fn grads<B: AutodiffBackend>(
             topo_raw: Vec::new(),
         });
     }
-    let coefs = obj.coefficients(epoch, weights);
+    let coefs = obj.coefficients(epoch, obj.state.gradnorm.weights);
     let objective: &Objective = obj;
     let (mut grads, scored) = host_parallel::backward_pieces(model, &pieces, |m, p| {
         let fwd = objective.forward(m, &p.x, epoch, device);
@@ -252,6 +234,111 @@ pub(crate) fn grads<B: AutodiffBackend>(
     for (s, topo) in scored {
         stats.merge(&s);
         topo_raw.extend(topo);
+    }
+    Ok(StepResult {
+        grads,
+        stats,
+        topo_raw,
+    })
+}
+
+/// A step with GradNorm: every piece's three parts ([`Part::GRADNORM`]: the manifold term, the
+/// topology term, the rest), all scored at once (on `flex`, six passes of two subjects shared
+/// over the cores). GradNorm's weights come from the first two parts' losses and gradient
+/// norms, as from two passes of their own; the step's gradient is
+/// c_manifold·∇manifold + c_topology·∇topology + ∇rest, each of the terms built and
+/// differentiated once (the topology loss was built twice: once for its norm, once in the
+/// total). The statistics are the full forward's, bit for bit (each part makes its own
+/// terms' by the same operations); the gradient equals the total's up to rounding.
+#[allow(clippy::too_many_arguments)]
+fn gradnorm_step<B: AutodiffBackend>(
+    model: &ClgOde<B>,
+    obj: &mut Objective,
+    pieces: &[Piece],
+    counts: &PerTerm<f64>,
+    epoch: usize,
+    cut: Pieces,
+    device: &B::Device,
+    comm: &dyn Collective,
+) -> Result<StepResult> {
+    // The rest's coefficients do not depend on GradNorm's weights.
+    let mut rest = obj.coefficients(epoch, obj.state.gradnorm.weights);
+    for t in GRADNORM_TERMS {
+        rest[t] = 0.0;
+    }
+    let rest_on = Term::ALL
+        .into_iter()
+        .any(|t| rest[t] != 0.0 && counts[t] > 0.0);
+    let jobs: Vec<(usize, usize)> = (0..pieces.len())
+        .flat_map(|p| (0..Part::GRADNORM.len()).map(move |k| (p, k)))
+        .collect();
+    let objective: &Objective = obj;
+    let (mut grads, scored) = host_parallel::backward_groups(
+        model,
+        &jobs,
+        (Part::GRADNORM.len(), |&(_, k): &(usize, usize)| k),
+        cut == Pieces::PerSubject,
+        |m, &(p, k)| {
+            let piece = &pieces[p];
+            let part = Part::GRADNORM[k];
+            let fwd = objective.forward_part(m, &piece.x, part, epoch, device);
+            let loss = match GRADNORM_TERMS.get(k) {
+                Some(&t) => Some(fwd.sums[t].clone().div_scalar(counts[t].max(1.0))),
+                None => rest_on.then(|| objective.combine(&fwd.sums, &rest, counts, device)),
+            };
+            let slots = topo_slots(&piece.x, piece.first);
+            let topo: Vec<(usize, f64)> = match part {
+                Part::Topo => slots.into_iter().zip(fwd.topo_raw).collect(),
+                _ => Vec::new(),
+            };
+            (loss, (fwd.stats, topo))
+        },
+    );
+    // Losses and gradient norms of the manifold and topology terms of the global batch.
+    let mut ln = [0.0f64; 2];
+    for (k, term) in GRADNORM_TERMS.into_iter().enumerate() {
+        let values: Vec<f64> = scored
+            .iter()
+            .skip(k)
+            .step_by(Part::GRADNORM.len())
+            .map(|(s, _)| s.sum(term))
+            .collect();
+        ln[k] = values.iter().sum();
+    }
+    let g = [
+        global_norm(model, &grads[0], comm)?,
+        global_norm(model, &grads[1], comm)?,
+    ];
+    comm.all_reduce_sum_f64(&mut ln)?;
+    let l = GRADNORM_TERMS.map(|t| counts[t].max(1.0));
+    let l = [ln[0] / l[0], ln[1] / l[1]];
+    let weights = obj.state.gradnorm.update(l, g, obj.cfg.gradnorm_lambdas());
+    let coefs = obj.coefficients(epoch, weights);
+    // As `Objective::combine`: a term without items or coefficient adds nothing.
+    let weight = |t: Term| match coefs[t] != 0.0 && counts[t] > 0.0 {
+        true => coefs[t],
+        false => 0.0,
+    };
+    let rest_grads = grads.pop().unwrap_or_default();
+    let topo_grads = grads.pop().unwrap_or_default();
+    let manifold_grads = grads.pop().unwrap_or_default();
+    let grads = host_parallel::weighted_sum(
+        model,
+        vec![
+            (manifold_grads, weight(Term::Manifold)),
+            (topo_grads, weight(Term::Topo)),
+            (rest_grads, 1.0),
+        ],
+    );
+    let mut stats = Stats::default();
+    let mut topo_raw = Vec::new();
+    for piece in scored.chunks(Part::GRADNORM.len()) {
+        let mut whole = Stats::default();
+        for (s, topo) in piece {
+            whole.merge(s);
+            topo_raw.extend(topo.iter().copied());
+        }
+        stats.merge(&whole);
     }
     Ok(StepResult {
         grads,

@@ -321,12 +321,13 @@ fn gradnorm_weights_from_our_gradients_match_the_reference() {
     }
 }
 
-/// GradNorm's passes build one term alone ([`Objective::forward_term`]): in every golden
-/// configuration, every term's sum, host value and gradients are the full forward's, bit for
-/// bit (the passes' gradient norms, hence GradNorm's weights, are unchanged).
+/// GradNorm's step builds its three parts apart ([`Objective::forward_part`]): in every golden
+/// configuration, every term's sum and gradients are the full forward's, bit for bit, and the
+/// three parts' statistics and raw topology values together are the full forward's (so the
+/// passes' losses and gradient norms, hence GradNorm's weights, are unchanged).
 #[test]
-fn one_term_forward_is_the_full_forward_bit_for_bit() {
-    use crate::models::clg_ode::objective::Objective;
+fn forward_parts_are_the_full_forward_bit_for_bit() {
+    use crate::models::clg_ode::objective::{Objective, Part, Stats};
     use burn::backend::Autodiff;
     use burn::optim::GradientsParams;
     type AB = Autodiff<Flex>;
@@ -352,21 +353,42 @@ fn one_term_forward_is_the_full_forward_bit_for_bit() {
             let flat = crate::toolbox::ddp::flatten_grads(&model, &grads).flat;
             flat.iter().map(|v| v.to_bits()).collect()
         };
-        // One graph at a time: a backward consumes what it reaches, the model's leaves too.
-        for term in Term::ALL {
-            let at = format!("{label}: {}", term.name());
-            let (sum, value) = obj.forward_term(&model, &x, term, epoch, &dev());
-            // A term that is off is a constant zero, outside the graph (no backward).
-            let tracked = in_graph(&sum);
-            let grads = tracked.then(|| grad_bits(sum));
-            let fwd = obj.forward(&model, &x, epoch, &dev());
-            assert_eq!(value.to_bits(), fwd.stats.sum(term).to_bits(), "{at}");
-            assert_eq!(in_graph(&fwd.sums[term]), tracked, "{at}");
-            if let Some(grads) = grads {
-                assert_eq!(grads, grad_bits(fwd.sums[term].clone()), "{at}");
-                compared.insert(term.name());
+        let bits = |s: &Stats| s.v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let mut merged = Stats::default();
+        let mut raw = vec![0.0f64; x.n_preds()];
+        for part in Part::GRADNORM {
+            let fwd = obj.forward_part(&model, &x, part, epoch, &dev());
+            merged.merge(&fwd.stats);
+            if part == Part::Topo {
+                raw = fwd.topo_raw.clone();
+            }
+            // One graph at a time: a backward consumes what it reaches, the model's leaves too.
+            for term in Term::ALL.into_iter().filter(|&t| part.owns(t)) {
+                let at = format!("{label}: {}", term.name());
+                let fwd = obj.forward_part(&model, &x, part, epoch, &dev());
+                // A term that is off is a constant zero, outside the graph (no backward).
+                let tracked = in_graph(&fwd.sums[term]);
+                let grads = tracked.then(|| grad_bits(fwd.sums[term].clone()));
+                let full = obj.forward(&model, &x, epoch, &dev());
+                assert_eq!(in_graph(&full.sums[term]), tracked, "{at}");
+                if let Some(grads) = grads {
+                    assert_eq!(grads, grad_bits(full.sums[term].clone()), "{at}");
+                    compared.insert(term.name());
+                }
             }
         }
+        let full = obj.forward(&model, &x, epoch, &dev());
+        let mut whole = Stats::default();
+        whole.merge(&full.stats);
+        assert_eq!(bits(&merged), bits(&whole), "{label}: statistics");
+        assert_eq!(
+            raw.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            full.topo_raw
+                .iter()
+                .map(|v| v.to_bits())
+                .collect::<Vec<_>>(),
+            "{label}: raw topology values"
+        );
     }
     // Every term's gradients are compared in some configuration.
     assert_eq!(compared.len(), Term::COUNT, "compared: {compared:?}");
