@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use super::diagnostics::diagnostics_into;
 use super::dynamics::{acceleration_sum, kl_sum, velocity_sum};
 use super::input::{ObjectiveInput, host, i1, t1, t3};
-use super::predict::{Decoded, decode};
+use super::predict::{Decoded, Latent, latent, outputs};
 use super::stats::{Stat, Stats};
 use super::term::{Part, PerTerm, Term};
 use super::terms::PredTensors;
@@ -27,40 +27,51 @@ pub(super) fn forward_part<B: Backend>(
     epoch: usize,
     device: &B::Device,
 ) -> Forward<B> {
-    let d = decode(obj, model, x, epoch, device);
     let counts = obj.counts(x, epoch);
     let penalties = penalties::<B>()
         .iter()
         .any(|&(t, _)| part.owns(t) && counts[t] > 0.0);
     let manifold = part.owns(Term::Manifold);
-    let tensors =
-        (manifold || penalties || part.owns(Term::Topo)).then(|| pred_tensors(x, &d, device));
+    let topology = part.owns(Term::Topo);
+    let innovations = part.owns(Term::NewEdge) && counts[Term::NewEdge] > 0.0;
+    let lat = latent(model, x, device);
+    let mut sums = PerTerm::from_fn(|_| Tensor::<B, 1>::zeros([1], device));
+    if part.owns(Term::Kl) {
+        dynamics(x, &lat, &mut sums);
+    }
+    // The decoders only for the terms that read their outputs (the rest part of the reference's
+    // default objective reads the latent states only).
+    let d = (manifold || penalties || topology || innovations)
+        .then(|| outputs(obj, model, x, &lat, epoch, device));
+    let tensors = match &d {
+        Some(d) if manifold || penalties || topology => Some(pred_tensors(x, d, device)),
+        _ => None,
+    };
     let w = t1::<B>(x.preds.iter().map(|q| q.weight).collect(), device);
     let weighted = |v: Tensor<B, 1>| (v * w.clone()).sum();
-    let mut sums = PerTerm::from_fn(|_| Tensor::<B, 1>::zeros([1], device));
 
-    let recon = match &tensors {
-        Some((pt, _)) if manifold || penalties => {
-            reconstruction(obj, x, &d, pt, &counts, &weighted, &mut sums, part, device)
+    let recon = match (&d, &tensors) {
+        (Some(d), Some((pt, _))) if manifold || penalties => {
+            reconstruction(obj, x, d, pt, &counts, &weighted, &mut sums, part, device)
         }
         _ => None,
     };
-    if part.owns(Term::Kl) {
-        dynamics(x, &d, &mut sums);
-    }
     let topo = match &tensors {
-        Some((pt, _)) if part.owns(Term::Topo) => topology_term(obj, x, pt, &mut sums, device),
+        Some((pt, _)) if topology => topology_term(obj, x, pt, &mut sums, device),
         _ => None,
     };
-    let q_means = match part.owns(Term::NewEdge) {
-        true => innovation_terms(obj, x, &d, epoch, &mut sums),
-        false => Vec::new(),
+    let q_means = match &d {
+        Some(d) if innovations => innovation_terms(obj, x, d, epoch, &mut sums),
+        _ => Vec::new(),
     };
 
     // Host values in one read (one sync on a GPU): the part's sums, the reconstruction's
     // parts, the topology's raw values, the edge logits of the diagnostics; then the statistics.
     let owned: Vec<Term> = Term::ALL.into_iter().filter(|&t| part.owns(t)).collect();
-    let logit = manifold.then(|| d.conn.logit.detach());
+    let logit = d
+        .as_ref()
+        .filter(|_| manifold)
+        .map(|d| d.conn.logit.clone().detach());
     let logit_len = logit.as_ref().map_or(0, |l| l.shape().num_elements());
     let raw_rows = topo.as_ref().map_or(0, |(rows, _)| rows.len());
     let parts: Vec<Tensor<B, 1>> = owned
@@ -233,7 +244,7 @@ fn penalties<B: Backend>() -> [(Term, PredTerm<B>); 4] {
 
 /// The latent-dynamics family: KL of the start visits' encodings, velocity and acceleration
 /// of the forecasts.
-fn dynamics<B: Backend>(x: &ObjectiveInput, d: &Decoded<B>, sums: &mut PerTerm<Tensor<B, 1>>) {
+fn dynamics<B: Backend>(x: &ObjectiveInput, d: &Latent<B>, sums: &mut PerTerm<Tensor<B, 1>>) {
     sums[Term::Kl] = kl_sum(&d.enc, x.nb);
     if let Some(zf) = &d.z_fore {
         if !x.vel.is_empty() {

@@ -35,13 +35,17 @@ pub(crate) fn innovation_plans_possible(
         .count()
 }
 
-/// The model's outputs for every prediction of a batch.
-pub(crate) struct Decoded<B: Backend> {
+/// The latent part of a batch: every encoder row's encoding and z0, the start visits' z0, the
+/// forecasts' end states.
+pub(crate) struct Latent<B: Backend> {
     pub enc: Encoded<B>,
-    /// Every encoder row's z0, the start visits' z0, the forecasts' end states.
     pub z_all: Tensor<B, 3>,
     pub z_clean: Tensor<B, 3>,
     pub z_fore: Option<Tensor<B, 3>>,
+}
+
+/// The model's outputs for every prediction of a batch.
+pub(crate) struct Decoded<B: Backend> {
     /// x̂ `[P,N,F]`.
     pub x_hat: Tensor<B, 3>,
     pub conn: ConnOutput<B>,
@@ -60,16 +64,24 @@ pub(crate) fn decode<B: Backend>(
     epoch: usize,
     device: &B::Device,
 ) -> Decoded<B> {
+    outputs(obj, model, x, &latent(model, x, device), epoch, device)
+}
+
+/// Encodes every encoder row of `x` and integrates every forecast: what the latent terms (KL,
+/// velocity, acceleration) read, without the decoders.
+pub(crate) fn latent<B: Backend>(
+    model: &ClgOde<B>,
+    x: &ObjectiveInput,
+    device: &B::Device,
+) -> Latent<B> {
     let (n, f, nb) = (x.n, x.f, x.nb);
     let r = x.enc_rows;
-    let p = x.n_preds();
     let enc = model.encode(
         t3(x.enc_a.clone(), [r, n, n], device),
         t3(x.enc_x.clone(), [r, n, f], device),
     );
     let z_all = enc.z0();
     let z_clean = z_all.clone().narrow(0, 0, nb);
-    let z_d = z_all.clone().select(0, i1(x.d_rows.clone(), device));
     let z_fore = (!x.traj_src.is_empty()).then(|| {
         let src = i1::<B>(x.traj_src.clone(), device);
         let cov = model.covariates(
@@ -86,7 +98,27 @@ pub(crate) fn decode<B: Backend>(
             t1(x.traj_dt.clone(), device),
         )
     });
-    let z_pred = match &z_fore {
+    Latent {
+        enc,
+        z_all,
+        z_clean,
+        z_fore,
+    }
+}
+
+/// Decodes every prediction of `x` from its latent part `lat`, then applies the innovation
+/// module (at `epoch`).
+pub(crate) fn outputs<B: Backend>(
+    obj: &Objective,
+    model: &ClgOde<B>,
+    x: &ObjectiveInput,
+    lat: &Latent<B>,
+    epoch: usize,
+    device: &B::Device,
+) -> Decoded<B> {
+    let (n, p) = (x.n, x.n_preds());
+    let z_d = lat.z_all.clone().select(0, i1(x.d_rows.clone(), device));
+    let z_pred = match &lat.z_fore {
         Some(zf) => Tensor::cat(vec![z_d, zf.clone()], 0),
         None => z_d,
     };
@@ -143,10 +175,6 @@ pub(crate) fn decode<B: Backend>(
         a_pred = a_pred + t3::<B>(mask, [p, n, n], device) * conn.w_new.clone().clamp_min(0.0);
     }
     Decoded {
-        enc,
-        z_all,
-        z_clean,
-        z_fore,
         x_hat: dec.x_hat,
         conn,
         a_pred,
