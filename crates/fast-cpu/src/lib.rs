@@ -25,7 +25,9 @@
 //!   (`elementwise.rs`; the last three eight values at a time with AVX2 + FMA,
 //!   `vector_math.rs`), 2-D matrix products by blocks of rows (`matmul.rs`), and batched
 //!   products with a side of width 4 or less (CLG-ODE's topology loss: a matrix times two
-//!   probe vectors, their outer products) in loops of their own (`thin.rs`);
+//!   probe vectors, their outer products) in loops of their own (`thin.rs`), and that loss's
+//!   whole Taylor series one graph per task, its matrix read while in cache, with the adjoint
+//!   series of its gradient (`thin/series.rs`, called by the trainer's `objective/series.rs`);
 //! * Bernoulli draws (dropout masks) from a ChaCha8 stream of its own, drawn in parallel chunks
 //!   that each start at their own position in the stream (`random.rs`), its words sixteen
 //!   blocks at a time with AVX-512 (`chacha.rs`);
