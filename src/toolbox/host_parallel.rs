@@ -74,8 +74,17 @@ pub(crate) fn sum_in_order<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: &M,
     parts: &mut [GradientsParams],
 ) -> GradientsParams {
+    add_up(model, parts.iter_mut().map(|p| (p, None)).collect())
+}
+
+/// Σ (weight ×) gradients over `parts`, parameter by parameter, in their order; a part without
+/// a weight is added as it is. A parameter no part reached has no gradient.
+fn add_up<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: &M,
+    parts: Vec<(&mut GradientsParams, Option<f64>)>,
+) -> GradientsParams {
     struct Sum<'a> {
-        parts: &'a mut [GradientsParams],
+        parts: Vec<(&'a mut GradientsParams, Option<f64>)>,
         out: GradientsParams,
     }
     impl<B: AutodiffBackend> ModuleVisitor<B> for Sum<'_> {
@@ -83,7 +92,13 @@ pub(crate) fn sum_in_order<B: AutodiffBackend, M: AutodiffModule<B>>(
             let total = self
                 .parts
                 .iter_mut()
-                .filter_map(|p| p.remove::<B::InnerBackend, D>(param.id))
+                .filter_map(|(p, w)| {
+                    let g = p.remove::<B::InnerBackend, D>(param.id)?;
+                    Some(match *w {
+                        Some(w) => g.mul_scalar(w),
+                        None => g,
+                    })
+                })
                 .reduce(|a, b| a + b);
             if let Some(total) = total {
                 self.out.register::<B::InnerBackend, D>(param.id, total);
@@ -161,28 +176,10 @@ where
 /// parameter no part reached has no gradient).
 pub(crate) fn weighted_sum<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: &M,
-    parts: Vec<(GradientsParams, f64)>,
+    mut parts: Vec<(GradientsParams, f64)>,
 ) -> GradientsParams {
-    struct Sum {
-        parts: Vec<(GradientsParams, f64)>,
-        out: GradientsParams,
-    }
-    impl<B: AutodiffBackend> ModuleVisitor<B> for Sum {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            let total = self
-                .parts
-                .iter_mut()
-                .filter_map(|(p, w)| Some(p.remove::<B::InnerBackend, D>(param.id)?.mul_scalar(*w)))
-                .reduce(|a, b| a + b);
-            if let Some(total) = total {
-                self.out.register::<B::InnerBackend, D>(param.id, total);
-            }
-        }
-    }
-    let mut sum = Sum {
-        parts,
-        out: GradientsParams::new(),
-    };
-    model.visit(&mut sum);
-    sum.out
+    add_up(
+        model,
+        parts.iter_mut().map(|(p, w)| (p, Some(*w))).collect(),
+    )
 }
