@@ -125,7 +125,6 @@ pub struct DoctorReport {
     pub exit_code: u8,
 }
 
-/// The hint printed for every run: small models do not need a GPU.
 /// The findings a diagnosis collects, in order (`checks.rs` adds them, `diagnose.rs` returns
 /// them in a [`DoctorReport`]).
 pub(crate) struct Findings(Vec<Finding>);

@@ -143,16 +143,16 @@ pub struct OdeFunc<B: Backend> {
 pub struct PreparedOde<B: Backend> {
     /// First layer's state rows of both branches side by side, each then a zero column:
     /// `[2L, W]`.
-    w1: Tensor<B, 2>,
+    pub(crate) w1: Tensor<B, 2>,
     /// Per-trajectory bias at s = 0, `[b1 + cov·W_cov | 1]` per branch: `[B, W]`.
-    base: Tensor<B, 2>,
+    pub(crate) base: Tensor<B, 2>,
     /// Its change per unit of s, `[Δt·w_t | 0]` per branch: `[B, W]`.
-    slope: Tensor<B, 2>,
+    pub(crate) slope: Tensor<B, 2>,
     /// Each second layer with its bias as the last row: `[H+1, L]`.
-    w2_m: Tensor<B, 2>,
-    w2_c: Tensor<B, 2>,
+    pub(crate) w2_m: Tensor<B, 2>,
+    pub(crate) w2_c: Tensor<B, 2>,
     /// Δt `[B,1]`, folded into the RK4 coefficients.
-    dt: Tensor<B, 2>,
+    pub(crate) dt: Tensor<B, 2>,
 }
 
 impl<B: Backend> OdeFunc<B> {
@@ -218,6 +218,14 @@ impl<B: Backend> OdeFunc<B> {
     }
 }
 
+/// One evaluation of the ODE function in an integration: its input state `[B·N, 2L]` (without
+/// the trajectory indicators) and hidden activations after the ReLU `[B·N, W]`.
+#[derive(Clone, Debug)]
+pub(crate) struct Stage<B: Backend> {
+    pub y: Tensor<B, 2>,
+    pub hidden: Tensor<B, 2>,
+}
+
 /// `[B·N, B]` one-hot rows: row `b·N + i` selects trajectory b.
 pub(crate) fn trajectory_onehot<B: Backend>(
     b: usize,
@@ -245,11 +253,29 @@ impl<B: Backend> PreparedOde<B> {
 
     /// `[f(t, z) | 0]` for the augmented states `[z | e_b]` `[B·N, 2L+B]` (trajectory-major)
     /// and the first layer at t ([`PreparedOde::first_layer`]).
-    fn eval(&self, w1: &Tensor<B, 2>, z: Tensor<B, 2>, zeros: &Tensor<B, 2>) -> Tensor<B, 2> {
-        let hidden = relu(z.matmul(w1.clone()));
+    /// With `keep`, the evaluation's input and hidden activations are pushed to it (for
+    /// [`super::shared_ode`]'s backward); the values are the same either way.
+    fn eval(
+        &self,
+        w1: &Tensor<B, 2>,
+        z: Tensor<B, 2>,
+        zeros: &Tensor<B, 2>,
+        keep: &mut Option<&mut Vec<Stage<B>>>,
+    ) -> Tensor<B, 2> {
+        let hidden = relu(z.clone().matmul(w1.clone()));
         let width = hidden.dims()[1] / 2;
         let dm = hidden.clone().narrow(1, 0, width).matmul(self.w2_m.clone());
-        let dc = hidden.narrow(1, width, width).matmul(self.w2_c.clone());
+        let dc = hidden
+            .clone()
+            .narrow(1, width, width)
+            .matmul(self.w2_c.clone());
+        if let Some(kept) = keep {
+            let d = dm.dims()[1] + dc.dims()[1];
+            kept.push(Stage {
+                y: z.narrow(1, 0, d),
+                hidden,
+            });
+        }
         Tensor::cat(vec![dm, dc, zeros.clone()], 1)
     }
 
@@ -259,6 +285,17 @@ impl<B: Backend> PreparedOde<B> {
     /// coefficients (`z + (Δt·h/2)·f`, each coefficient one value per row of the state). z0
     /// `[B,N,2L]` → z(Δt) `[B,N,2L]`.
     pub fn integrate(&self, z0: Tensor<B, 3>, steps: usize) -> Tensor<B, 3> {
+        self.integrate_keeping(z0, steps, None)
+    }
+
+    /// [`PreparedOde::integrate`], pushing every evaluation's [`Stage`] to `keep` (four per
+    /// step, in order) when given.
+    pub(crate) fn integrate_keeping(
+        &self,
+        z0: Tensor<B, 3>,
+        steps: usize,
+        mut keep: Option<&mut Vec<Stage<B>>>,
+    ) -> Tensor<B, 3> {
         let [b, n, d] = z0.dims();
         let device = z0.device();
         let onehot = trajectory_onehot::<B>(b, n, &device);
@@ -284,10 +321,25 @@ impl<B: Backend> PreparedOde<B> {
         let mut z = Tensor::cat(vec![z0.reshape([b * n, d]), onehot], 1);
         for step in 0..steps {
             let (w0, w_mid, w_end) = (layer(2 * step), layer(2 * step + 1), layer(2 * step + 2));
-            let k1 = self.eval(&w0, z.clone(), &zeros);
-            let k2 = self.eval(&w_mid, z.clone() + k1.clone() * half.clone(), &zeros);
-            let k3 = self.eval(&w_mid, z.clone() + k2.clone() * half.clone(), &zeros);
-            let k4 = self.eval(&w_end, z.clone() + k3.clone() * full.clone(), &zeros);
+            let k1 = self.eval(&w0, z.clone(), &zeros, &mut keep);
+            let k2 = self.eval(
+                &w_mid,
+                z.clone() + k1.clone() * half.clone(),
+                &zeros,
+                &mut keep,
+            );
+            let k3 = self.eval(
+                &w_mid,
+                z.clone() + k2.clone() * half.clone(),
+                &zeros,
+                &mut keep,
+            );
+            let k4 = self.eval(
+                &w_end,
+                z.clone() + k3.clone() * full.clone(),
+                &zeros,
+                &mut keep,
+            );
             z = z + (k1 + (k2 + k3).mul_scalar(2.0) + k4) * sixth.clone();
         }
         z.narrow(1, 0, d).reshape([b, n, d])

@@ -22,6 +22,9 @@ pub(crate) mod loss;
 pub(crate) mod objective;
 #[cfg(test)]
 mod op_count_tests;
+pub(crate) mod shared_ode;
+#[cfg(test)]
+mod shared_ode_tests;
 
 #[cfg(test)]
 mod tests;
@@ -201,6 +204,33 @@ impl<B: Backend> ClgOde<B> {
         self.ode_func
             .prepare(cov, dt)
             .integrate(z0, self.solver_steps)
+    }
+
+    /// [`ClgOde::integrate`], replaying the integration `shared` kept of the same inputs where
+    /// the backend shares one ([`shared_ode`]).
+    pub(crate) fn integrate_shared(
+        &self,
+        z0: Tensor<B, 3>,
+        cov: Tensor<B, 2>,
+        dt: Tensor<B, 1>,
+        shared: Option<&shared_ode::SharedOde>,
+    ) -> Tensor<B, 3> {
+        let p = self.ode_func.prepare(cov, dt);
+        match shared.and_then(|s| shared_ode::replay(&p, z0.clone(), s)) {
+            Some(z) => z,
+            None => p.integrate(z0, self.solver_steps),
+        }
+    }
+
+    /// The integration of [`ClgOde::integrate`] run once with its stages kept, for the graphs
+    /// of `Autodiff<B>` that replay it ([`shared_ode`]).
+    pub(crate) fn integrate_kept(
+        &self,
+        z0: Tensor<B, 3>,
+        cov: Tensor<B, 2>,
+        dt: Tensor<B, 1>,
+    ) -> shared_ode::SharedOde {
+        shared_ode::SharedOde::forward(&self.ode_func.prepare(cov, dt), z0, self.solver_steps)
     }
 
     /// Decodes states z `[B,N,2L]`; `start` (start visit and time of each row) is needed by the

@@ -17,6 +17,7 @@ use super::terms::PredTensors;
 use super::{Forward, Objective, innovation, topology};
 use crate::models::clg_ode::ClgOde;
 use crate::models::clg_ode::loss::topk_upper_mask;
+use crate::models::clg_ode::shared_ode::SharedOde;
 
 /// Scores a batch shard: every term of `part` (see [`Objective::forward_part`]).
 pub(super) fn forward_part<B: Backend>(
@@ -26,6 +27,7 @@ pub(super) fn forward_part<B: Backend>(
     part: Part,
     epoch: usize,
     device: &B::Device,
+    shared: Option<&SharedOde>,
 ) -> Forward<B> {
     let counts = obj.counts(x, epoch);
     let penalties = penalties::<B>()
@@ -34,7 +36,7 @@ pub(super) fn forward_part<B: Backend>(
     let manifold = part.owns(Term::Manifold);
     let topology = part.owns(Term::Topo);
     let innovations = part.owns(Term::NewEdge) && counts[Term::NewEdge] > 0.0;
-    let lat = latent(model, x, device);
+    let lat = latent(model, x, device, shared);
     let mut sums = PerTerm::from_fn(|_| Tensor::<B, 1>::zeros([1], device));
     if part.owns(Term::Kl) {
         dynamics(x, &lat, &mut sums);

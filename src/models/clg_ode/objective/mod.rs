@@ -40,6 +40,7 @@ pub(crate) use stats::{Stat, Stats};
 pub(crate) use term::{Part, PerTerm, Term};
 
 use crate::models::clg_ode::ClgOde;
+use crate::models::clg_ode::shared_ode::SharedOde;
 
 /// Σ coefficient × mean over the terms with a coefficient (host side, from statistics).
 pub(crate) fn total_of(coefs: &PerTerm<f64>, stats: &Stats) -> f64 {
@@ -162,14 +163,16 @@ impl Objective {
         epoch: usize,
         device: &B::Device,
     ) -> Forward<B> {
-        forward::forward_part(self, model, x, Part::All, epoch, device)
+        forward::forward_part(self, model, x, Part::All, epoch, device, None)
     }
 
     /// The terms of `part` only ([`Part`]): their sums and statistics, each built by the
     /// operations of [`Objective::forward`] (so bit for bit its values and gradients), the
     /// statistics that belong to them (the reconstruction's parts and the mask diagnostics to
     /// the manifold part, the raw topology values to the topology part). The three parts of
-    /// [`Part::GRADNORM`] together make every statistic of the full forward once.
+    /// [`Part::GRADNORM`] together make every statistic of the full forward once. With
+    /// `shared` (from [`Objective::ode_kept`] of the same batch), the part's graph replays that
+    /// integration instead of running its own, where the backend shares one.
     pub(crate) fn forward_part<B: Backend>(
         &self,
         model: &ClgOde<B>,
@@ -177,7 +180,20 @@ impl Objective {
         part: Part,
         epoch: usize,
         device: &B::Device,
+        shared: Option<&SharedOde>,
     ) -> Forward<B> {
-        forward::forward_part(self, model, x, part, epoch, device)
+        forward::forward_part(self, model, x, part, epoch, device, shared)
+    }
+
+    /// The forecasts' integration of `x` run once by `model` (the inner module of the one
+    /// trained) with its stages kept, for the parts' graphs to replay
+    /// ([`crate::models::clg_ode::shared_ode`]); `None` without forecasts.
+    pub(crate) fn ode_kept<B: Backend>(
+        &self,
+        model: &ClgOde<B>,
+        x: &ObjectiveInput,
+        device: &B::Device,
+    ) -> Option<SharedOde> {
+        predict::ode_kept(model, x, device)
     }
 }

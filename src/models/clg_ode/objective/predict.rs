@@ -7,6 +7,7 @@ use burn::prelude::*;
 use super::Objective;
 use super::innovation::{self, Plan};
 use super::input::{ObjectiveInput, host, i1, t1, t3};
+use crate::models::clg_ode::shared_ode::SharedOde;
 use crate::models::clg_ode::{ClgOde, ConnOutput, Encoded, Start};
 
 /// Whether the start visit of prediction `p` has a non-edge in the upper triangle.
@@ -64,46 +65,90 @@ pub(crate) fn decode<B: Backend>(
     epoch: usize,
     device: &B::Device,
 ) -> Decoded<B> {
-    outputs(obj, model, x, &latent(model, x, device), epoch, device)
+    outputs(
+        obj,
+        model,
+        x,
+        &latent(model, x, device, None),
+        epoch,
+        device,
+    )
 }
 
 /// Encodes every encoder row of `x` and integrates every forecast: what the latent terms (KL,
-/// velocity, acceleration) read, without the decoders.
+/// velocity, acceleration) read, without the decoders. With `shared`, the integration kept of
+/// the same batch ([`ode_kept`]) is replayed where the backend shares it.
 pub(crate) fn latent<B: Backend>(
     model: &ClgOde<B>,
     x: &ObjectiveInput,
     device: &B::Device,
+    shared: Option<&SharedOde>,
 ) -> Latent<B> {
-    let (n, f, nb) = (x.n, x.f, x.nb);
-    let r = x.enc_rows;
-    let enc = model.encode(
-        t3(x.enc_a.clone(), [r, n, n], device),
-        t3(x.enc_x.clone(), [r, n, f], device),
-    );
-    let z_all = enc.z0();
-    let z_clean = z_all.clone().narrow(0, 0, nb);
-    let z_fore = (!x.traj_src.is_empty()).then(|| {
-        let src = i1::<B>(x.traj_src.clone(), device);
-        let cov = model.covariates(
-            i1(x.sex.clone(), device),
-            i1(x.site.clone(), device),
-            Tensor::from_data(
-                TensorData::new(x.numeric.clone(), [nb, x.numeric_dim]),
-                device,
-            ),
-        );
-        model.integrate(
-            z_clean.clone().select(0, src.clone()),
-            cov.select(0, src),
-            t1(x.traj_dt.clone(), device),
-        )
-    });
+    let (enc, z_all) = encoded(model, x, device);
+    let z_clean = z_all.clone().narrow(0, 0, x.nb);
+    let z_fore = ode_inputs(model, x, &z_clean, device)
+        .map(|(z0, cov, dt)| model.integrate_shared(z0, cov, dt, shared));
     Latent {
         enc,
         z_all,
         z_clean,
         z_fore,
     }
+}
+
+/// The forecasts' integration of `x` run once with its stages kept, for the graphs of
+/// `Autodiff<B>` to replay ([`crate::models::clg_ode::shared_ode`]): the same inputs as
+/// [`latent`]'s (`None` without forecasts).
+pub(crate) fn ode_kept<B: Backend>(
+    model: &ClgOde<B>,
+    x: &ObjectiveInput,
+    device: &B::Device,
+) -> Option<SharedOde> {
+    let (_, z_all) = encoded(model, x, device);
+    let z_clean = z_all.narrow(0, 0, x.nb);
+    let (z0, cov, dt) = ode_inputs(model, x, &z_clean, device)?;
+    Some(model.integrate_kept(z0, cov, dt))
+}
+
+/// Every encoder row's encoding and z0.
+fn encoded<B: Backend>(
+    model: &ClgOde<B>,
+    x: &ObjectiveInput,
+    device: &B::Device,
+) -> (Encoded<B>, Tensor<B, 3>) {
+    let (n, f, r) = (x.n, x.f, x.enc_rows);
+    let enc = model.encode(
+        t3(x.enc_a.clone(), [r, n, n], device),
+        t3(x.enc_x.clone(), [r, n, f], device),
+    );
+    let z_all = enc.z0();
+    (enc, z_all)
+}
+
+/// The forecasts' start states, covariates and intervals (`None` without forecasts).
+fn ode_inputs<B: Backend>(
+    model: &ClgOde<B>,
+    x: &ObjectiveInput,
+    z_clean: &Tensor<B, 3>,
+    device: &B::Device,
+) -> Option<(Tensor<B, 3>, Tensor<B, 2>, Tensor<B, 1>)> {
+    if x.traj_src.is_empty() {
+        return None;
+    }
+    let src = i1::<B>(x.traj_src.clone(), device);
+    let cov = model.covariates(
+        i1(x.sex.clone(), device),
+        i1(x.site.clone(), device),
+        Tensor::from_data(
+            TensorData::new(x.numeric.clone(), [x.nb, x.numeric_dim]),
+            device,
+        ),
+    );
+    Some((
+        z_clean.clone().select(0, src.clone()),
+        cov.select(0, src),
+        t1(x.traj_dt.clone(), device),
+    ))
 }
 
 /// Decodes every prediction of `x` from its latent part `lat`, then applies the innovation

@@ -29,6 +29,7 @@ use crate::backend::BackendKind;
 use crate::dist::Collective;
 use crate::models::clg_ode::ClgOde;
 use crate::models::clg_ode::objective::{Objective, ObjectiveInput, Part, PerTerm, Stats, Term};
+use crate::models::clg_ode::shared_ode::SharedOde;
 use crate::toolbox::{ddp, host_parallel};
 
 /// The two terms GradNorm balances, in the order of its weights.
@@ -273,6 +274,12 @@ fn gradnorm_step<B: AutodiffBackend>(
         .flat_map(|p| (0..Part::GRADNORM.len()).map(move |k| (p, k)))
         .collect();
     let objective: &Objective = obj;
+    // Each piece's forecasts integrated once, for its three parts' graphs to replay.
+    let inner = model.valid();
+    let kept: Vec<Option<SharedOde>> = pieces
+        .par_iter()
+        .map(|p| objective.ode_kept(&inner, &p.x, device))
+        .collect();
     let (mut grads, scored) = host_parallel::backward_groups(
         model,
         &jobs,
@@ -281,7 +288,7 @@ fn gradnorm_step<B: AutodiffBackend>(
         |m, &(p, k)| {
             let piece = &pieces[p];
             let part = Part::GRADNORM[k];
-            let fwd = objective.forward_part(m, &piece.x, part, epoch, device);
+            let fwd = objective.forward_part(m, &piece.x, part, epoch, device, kept[p].as_ref());
             let loss = match GRADNORM_TERMS.get(k) {
                 Some(&t) => Some(fwd.sums[t].clone().div_scalar(counts[t].max(1.0))),
                 None => rest_on.then(|| objective.combine(&fwd.sums, &rest, counts, device)),

@@ -324,7 +324,8 @@ fn gradnorm_weights_from_our_gradients_match_the_reference() {
 /// GradNorm's step builds its three parts apart ([`Objective::forward_part`]): in every golden
 /// configuration, every term's sum and gradients are the full forward's, bit for bit, and the
 /// three parts' statistics and raw topology values together are the full forward's (so the
-/// passes' losses and gradient norms, hence GradNorm's weights, are unchanged).
+/// passes' losses and gradient norms, hence GradNorm's weights, are unchanged), also when the
+/// parts replay one kept integration.
 #[test]
 fn forward_parts_are_the_full_forward_bit_for_bit() {
     use crate::models::clg_ode::objective::{Objective, Part, Stats};
@@ -335,6 +336,7 @@ fn forward_parts_are_the_full_forward_bit_for_bit() {
     let g = &gl["compute_loss"];
     let p400 = flat32(&gl["topology"]["probes_n400"]["probes_4_seed42"]);
     let mut compared = std::collections::BTreeSet::new();
+    let mut replayed = 0;
     for case in g["configs"].as_array().unwrap() {
         let label = case["label"].as_str().unwrap();
         let a = args(&case["flags"]);
@@ -357,7 +359,7 @@ fn forward_parts_are_the_full_forward_bit_for_bit() {
         let mut merged = Stats::default();
         let mut raw = vec![0.0f64; x.n_preds()];
         for part in Part::GRADNORM {
-            let fwd = obj.forward_part(&model, &x, part, epoch, &dev());
+            let fwd = obj.forward_part(&model, &x, part, epoch, &dev(), None);
             merged.merge(&fwd.stats);
             if part == Part::Topo {
                 raw = fwd.topo_raw.clone();
@@ -365,7 +367,7 @@ fn forward_parts_are_the_full_forward_bit_for_bit() {
             // One graph at a time: a backward consumes what it reaches, the model's leaves too.
             for term in Term::ALL.into_iter().filter(|&t| part.owns(t)) {
                 let at = format!("{label}: {}", term.name());
-                let fwd = obj.forward_part(&model, &x, part, epoch, &dev());
+                let fwd = obj.forward_part(&model, &x, part, epoch, &dev(), None);
                 // A term that is off is a constant zero, outside the graph (no backward).
                 let tracked = in_graph(&fwd.sums[term]);
                 let grads = tracked.then(|| grad_bits(fwd.sums[term].clone()));
@@ -381,6 +383,20 @@ fn forward_parts_are_the_full_forward_bit_for_bit() {
         let mut whole = Stats::default();
         whole.merge(&full.stats);
         assert_eq!(bits(&merged), bits(&whole), "{label}: statistics");
+        // The same with the forecasts' integration kept once and replayed in each part's graph
+        // (`models::clg_ode::shared_ode`): the values are the graph's own, bit for bit.
+        let kept = obj.ode_kept(&burn::module::AutodiffModule::valid(&model), &x, &dev());
+        replayed += usize::from(kept.is_some());
+        let mut with_kept = Stats::default();
+        for part in Part::GRADNORM {
+            let fwd = obj.forward_part(&model, &x, part, epoch, &dev(), kept.as_ref());
+            with_kept.merge(&fwd.stats);
+        }
+        assert_eq!(
+            bits(&with_kept),
+            bits(&whole),
+            "{label}: statistics, integration kept"
+        );
         assert_eq!(
             raw.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             full.topo_raw
@@ -392,4 +408,5 @@ fn forward_parts_are_the_full_forward_bit_for_bit() {
     }
     // Every term's gradients are compared in some configuration.
     assert_eq!(compared.len(), Term::COUNT, "compared: {compared:?}");
+    assert!(replayed > 0, "no configuration integrated a forecast");
 }
