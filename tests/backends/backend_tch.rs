@@ -157,6 +157,52 @@ fn bench_lists_flex_tch_and_pytorch_side_by_side() {
     );
 }
 
+/// Backend operations per CLG-ODE training step on `tch` (LibTorch on the CPU counts each
+/// operation it runs: what a GPU would launch), as `trainer bench gnn` reports them, held under a
+/// threshold (issue 74). One pass per batch of two subjects (`Pieces::Whole`), the reference's
+/// defaults, a 12-subject cohort of 20 nodes (the count does not depend on the sizes). Measured:
+/// core 1,869.5, default 4,744.5 with the forecasts' integration once per GradNorm step
+/// (`models/clg_ode/shared_ode.rs`). The bounds leave ~4 % for unrelated changes.
+#[test]
+fn clg_ode_operations_per_step_on_tch_stay_under_their_bounds() {
+    let t = tempfile::tempdir().unwrap();
+    let o = run_in(
+        t.path(),
+        &[
+            "bench",
+            "gnn",
+            "--backends",
+            "tch",
+            "--subjects",
+            "12",
+            "--nodes",
+            "20",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let json: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    for (objective, bound) in [("core", 1_950.0), ("default", 4_950.0)] {
+        let row = json["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["backend"] == "tch" && r["objective"] == objective)
+            .unwrap_or_else(|| panic!("no tch {objective} row: {json}"));
+        let ops = row["ops_per_step"]
+            .as_f64()
+            .expect("tch counts its operations");
+        assert!(
+            ops <= bound,
+            "{objective}: {ops} ops per step (bound {bound})"
+        );
+    }
+}
+
 /// Rust links with `--as-needed`, which can drop `libtorch_cuda.so` from a binary that names none
 /// of its symbols (tch-rs issue 980): `--backend tch --device cuda` would then find no CUDA and
 /// the GPU image would train on the CPU. burn-tch references `at::cuda` symbols; this keeps it so.
