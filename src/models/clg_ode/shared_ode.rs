@@ -145,10 +145,10 @@ impl<I: Backend> Backward<I, 6> for OdeBackward<I> {
     fn backward(self, ops: Ops<Self::State, 6>, grads: &mut Gradients, _: &mut Checkpointer) {
         let dz1 = grads.consume::<I>(&ops.node);
         let dz1 = Tensor::<I, 3>::from_primitive(TensorPrimitive::Float(dz1));
-        let g = vjp(&ops.state, dz1);
+        let (dz0, g) = vjp(&ops.state, dz1);
         let [z0, w1, base, slope, w2_m, w2_c] = ops.parents;
         let pairs = [
-            (z0, g.z0.into_primitive().tensor()),
+            (z0, dz0.into_primitive().tensor()),
             (w1, g.w1.into_primitive().tensor()),
             (base, g.base.into_primitive().tensor()),
             (slope, g.slope.into_primitive().tensor()),
@@ -163,9 +163,8 @@ impl<I: Backend> Backward<I, 6> for OdeBackward<I> {
     }
 }
 
-/// The gradients of the integration's inputs.
+/// The gradients of the integration's weights.
 struct OdeGrads<B: Backend> {
-    z0: Tensor<B, 3>,
     w1: Tensor<B, 2>,
     base: Tensor<B, 2>,
     slope: Tensor<B, 2>,
@@ -174,8 +173,8 @@ struct OdeGrads<B: Backend> {
 }
 
 /// The integration's vector-Jacobian product for the cotangent `dz1` `[B,N,2L]` of its result
-/// (see the module's documentation).
-fn vjp<B: Backend>(s: &Saved<B>, dz1: Tensor<B, 3>) -> OdeGrads<B> {
+/// (see the module's documentation): the gradients of z0 and of the weights.
+fn vjp<B: Backend>(s: &Saved<B>, dz1: Tensor<B, 3>) -> (Tensor<B, 3>, OdeGrads<B>) {
     let [b, n, d] = dz1.dims();
     let device = dz1.device();
     let r = b * n;
@@ -195,7 +194,6 @@ fn vjp<B: Backend>(s: &Saved<B>, dz1: Tensor<B, 3>) -> OdeGrads<B> {
     let w1t = s.w1.clone().transpose();
     let (w2mt, w2ct) = (s.w2_m.clone().transpose(), s.w2_c.clone().transpose());
     let mut g = OdeGrads {
-        z0: Tensor::zeros([b, n, d], &device),
         w1: Tensor::zeros(s.w1.dims(), &device),
         base: Tensor::zeros([b, w], &device),
         slope: Tensor::zeros([b, w], &device),
@@ -241,6 +239,5 @@ fn vjp<B: Backend>(s: &Saved<B>, dz1: Tensor<B, 3>) -> OdeGrads<B> {
         let dy1 = eval(&st[0], ds + dy2.clone() * c2.clone(), at(2 * step));
         dz = dz + dy1 + dy2 + dy3 + dy4;
     }
-    g.z0 = dz.reshape([b, n, d]);
-    g
+    (dz.reshape([b, n, d]), g)
 }
