@@ -4,6 +4,7 @@
 
 use crate::common;
 
+use common::step_counts::bench_gnn_counts;
 use common::*;
 
 fn train(cwd: &std::path::Path, out: &std::path::Path, backend: &str) -> std::process::Output {
@@ -166,36 +167,8 @@ fn bench_lists_flex_tch_and_pytorch_side_by_side() {
 #[test]
 fn clg_ode_operations_per_step_on_tch_stay_under_their_bounds() {
     let t = tempfile::tempdir().unwrap();
-    let o = run_in(
-        t.path(),
-        &[
-            "bench",
-            "gnn",
-            "--backends",
-            "tch",
-            "--subjects",
-            "12",
-            "--nodes",
-            "20",
-            "--steps",
-            "3",
-            "--warmup",
-            "1",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
-    let json: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
-    for (objective, bound) in [("core", 1_950.0), ("default", 4_950.0)] {
-        let row = json["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["backend"] == "tch" && r["objective"] == objective)
-            .unwrap_or_else(|| panic!("no tch {objective} row: {json}"));
-        let ops = row["ops_per_step"]
-            .as_f64()
-            .expect("tch counts its operations");
+    let ((core, _, _), (default, _, _)) = bench_gnn_counts(t.path(), "tch");
+    for (objective, ops, bound) in [("core", core, 1_950.0), ("default", default, 4_950.0)] {
         assert!(
             ops <= bound,
             "{objective}: {ops} ops per step (bound {bound})"
