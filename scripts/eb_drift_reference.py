@@ -592,20 +592,27 @@ def levels(model, y0, z0, a0, t, sex):
     return np.where(z0, np.where(seen, e_seen, y0), model["nu"][model["ebin"]])
 
 
-def forecast_log(model, y0, z0, a0, t, sex):
+def forecast_log(model, y0, z0, a0, t, sex, sparse=False):
     """y_hat (upper triangle, log1p domain) from a start scan (y0, z0, age a0) to age t of a
-    subject of sex id `sex`."""
+    subject of sex id `sex`: dense, p * max(E, 0); sparse (`--forecast sparse`), max(E, 0) on
+    the round(sum p) edges of highest p (ties to the lower edge index, never p = 0), else 0."""
     e_val = levels(model, y0, z0, a0, t, sex)
     p = np.where(z0, model["p11"], model["p01"])
     if model["exist"] is not None:
         p = p.copy()
         p[z0] = sigmoid(features(model, e_val[z0], a0, t, z0) @ model["exist"])
-    return p * np.maximum(e_val, 0.0)
+    if not sparse:
+        return p * np.maximum(e_val, 0.0)
+    k = min(int(np.floor(p.sum() + 0.5)), len(p))
+    order = np.lexsort((np.arange(len(p)), -p))[:k]
+    keep = np.zeros(len(p), dtype=bool)
+    keep[order] = p[order] > 0
+    return np.where(keep, np.maximum(e_val, 0.0), 0.0)
 
 
-def forecast_matrix(model, y0, z0, a0, t, sex):
+def forecast_matrix(model, y0, z0, a0, t, sex, sparse=False):
     n = model["n_nodes"]
-    w = np.expm1(forecast_log(model, y0, z0, a0, t, sex))
+    w = np.expm1(forecast_log(model, y0, z0, a0, t, sex, sparse))
     out = np.zeros((n, n))
     iu = np.triu_indices(n, 1)
     out[iu] = w
@@ -644,7 +651,8 @@ def run(args):
     for subject, target in requests:
         _, path, a0 = cohort.scans(subject)[0]
         y0, z0 = cohort.upper(path)
-        m = forecast_matrix(model, y0, z0, a0, target, cohort.sex[subject])
+        m = forecast_matrix(model, y0, z0, a0, target, cohort.sex[subject],
+                            args.forecast == "sparse")
         predictions.append(dict(subject=subject, start_age=a0, target_age=target,
                                 matrix=m.tolist()))
     result = dict(
@@ -684,6 +692,8 @@ def main(argv=None):
                     help="forecast ID from its first scan to TARGET_AGE (repeatable)")
     ap.add_argument("--requests-file", action="append", metavar="FILE",
                     help="one ID:TARGET_AGE per line (repeatable)")
+    ap.add_argument("--forecast", choices=("dense", "sparse"), default="dense",
+                    help="the forecast's form, as train-gnn's --forecast")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     try:

@@ -23,6 +23,19 @@ pub(crate) enum DriftSupport {
     Start,
 }
 
+/// The form of a closed-form forecast (`--forecast`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ForecastForm {
+    /// The expected log1p weight of every edge: the least squared error, but every edge with
+    /// any chance of existing gets a small weight (a dense graph).
+    #[default]
+    Dense,
+    /// A plausible connectome: the expected number of edges, those most likely to exist, each
+    /// with its expected weight if present; every other edge 0.
+    Sparse,
+}
+
 /// The settings of `--model linear-drift`.
 #[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[command(next_help_heading = crate::settings::MODEL)]
@@ -30,6 +43,13 @@ pub(crate) struct DriftSettings {
     /// linear-drift: the edges the drift applies to, `all` or the start scan's (`start`).
     #[arg(long, alias = "drift_support", value_enum, default_value = "all")]
     pub drift_support: DriftSupport,
+    /// eb-drift: the forecast's form, `dense` (the expected log1p weight of every edge: the
+    /// least squared error, a dense graph) or `sparse` (the expected number of edges, those most
+    /// likely to exist, each at its expected weight if present: a graph with the connectome's
+    /// shape).
+    #[arg(long, value_enum, default_value = "dense")]
+    #[serde(default)]
+    pub forecast: ForecastForm,
 }
 
 impl Default for DriftSettings {

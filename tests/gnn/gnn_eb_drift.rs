@@ -45,6 +45,32 @@ fn train(dir: &Path, model: &str) {
     train_model(dir, model, "results");
 }
 
+/// Trains `--model eb-drift --forecast sparse` on fold 0 as run `results/runs/<run>`.
+fn train_sparse(dir: &Path, run: &str) -> std::process::Output {
+    run_in(
+        dir,
+        &[
+            "train-gnn",
+            "--model",
+            "eb-drift",
+            "--forecast",
+            "sparse",
+            "--sc_dir",
+            "cohort/sc",
+            "--morph_root",
+            "cohort/morph",
+            "--subject_info_csv",
+            "cohort/subject_info_sc.csv",
+            "--results_dir",
+            "results",
+            "--run_name",
+            run,
+            "--cv_fold",
+            "0",
+        ],
+    )
+}
+
 /// One row of `predictions.csv` with its matrix.
 struct Prediction {
     subject: String,
@@ -118,6 +144,8 @@ fn eb_drift_matches_the_numpy_reference() {
     let t = tempfile::tempdir().unwrap();
     noisy_cohort(t.path(), &[]);
     train(t.path(), "eb-drift");
+    let o = train_sparse(t.path(), "eb-drift-sparse");
+    assert!(o.status.success(), "{}", stderr(&o));
     let meta: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(t.path().join("results/runs/eb-drift/run_meta.json")).unwrap(),
     )
@@ -131,12 +159,30 @@ fn eb_drift_matches_the_numpy_reference() {
         .map(|v| v.as_str().unwrap())
         .collect();
     assert!(train_ids.len() >= 10, "{train_ids:?}");
-    for dt in [1.5, 4.0] {
-        let ours = predict(t.path(), "eb-drift", dt);
+    let runs = [
+        (1.5, "eb-drift"),
+        (4.0, "eb-drift"),
+        (1.5, "eb-drift-sparse"),
+    ];
+    for (dt, run) in runs {
+        let ours = predict(t.path(), run, dt);
         assert!(!ours.is_empty());
-        let out = t.path().join(format!("reference-{dt}.json"));
+        let sparse = run.ends_with("sparse");
+        if sparse {
+            // A plausible connectome: edges forecast absent beside the diagonal's N zeros
+            // (the dense forecast hedges every edge the cohort ever had).
+            let n = (ours[0].matrix.len() as f64).sqrt() as usize;
+            let zeros = |p: &Prediction| p.matrix.iter().filter(|v| **v == 0.0).count();
+            assert!(
+                ours.iter().all(|p| zeros(p) > n + 20),
+                "too few absent edges"
+            );
+        }
+        let out = t.path().join(format!("reference-{run}-{dt}.json"));
         let mut args = vec![
             script("eb_drift_reference.py"),
+            "--forecast".into(),
+            if sparse { "sparse" } else { "dense" }.into(),
             "--sc-dir".into(),
             "cohort/sc".into(),
             "--subject-info-csv".into(),
@@ -169,13 +215,13 @@ fn eb_drift_matches_the_numpy_reference() {
             worst = worst.max(gap);
             assert!(
                 gap <= 1e-6,
-                "{} at +{dt} y: gap {gap:e} to the numpy reference (params {})",
+                "{run}: {} at +{dt} y: gap {gap:e} to the numpy reference (params {})",
                 p.subject,
                 reference["params"]
             );
         }
         eprintln!(
-            "+{dt} y: {} forecasts, worst gap {worst:e}; params {}",
+            "{run} +{dt} y: {} forecasts, worst gap {worst:e}; params {}",
             ours.len(),
             reference["params"]
         );
@@ -201,6 +247,36 @@ fn without_visit_noise_eb_drift_is_the_linear_drift() {
         assert!(gap <= 1e-5, "{}: gap {gap:e}", a.subject);
         eprintln!("{}: gap {gap:e}", a.subject);
     }
+}
+
+/// `--forecast sparse` is eb-drift's (the forecaster with an existence probability per edge):
+/// refused for a model without one, before anything is read.
+#[test]
+fn forecast_sparse_is_refused_for_another_model() {
+    let t = tempfile::tempdir().unwrap();
+    let o = run_in(
+        t.path(),
+        &[
+            "train-gnn",
+            "--model",
+            "linear-drift",
+            "--forecast",
+            "sparse",
+            "--sc_dir",
+            "sc",
+            "--morph_root",
+            "morph",
+            "--results_dir",
+            "results",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--forecast sparse applies to --model eb-drift only"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!t.path().join("results").exists());
 }
 
 /// The Python scripts' own checks (the generator's format, determinism and ICC; the reference's

@@ -18,6 +18,7 @@ mod refine;
 mod tests;
 mod visits;
 
+pub(crate) use crate::models::linear_drift::ForecastForm;
 pub(crate) use module::{EbDrift, params_from};
 use pooling::{persistence, rank_bins, shrink};
 use visits::{Logs, Visit, for_all, for_pairs};
@@ -312,10 +313,17 @@ impl EbParams {
         if count > 0 { sum / count as f64 } else { 0.0 }
     }
 
-    /// The expected log1p weight `ŷ = p·max(E, 0)` of every upper-triangle edge, from a start
-    /// scan's upper triangle (`y0` = log1p weights, `z0` = presence) at age `age0`, at `target`,
-    /// of a subject of sex id `sex`.
-    fn expected(&self, y0: &[f64], z0: &[bool], age0: f64, target: f64, sex: usize) -> Vec<f64> {
+    /// The existence probability `p` and the level `max(E, 0)` of every upper-triangle edge,
+    /// from a start scan's upper triangle (`y0` = log1p weights, `z0` = presence) at age `age0`,
+    /// at `target`, of a subject of sex id `sex`.
+    fn parts(
+        &self,
+        y0: &[f64],
+        z0: &[bool],
+        age0: f64,
+        target: f64,
+        sex: usize,
+    ) -> Vec<(f64, f64)> {
         let levels = self.levels(y0, z0, age0, target, sex);
         (0..y0.len())
             .map(|e| {
@@ -325,16 +333,50 @@ impl EbParams {
                     (true, None) => self.p11[e],
                     (false, _) => self.p01[e],
                 };
-                p * level.max(0.0)
+                (p, level.max(0.0))
             })
             .collect()
     }
 
+    /// The forecast log1p weight of every upper-triangle edge in the given form: dense, the
+    /// expected value `p·max(E, 0)`; sparse, `max(E, 0)` on the `round(Σ p)` edges most likely
+    /// to exist and 0 elsewhere ([`sparse_keep`]).
+    fn expected(
+        &self,
+        y0: &[f64],
+        z0: &[bool],
+        age0: f64,
+        target: f64,
+        sex: usize,
+        form: ForecastForm,
+    ) -> Vec<f64> {
+        let parts = self.parts(y0, z0, age0, target, sex);
+        match form {
+            ForecastForm::Dense => parts.iter().map(|(p, level)| p * level).collect(),
+            ForecastForm::Sparse => {
+                let p: Vec<f64> = parts.iter().map(|x| x.0).collect();
+                let keep = sparse_keep(&p);
+                parts
+                    .iter()
+                    .zip(keep)
+                    .map(|((_, level), k)| if k { *level } else { 0.0 })
+                    .collect()
+            }
+        }
+    }
+
     /// The forecast of the raw matrix `a0` (taken at age `age0`) at age `target`.
-    pub(crate) fn forecast(&self, a0: &[f32], age0: f64, target: f64, sex: usize) -> Array2<f32> {
+    pub(crate) fn forecast(
+        &self,
+        a0: &[f32],
+        age0: f64,
+        target: f64,
+        sex: usize,
+        form: ForecastForm,
+    ) -> Array2<f32> {
         let n = self.n;
         let (y0, z0) = upper(a0);
-        let expected = self.expected(&y0, &z0, age0, target, sex);
+        let expected = self.expected(&y0, &z0, age0, target, sex, form);
         let mut out = Array2::<f32>::zeros((n, n));
         let mut e = 0;
         for i in 0..n {
@@ -367,7 +409,7 @@ impl EbParams {
                 z0.push(v > 0.0);
             }
         }
-        let expected = self.expected(&y0, &z0, age0, target, sex);
+        let expected = self.expected(&y0, &z0, age0, target, sex, ForecastForm::Dense);
         let mut out = vec![0.0f32; n * n];
         let mut e = 0;
         for i in 0..n {
@@ -379,4 +421,21 @@ impl EbParams {
         }
         out
     }
+}
+
+/// The edges a sparse forecast keeps: the `round(Σ p)` most likely to exist (the expected edge
+/// count, so the forecast has the density the probabilities promise), ties to the lower edge
+/// index; an edge of probability 0 never.
+pub(crate) fn sparse_keep(p: &[f64]) -> Vec<bool> {
+    let k = (p.iter().sum::<f64>().round() as usize).min(p.len());
+    let mut order: Vec<usize> = (0..p.len()).collect();
+    let cmp = |a: &usize, b: &usize| p[*b].total_cmp(&p[*a]).then(a.cmp(b));
+    if k > 0 && k < order.len() {
+        order.select_nth_unstable_by(k - 1, cmp);
+    }
+    let mut keep = vec![false; p.len()];
+    for &e in &order[..k] {
+        keep[e] = p[e] > 0.0;
+    }
+    keep
 }

@@ -63,7 +63,7 @@ fn without_visit_noise_it_is_the_linear_drift() {
     assert!((p.k_g - 1.0).abs() < 1e-9, "{}", p.k_g);
     assert!(p.p11.iter().all(|&x| x == 1.0));
     let (a0, age0) = (&subjects[3][0].1, subjects[3][0].0);
-    let f = p.forecast(a0, age0, age0 + 3.5, 0);
+    let f = p.forecast(a0, age0, age0 + 3.5, 0, ForecastForm::Dense);
     let (y0, _) = upper(a0);
     let mut e = 0;
     for i in 0..n {
@@ -105,7 +105,7 @@ fn existence_is_shrunk_to_the_bin_and_absent_edges_are_hedged() {
     // Edge 1 appeared once out of one absent pair: p01 > 0, and an absent edge 1 is
     // forecast as a hedged, positive weight; edge 2 never appeared: 0.
     assert!(p.p01[1] > 0.0 && p.p01[2] == 0.0, "{:?}", p.p01);
-    let f = p.forecast(&a([1.0, 0.0, 0.0]), 10.0, 12.0, 0);
+    let f = p.forecast(&a([1.0, 0.0, 0.0]), 10.0, 12.0, 0, ForecastForm::Dense);
     assert!(f[(0, 2)] > 0.0 && f[(1, 2)] == 0.0, "{f:?}");
     assert!(f.iter().all(|v| v.is_finite() && *v >= 0.0));
 }
@@ -171,11 +171,91 @@ fn a_drift_that_differs_by_sex_and_slows_with_age_gives_the_two_factors() {
     );
     // The same start scan of a male and of a female: the forecasts differ by the factor alone.
     let (a, a0) = (&subjects[0].1[0].1, subjects[0].1[0].0);
-    let (male, _) = upper(&tri(&p.forecast(a, a0, a0 + 2.0, 1)));
-    let (female, _) = upper(&tri(&p.forecast(a, a0, a0 + 2.0, 2)));
+    let (male, _) = upper(&tri(&p.forecast(a, a0, a0 + 2.0, 1, ForecastForm::Dense)));
+    let (female, _) = upper(&tri(&p.forecast(a, a0, a0 + 2.0, 2, ForecastForm::Dense)));
     for e in 0..male.len() {
         // mult differs by 2·β_sex; the f32 forecasts (6e-8 relative of ~3): 1e-6.
         let want = p.drift[e] * 2.0 * 2.0 * sex;
         assert!((male[e] - female[e] - want).abs() < 1e-6, "edge {e}");
+    }
+}
+
+#[test]
+fn sparse_keep_takes_the_expected_number_of_likeliest_edges() {
+    // Σp = 1.9 → 2 edges: the two likeliest, the tie at 0.6 to the lower index.
+    assert_eq!(
+        sparse_keep(&[0.1, 0.6, 0.6, 0.6]),
+        vec![false, true, true, false]
+    );
+    // Σp = 0.4 → none; Σp = 2.6 → 3, but an edge of probability 0 never.
+    assert_eq!(sparse_keep(&[0.2, 0.2, 0.0]), vec![false; 3]);
+    assert_eq!(
+        sparse_keep(&[1.0, 1.0, 0.6, 0.0]),
+        vec![true, true, true, false]
+    );
+    assert!(sparse_keep(&[]).is_empty());
+}
+
+#[test]
+fn the_sparse_forecast_keeps_round_sum_p_edges_at_their_level() {
+    // Edges that flicker: edge e present at a visit unless (e + s + v) % 4 == 0, so p11 and
+    // p01 lie strictly between 0 and 1 and the dense forecast hedges every edge.
+    let n = 6;
+    let subjects: Vec<Vec<(f64, Vec<f32>)>> = (0..10)
+        .map(|s| {
+            (0..3)
+                .map(|v| {
+                    let age = 9.0 + 0.2 * s as f64 + 2.0 * v as f64;
+                    let w = |e: usize| {
+                        if (e + s + v).is_multiple_of(4) {
+                            0.0
+                        } else {
+                            1.0 + 0.1 * ((e * 5 + s) % 7) as f64
+                        }
+                    };
+                    (age, tri(&matrix(n, w)))
+                })
+                .collect()
+        })
+        .collect();
+    let scans: Vec<Vec<EbScan>> = subjects
+        .iter()
+        .map(|s| {
+            s.iter()
+                .map(|(age, a)| EbScan {
+                    age: *age,
+                    n: n_of(a),
+                    a_raw: a,
+                    sex: 0,
+                })
+                .collect()
+        })
+        .collect();
+    let p = EbParams::fit(&scans);
+    let (a0, age0) = (&subjects[4][1].1, subjects[4][1].0);
+    let (y0, z0) = upper(a0);
+    let parts = p.parts(&y0, &z0, age0, age0 + 2.0, 0);
+    assert!(
+        parts.iter().any(|(q, _)| *q > 0.05 && *q < 0.95),
+        "{parts:?}"
+    );
+    let dense = tri(&p.forecast(a0, age0, age0 + 2.0, 0, ForecastForm::Dense));
+    let sparse = tri(&p.forecast(a0, age0, age0 + 2.0, 0, ForecastForm::Sparse));
+    let sum_p: f64 = parts.iter().map(|x| x.0).sum();
+    let kept = sparse.iter().filter(|v| **v > 0.0).count();
+    assert_eq!(kept, sum_p.round() as usize, "Σp {sum_p}");
+    assert!(dense.iter().filter(|v| **v > 0.0).count() > kept);
+    for (e, (q, level)) in parts.iter().enumerate() {
+        // A kept edge carries its level unshrunk (log1p of the f32 weight: 1e-6).
+        if sparse[e] > 0.0 {
+            assert!(
+                (f64::from(sparse[e]).ln_1p() - level).abs() < 1e-6,
+                "edge {e}"
+            );
+            assert!(
+                (f64::from(dense[e]).ln_1p() - q * level).abs() < 1e-6,
+                "edge {e}"
+            );
+        }
     }
 }

@@ -65,7 +65,13 @@ impl ClosedFormFit for EbDriftModel {
             for v in 1..scans.len() {
                 let dt = delta_t(scans, v - 1, v);
                 let (start, sex) = (&scans[v - 1], data.cohort.subjects[s].sex);
-                let f = params.forecast(start.a_raw.upper(), start.age, start.age + dt, sex);
+                let f = params.forecast(
+                    start.a_raw.upper(),
+                    start.age,
+                    start.age + dt,
+                    sex,
+                    cv.settings.drift.forecast,
+                );
                 let (sum, count) =
                     squared_error(SymMatrix::from_dense(&f).upper(), scans[v].a_raw.upper());
                 err = (err.0 + sum, err.1 + count);
@@ -136,10 +142,11 @@ impl ClosedFormFit for EbDriftModel {
         })
     }
 
-    fn forecaster(params: EbParams, _settings: &GnnSettings) -> impl Forecast {
+    fn forecaster(params: EbParams, settings: &GnnSettings) -> impl Forecast {
+        let form = settings.drift.forecast;
         move |data: &FoldData, subjects: &[usize], dts: Option<&[f64]>| {
             from_visit_0(data, subjects, dts, |scan, dt, sex| {
-                params.forecast(scan.a_raw.upper(), scan.age, scan.age + dt, sex)
+                params.forecast(scan.a_raw.upper(), scan.age, scan.age + dt, sex, form)
             })
         }
     }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::kind::ModelKind;
 use crate::models::clg_ode::objective::ObjectiveConfig;
 use crate::models::clg_ode::{DecoderConfig, ModelSizes};
-use crate::models::linear_drift::DriftSettings;
+use crate::models::linear_drift::{DriftSettings, ForecastForm};
 use crate::settings::{DATA, MODEL, OPTIM, RUN, at_least_one, at_least_two, positive};
 use crate::toolbox::optim::OptimizerChoice;
 
@@ -162,6 +162,13 @@ impl GnnSettings {
             bail!(
                 "--optimizer/--momentum do not apply to --model {}: it is fitted in closed form, \
                  without an optimiser",
+                self.model_kind
+            );
+        }
+        if self.drift.forecast != ForecastForm::Dense && self.model_kind != ModelKind::EbDrift {
+            bail!(
+                "--forecast sparse applies to --model eb-drift only (the forecaster with an existence \
+                 probability per edge), not to --model {}",
                 self.model_kind
             );
         }
