@@ -496,6 +496,69 @@ def fit(cohort, train_ids):
     return model
 
 
+# Issue 75, item 2: the small-sample check (src/models/eb_drift/fallback.rs). The training
+# subjects (sorted by id, as `fit` takes them) dealt into CHECK_FOLDS groups by position; each
+# group forecast by eb-drift and by the one-factor global-shrinkage forecaster fitted on the
+# others; the global factor is used when its summed squared error is lower. Skipped above
+# CHECK_UP_TO training subjects or with fewer than CHECK_FOLDS of them with two scans.
+CHECK_FOLDS = 5
+CHECK_UP_TO = 500
+
+
+def fit_global_shrink(cohort, train_ids):
+    """Per edge a line over every training scan (absent entries 0), one persistence factor."""
+    train_ids = sorted(set(train_ids), key=lambda s: s.encode())
+    ys, ages, pairs = [], [], []
+    for subject in train_ids:
+        first = len(ys)
+        for v, (_, path, age) in enumerate(cohort.scans(subject)):
+            ys.append(cohort.upper(path)[0])
+            ages.append(age)
+            if v > 0:
+                pairs.append((first + v - 1, first + v))
+    a_bar = sum(ages) / len(ages)
+    tc = [a - a_bar for a in ages]
+    stt = sum(t * t for t in tc)
+    alpha = sum(ys) / len(ys)
+    beta = sum(t * y for t, y in zip(tc, ys)) / stt if stt > EPS_DEN else np.zeros_like(alpha)
+    r = [y - alpha - beta * t for y, t in zip(ys, tc)]
+    r01 = sum(float(r[i0] @ r[i1]) for i0, i1 in pairs)
+    r00 = sum(float(r[i0] @ r[i0]) for i0, _ in pairs)
+    k = 1.0 if r00 <= EPS_DEN else min(max(r01 / r00, 0.0), 1.0)
+    return dict(global_shrink=True, alpha=alpha, beta=beta, a_bar=a_bar, k=k,
+                n_nodes=cohort.n_nodes, n_train_scans=len(ys), n_pairs=len(pairs))
+
+
+def held_out_error(model, cohort, subjects):
+    total = 0.0
+    for subject in subjects:
+        rows = cohort.scans(subject)
+        for (_, p0, a0), (_, p1, a1) in zip(rows, rows[1:]):
+            y0, z0 = cohort.upper(p0)
+            y1, _ = cohort.upper(p1)
+            f = forecast_log(model, y0, z0, a0, a0 + delta_t(a0, a1), cohort.sex[subject])
+            total += float(np.sum((f - y1) ** 2))
+    return total
+
+
+def fit_checked(cohort, train_ids):
+    """(model, (eb error, global error) or None): eb-drift unless the check prefers the
+    global factor."""
+    ids = sorted(set(train_ids), key=lambda s: s.encode())
+    with_pairs = sum(1 for s in ids if len(cohort.scans(s)) >= 2)
+    if len(ids) > CHECK_UP_TO or with_pairs < CHECK_FOLDS:
+        return fit(cohort, ids), None
+    eb = gl = 0.0
+    for f in range(CHECK_FOLDS):
+        train = [s for i, s in enumerate(ids) if i % CHECK_FOLDS != f]
+        held = [s for i, s in enumerate(ids) if i % CHECK_FOLDS == f]
+        eb += held_out_error(fit(cohort, train), cohort, held)
+        gl += held_out_error(fit_global_shrink(cohort, train), cohort, held)
+    if gl < eb:
+        return fit_global_shrink(cohort, ids), (eb, gl)
+    return fit(cohort, ids), (eb, gl)
+
+
 def deviations(model, y, z, a):
     """A scan's edge deviations u = y - mu_e(a) - g on its present, seen edges (0 elsewhere),
     and 1.0 where used."""
@@ -596,6 +659,10 @@ def forecast_log(model, y0, z0, a0, t, sex, sparse=False):
     """y_hat (upper triangle, log1p domain) from a start scan (y0, z0, age a0) to age t of a
     subject of sex id `sex`: dense, p * max(E, 0); sparse (`--forecast sparse`), max(E, 0) on
     the round(sum p) edges of highest p (ties to the lower edge index, never p = 0), else 0."""
+    if model.get("global_shrink"):
+        m0 = model["alpha"] + model["beta"] * (a0 - model["a_bar"])
+        m1 = model["alpha"] + model["beta"] * (t - model["a_bar"])
+        return np.maximum(m1 + model["k"] * (y0 - m0), 0.0)
     e_val = levels(model, y0, z0, a0, t, sex)
     p = np.where(z0, model["p11"], model["p01"])
     if model["exist"] is not None:
@@ -646,7 +713,7 @@ def run(args):
                          and not line.lstrip().startswith("#")]
     train = [s.strip() for s in args.train.split(",") if s.strip()]
     cohort = Cohort(args.sc_dir, args.subject_info_csv)
-    model = fit(cohort, train)
+    model, check = fit_checked(cohort, train)
     predictions = []
     for subject, target in requests:
         _, path, a0 = cohort.scans(subject)[0]
@@ -655,8 +722,11 @@ def run(args):
                             args.forecast == "sparse")
         predictions.append(dict(subject=subject, start_age=a0, target_age=target,
                                 matrix=m.tolist()))
-    result = dict(
-        params=dict(
+    if model.get("global_shrink"):
+        params = dict(global_shrink=True, a_bar=float(model["a_bar"]), k_g=float(model["k"]),
+                      n_train_scans=int(model["n_train_scans"]), n_pairs=int(model["n_pairs"]))
+    else:
+        params = dict(
             a_bar=float(model["a_bar"]),
             k_g=float(model["k_g"]),
             k_bins=[float(k) for k in model["k_bins"]],
@@ -665,9 +735,9 @@ def run(args):
             drift_factors=[float(b) for b in model["drift_factors"]],
             codev=float(model["codev"]),
             exist=None if model["exist"] is None else [float(w) for w in model["exist"]],
-        ),
-        predictions=predictions,
-    )
+        )
+    params["check"] = None if check is None else [float(check[0]), float(check[1])]
+    result = dict(params=params, predictions=predictions)
     out_dir = os.path.dirname(os.path.abspath(args.out))
     fd, tmp = tempfile.mkstemp(prefix=".eb_drift_", suffix=".json.tmp", dir=out_dir)
     try:

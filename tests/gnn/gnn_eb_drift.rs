@@ -141,13 +141,43 @@ fn log_gap(a: &[f64], b: &[f64]) -> f64 {
 /// orders (1e-15).
 #[test]
 fn eb_drift_matches_the_numpy_reference() {
+    // The realistic-noise cohort: the small-sample check keeps eb-drift's ten parts.
     let t = tempfile::tempdir().unwrap();
     noisy_cohort(t.path(), &[]);
-    train(t.path(), "eb-drift");
-    let o = train_sparse(t.path(), "eb-drift-sparse");
+    let params = matches_the_reference(t.path());
+    assert!(params["global_shrink"].is_null(), "{params}");
+    assert!(params["check"].is_array(), "{params}");
+    // A cohort of streamline counts (scripts/synth_count_cohort.py), 25 training subjects: the
+    // check chooses the one global factor, in both implementations.
+    let t = tempfile::tempdir().unwrap();
+    let args = [
+        "--subjects",
+        "40",
+        "--nodes",
+        "24",
+        "--seed",
+        "501",
+        "--out",
+        "cohort",
+    ];
+    let mut argv = vec![script("synth_count_cohort.py")];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    python(
+        &argv.iter().map(String::as_str).collect::<Vec<_>>(),
+        t.path(),
+    );
+    let params = matches_the_reference(t.path());
+    assert_eq!(params["global_shrink"], true, "{params}");
+}
+
+/// Trains eb-drift (dense and sparse) on `dir/cohort` and compares its forecasts with the numpy
+/// reference's; returns the reference's fitted parameters.
+fn matches_the_reference(dir: &Path) -> serde_json::Value {
+    train(dir, "eb-drift");
+    let o = train_sparse(dir, "eb-drift-sparse");
     assert!(o.status.success(), "{}", stderr(&o));
     let meta: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(t.path().join("results/runs/eb-drift/run_meta.json")).unwrap(),
+        &std::fs::read_to_string(dir.join("results/runs/eb-drift/run_meta.json")).unwrap(),
     )
     .unwrap();
     let fold = &meta["extra"]["split"]["folds"][0];
@@ -159,13 +189,14 @@ fn eb_drift_matches_the_numpy_reference() {
         .map(|v| v.as_str().unwrap())
         .collect();
     assert!(train_ids.len() >= 10, "{train_ids:?}");
+    let mut params = serde_json::Value::Null;
     let runs = [
         (1.5, "eb-drift"),
         (4.0, "eb-drift"),
         (1.5, "eb-drift-sparse"),
     ];
     for (dt, run) in runs {
-        let ours = predict(t.path(), run, dt);
+        let ours = predict(dir, run, dt);
         assert!(!ours.is_empty());
         let sparse = run.ends_with("sparse");
         if sparse {
@@ -178,7 +209,7 @@ fn eb_drift_matches_the_numpy_reference() {
                 "too few absent edges"
             );
         }
-        let out = t.path().join(format!("reference-{run}-{dt}.json"));
+        let out = dir.join(format!("reference-{run}-{dt}.json"));
         let mut args = vec![
             script("eb_drift_reference.py"),
             "--forecast".into(),
@@ -197,7 +228,7 @@ fn eb_drift_matches_the_numpy_reference() {
             args.push(format!("{}:{}", p.subject, p.start_age + dt));
         }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        python(&refs, t.path());
+        python(&refs, dir);
         let reference: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
         let theirs = reference["predictions"].as_array().unwrap();
@@ -225,7 +256,9 @@ fn eb_drift_matches_the_numpy_reference() {
             ours.len(),
             reference["params"]
         );
+        params = reference["params"].clone();
     }
+    params
 }
 
 /// Without visit noise (no measurement noise, no subject slopes, no curvature, every edge

@@ -11,6 +11,7 @@
 use ndarray::Array2;
 
 mod codev;
+mod fallback;
 mod module;
 mod pooling;
 mod refine;
@@ -19,9 +20,10 @@ mod tests;
 mod visits;
 
 pub(crate) use crate::models::linear_drift::ForecastForm;
+pub(crate) use fallback::{CHECK_UP_TO, Choice};
 pub(crate) use module::{EbDrift, params_from};
 use pooling::{persistence, rank_bins, shrink};
-use visits::{Logs, Visit, for_all, for_pairs};
+use visits::{Logs, for_all, for_pairs, visits};
 
 /// Name of the model in checkpoint metadata.
 pub(crate) const MODEL_NAME: &str = "eb_drift";
@@ -65,6 +67,9 @@ pub(crate) struct EbParams {
     pub codev: f64,
     /// Weights of the existence regression of present edges (`None`: `p11` alone).
     pub exist: Option<[f64; refine::EXIST_FEATURES]>,
+    /// The global-shrinkage forecaster of [`fallback`]: every edge read as present (absent at
+    /// 0), `p = 1`, the forecast `m(t1) + k_g·(y0 − m(t0))`.
+    pub all_present: bool,
 }
 
 /// Δt of a visit pair as `--model linear-drift` takes it: the age difference if finite and
@@ -95,19 +100,7 @@ impl EbParams {
             .next()
             .unwrap_or(0);
         let m = n * n.saturating_sub(1) / 2;
-        let scans: Vec<Vec<Visit>> = subjects
-            .iter()
-            .map(|s| {
-                s.iter()
-                    .enumerate()
-                    .map(|(v, sc)| Visit {
-                        age: if sc.age.is_finite() { sc.age } else { v as f64 },
-                        sex: sc.sex,
-                        a: sc.a_raw,
-                    })
-                    .collect()
-            })
-            .collect();
+        let scans = visits(subjects);
         let n_scans = scans.iter().flatten().count();
         let a_bar = scans.iter().flatten().map(|s| s.age).sum::<f64>() / n_scans.max(1) as f64;
 
@@ -160,6 +153,7 @@ impl EbParams {
             node_sim: Vec::new(),
             codev: 0.0,
             exist: None,
+            all_present: false,
         };
         // 3–5. Persistence of the subject-wide offset and, per weight bin, of edge deviations.
         let seen_edges: Vec<usize> = (0..m).filter(|&e| partial.seen[e]).collect();
@@ -278,6 +272,11 @@ impl EbParams {
 
     /// The forecast level `E` of every upper-triangle edge (before `p·max(E, 0)`).
     fn levels(&self, y0: &[f64], z0: &[bool], age0: f64, target: f64, sex: usize) -> Vec<f64> {
+        if self.all_present {
+            return (0..y0.len())
+                .map(|e| self.mu(e, target) + self.k_g * (y0[e] - self.mu(e, age0)))
+                .collect();
+        }
         let g0 = self.offset(age0, y0, z0);
         let mult = refine::multiplier(self.drift_factors, self.a_bar, age0, target, sex);
         let pooled = self.co_deviation(age0, y0, z0);
@@ -329,6 +328,7 @@ impl EbParams {
             .map(|e| {
                 let level = levels[e];
                 let p = match (z0[e], &self.exist) {
+                    _ if self.all_present => 1.0,
                     (true, Some(w)) => refine::existence(w, &self.features(e, level, age0, target)),
                     (true, None) => self.p11[e],
                     (false, _) => self.p01[e],

@@ -30,6 +30,9 @@ pub(crate) struct EbDrift<B: Backend> {
     pub codev: Param<Tensor<B, 1>>,
     /// The existence regression's weights and 1, or 7 zeros when there is none.
     pub exist: Param<Tensor<B, 1>>,
+    /// `[1]` when the parameters are the global-shrinkage forecaster's (`all_present`), else
+    /// `[0]`.
+    pub global_shrink: Param<Tensor<B, 1>>,
 }
 
 fn param<B: Backend>(v: &[f64], device: &B::Device) -> Param<Tensor<B, 1>> {
@@ -58,6 +61,7 @@ impl<B: Backend> EbDrift<B> {
                 node_sim: vec![0.0; n * n],
                 codev: 0.0,
                 exist: None,
+                all_present: false,
             },
             device,
         )
@@ -88,6 +92,7 @@ impl<B: Backend> EbDrift<B> {
             },
             codev: param(&[p.codev], device),
             exist: param(&exist, device),
+            global_shrink: param(&[f64::from(u8::from(p.all_present))], device),
         }
     }
 }
@@ -95,7 +100,8 @@ impl<B: Backend> EbDrift<B> {
 /// The parameters of named checkpoint tensors `[M]`/`[1]` (`get` returns a tensor's values by
 /// its field name), for `n` nodes. A checkpoint written before the drift factors, the
 /// co-deviations and the existence regression (docs/eb-drift.md steps 8–10) has none of them:
-/// its forecast is the one it was trained with (no factors, no pooling, `p11`).
+/// its forecast is the one it was trained with (no factors, no pooling, `p11`); one written
+/// before the small-sample check (issue 75) has no `global_shrink`: eb-drift's.
 pub(crate) fn params_from(
     n: usize,
     get: impl Fn(&str) -> anyhow::Result<Vec<f32>>,
@@ -146,6 +152,10 @@ pub(crate) fn params_from(
                 })
             }
             Err(_) => None,
+        },
+        all_present: match get("global_shrink") {
+            Ok(_) => vec("global_shrink", 1)?[0] > 0.5,
+            Err(_) => false,
         },
     })
 }

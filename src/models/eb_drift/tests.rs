@@ -23,6 +23,23 @@ fn n_of(v: &[f32]) -> usize {
     (1..).find(|n| n * (n - 1) / 2 >= v.len()).unwrap_or(1)
 }
 
+/// The fit's view of `subjects` (each its `(age, upper triangle)` scans), sex unknown.
+fn eb_scans(subjects: &[Vec<(f64, Vec<f32>)>]) -> Vec<Vec<EbScan<'_>>> {
+    subjects
+        .iter()
+        .map(|s| {
+            s.iter()
+                .map(|(age, a)| EbScan {
+                    age: *age,
+                    n: n_of(a),
+                    a_raw: a,
+                    sex: 0,
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// The strict upper triangle of `a`, row-major.
 fn tri(a: &Array2<f32>) -> Vec<f32> {
     let n = a.nrows();
@@ -46,19 +63,7 @@ fn without_visit_noise_it_is_the_linear_drift() {
                 .collect()
         })
         .collect();
-    let scans: Vec<Vec<EbScan>> = subjects
-        .iter()
-        .map(|s| {
-            s.iter()
-                .map(|(age, a)| EbScan {
-                    age: *age,
-                    n: n_of(a),
-                    a_raw: a,
-                    sex: 0,
-                })
-                .collect()
-        })
-        .collect();
+    let scans = eb_scans(&subjects);
     let p = EbParams::fit(&scans);
     assert!((p.k_g - 1.0).abs() < 1e-9, "{}", p.k_g);
     assert!(p.p11.iter().all(|&x| x == 1.0));
@@ -87,19 +92,7 @@ fn existence_is_shrunk_to_the_bin_and_absent_edges_are_hedged() {
         vec![(10.0, a([1.0, 0.5, 0.0])), (12.0, a([1.1, 0.0, 0.0]))],
         vec![(10.0, a([0.9, 0.0, 0.0])), (12.0, a([1.0, 0.6, 0.0]))],
     ];
-    let scans: Vec<Vec<EbScan>> = subjects
-        .iter()
-        .map(|s| {
-            s.iter()
-                .map(|(age, a)| EbScan {
-                    age: *age,
-                    n: n_of(a),
-                    a_raw: a,
-                    sex: 0,
-                })
-                .collect()
-        })
-        .collect();
+    let scans = eb_scans(&subjects);
     let p = EbParams::fit(&scans);
     assert_eq!(p.seen, vec![true, true, false]);
     // Edge 1 appeared once out of one absent pair: p01 > 0, and an absent edge 1 is
@@ -218,19 +211,7 @@ fn the_sparse_forecast_keeps_round_sum_p_edges_at_their_level() {
                 .collect()
         })
         .collect();
-    let scans: Vec<Vec<EbScan>> = subjects
-        .iter()
-        .map(|s| {
-            s.iter()
-                .map(|(age, a)| EbScan {
-                    age: *age,
-                    n: n_of(a),
-                    a_raw: a,
-                    sex: 0,
-                })
-                .collect()
-        })
-        .collect();
+    let scans = eb_scans(&subjects);
     let p = EbParams::fit(&scans);
     let (a0, age0) = (&subjects[4][1].1, subjects[4][1].0);
     let (y0, z0) = upper(a0);
@@ -258,4 +239,58 @@ fn the_sparse_forecast_keeps_round_sum_p_edges_at_their_level() {
             );
         }
     }
+}
+
+/// Subjects whose edges follow a population line plus a deviation that persists whole (±0.3,
+/// the signs balanced at every age): the global factor fits k = 1 and forecasts the start
+/// plus the line's change, on every edge.
+#[test]
+fn the_global_factor_forecasts_the_line_and_a_persistent_deviation() {
+    let n = 5;
+    let (a, b) = (
+        |e: usize| 1.0 + 0.2 * e as f64,
+        |e: usize| 0.03 * e as f64 - 0.1,
+    );
+    let subjects: Vec<Vec<(f64, Vec<f32>)>> = (0..12)
+        .map(|s| {
+            let dev = if s % 2 == 0 { 0.3 } else { -0.3 };
+            let age0 = 9.0 + 0.5 * (s / 2) as f64;
+            (0..2)
+                .map(|v| {
+                    let age = age0 + 2.0 * v as f64;
+                    (age, tri(&matrix(n, |e| a(e) + b(e) * (age - 10.0) + dev)))
+                })
+                .collect()
+        })
+        .collect();
+    let scans = eb_scans(&subjects);
+    let p = EbParams::fit_global_shrink(&scans);
+    assert!(p.all_present);
+    // f32 weights (6e-8 relative of levels up to ~2): 1e-6.
+    assert!((p.k_g - 1.0).abs() < 1e-6, "{}", p.k_g);
+    let (a0, age0) = (&subjects[5][0].1, subjects[5][0].0);
+    let (y0, _) = upper(a0);
+    let (f, _) = upper(&tri(&p.forecast(
+        a0,
+        age0,
+        age0 + 3.0,
+        0,
+        ForecastForm::Dense,
+    )));
+    for e in 0..f.len() {
+        assert!((f[e] - (y0[e] + 3.0 * b(e))).abs() < 1e-5, "edge {e}");
+    }
+    // The sparse form keeps every edge (p = 1): the same forecast.
+    let sparse = p.forecast(a0, age0, age0 + 3.0, 0, ForecastForm::Sparse);
+    assert_eq!(
+        tri(&sparse),
+        tri(&p.forecast(a0, age0, age0 + 3.0, 0, ForecastForm::Dense))
+    );
+    // Fewer than five subjects with two scans: no check, eb-drift.
+    let (few, choice) = EbParams::fit_checked(&scans[..4]);
+    assert_eq!(choice, Choice::Unchecked);
+    assert!(!few.all_present);
+    // Twelve: the check runs and reports both errors.
+    let (_, choice) = EbParams::fit_checked(&scans);
+    assert!(matches!(choice, Choice::Checked { eb, global } if eb >= 0.0 && global >= 0.0));
 }

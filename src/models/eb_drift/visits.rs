@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::pair_dt;
+use super::{EbScan, pair_dt};
 
 /// One training scan: its age (the visit index when unknown), sex id and upper triangle.
 pub(super) struct Visit<'a> {
@@ -77,4 +77,21 @@ pub(super) fn for_pairs(
             std::mem::swap(&mut prev, &mut next);
         }
     }
+}
+
+/// The subjects' scans as the fit reads them (the visit index where the age is unknown).
+pub(super) fn visits<'a>(subjects: &'a [Vec<EbScan<'a>>]) -> Vec<Vec<Visit<'a>>> {
+    subjects
+        .iter()
+        .map(|s| {
+            s.iter()
+                .enumerate()
+                .map(|(v, sc)| Visit {
+                    age: if sc.age.is_finite() { sc.age } else { v as f64 },
+                    sex: sc.sex,
+                    a: sc.a_raw,
+                })
+                .collect()
+        })
+        .collect()
 }

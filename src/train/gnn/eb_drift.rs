@@ -18,7 +18,7 @@ use super::protocol::fold_data::delta_t;
 use super::settings::GnnSettings;
 use crate::data::connectome::SymMatrix;
 use crate::engine::LossSums;
-use crate::models::eb_drift::{EbDrift, EbParams, MODEL_NAME, params_from};
+use crate::models::eb_drift::{CHECK_UP_TO, Choice, EbDrift, EbParams, MODEL_NAME, params_from};
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// `--model eb-drift`.
@@ -58,7 +58,7 @@ impl ClosedFormFit for EbDriftModel {
         device: &B::Device,
     ) -> Result<(EbDrift<B>, f64)> {
         let (data, train) = (&fold.data, &fold.items);
-        let params = EbParams::fit(&training_scans(data, train));
+        let (params, choice) = EbParams::fit_checked(&training_scans(data, train));
         let mut err = (0.0, 0.0);
         for &s in train {
             let scans = data.scans(s);
@@ -100,6 +100,10 @@ impl ClosedFormFit for EbDriftModel {
                     "per edge (p11)"
                 },
             );
+            eprintln!(
+                "[train-gnn] eb-drift {}",
+                check_line(choice, train.len(), params.k_g)
+            );
         }
         Ok((EbDrift::from_params(&params, device), train_loss))
     }
@@ -122,6 +126,7 @@ impl ClosedFormFit for EbDriftModel {
                 "node_sim" => m.node_sim.val(),
                 "codev" => m.codev.val(),
                 "exist" => m.exist.val(),
+                "global_shrink" => m.global_shrink.val(),
                 _ => m.nu.val(),
             };
             Ok(crate::host_reads::data(t)
@@ -149,6 +154,29 @@ impl ClosedFormFit for EbDriftModel {
                 params.forecast(scan.a_raw.upper(), scan.age, scan.age + dt, sex, form)
             })
         }
+    }
+}
+
+/// What the small-sample check (`models::eb_drift::fallback`) did, for the fit log.
+fn check_line(choice: Choice, subjects: usize, k: f64) -> String {
+    match choice {
+        Choice::Unchecked => format!(
+            "small-sample check skipped ({subjects} training subjects, above {CHECK_UP_TO} or \
+             fewer than 5 with two visits): eb-drift kept"
+        ),
+        Choice::Checked { eb, global } => format!(
+            "small-sample check (5 groups of the {subjects} training subjects, each forecast by \
+             fits on the others): held-out squared error eb-drift {eb:.4}, one global factor \
+             {global:.4}: {}",
+            if choice.global() {
+                format!(
+                    "the global-shrinkage forecaster is used (one persistence factor {k:.3} for \
+                     every edge; eb-drift's per-edge parts are more than the data support)"
+                )
+            } else {
+                "eb-drift kept".to_string()
+            }
+        ),
     }
 }
 

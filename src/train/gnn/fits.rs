@@ -54,7 +54,8 @@ pub(super) fn training_scans<'a>(data: &'a FoldData, subjects: &[usize]) -> Vec<
         .collect()
 }
 
-/// The forecaster fitted on `subjects` of the fold (what CLG-ODE's `--eb-head` starts from).
+/// The forecaster fitted on `subjects` of the fold as `--model eb-drift` fits it, the
+/// small-sample check included (what CLG-ODE's `--eb-head` starts from).
 pub(super) fn fit_arc(data: &FoldData, subjects: &[usize]) -> Arc<EbParams> {
-    Arc::new(EbParams::fit(&training_scans(data, subjects)))
+    Arc::new(EbParams::fit_checked(&training_scans(data, subjects)).0)
 }
