@@ -21,7 +21,7 @@ use trainer::outputs::compare::{Format, RunSummary, render_runs};
 use trainer::outputs::curves::{self, Chart, Line};
 use trainer::outputs::group_table::{Grouping, grouped};
 use trainer::outputs::heatmap::{self, Comparison};
-use trainer::outputs::pr_chart::PrChart;
+use trainer::outputs::pr_chart::{PrChart, PrLine};
 use trainer::outputs::strata::{self, StrataSkill, Stratum};
 use trainer::outputs::text::svg_safe;
 use trainer::outputs::trajectory::{Panel, Track, Trajectories};
@@ -105,9 +105,10 @@ fn draw(kind: usize, dir: &Path, title: &str, label: &str, ext: &str) -> PathBuf
         }
         3 => {
             let pairs = [(0.9, true), (0.5, false), (0.4, true), (0.1, false)];
+            let (a, b) = (pr_curve(&pairs).unwrap(), pr_curve(&pairs[1..]).unwrap());
             let fig = PrChart {
                 title: title.into(),
-                runs: vec![(label.into(), pr_curve(&pairs).unwrap())],
+                lines: vec![PrLine::of_run(label, &a), PrLine::pooled("b", &[&a, &b])],
             };
             heatmap::render(&fig, &out)
         }

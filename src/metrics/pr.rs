@@ -22,6 +22,16 @@ impl PrCurve {
         self.positives as f64 / self.total as f64
     }
 
+    /// The precision of the step curve at recall `r` (the one whose area is the average
+    /// precision): that of the first threshold reaching recall `r`; the last point's past it.
+    pub fn precision_at(&self, r: f64) -> f64 {
+        self.points
+            .iter()
+            .find(|(recall, _)| *recall >= r)
+            .or(self.points.last())
+            .map_or(f64::NAN, |p| p.1)
+    }
+
     /// At most `n` of the points (every k-th, the last kept), for a figure.
     pub fn thinned(&self, n: usize) -> Vec<(f64, f64)> {
         let step = self.points.len().div_ceil(n.max(1)).max(1);
@@ -106,6 +116,11 @@ mod tests {
                 .collect::<Vec<_>>(),
         )
         .unwrap();
+        // The step curve: threshold 0.8 covers recall (1/3, 2/3].
+        assert_eq!(c.precision_at(0.0), 1.0);
+        assert_eq!(c.precision_at(0.5), 2.0 / 3.0);
+        assert_eq!(c.precision_at(2.0 / 3.0), 2.0 / 3.0);
+        assert_eq!(c.precision_at(0.9), 0.6);
         let thin = long.thinned(100);
         assert!(thin.len() <= 101 && thin.last() == long.points.last());
     }

@@ -1,6 +1,9 @@
 //! Precision–recall curves of new-edge scores (`plot-sc --new-edges`): one curve and one colour
-//! per run, its average precision in the legend beside the chart (outside the data), and a
-//! dashed line at each distinct chance level (the share of absent edges that appear).
+//! per run, or per configuration when several runs share a `--label` name (their folds, their
+//! seeds): the mean precision over the runs at each recall with its 95% t-band, the mean
+//! average precision with its interval in the legend. The legend sits beside the chart (outside
+//! the data), with a dashed line at each distinct chance level (the share of absent edges that
+//! appear).
 
 use std::collections::BTreeMap;
 
@@ -10,37 +13,123 @@ use plotters::prelude::*;
 
 use super::figure::{Figure, plot_err};
 use super::legend;
+use super::strata::pool::mean_interval;
 use crate::metrics::pr::PrCurve;
 
-/// The curves of several runs under one title.
+/// The curves of several runs (or configurations) under one title.
 pub struct PrChart {
     pub title: String,
-    /// (run label, its curve).
-    pub runs: Vec<(String, PrCurve)>,
+    pub lines: Vec<PrLine>,
+}
+
+/// One curve of the chart: a run's, or a configuration's mean over its runs.
+pub struct PrLine {
+    pub name: String,
+    /// (recall, precision) of the line drawn.
+    pub points: Vec<(f64, f64)>,
+    /// (recall, low, high): the 95% band of the mean precision (pooled lines with 2+ runs).
+    pub band: Vec<(f64, f64, f64)>,
+    /// The average precision (the runs' mean) and its 95% t-interval over the runs.
+    pub ap: f64,
+    pub ap_interval: Option<(f64, f64)>,
+    pub runs: usize,
+    /// The chance levels of its runs (one when they share a test split).
+    pub chances: Vec<f64>,
+}
+
+/// Recall points of a pooled curve.
+const GRID: usize = 200;
+
+impl PrLine {
+    /// One run's curve: the steps whose area is its average precision (threshold k's precision
+    /// over the recall it adds, [Rₖ₋₁, Rₖ]; a tie adds its recall at one precision).
+    pub fn of_run(name: &str, c: &PrCurve) -> Self {
+        let mut points = Vec::new();
+        let mut last_recall = 0.0;
+        for (r, p) in c.thinned(600) {
+            points.push((last_recall, p));
+            points.push((r, p));
+            last_recall = r;
+        }
+        Self {
+            name: name.to_string(),
+            points,
+            band: Vec::new(),
+            ap: c.average_precision,
+            ap_interval: None,
+            runs: 1,
+            chances: vec![c.chance()],
+        }
+    }
+
+    /// The mean of `curves` (one configuration's runs): at each of [`GRID`] + 1 recalls the
+    /// mean of the runs' step precisions there, with its 95% t-interval over the runs; the mean
+    /// average precision and its interval. One curve: [`PrLine::of_run`].
+    pub fn pooled(name: &str, curves: &[&PrCurve]) -> Self {
+        if let [one] = curves {
+            return Self::of_run(name, one);
+        }
+        let (mut points, mut band) = (Vec::new(), Vec::new());
+        for i in 0..=GRID {
+            let r = i as f64 / GRID as f64;
+            let at: Vec<f64> = curves.iter().map(|c| c.precision_at(r)).collect();
+            let (mean, interval) = mean_interval(&at);
+            points.push((r, mean));
+            if let Some((lo, hi)) = interval {
+                band.push((r, lo.max(0.0), hi.min(1.0)));
+            }
+        }
+        let aps: Vec<f64> = curves.iter().map(|c| c.average_precision).collect();
+        let (ap, ap_interval) = mean_interval(&aps);
+        let mut chances: Vec<f64> = Vec::new();
+        for c in curves {
+            if !chances.iter().any(|&x| (x - c.chance()).abs() < 1e-12) {
+                chances.push(c.chance());
+            }
+        }
+        Self {
+            name: name.to_string(),
+            points,
+            band,
+            ap,
+            ap_interval,
+            runs: curves.len(),
+            chances,
+        }
+    }
+
+    /// Its legend label: the name and average precision (with its interval and run count when
+    /// pooled).
+    fn label(&self) -> String {
+        let sig = super::group_table::sig4;
+        match (self.runs, self.ap_interval) {
+            (1, _) => format!("{} (AP {})", self.name, sig(self.ap)),
+            (k, Some((lo, hi))) => format!(
+                "{} (AP {} [{}, {}], {k} runs)",
+                self.name,
+                sig(self.ap),
+                sig(lo),
+                sig(hi)
+            ),
+            (k, None) => format!("{} (AP {}, {k} runs)", self.name, sig(self.ap)),
+        }
+    }
 }
 
 const SIDE: u32 = 520;
 
 impl PrChart {
-    /// Each run's legend label: its name and average precision.
+    /// Each line's legend label.
     fn labels(&self) -> Vec<String> {
-        self.runs
-            .iter()
-            .map(|(name, c)| {
-                format!(
-                    "{name} (AP {})",
-                    super::group_table::sig4(c.average_precision)
-                )
-            })
-            .collect()
+        self.lines.iter().map(PrLine::label).collect()
     }
 
     /// The distinct chance levels (runs on one test split share one).
     fn chances(&self) -> Vec<f64> {
         let mut out: Vec<f64> = Vec::new();
-        for (_, c) in &self.runs {
-            if !out.iter().any(|&x| (x - c.chance()).abs() < 1e-12) {
-                out.push(c.chance());
+        for p in self.lines.iter().flat_map(|l| l.chances.iter().copied()) {
+            if !out.iter().any(|&x| (x - p).abs() < 1e-12) {
+                out.push(p);
             }
         }
         out
@@ -85,23 +174,23 @@ impl Figure for PrChart {
                 ))
                 .map_err(plot_err)?;
         }
-        // Colours by run name (legend::colours): the same run, the same colour in every figure.
-        let by_name = legend::colours(self.runs.iter().map(|(name, _)| name.as_str()));
-        for (name, c) in &self.runs {
-            // Steps whose area is the average precision: threshold k's precision over the
-            // recall it adds, [Rₖ₋₁, Rₖ] (a tie adds its recall at one precision).
-            let mut pts = Vec::new();
-            let mut last_recall = 0.0;
-            for (r, p) in c.thinned(600) {
-                pts.push((last_recall, p));
-                pts.push((r, p));
-                last_recall = r;
+        // Colours by name (legend::colours): the same run or configuration, the same colour in
+        // every figure.
+        let by_name = legend::colours(self.lines.iter().map(|l| l.name.as_str()));
+        for l in &self.lines {
+            let colour = legend::colour(by_name[l.name.as_str()]);
+            if !l.band.is_empty() {
+                let mut area: Vec<(f64, f64)> = l.band.iter().map(|&(r, lo, _)| (r, lo)).collect();
+                area.extend(l.band.iter().rev().map(|&(r, _, hi)| (r, hi)));
+                chart
+                    .draw_series(std::iter::once(Polygon::new(
+                        area,
+                        colour.mix(0.18).filled(),
+                    )))
+                    .map_err(plot_err)?;
             }
             chart
-                .draw_series(LineSeries::new(
-                    pts,
-                    legend::colour(by_name[name.as_str()]).stroke_width(2),
-                ))
+                .draw_series(LineSeries::new(l.points.clone(), colour.stroke_width(2)))
                 .map_err(plot_err)?;
         }
         let mut labels = self.labels();
@@ -115,7 +204,7 @@ impl Figure for PrChart {
             .iter()
             .enumerate()
             .map(|(i, l)| {
-                let run = self.runs.get(i).map(|(name, _)| by_name[name.as_str()]);
+                let run = self.lines.get(i).map(|l| by_name[l.name.as_str()]);
                 (l.clone(), run.unwrap_or(7))
             })
             .collect();
@@ -124,7 +213,7 @@ impl Figure for PrChart {
             .enumerate()
             .map(|(i, l)| legend::Entry {
                 label: l,
-                dashed: i >= self.runs.len(),
+                dashed: i >= self.lines.len(),
             })
             .collect();
         legend::draw(&key, &entries, &colours, 48)

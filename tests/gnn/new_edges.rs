@@ -165,6 +165,101 @@ fn new_edge_scores_and_their_curves_are_the_runs_forecasts_of_absent_edges() {
         );
     }
 
+    // Two folds given one --label name: one line, their mean precision with its band, the mean
+    // average precision (that of the two runs' own, to the four decimals printed) and its
+    // interval in the legend.
+    let o = run_in(
+        t.path(),
+        &[
+            "train-gnn",
+            "--model",
+            "eb-drift",
+            "--sc_dir",
+            "cohort/sc",
+            "--morph_root",
+            "cohort/morph",
+            "--subject_info_csv",
+            "cohort/subject_info_sc.csv",
+            "--results_dir",
+            "res",
+            "--run_name",
+            "eb-fold1",
+            "--cv_fold",
+            "1",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ap_of = |run: &str| -> f64 {
+        let o = run_in(
+            t.path(),
+            &["plot-sc", run, "--new-edges", "--out", "out/one.svg"],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let log = stderr(&o);
+        let line = log
+            .lines()
+            .find(|l| l.contains("average precision"))
+            .unwrap();
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let mean = 0.5 * (ap_of("res/runs/eb-drift") + ap_of("res/runs/eb-fold1"));
+    let o = run_in(
+        t.path(),
+        &[
+            "plot-sc",
+            "res/runs/eb-drift",
+            "res/runs/eb-fold1",
+            "res/runs/linear-drift",
+            "--new-edges",
+            "--label",
+            "EB=res/runs/eb-drift",
+            "--label",
+            "EB=res/runs/eb-fold1",
+            "--out",
+            "out/pooled.svg",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let log = stderr(&o);
+    let said = log
+        .lines()
+        .find(|l| l.starts_with("[plot-sc] EB: 2 runs pooled"))
+        .unwrap_or_else(|| panic!("{log}"));
+    let pooled: f64 = said
+        .split("mean average precision ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Each printed AP is rounded to 1e-4: their mean within 1e-4 of the pooled one.
+    assert!((pooled - mean).abs() <= 1e-4, "{said} vs {mean}");
+    let svg = std::fs::read_to_string(t.path().join("out/pooled.svg")).unwrap();
+    assert!(
+        svg.contains("2 runs)") && svg.contains("linear-drift (AP ") && svg.contains("<polygon"),
+        "{svg}"
+    );
+    // --scores names rows by run: a shared name is refused there, before anything is written.
+    let o = run_in(
+        t.path(),
+        &[
+            "plot-sc",
+            "res/runs/eb-drift",
+            "res/runs/eb-fold1",
+            "--new-edges",
+            "--label",
+            "EB=res/runs/eb-drift",
+            "--label",
+            "EB=res/runs/eb-fold1",
+            "--scores",
+            "out/s2.csv",
+            "--out",
+            "out/p2.svg",
+        ],
+    );
+    assert!(!o.status.success() && stderr(&o).contains("--scores names each row"));
+    assert!(!t.path().join("out/p2.svg").exists() && !t.path().join("out/s2.csv").exists());
+
     // A cohort where edges are only pruned (trainer synth-connectome's) has no curve: one error
     // line, no figure, no scores.
     let p = t.path().join("pruned");

@@ -68,7 +68,9 @@ pub(crate) struct PlotScSettings {
     /// `NAME=PATH`: the name of the run at PATH (one of the runs given) in the legend, the
     /// default title and `--scores` (repeatable; default: the run directory's name, never its
     /// path). With `--strata`, one NAME given to several runs (a configuration's folds) draws
-    /// them as one bar per stratum: their mean skill with its 95% interval over the runs.
+    /// them as one bar per stratum: their mean skill with its 95% interval over the runs; with
+    /// `--new-edges`, as one curve: their mean precision at each recall with its 95% band, the
+    /// mean average precision with its interval.
     #[arg(long = "label", value_name = "NAME=PATH", value_parser = run_label::parse)]
     pub labels: Vec<run_label::Label>,
     /// ROI names in atlas order (one per line; Schaefer's `17Networks_LH_VisCent_1`): each

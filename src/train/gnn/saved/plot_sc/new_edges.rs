@@ -14,9 +14,9 @@ use super::super::reopen::Forecast;
 use super::PlotScSettings;
 use crate::backend;
 use crate::files::write_atomic;
-use crate::metrics::pr::pr_curve;
+use crate::metrics::pr::{PrCurve, pr_curve};
 use crate::outputs::heatmap;
-use crate::outputs::pr_chart::PrChart;
+use crate::outputs::pr_chart::{PrChart, PrLine};
 
 /// One candidate edge of one subject.
 struct Candidate {
@@ -65,7 +65,18 @@ fn candidates(run: &SavedRun, s: &PlotScSettings) -> Result<Vec<Candidate>> {
 
 /// `plot-sc RUN… --new-edges --out FIG [--scores FILE.csv]`.
 pub(super) fn run(s: &PlotScSettings) -> Result<()> {
-    let labels = crate::outputs::run_label::names(&s.labels, &s.runs)?;
+    let labels = crate::outputs::run_label::configuration_names(&s.labels, &s.runs)?;
+    if s.scores.is_some() {
+        for (i, name) in labels.iter().enumerate() {
+            if labels[..i].contains(name) {
+                bail!(
+                    "--scores names each row by its run, and --label {name} is given to several \
+                     runs: give each run its own name for --scores (the figure pools a shared \
+                     name)"
+                );
+            }
+        }
+    }
     let mut curves = Vec::new();
     let mut rows: Vec<(String, SavedRun, Vec<Candidate>)> = Vec::new();
     for (dir, label) in s.runs.iter().zip(labels) {
@@ -102,11 +113,44 @@ pub(super) fn run(s: &PlotScSettings) -> Result<()> {
             .title
             .clone()
             .unwrap_or_else(|| "new edges: precision–recall of the forecast".into()),
-        runs: curves,
+        lines: pooled_lines(&curves),
     };
     heatmap::render(&chart, &s.out)?;
     eprintln!("[plot-sc] wrote {}", s.out.display());
     Ok(())
+}
+
+/// One line per name, in order of first appearance: a run's curve, or the mean of the runs
+/// given one `--label` name (a configuration's folds or seeds), said on stderr.
+fn pooled_lines(curves: &[(String, PrCurve)]) -> Vec<PrLine> {
+    let mut names: Vec<&str> = Vec::new();
+    for (name, _) in curves {
+        if !names.contains(&name.as_str()) {
+            names.push(name);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let of: Vec<&PrCurve> = curves
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, c)| c)
+                .collect();
+            let line = PrLine::pooled(name, &of);
+            if of.len() > 1 {
+                eprintln!(
+                    "[plot-sc] {name}: {} runs pooled, mean average precision {:.4}{}",
+                    of.len(),
+                    line.ap,
+                    line.ap_interval.map_or(String::new(), |(lo, hi)| format!(
+                        " [{lo:.4}, {hi:.4}] (95% t-interval over the runs)"
+                    ))
+                );
+            }
+            line
+        })
+        .collect()
 }
 
 /// Every candidate as a CSV row (`run,subject,i,j,score,appeared`; `i < j`, 0-based node
