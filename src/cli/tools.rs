@@ -66,9 +66,11 @@ pub(crate) struct CompareArgs {
     /// group.
     #[arg(long, value_delimiter = ',')]
     pub group_by: Vec<String>,
-    /// A metric of the grouped table (repeatable): a test metric (`sc_log_mse`), `skill`,
-    /// `pearson_gain`, `identity_<metric>`, `forecast_only.<metric>`, or a column of the best
-    /// epoch's metrics row (`val_mask_ratio`).
+    /// A metric of the grouped table (repeatable): a test metric (`sc_log_mse`, `ecc_l2`, the
+    /// exact `betti0_l1`/`betti1_l1`), `skill`, `pearson_gain`, `identity_<metric>`,
+    /// `forecast_only.<metric>`, `skill_<metric>` of an error or distance (1 − model / identity:
+    /// `skill_ecc_l2`, `skill_betti0_l1`, `skill_strength_mae`, > 0 closer to the truth than
+    /// the start scan), or a column of the best epoch's metrics row (`val_mask_ratio`).
     #[arg(long = "metric")]
     pub metrics: Vec<String>,
     /// Print the view as `table`, `md` (Markdown), `csv` or `json` (alone: the grouped table;

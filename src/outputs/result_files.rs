@@ -65,11 +65,35 @@ pub(crate) struct TestMetricsFile {
 }
 
 impl TestMetricsFile {
-    /// Test metric `name` (the reports' `--metric`): a metric of the model (`sc_log_mse`),
-    /// `identity_<metric>`, `forecast_only.<metric>`, `skill`, `pearson_gain`, or a number of
-    /// the file (`test_loss`, `n_subjects`, `best_fold`); `None` for another name or an
-    /// undefined value.
+    /// Test metric `name` (the reports' `--metric`): a metric of the model (`sc_log_mse`), the
+    /// exact Betti-curve distances (`betti0_l1`, `betti1_l1`), `identity_<metric>`,
+    /// `forecast_only.<metric>`, `skill`, `pearson_gain`, `skill_<error metric>` (1 − the
+    /// model's / the identity's, for a metric where lower is better: `skill_ecc_l2`,
+    /// `skill_betti0_l1`; > 0 closer to the truth than the start scan), or a number of the file
+    /// (`test_loss`, `n_subjects`, `best_fold`); `None` for another name or an undefined value.
     pub(crate) fn metric(&self, name: &str) -> Option<f64> {
+        if let Some(base) = name.strip_prefix("skill_") {
+            let (m, i) = (
+                self.metric(base)?,
+                self.metric(&format!("identity_{base}"))?,
+            );
+            return (is_error_metric(base) && i > 0.0).then(|| 1.0 - m / i);
+        }
+        let exact = |t: &ExactTopology, key: &str| match key {
+            "betti0_l1" => Some(t.betti0_l1),
+            "betti1_l1" => Some(t.betti1_l1),
+            _ => None,
+        };
+        let topo = &self.exact_topology;
+        if let Some(v) = exact(&topo.model, name) {
+            return Some(v).filter(|v| !v.is_nan());
+        }
+        if let Some(v) = name
+            .strip_prefix("identity_")
+            .and_then(|k| exact(&topo.identity_baseline, k))
+        {
+            return Some(v).filter(|v| !v.is_nan());
+        }
         let t = &self.metrics;
         let sc = |m: &ScMetrics, key: &str| ScKey::from_name(key).map(|k| m.get(k));
         let value = if let Some(rest) = name.strip_prefix("forecast_only.") {
@@ -106,6 +130,15 @@ impl TestMetricsFile {
             .map(|(n, _)| n.to_string())
             .collect()
     }
+}
+
+/// Whether lower is better for test metric `name` (an error or a distance, whose
+/// `skill_<name>` is defined): the mse/mae/rmse/ks/l1/l2 metrics and the three `mse_*`.
+pub(crate) fn is_error_metric(name: &str) -> bool {
+    ["_mse", "_mae", "_rmse", "_ks", "_l1", "_l2"]
+        .iter()
+        .any(|end| name.ends_with(end))
+        || name.starts_with("mse_")
 }
 
 /// `metrics.json` of an `eval-gnn` re-scoring: the test metrics of the subjects of a split, the
@@ -335,5 +368,35 @@ pub(crate) mod examples {
             test_skill: test.2,
             ..RunResults::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skills_of_errors_and_the_betti_distances_are_metrics() {
+        let mut f = TestMetricsFile::default();
+        f.metrics.model.ecc_l2 = 30.0;
+        f.metrics.identity_baseline.ecc_l2 = 40.0;
+        f.metrics.model.sc_log_pearson = 0.9;
+        f.metrics.identity_baseline.sc_log_pearson = 0.8;
+        f.exact_topology.model.betti0_l1 = 6.0;
+        f.exact_topology.identity_baseline.betti0_l1 = 3.0;
+        assert_eq!(f.metric("skill_ecc_l2"), Some(0.25));
+        assert_eq!(f.metric("betti0_l1"), Some(6.0));
+        assert_eq!(f.metric("identity_betti0_l1"), Some(3.0));
+        // Twice the identity's distance: skill −1.
+        assert_eq!(f.metric("skill_betti0_l1"), Some(-1.0));
+        // A correlation (higher is better) has no such skill; an undefined value is none.
+        assert_eq!(f.metric("skill_sc_log_pearson"), None);
+        assert_eq!(f.metric("skill_betti1_l1"), None);
+        assert_eq!(f.metric("betti1_l1"), None);
+        // An identity of distance 0: no skill (not infinite).
+        f.exact_topology.identity_baseline.betti0_l1 = 0.0;
+        assert_eq!(f.metric("skill_betti0_l1"), None);
+        assert!(is_error_metric("strength_mae") && is_error_metric("mse_zero"));
+        assert!(!is_error_metric("deg_pearson") && !is_error_metric("skill"));
     }
 }

@@ -492,6 +492,40 @@ fn reference_runs_sit_beside_ours() {
     );
     assert_eq!(rows[2]["skill"]["mean"], 0.0);
 
+    // Both axes: the exact Betti distance and the skills of distances (1 − model / identity),
+    // from ours only (the reference writes no identity figures), 0 on the identity's row.
+    let mut axes = args.to_vec();
+    axes.extend(["--metric", "betti0_l1", "--metric", "skill_ecc_l2"]);
+    axes.extend(["--metric", "skill_betti1_l1"]);
+    let rows = compare_json(t.path(), &axes);
+    let (m, i) = (&test["model"], &test["identity_baseline"]);
+    let ecc = 1.0 - m["ecc_l2"].as_f64().unwrap() / i["ecc_l2"].as_f64().unwrap();
+    assert!(
+        close(&rows[1]["skill_ecc_l2"]["mean"], ecc),
+        "{:?}",
+        rows[1]
+    );
+    let exact = &test["exact_topology"];
+    assert_eq!(rows[1]["betti0_l1"]["mean"], exact["model"]["betti0_l1"]);
+    let b1 = exact["model"]["betti1_l1"].as_f64().unwrap()
+        / exact["identity_baseline"]["betti1_l1"].as_f64().unwrap();
+    assert!(
+        close(&rows[1]["skill_betti1_l1"]["mean"], 1.0 - b1),
+        "{:?}",
+        rows[1]
+    );
+    assert!(rows[0]["skill_ecc_l2"].is_null(), "{:?}", rows[0]);
+    assert_eq!(rows[2]["skill_ecc_l2"]["mean"], 0.0);
+    // A correlation has no skill of a distance: refused, naming the form.
+    let mut bad = args.to_vec();
+    bad.extend(["--metric", "skill_deg_pearson"]);
+    let o = run_in(t.path(), &[&["compare"][..], &bad].concat());
+    assert!(
+        !o.status.success() && stderr(&o).contains("skill_<metric>"),
+        "{}",
+        stderr(&o)
+    );
+
     let mut table = vec!["compare"];
     table.extend_from_slice(&args);
     let o = run_in(t.path(), &table);

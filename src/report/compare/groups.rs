@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{CompareSettings, Run, RunStatus, group_value};
 use crate::metrics::sc::ScMetrics;
 use crate::outputs::group_table::{self, Format, Grouping};
+use crate::outputs::result_files::is_error_metric;
 use anyhow::{Result, bail};
 
 /// Keys every run answers (besides a sweep's varied keys and any setting of `args.json`).
@@ -21,6 +22,8 @@ const REPEATS: &[&str] = &["fold", "seed", "source"];
 
 /// The metrics of the grouped view when `--metric` is not given.
 const DEFAULT_METRICS: &[&str] = &["sc_log_mse", "skill", "sc_log_pearson"];
+/// The exact Betti-curve distances of a run's test results (`test_metrics.json`).
+const BETTI: &[&str] = &["betti0_l1", "betti1_l1"];
 
 /// The grouped view: `group_by` (default: model, preset and what the sweeps varied besides
 /// folds and seeds), `metrics` (default: [`DEFAULT_METRICS`]).
@@ -132,21 +135,29 @@ fn check_metrics(runs: &[Run], metrics: &[String]) -> Result<()> {
         .collect();
     let test_metric = |m: &str| {
         let m = m.strip_prefix("val_").unwrap_or(m);
+        if let Some(base) = m.strip_prefix("skill_") {
+            return is_error_metric(base)
+                && (ScMetrics::NAMES.contains(&base) || BETTI.contains(&base));
+        }
         let base = m
             .strip_prefix("identity_")
             .or_else(|| m.strip_prefix("forecast_only."))
             .unwrap_or(m);
-        ScMetrics::NAMES.contains(&base) || ["skill", "pearson_gain"].contains(&base)
+        ScMetrics::NAMES.contains(&base)
+            || ["skill", "pearson_gain"].contains(&base)
+            || BETTI.contains(&base)
     };
     for m in metrics {
         if !test_metric(m) && done.iter().all(|r| r.metric(m).is_none()) {
             let mut known: BTreeSet<String> = done.iter().flat_map(|r| available(r)).collect();
             known.extend(ScMetrics::NAMES.iter().map(|n| n.to_string()));
             known.extend(["skill".into(), "pearson_gain".into()]);
+            known.extend(BETTI.iter().map(|n| n.to_string()));
             bail!(
                 "--metric {m}: no finished run has it; metrics: {}; identity_<metric> and \
-                 forecast_only.<metric> of those; or a column of metrics.jsonl at the best \
-                 epoch (val_loss, val_skill, …)",
+                 forecast_only.<metric> of those; skill_<metric> of an error or distance \
+                 (skill_ecc_l2, skill_betti0_l1: 1 − model / identity); or a column of \
+                 metrics.jsonl at the best epoch (val_loss, val_skill, …)",
                 known.into_iter().collect::<Vec<_>>().join(", ")
             );
         }
@@ -208,6 +219,7 @@ fn identity_rows(runs: &[Run], keys: &[String], metrics: &[String]) -> Vec<Group
 fn identity_metric(run: &Run, m: &str) -> Option<f64> {
     match m {
         "skill" | "pearson_gain" => run.metric(m).map(|_| 0.0),
+        m if m.starts_with("skill_") => run.metric(m).map(|_| 0.0),
         m if m.starts_with("identity_") => None,
         m => run.metric(&format!(
             "identity_{}",
