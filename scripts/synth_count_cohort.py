@@ -49,6 +49,9 @@ import time
 
 import numpy as np
 
+# The quota of visit counts and the matrix writer are the realistic-noise generator's.
+from synth_noisy_cohort import matrix, visit_counts, write_csv_matrix
+
 SESSIONS = ["ses-baselineYear1Arm1", "ses-2YearFollowUpYArm1", "ses-4YearFollowUpYArm1"]
 METRICS = ["Thickness", "Area", "Curv", "GWC"]
 SITES = ["siteA", "siteB", "siteC"]
@@ -108,26 +111,12 @@ def template(n, rng):
     return dict(n=n, iu=iu, level=level, rate=rate, within=within, morph=morph)
 
 
-def visit_counts(subjects, rng):
-    p = np.asarray(VISIT_PROBS)
-    exact = p * subjects
-    counts = np.floor(exact).astype(int)
-    order = np.argsort(-(exact - counts), kind="stable")
-    counts[order[: subjects - counts.sum()]] += 1
-    return rng.permutation(np.repeat(np.arange(1, len(p) + 1), counts))
-
-
-def write_matrix(path, n, iu, upper):
-    m = np.zeros((n, n), dtype=np.float32)
-    m[iu] = upper
-    np.savetxt(path, m + m.T, fmt="%.6g", delimiter=",")
-
-
 def generate(a):
     started = time.time()
     t = template(a.nodes, np.random.default_rng([a.seed, STREAM_TEMPLATE]))
     n, iu = t["n"], t["iu"]
-    counts = visit_counts(a.subjects, np.random.default_rng([a.seed, STREAM_VISITS]))
+    counts = visit_counts(VISIT_PROBS, a.subjects,
+                          np.random.default_rng([a.seed, STREAM_VISITS]))
     staging = a.out.rstrip("/") + ".tmp"
     if os.path.exists(staging):
         sys.exit(f"synth_count_cohort.py: {staging} exists (a failed run?); remove it first")
@@ -155,7 +144,8 @@ def generate(a):
             count = rng.poisson(np.exp(mean_log) * gamma).astype(np.float32)
             present = count > 0
             densities.append(float(present.mean()))
-            write_matrix(os.path.join(staging, "sc", f"{sid}_{SESSIONS[k]}.csv"), n, iu, count)
+            write_csv_matrix(os.path.join(staging, "sc", f"{sid}_{SESSIONS[k]}.csv"),
+                             matrix(n, iu, count))
             morph = t["morph"] + morph_offset + rng.normal(size=(n, 4)) * np.array(
                 [0.03, 8.0, 0.003, 0.004])
             d = os.path.join(staging, "morph", SESSIONS[k], site)

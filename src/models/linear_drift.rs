@@ -36,7 +36,8 @@ pub(crate) enum ForecastForm {
     Sparse,
 }
 
-/// The settings of `--model linear-drift`.
+/// The settings of the closed-form forecasters: `--drift-support` (`--model linear-drift`) and
+/// `--forecast` (`--model eb-drift`).
 #[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[command(next_help_heading = crate::settings::MODEL)]
 pub(crate) struct DriftSettings {

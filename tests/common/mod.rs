@@ -146,28 +146,29 @@ pub fn noisy_cohort(dir: &Path, args: &[&str]) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// `train-gnn` on `dir/cohort` (its scans, morphology and subject table) as run
+/// `<results>/runs/<run>`, with `flags` (the model, the fold, …) after them.
+pub fn train_gnn_in(dir: &Path, results: &str, run: &str, flags: &[&str]) -> Output {
+    let mut args = vec![
+        "train-gnn",
+        "--sc_dir",
+        "cohort/sc",
+        "--morph_root",
+        "cohort/morph",
+        "--subject_info_csv",
+        "cohort/subject_info_sc.csv",
+        "--results_dir",
+        results,
+        "--run_name",
+        run,
+    ];
+    args.extend_from_slice(flags);
+    run_in(dir, &args)
+}
+
 /// `train-gnn --model MODEL` on fold 0 of `dir/cohort`, as run `<results>/runs/<model>`, which
 /// must succeed.
 pub fn train_model(dir: &Path, model: &str, results: &str) {
-    let o = run_in(
-        dir,
-        &[
-            "train-gnn",
-            "--model",
-            model,
-            "--sc_dir",
-            "cohort/sc",
-            "--morph_root",
-            "cohort/morph",
-            "--subject_info_csv",
-            "cohort/subject_info_sc.csv",
-            "--results_dir",
-            results,
-            "--run_name",
-            model,
-            "--cv_fold",
-            "0",
-        ],
-    );
+    let o = train_gnn_in(dir, results, model, &["--model", model, "--cv_fold", "0"]);
     assert!(o.status.success(), "{model}: {}", stderr(&o));
 }

@@ -47,28 +47,15 @@ fn train(dir: &Path, model: &str) {
 
 /// Trains `--model eb-drift --forecast sparse` on fold 0 as run `results/runs/<run>`.
 fn train_sparse(dir: &Path, run: &str) -> std::process::Output {
-    run_in(
-        dir,
-        &[
-            "train-gnn",
-            "--model",
-            "eb-drift",
-            "--forecast",
-            "sparse",
-            "--sc_dir",
-            "cohort/sc",
-            "--morph_root",
-            "cohort/morph",
-            "--subject_info_csv",
-            "cohort/subject_info_sc.csv",
-            "--results_dir",
-            "results",
-            "--run_name",
-            run,
-            "--cv_fold",
-            "0",
-        ],
-    )
+    let flags = [
+        "--model",
+        "eb-drift",
+        "--forecast",
+        "sparse",
+        "--cv_fold",
+        "0",
+    ];
+    train_gnn_in(dir, "results", run, &flags)
 }
 
 /// One row of `predictions.csv` with its matrix.

@@ -168,26 +168,8 @@ fn new_edge_scores_and_their_curves_are_the_runs_forecasts_of_absent_edges() {
     // Two folds given one --label name: one line, their mean precision with its band, the mean
     // average precision (that of the two runs' own, to the four decimals printed) and its
     // interval in the legend.
-    let o = run_in(
-        t.path(),
-        &[
-            "train-gnn",
-            "--model",
-            "eb-drift",
-            "--sc_dir",
-            "cohort/sc",
-            "--morph_root",
-            "cohort/morph",
-            "--subject_info_csv",
-            "cohort/subject_info_sc.csv",
-            "--results_dir",
-            "res",
-            "--run_name",
-            "eb-fold1",
-            "--cv_fold",
-            "1",
-        ],
-    );
+    let flags = ["--model", "eb-drift", "--cv_fold", "1"];
+    let o = train_gnn_in(t.path(), "res", "eb-fold1", &flags);
     assert!(o.status.success(), "{}", stderr(&o));
     let ap_of = |run: &str| -> f64 {
         let o = run_in(

@@ -20,8 +20,8 @@
 use rayon::prelude::*;
 
 use super::pooling::{TINY, persistence};
-use super::visits::{for_all, for_pairs, visits};
-use super::{EbParams, EbScan, ForecastForm};
+use super::visits::{for_all, for_pairs, mean_age, visits};
+use super::{EbParams, EbScan, ForecastForm, nodes};
 
 /// Groups of the check.
 pub(super) const FOLDS: usize = 5;
@@ -87,15 +87,10 @@ impl EbParams {
     /// The global-shrinkage forecaster of the module doc, fitted on `subjects`.
     pub(crate) fn fit_global_shrink(subjects: &[Vec<EbScan<'_>>]) -> Self {
         let scans = visits(subjects);
-        let n = subjects
-            .iter()
-            .flat_map(|s| s.first())
-            .map(|s| s.n)
-            .next()
-            .unwrap_or(0);
+        let n = nodes(subjects);
         let m = n * n.saturating_sub(1) / 2;
         let n_scans = scans.iter().flatten().count().max(1) as f64;
-        let a_bar = scans.iter().flatten().map(|s| s.age).sum::<f64>() / n_scans;
+        let a_bar = mean_age(&scans);
         let (mut sy, mut sty, mut stt) = (vec![0.0; m], vec![0.0; m], 0.0);
         for_all(&scans, |v, s| {
             let tc = v.age - a_bar;

@@ -23,7 +23,7 @@ pub(crate) use crate::models::linear_drift::ForecastForm;
 pub(crate) use fallback::{CHECK_UP_TO, Choice};
 pub(crate) use module::{EbDrift, params_from};
 use pooling::{persistence, rank_bins, shrink};
-use visits::{Logs, for_all, for_pairs, visits};
+use visits::{Logs, for_all, for_pairs, mean_age, visits};
 
 /// Name of the model in checkpoint metadata.
 pub(crate) const MODEL_NAME: &str = "eb_drift";
@@ -84,6 +84,16 @@ fn pair_dt(a0: f64, a1: f64, visits: usize) -> f64 {
     d.max(1e-3)
 }
 
+/// N of the training subjects' scans (their first scan's; 0 without one).
+fn nodes(subjects: &[Vec<EbScan<'_>>]) -> usize {
+    subjects
+        .iter()
+        .flat_map(|s| s.first())
+        .map(|s| s.n)
+        .next()
+        .unwrap_or(0)
+}
+
 /// `(log1p(max(a, 0)), a > 0)` of every upper-triangle entry.
 fn upper(a: &[f32]) -> (Vec<f64>, Vec<bool>) {
     let Logs { y, z } = Logs::of(a);
@@ -93,16 +103,11 @@ fn upper(a: &[f32]) -> (Vec<f64>, Vec<bool>) {
 impl EbParams {
     /// Fits the forecaster on the training subjects (each its scans in visit order).
     pub(crate) fn fit(subjects: &[Vec<EbScan<'_>>]) -> Self {
-        let n = subjects
-            .iter()
-            .flat_map(|s| s.first())
-            .map(|s| s.n)
-            .next()
-            .unwrap_or(0);
+        let n = nodes(subjects);
         let m = n * n.saturating_sub(1) / 2;
         let scans = visits(subjects);
         let n_scans = scans.iter().flatten().count();
-        let a_bar = scans.iter().flatten().map(|s| s.age).sum::<f64>() / n_scans.max(1) as f64;
+        let a_bar = mean_age(&scans);
 
         // 1. Drift of the edges present at both visits of a pair.
         let (mut sxy, mut sxx) = (vec![0.0; m], vec![0.0; m]);

@@ -95,3 +95,9 @@ pub(super) fn visits<'a>(subjects: &'a [Vec<EbScan<'a>>]) -> Vec<Vec<Visit<'a>>>
         })
         .collect()
 }
+
+/// The mean age of the scans (0 without one).
+pub(super) fn mean_age(scans: &[Vec<Visit<'_>>]) -> f64 {
+    let n = scans.iter().flatten().count().max(1) as f64;
+    scans.iter().flatten().map(|s| s.age).sum::<f64>() / n
+}
