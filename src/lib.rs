@@ -99,7 +99,14 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::PlotSc(s) => train::gnn::saved::plot_sc::run(s).map(|_| ExitCode::SUCCESS),
         Command::Bench(args) => bench::mnist::run(args).map(|_| ExitCode::SUCCESS),
         Command::Plot(a) => {
-            report::plot::plot(&a.runs, &a.labels, &a.metric, a.title.as_deref(), &a.out)?;
+            report::plot::plot(
+                &a.runs,
+                &a.labels,
+                &a.metric,
+                a.title.as_deref(),
+                crate::outputs::figure::Layout::column(a.column),
+                &a.out,
+            )?;
             eprintln!("wrote {}", a.out.display());
             Ok(ExitCode::SUCCESS)
         }

@@ -19,6 +19,8 @@ use trainer::metrics::paired::{SEED, paired_values};
 use trainer::metrics::pr::pr_curve;
 use trainer::outputs::compare::{Format, RunSummary, render_runs};
 use trainer::outputs::curves::{self, Chart, Line};
+use trainer::outputs::figure::Layout;
+use trainer::outputs::frontier::{Frontier, FrontierPoint};
 use trainer::outputs::group_table::{Grouping, grouped};
 use trainer::outputs::heatmap::{self, Comparison};
 use trainer::outputs::pr_chart::{PrChart, PrLine};
@@ -51,14 +53,21 @@ fn hostile() -> Vec<String> {
 }
 
 /// The figure types: `trainer plot`'s curves, `plot-sc`'s heatmaps, strata, precision–recall
-/// and trajectories.
-const KINDS: [&str; 5] = ["curves", "heatmap", "strata", "pr", "trajectory"];
+/// and trajectories, `compare --frontier`.
+const KINDS: [&str; 6] = [
+    "curves",
+    "heatmap",
+    "strata",
+    "pr",
+    "trajectory",
+    "frontier",
+];
 
 /// One figure of type `KINDS[kind]` with `title` as its title and `label` wherever a name goes
-/// (a line's label, a run, a stratum, a measure, a subject), drawn into `dir` as
-/// `<type>.<ext>`.
-fn draw(kind: usize, dir: &Path, title: &str, label: &str, ext: &str) -> PathBuf {
-    let out = dir.join(format!("{}.{ext}", KINDS[kind]));
+/// (a line's label, a run, a stratum, a measure, a subject, a configuration), laid out as
+/// `layout`, drawn into `dir` as `<type>-<layout>.<ext>`.
+fn draw(kind: usize, dir: &Path, title: &str, label: &str, layout: Layout, ext: &str) -> PathBuf {
+    let out = dir.join(format!("{}-{layout:?}.{ext}", KINDS[kind]));
     let drawn = match kind {
         0 => {
             let line = |label: &str, y: f64| Line {
@@ -70,7 +79,7 @@ fn draw(kind: usize, dir: &Path, title: &str, label: &str, ext: &str) -> PathBuf
                 title: label.into(),
                 lines: vec![line(label, 1.0), line("other", 2.0)],
             }];
-            curves::render_titled(&charts, Some(title), &out)
+            curves::render_titled(&charts, Some(title), layout, &out)
         }
         1 => {
             let m = Array2::from_shape_fn((6, 6), |(i, j)| (i + j) as f32 / 10.0);
@@ -81,6 +90,7 @@ fn draw(kind: usize, dir: &Path, title: &str, label: &str, ext: &str) -> PathBuf
                 start: &m,
                 roi_names: None,
                 network_lines: false,
+                layout,
             };
             heatmap::render(&fig, &out)
         }
@@ -100,6 +110,7 @@ fn draw(kind: usize, dir: &Path, title: &str, label: &str, ext: &str) -> PathBuf
                 runs: vec![(label.into(), strata.clone()), ("b".into(), strata)],
                 warning_on_figure: true,
                 pooled: Default::default(),
+                layout,
             };
             heatmap::render(&fig, &out)
         }
@@ -109,6 +120,21 @@ fn draw(kind: usize, dir: &Path, title: &str, label: &str, ext: &str) -> PathBuf
             let fig = PrChart {
                 title: title.into(),
                 lines: vec![PrLine::of_run(label, &a), PrLine::pooled("b", &[&a, &b])],
+                layout,
+            };
+            heatmap::render(&fig, &out)
+        }
+        5 => {
+            let point = |label: &str, y: f64| FrontierPoint {
+                label: label.into(),
+                y: vec![y, y + 0.1],
+                x: vec![vec![-y, 0.2], vec![y]],
+            };
+            let fig = Frontier {
+                title: title.into(),
+                x_metrics: vec!["skill_ecc_l2".into(), label.into()],
+                y_metric: "skill".into(),
+                points: vec![point(label, 0.3), point("b", -0.1)],
             };
             heatmap::render(&fig, &out)
         }
@@ -124,6 +150,7 @@ fn draw(kind: usize, dir: &Path, title: &str, label: &str, ext: &str) -> PathBuf
                     measure: label.into(),
                     tracks: vec![track(label), track("s2")],
                 }],
+                layout,
             };
             heatmap::render(&fig, &out)
         }
@@ -177,19 +204,86 @@ fn every_figure_with_hostile_text_is_well_formed_xml_and_shows_it() {
     for (i, text) in hostile().iter().enumerate() {
         let dir = t.path().join(i.to_string());
         for (kind, name) in KINDS.iter().enumerate() {
-            let svg = draw(kind, &dir, text, text, "svg");
-            // The title is drawn as given; a label may carry a suffix (`(AP …)`) or a range.
-            let expect: &[&str] = match *name {
-                "curves" | "strata" => &[text, text],
-                _ => &[text],
-            };
-            check_svg(&svg, expect).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            for layout in [Layout::Screen, Layout::Column] {
+                let svg = draw(kind, &dir, text, text, layout, "svg");
+                // The title is drawn as given (a heatmap's wrapped in a column); a label may
+                // carry a suffix (`(AP …)`) or a range.
+                let lines = title_lines(kind, text, layout);
+                let mut expect: Vec<&str> = lines.iter().map(String::as_str).collect();
+                if ["curves", "strata"].contains(name) {
+                    expect.push(text);
+                }
+                check_svg(&svg, &expect).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            }
         }
     }
     // The PNG of the same text draws too.
     let long = hostile().pop().unwrap();
     for kind in 0..KINDS.len() {
-        draw(kind, t.path(), &long, "a\u{1}<", "png");
+        for layout in [Layout::Screen, Layout::Column] {
+            draw(kind, t.path(), &long, "a\u{1}<", layout, "png");
+        }
+    }
+}
+
+/// The lines a figure of type `KINDS[kind]` draws its title in: the heatmaps wrap theirs in a
+/// column; the others draw it as one text.
+fn title_lines(kind: usize, title: &str, layout: Layout) -> Vec<String> {
+    if KINDS[kind] == "heatmap" {
+        heatmap::title_lines(title, layout)
+    } else {
+        vec![title.to_string()]
+    }
+}
+
+/// Laid out for a journal's column, every figure is 400 pixels wide and none of its text is
+/// smaller than 6 pt when it is placed 89 mm wide: an SVG's `font-size` (plotters writes a
+/// 12-pixel font as 9.68, its size over 1.24) × 89 / 400 mm, over 0.3528 mm a point: 6.1 pt for
+/// the 12-pixel font, within the 5–7 pt journals ask for. The screen layouts are wider.
+#[test]
+fn column_figures_are_a_column_wide_and_print_their_text_at_6_pt() {
+    let t = tempfile::tempdir().unwrap();
+    let attr = |svg: &str, name: &str| -> Vec<f64> {
+        let key = format!("{name}=\"");
+        svg.match_indices(&key)
+            .map(|(at, _)| {
+                let rest = &svg[at + key.len()..];
+                rest[..rest.find('"').unwrap()].parse::<f64>().unwrap()
+            })
+            .collect()
+    };
+    for (kind, name) in KINDS.iter().enumerate() {
+        let column = std::fs::read_to_string(draw(
+            kind,
+            t.path(),
+            "a title",
+            "eb-drift",
+            Layout::Column,
+            "svg",
+        ))
+        .unwrap();
+        let screen = std::fs::read_to_string(draw(
+            kind,
+            t.path(),
+            "a title",
+            "eb-drift",
+            Layout::Screen,
+            "svg",
+        ))
+        .unwrap();
+        let width = |svg: &str| attr(svg, "width")[0];
+        assert_eq!(width(&column), 400.0, "{name}");
+        if *name != "frontier" {
+            assert!(width(&screen) > 400.0, "{name}: {}", width(&screen));
+        }
+        let sizes = attr(&column, "font-size");
+        assert!(!sizes.is_empty(), "{name}: no text");
+        let smallest = sizes.iter().copied().fold(f64::INFINITY, f64::min);
+        let points = smallest * 89.0 / 400.0 / 0.3528;
+        assert!(
+            points >= 6.0,
+            "{name}: {smallest} px prints at {points:.1} pt"
+        );
     }
 }
 
@@ -337,14 +431,16 @@ fn random_hostile_text_gives_well_formed_figures_and_no_formula_cells() {
     let dir = tempfile::tempdir().unwrap();
     let mut runner = TestRunner::new(fuzz::config());
     let strategy = (
-        0..KINDS.len(),
+        (0..KINDS.len(), any::<bool>()),
         text(),
         text(),
         prop::collection::vec(text(), 1..4),
     );
-    let result = runner.run(&strategy, |(kind, title, label, names)| {
-        let svg = draw(kind, dir.path(), &title, &label, "svg");
-        check_svg(&svg, &[&title])?;
+    let result = runner.run(&strategy, |((kind, column), title, label, names)| {
+        let layout = Layout::column(column);
+        let svg = draw(kind, dir.path(), &title, &label, layout, "svg");
+        let lines = title_lines(kind, &title, layout);
+        check_svg(&svg, &lines.iter().map(String::as_str).collect::<Vec<_>>())?;
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         check_all_csv(&names)
     });

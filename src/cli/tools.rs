@@ -87,6 +87,16 @@ pub(crate) struct CompareArgs {
     /// `.png`, lines labelled by group.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Also draw both axes of the grouped table to this `.svg` or `.png`: per configuration
+    /// (the groups) its log-MSE `skill` against each topology skill (the `skill_<metric>`s of
+    /// `--metric`; default skill_betti0_l1, skill_betti1_l1, skill_ecc_l2,
+    /// skill_strength_mae), mean over its runs with a 95% t-interval, the identity at 0, 0.
+    #[arg(long, conflicts_with_all = ["against", "per_run", "strata"])]
+    pub frontier: Option<PathBuf>,
+    /// Lay `--plot`'s figure out for a journal's single column (89 mm): 400 pixels wide, the
+    /// legend under the chart (`--frontier`'s figure always is).
+    #[arg(long)]
+    pub column: bool,
     /// Pair every run by test subject with the run of this model (`eb-drift`, `linear-drift`,
     /// or a run directory's name; `identity`: each run's own identity forecast) and with the
     /// identity: mean difference of each `--metric` (default sc_log_mse) with a bootstrap 95%
@@ -122,6 +132,8 @@ impl CompareArgs {
             format: self.format,
             json: self.json,
             plot: self.plot,
+            frontier: self.frontier,
+            column: self.column,
             against: self.against,
             strata: self.strata,
             per_run: self.per_run,
@@ -152,6 +164,10 @@ pub(crate) struct PlotArgs {
     /// runs given (repeatable; default: the directory's name).
     #[arg(long = "label", value_name = "NAME=PATH", value_parser = crate::outputs::run_label::parse)]
     pub labels: Vec<crate::outputs::run_label::Label>,
+    /// Lay the figure out for a journal's single column (89 mm): 400 pixels wide, legends under
+    /// the charts, so that its smallest text prints at 6 pt.
+    #[arg(long)]
+    pub column: bool,
 }
 
 /// `trainer completions`.

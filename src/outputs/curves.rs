@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::figure::{Figure, plot_err, render_figure};
+use super::figure::{COLUMN_WIDTH, Figure, Layout, plot_err, render_figure};
 use super::legend;
 use super::metrics_row::{EPOCH, MetricsRow};
 
@@ -124,12 +124,25 @@ const WIDTH: u32 = 900;
 /// Draws `charts` one above the other into `out`: SVG, or PNG when `out` ends in `.png`.
 /// Written atomically.
 pub(crate) fn render(charts: &[Chart], out: &Path) -> Result<()> {
-    render_titled(charts, None, out)
+    render_titled(charts, None, Layout::Screen, out)
 }
 
-/// [`render`] with a title above the charts (`--title`).
-pub fn render_titled(charts: &[Chart], title: Option<&str>, out: &Path) -> Result<()> {
-    render_figure(&Charts { charts, title }, out)
+/// [`render`] with a title above the charts (`--title`), laid out for a screen or a journal's
+/// column (`--column`: [`COLUMN_WIDTH`] wide, each chart's legend under it).
+pub fn render_titled(
+    charts: &[Chart],
+    title: Option<&str>,
+    layout: Layout,
+    out: &Path,
+) -> Result<()> {
+    render_figure(
+        &Charts {
+            charts,
+            title,
+            layout,
+        },
+        out,
+    )
 }
 
 /// The band a figure's title takes above its charts.
@@ -139,11 +152,27 @@ const TITLE_BAND: u32 = 34;
 struct Charts<'a> {
     charts: &'a [Chart],
     title: Option<&'a str>,
+    layout: Layout,
+}
+
+/// A chart's height in a journal's column, above its legend.
+const COLUMN_PANEL_HEIGHT: u32 = 250;
+
+/// The height of each chart of a column layout with its legend under it.
+fn column_heights(charts: &[Chart]) -> Vec<u32> {
+    charts
+        .iter()
+        .map(|c| COLUMN_PANEL_HEIGHT + legend::below_height(c.lines.len()))
+        .collect()
 }
 
 impl Figure for Charts<'_> {
     fn size(&self) -> (u32, u32) {
         let band = if self.title.is_some() { TITLE_BAND } else { 0 };
+        if self.layout == Layout::Column {
+            let h: u32 = column_heights(self.charts).iter().sum();
+            return (COLUMN_WIDTH, h.max(COLUMN_PANEL_HEIGHT) + band);
+        }
         (
             WIDTH + legend_width(self.charts),
             PANEL_HEIGHT * self.charts.len().max(1) as u32 + band,
@@ -152,16 +181,24 @@ impl Figure for Charts<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, _: bool) -> Result<()> {
         root.fill(&WHITE).map_err(plot_err)?;
         let Some(title) = self.title else {
-            return draw(root, self.charts);
+            return draw(root, self.charts, self.layout);
         };
         let (head, body) = root.split_vertically(TITLE_BAND);
         head.draw(&Text::new(
             title.to_string(),
             (12, 8),
-            ("sans-serif", 20).into_font(),
+            (
+                "sans-serif",
+                if self.layout == Layout::Column {
+                    15
+                } else {
+                    20
+                },
+            )
+                .into_font(),
         ))
         .map_err(plot_err)?;
-        draw(&body, self.charts)
+        draw(&body, self.charts, self.layout)
     }
 }
 
@@ -174,8 +211,25 @@ fn legend_width(charts: &[Chart]) -> u32 {
     )
 }
 
-fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, charts: &[Chart]) -> Result<()> {
-    let areas = root.split_evenly((charts.len().max(1), 1));
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    charts: &[Chart],
+    layout: Layout,
+) -> Result<()> {
+    let column = layout == Layout::Column;
+    let areas = if column {
+        // Each chart its own height: its legend's rows under it.
+        let mut rest = root.clone();
+        let mut out = Vec::new();
+        for h in column_heights(charts) {
+            let (area, below) = rest.split_vertically(h);
+            out.push(area);
+            rest = below;
+        }
+        out
+    } else {
+        root.split_evenly((charts.len().max(1), 1))
+    };
     let colours = legend::colours(
         charts
             .iter()
@@ -184,8 +238,12 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, charts: &[Chart]) -> 
     let legend = legend_width(charts);
     for (area, chart) in areas.iter().zip(charts) {
         let width = area.dim_in_pixel().0;
-        let (plot, key) = area.split_horizontally(width.saturating_sub(legend));
-        draw_chart(&plot, chart, &colours)?;
+        let (plot, key) = if column {
+            area.split_vertically(COLUMN_PANEL_HEIGHT)
+        } else {
+            area.split_horizontally(width.saturating_sub(legend))
+        };
+        draw_chart(&plot, chart, &colours, column)?;
         let entries: Vec<legend::Entry> = chart
             .lines
             .iter()
@@ -194,7 +252,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, charts: &[Chart]) -> 
                 dashed: l.dashed,
             })
             .collect();
-        legend::draw(&key, &entries, &colours, 40)?;
+        legend::draw(&key, &entries, &colours, if column { 10 } else { 40 })?;
     }
     Ok(())
 }
@@ -253,6 +311,7 @@ fn draw_chart<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     chart: &Chart,
     colours: &BTreeMap<String, usize>,
+    column: bool,
 ) -> Result<()> {
     // A metric spanning decades is drawn as log10 of its values, ticks labelled with the values.
     let log = spans_decades(chart);
@@ -278,7 +337,7 @@ fn draw_chart<DB: DrawingBackend>(
     let epochs = (xr.end - xr.start).round().clamp(1.0, 11.0) as usize + 1;
     let mut builder = ChartBuilder::on(area);
     builder
-        .caption(&chart.title, ("sans-serif", 18))
+        .caption(&chart.title, ("sans-serif", if column { 14 } else { 18 }))
         .margin(12)
         .x_label_area_size(32)
         .y_label_area_size(64);
@@ -305,7 +364,10 @@ where
     Y: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
     let mut mesh = c.configure_mesh();
-    mesh.x_desc("epoch")
+    // Ticks and axis names at 12 px (plotters' default shrinks them in a small chart).
+    mesh.label_style(("sans-serif", 12))
+        .axis_desc_style(("sans-serif", 12))
+        .x_desc("epoch")
         .x_labels(epochs)
         .x_label_formatter(&|x| {
             if (x - x.round()).abs() < 1e-6 {
@@ -343,6 +405,7 @@ pub(crate) fn plot_labelled(
     runs: &[(String, std::path::PathBuf)],
     metrics: &[String],
     title: Option<&str>,
+    layout: Layout,
     out: &Path,
 ) -> Result<()> {
     if runs.is_empty() {
@@ -408,7 +471,7 @@ pub(crate) fn plot_labelled(
             lines,
         });
     }
-    render_titled(&charts, title, out)
+    render_titled(&charts, title, layout, out)
 }
 
 mod log_axis;

@@ -13,6 +13,51 @@ use plotters::prelude::*;
 use super::text;
 use crate::files::write_atomic;
 
+/// How a figure is laid out: for a screen (legends beside the charts, panels in a row), or for
+/// a journal's single column (`--column`): [`COLUMN_WIDTH`] pixels wide, legends under the
+/// charts, panels two a row, so that placed 89 mm wide its smallest text prints at 6 pt (the
+/// 5–7 pt journals ask for): plotters' 12-pixel font is 9.68 pixels high in an SVG (its size
+/// over 1.24), 9.68 × 89 / 400 mm = 2.15 mm = 6.1 pt. The screen layouts, 750–1,600 pixels
+/// wide, print it at 1.5–3 pt there.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    #[default]
+    Screen,
+    Column,
+}
+
+/// The width of a figure laid out for a journal's column (89 mm: 4.5 pixels per mm).
+pub const COLUMN_WIDTH: u32 = 400;
+
+impl Layout {
+    /// `--column`'s value as a layout.
+    pub fn column(yes: bool) -> Self {
+        if yes { Self::Column } else { Self::Screen }
+    }
+}
+
+/// `text` in lines of at most `width` pixels at `font` pixels (a character of DejaVu Sans is
+/// about 0.6 of the font size wide on average), broken at spaces; a word longer than a line
+/// keeps a line of its own.
+pub(crate) fn wrap(text: &str, width: u32, font: u32) -> Vec<String> {
+    let per_line = ((width as f64) / (0.6 * font as f64)).floor().max(1.0) as usize;
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let fits = line.chars().count() + 1 + word.chars().count() <= per_line;
+        if line.is_empty() {
+            line = word.to_string();
+        } else if fits {
+            line.push(' ');
+            line.push_str(word);
+        } else {
+            lines.push(std::mem::replace(&mut line, word.to_string()));
+        }
+    }
+    lines.push(line);
+    lines
+}
+
 /// Something drawn on one canvas.
 pub trait Figure {
     /// Width and height in pixels.
@@ -85,4 +130,22 @@ fn register_font() {
 
 pub(crate) fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("drawing the plot failed: {e:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap;
+
+    #[test]
+    fn text_wraps_at_spaces_within_the_width() {
+        // 100 px at 10 px: 16 characters a line.
+        let lines = wrap("sub-01 → ses-2 (eb_drift, best checkpoint)", 100, 10);
+        assert_eq!(lines, ["sub-01 → ses-2", "(eb_drift, best", "checkpoint)"]);
+        assert_eq!(wrap("short", 100, 10), ["short"]);
+        // A word longer than a line stands alone, unbroken.
+        assert_eq!(
+            wrap("a sub-COUNT00006_ses-baselineYear1Arm1 b", 100, 10),
+            ["a", "sub-COUNT00006_ses-baselineYear1Arm1", "b"]
+        );
+    }
 }

@@ -17,10 +17,19 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::figure::{Figure, plot_err, render_figure};
+use super::figure::{COLUMN_WIDTH, Figure, Layout, plot_err, render_figure};
 
-/// Pixels of one matrix panel (square), the title band above it and the gap between panels.
+mod networks;
+#[cfg(test)]
+use networks::network_boundaries;
+use networks::{
+    NetworkRun, Networks, draw_network_key, key_entries, key_rows, network_key, network_runs,
+};
+
+/// Pixels of one matrix panel (square): in a row of five, and two a row in a journal's column
+/// ([`Layout::Column`]); the title band above it and the gap between panels.
 const PANEL: u32 = 300;
+const COLUMN_PANEL: u32 = (COLUMN_WIDTH - 3 * GAP) / 2;
 const TITLE: u32 = 28;
 const GAP: u32 = 12;
 /// The colour bar under each panel: its height, and the band it and its labels take.
@@ -43,11 +52,22 @@ pub struct Comparison<'a> {
     pub roi_names: Option<&'a [String]>,
     /// Also draw a line across the matrices at every network boundary (`--network-lines`).
     pub network_lines: bool,
+    /// Five panels in a row, or two a row for a journal's column (`--column`).
+    pub layout: Layout,
 }
 
 /// Draws `fig` into `out` (`.png` or `.svg`).
 pub fn render<F: Figure>(fig: &F, out: &Path) -> Result<()> {
     render_figure(fig, out)
+}
+
+/// The lines of a heatmap figure's title: one on a screen, wrapped at spaces to the width in a
+/// journal's column (a subject's scan ids and the model do not fit one line).
+pub fn title_lines(title: &str, layout: Layout) -> Vec<String> {
+    match layout {
+        Layout::Screen => vec![title.to_string()],
+        Layout::Column => super::figure::wrap(title, COLUMN_WIDTH - 2 * GAP, 14),
+    }
 }
 
 /// Reads ROI names, one per line, and checks there are `n`.
@@ -67,84 +87,6 @@ pub(crate) fn read_roi_names(path: &Path, n: usize) -> Result<Vec<String>> {
         );
     }
     Ok(names)
-}
-
-/// The node positions where the network changes (Schaefer names `<k>Networks_<hemi>_<net>_…`;
-/// none when the names do not follow it).
-#[cfg(test)]
-pub(crate) fn network_boundaries(names: &[String]) -> Vec<usize> {
-    network_runs(names)
-        .iter()
-        .skip(1)
-        .map(|r| r.start)
-        .collect()
-}
-
-/// A run of consecutive nodes of one network in one hemisphere.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct NetworkRun {
-    pub start: usize,
-    pub end: usize,
-    pub hemisphere: String,
-    pub network: String,
-}
-
-/// The runs of consecutive nodes of one network and hemisphere, in atlas order (Schaefer names
-/// `<k>Networks_<hemi>_<net>_…`; none when a name does not follow it).
-pub(crate) fn network_runs(names: &[String]) -> Vec<NetworkRun> {
-    let mut out: Vec<NetworkRun> = Vec::new();
-    for (i, s) in names.iter().enumerate() {
-        let f: Vec<&str> = s.split('_').collect();
-        if f.len() < 3 || !f[0].ends_with("Networks") {
-            return Vec::new();
-        }
-        match out.last_mut() {
-            Some(r) if r.hemisphere == f[1] && r.network == f[2] => r.end = i + 1,
-            _ => out.push(NetworkRun {
-                start: i,
-                end: i + 1,
-                hemisphere: f[1].to_string(),
-                network: f[2].to_string(),
-            }),
-        }
-    }
-    out
-}
-
-/// The networks' names in atlas order, each once, and the colour index of each
-/// ([`super::legend::colours`]: from the name, the same in every figure).
-fn network_key(runs: &[NetworkRun]) -> (Vec<&str>, std::collections::BTreeMap<String, usize>) {
-    let mut names: Vec<&str> = Vec::new();
-    for r in runs {
-        if !names.contains(&r.network.as_str()) {
-            names.push(&r.network);
-        }
-    }
-    let colours = super::legend::colours(names.iter().copied());
-    (names, colours)
-}
-
-/// The hemispheres in atlas order, each once.
-fn hemispheres(runs: &[NetworkRun]) -> Vec<&str> {
-    let mut out: Vec<&str> = Vec::new();
-    for r in runs {
-        if !out.contains(&r.hemisphere.as_str()) {
-            out.push(&r.hemisphere);
-        }
-    }
-    out
-}
-
-/// The entries of the network key: one per network, and the hemispheres' tick when there are
-/// two or more.
-fn key_entries(runs: &[NetworkRun]) -> usize {
-    network_key(runs).0.len() + usize::from(hemispheres(runs).len() > 1)
-}
-
-/// The rows the network key takes under the panels, `width` wide.
-fn key_rows(networks: usize, width: u32) -> u32 {
-    let per_row = (width / KEY_COLUMN).max(1) as usize;
-    networks.div_ceil(per_row) as u32
 }
 
 /// A sequential colour map (dark blue → teal → yellow), `t` in [0, 1].
@@ -208,13 +150,17 @@ struct Panel {
 }
 
 /// A horizontal colour bar from `range.0` to `range.1` under a panel, its ends labelled.
-fn draw_colour_bar<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &Panel) -> Result<()> {
-    let y0 = (TITLE + PANEL + 6) as i32;
+fn draw_colour_bar<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    p: &Panel,
+    panel: u32,
+) -> Result<()> {
+    let y0 = (TITLE + panel + 6) as i32;
     let steps = 60;
     for k in 0..steps {
         let t = (k as f64 + 0.5) / steps as f64;
         let value = p.range.0 + t * (p.range.1 - p.range.0);
-        let x = |k: u32| (k * PANEL / steps) as i32;
+        let x = |k: u32| (k * panel / steps) as i32;
         area.draw(&Rectangle::new(
             [(x(k), y0), (x(k + 1), y0 + BAR as i32)],
             (p.color)(value * p.scale).filled(),
@@ -232,19 +178,11 @@ fn draw_colour_bar<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &Panel)
     let right = TextStyle::from(font).pos(Pos::new(HPos::Right, VPos::Top));
     area.draw(&Text::new(
         label(p.range.1),
-        (PANEL as i32, y0 + BAR as i32 + 3),
+        (panel as i32, y0 + BAR as i32 + 3),
         right,
     ))
     .map_err(plot_err)?;
     Ok(())
-}
-
-/// How a panel marks the networks: the strip (runs of nodes, colour per network) and whether
-/// lines cross the matrix at the boundaries.
-struct Networks<'a> {
-    runs: &'a [NetworkRun],
-    colours: &'a std::collections::BTreeMap<String, usize>,
-    lines: bool,
 }
 
 fn draw_panel<DB: DrawingBackend>(
@@ -253,16 +191,18 @@ fn draw_panel<DB: DrawingBackend>(
     networks: &Networks,
     n: usize,
     cells: usize,
+    panel: u32,
 ) -> Result<()> {
+    let font = if panel < PANEL { 13 } else { 14 };
     area.draw(&Text::new(
         p.title.clone(),
         (2, 4),
-        ("sans-serif", 14).into_font(),
+        ("sans-serif", font).into_font(),
     ))
     .map_err(plot_err)?;
     // With networks, the strip takes STRIP pixels at the matrix's top and left.
     let strip = if networks.runs.is_empty() { 0 } else { STRIP };
-    let side = PANEL - strip;
+    let side = panel - strip;
     let m = downsample(&p.values, cells);
     let k = m.nrows().max(1);
     let at = |i: usize| (TITLE + strip + (i as u32 * side) / k as u32) as i32;
@@ -317,46 +257,7 @@ fn draw_panel<DB: DrawingBackend>(
             .map_err(plot_err)?;
         }
     }
-    draw_colour_bar(area, p)
-}
-
-/// The network key under the panels, from `top`: a swatch and the network's name, in atlas
-/// order, as many columns as fit; the hemispheres' order after it.
-fn draw_network_key<DB: DrawingBackend>(
-    root: &DrawingArea<DB, Shift>,
-    runs: &[NetworkRun],
-    top: i32,
-    width: u32,
-) -> Result<()> {
-    let (names, colours) = network_key(runs);
-    let per_row = (width / KEY_COLUMN).max(1) as usize;
-    let style =
-        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
-    let slot = |i: usize| {
-        let x = (GAP + (i % per_row) as u32 * KEY_COLUMN) as i32;
-        let y = top + (KEY_ROW * (i / per_row) as u32) as i32 + KEY_ROW as i32 / 2;
-        (x, y)
-    };
-    for (i, name) in names.iter().enumerate() {
-        let (x, y) = slot(i);
-        let c = super::legend::colour(colours.get(*name).copied().unwrap_or(0));
-        root.draw(&Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()))
-            .map_err(plot_err)?;
-        root.draw(&Text::new(name.to_string(), (x + 19, y), style.clone()))
-            .map_err(plot_err)?;
-    }
-    let hemi = hemispheres(runs);
-    if hemi.len() > 1 {
-        let (x, y) = slot(names.len());
-        root.draw(&PathElement::new(
-            vec![(x + 7, y - 7), (x + 7, y + 7)],
-            BLACK.stroke_width(2),
-        ))
-        .map_err(plot_err)?;
-        root.draw(&Text::new(hemi.join(" | "), (x + 19, y), style))
-            .map_err(plot_err)?;
-    }
-    Ok(())
+    draw_colour_bar(area, p, panel)
 }
 
 impl Comparison<'_> {
@@ -403,28 +304,61 @@ impl Comparison<'_> {
     fn network_runs(&self) -> Vec<NetworkRun> {
         self.roi_names.map(network_runs).unwrap_or_default()
     }
+
+    fn title_lines(&self) -> Vec<String> {
+        title_lines(&self.title, self.layout)
+    }
+
+    /// The band the title takes above the panels.
+    fn head(&self) -> u32 {
+        match self.layout {
+            Layout::Screen => 24,
+            Layout::Column => 6 + 18 * self.title_lines().len() as u32,
+        }
+    }
+
+    /// A panel's side, panels per row and rows.
+    fn grid(&self) -> (u32, u32, u32) {
+        match self.layout {
+            Layout::Screen => (PANEL, 5, 1),
+            Layout::Column => (COLUMN_PANEL, 2, 3),
+        }
+    }
 }
 
 impl Figure for Comparison<'_> {
     fn size(&self) -> (u32, u32) {
-        let width = 5 * PANEL + 6 * GAP;
+        let (panel, per_row, rows) = self.grid();
+        let width = per_row * panel + (per_row + 1) * GAP;
         let runs = self.network_runs();
         let key = if runs.is_empty() {
             0
         } else {
             KEY_ROW * key_rows(key_entries(&runs), width - 2 * GAP)
         };
-        (width, PANEL + TITLE + BAR_BAND + 2 * GAP + 24 + key)
+        (
+            width,
+            rows * (panel + TITLE + BAR_BAND + GAP) + GAP + self.head() + key,
+        )
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, vector: bool) -> Result<()> {
         root.fill(&WHITE).map_err(plot_err)?;
-        root.draw(&Text::new(
-            self.title.clone(),
-            (GAP as i32, 4),
-            ("sans-serif", 16).into_font(),
-        ))
-        .map_err(plot_err)?;
+        let (panel, per_row, rows) = self.grid();
+        let title = if self.layout == Layout::Column {
+            14
+        } else {
+            16
+        };
+        for (i, line) in self.title_lines().into_iter().enumerate() {
+            root.draw(&Text::new(
+                line,
+                (GAP as i32, 4 + 18 * i as i32),
+                ("sans-serif", title).into_font(),
+            ))
+            .map_err(plot_err)?;
+        }
+        let head = self.head();
         let n = self.truth.nrows();
         let runs = self.network_runs();
         let (_, colours) = network_key(&runs);
@@ -434,15 +368,16 @@ impl Figure for Comparison<'_> {
             lines: self.network_lines,
         };
         let cells = if vector { SVG_CELLS } else { n };
-        for (k, panel) in self.panels().iter().enumerate() {
-            let x0 = (GAP + k as u32 * (PANEL + GAP)) as i32;
-            let area = root
-                .clone()
-                .shrink((x0, 24), (PANEL, PANEL + TITLE + BAR_BAND));
-            draw_panel(&area, panel, &networks, n, cells)?;
+        let band = panel + TITLE + BAR_BAND;
+        for (k, p) in self.panels().iter().enumerate() {
+            let (col, row) = (k as u32 % per_row, k as u32 / per_row);
+            let x0 = (GAP + col * (panel + GAP)) as i32;
+            let y0 = (head + row * (band + GAP)) as i32;
+            let area = root.clone().shrink((x0, y0), (panel, band));
+            draw_panel(&area, p, &networks, n, cells, panel)?;
         }
         if !runs.is_empty() {
-            let top = (24 + PANEL + TITLE + BAR_BAND + GAP) as i32;
+            let top = (head + rows * (band + GAP)) as i32;
             let width = root.dim_in_pixel().0 - 2 * GAP;
             draw_network_key(root, &runs, top, width)?;
         }
@@ -451,95 +386,4 @@ impl Figure for Comparison<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schaefer_names_give_network_boundaries_and_others_none() {
-        let names: Vec<String> = [
-            "7Networks_LH_Vis_1",
-            "7Networks_LH_Vis_2",
-            "7Networks_LH_SomMot_1",
-            "7Networks_RH_SomMot_1",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        assert_eq!(network_boundaries(&names), vec![2, 3]);
-        assert!(network_boundaries(&["a".to_string(), "b".to_string()]).is_empty());
-    }
-
-    /// Schaefer-like 17-network names: `per` nodes per network, the networks in each
-    /// hemisphere in `nets` order.
-    fn schaefer(nets: &[&str], per: usize) -> Vec<String> {
-        let mut out = Vec::new();
-        for hemi in ["LH", "RH"] {
-            for net in nets {
-                for i in 0..per {
-                    out.push(format!("17Networks_{hemi}_{net}_{}", i + 1));
-                }
-            }
-        }
-        out
-    }
-
-    fn figure_svg(names: &[String], lines: bool) -> String {
-        let n = names.len();
-        let m = Array2::from_shape_fn((n, n), |(i, j)| ((i * j) % 7) as f32);
-        let fig = Comparison {
-            title: "t".into(),
-            truth: &m,
-            prediction: &m,
-            start: &m,
-            roi_names: Some(names),
-            network_lines: lines,
-        };
-        crate::outputs::figure::svg_string(&fig).unwrap()
-    }
-
-    #[test]
-    fn networks_are_a_strip_in_the_colour_of_their_name_lines_only_when_asked() {
-        let nets = ["VisCent", "SomMotA", "DefaultB"];
-        let names = schaefer(&nets, 3);
-        let runs = network_runs(&names);
-        assert_eq!(runs.len(), 6, "{runs:?}");
-        assert_eq!(
-            (runs[3].start, runs[3].end, runs[3].hemisphere.as_str()),
-            (9, 12, "RH")
-        );
-        assert_eq!(network_boundaries(&names), [3, 6, 9, 12, 15]);
-        let svg = figure_svg(&names, false);
-        // Every network named once in the key, the hemispheres after them.
-        for net in nets {
-            assert_eq!(svg.matches(&format!(">\n{net}\n<")).count(), 1, "{net}");
-        }
-        assert!(svg.contains(">\nLH | RH\n<"), "no hemispheres");
-        // Each network's strip in its name's colour, the same as in any other figure.
-        let colours = crate::outputs::legend::colours(nets);
-        for net in nets {
-            let c = crate::outputs::legend::colour(colours[net]);
-            let fill = format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
-            // Two strips per panel and hemisphere, five panels, and the key's swatch.
-            assert!(svg.matches(&fill).count() > 2 * 2 * 5, "{net}: {fill}");
-        }
-        // No line across the matrices by default; with network_lines, one each way per
-        // boundary and panel (the hemisphere's tick aside).
-        let crossing = |svg: &str| svg.matches("opacity=\"0.6\" stroke=\"#000000\"").count();
-        assert_eq!(crossing(&svg), 0);
-        assert_eq!(crossing(&figure_svg(&names, true)), 5 * 2 * 5);
-        // Names that are not Schaefer's: no strip, no key.
-        let plain: Vec<String> = (0..4).map(|i| format!("roi_{i}_x")).collect();
-        assert!(network_runs(&plain).is_empty());
-        let svg = figure_svg(&plain, false);
-        assert!(!svg.contains("LH | RH"));
-    }
-
-    #[test]
-    fn colour_maps_span_their_ends_and_white_at_zero() {
-        assert_eq!(sequential(0.0), RGBColor(68, 1, 84));
-        assert_eq!(sequential(1.0), RGBColor(253, 231, 37));
-        assert_eq!(diverging(0.0), RGBColor(255, 255, 255));
-        assert_eq!(diverging(1.0), RGBColor(178, 24, 43));
-        assert_eq!(downsample(&Array2::ones((10, 10)), 4).dim(), (4, 4));
-    }
-}
+mod tests;

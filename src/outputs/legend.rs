@@ -80,6 +80,15 @@ pub(crate) fn width<'a>(labels: impl IntoIterator<Item = &'a str>) -> u32 {
     (40 + 7 * longest as u32).clamp(120, 520)
 }
 
+/// A legend's row height.
+pub(crate) const ROW: u32 = 18;
+
+/// The height of a legend of `n` entries drawn under a chart ([`draw`] from `top` = 10: every
+/// entry fits, none is summed up as "… and k more").
+pub(crate) fn below_height(n: usize) -> u32 {
+    ROW * n as u32 + 20
+}
+
 /// The entries, one row each from `top` (as many as fit; then how many more).
 pub(crate) fn draw<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -87,13 +96,13 @@ pub(crate) fn draw<DB: DrawingBackend>(
     colours: &BTreeMap<String, usize>,
     top: i32,
 ) -> Result<()> {
-    const ROW: i32 = 18;
+    let row = ROW as i32;
     let height = area.dim_in_pixel().1 as i32;
-    let fit = ((height - top - 8) / ROW).max(1) as usize;
+    let fit = ((height - top - 8) / row).max(1) as usize;
     let style =
         TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
     for (i, e) in entries.iter().enumerate() {
-        let y = top + ROW * i as i32;
+        let y = top + row * i as i32;
         if i + 1 == fit && entries.len() > fit {
             let more = format!("… and {} more", entries.len() - i);
             area.draw(&Text::new(more, (24, y), style.clone()))

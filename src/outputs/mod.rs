@@ -3,7 +3,8 @@
 
 pub mod compare;
 pub mod curves;
-pub(crate) mod figure;
+pub mod figure;
+pub mod frontier;
 pub mod group_table;
 pub mod heatmap;
 pub(crate) mod legend;

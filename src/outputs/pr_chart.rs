@@ -11,7 +11,7 @@ use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::figure::{Figure, plot_err};
+use super::figure::{COLUMN_WIDTH, Figure, Layout, plot_err};
 use super::legend;
 use super::strata::pool::mean_interval;
 use crate::metrics::pr::PrCurve;
@@ -20,6 +20,8 @@ use crate::metrics::pr::PrCurve;
 pub struct PrChart {
     pub title: String,
     pub lines: Vec<PrLine>,
+    /// The legend beside the chart, or under it in a journal's column (`--column`).
+    pub layout: Layout,
 }
 
 /// One curve of the chart: a run's, or a configuration's mean over its runs.
@@ -117,6 +119,8 @@ impl PrLine {
 }
 
 const SIDE: u32 = 520;
+/// The chart's height in a journal's column, above the legend.
+const COLUMN_SIDE: u32 = 360;
 
 impl PrChart {
     /// Each line's legend label.
@@ -139,6 +143,10 @@ impl PrChart {
 impl Figure for PrChart {
     fn size(&self) -> (u32, u32) {
         let mut labels = self.labels();
+        if self.layout == Layout::Column {
+            let rows = labels.len() + self.chances().len();
+            return (COLUMN_WIDTH, COLUMN_SIDE + legend::below_height(rows));
+        }
         labels.push("chance 0.0000".into());
         (
             SIDE + 80 + legend::width(labels.iter().map(String::as_str)),
@@ -148,9 +156,14 @@ impl Figure for PrChart {
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, _: bool) -> Result<()> {
         root.fill(&WHITE).map_err(plot_err)?;
-        let (plot, key) = root.split_horizontally(SIDE + 80);
+        let column = self.layout == Layout::Column;
+        let (plot, key) = if column {
+            root.split_vertically(COLUMN_SIDE)
+        } else {
+            root.split_horizontally(SIDE + 80)
+        };
         let mut chart = ChartBuilder::on(&plot)
-            .caption(&self.title, ("sans-serif", 16))
+            .caption(&self.title, ("sans-serif", if column { 14 } else { 16 }))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(56)
@@ -158,6 +171,9 @@ impl Figure for PrChart {
             .map_err(plot_err)?;
         chart
             .configure_mesh()
+            // Ticks and axis names at 12 px (plotters' default shrinks them in a small chart).
+            .label_style(("sans-serif", 12))
+            .axis_desc_style(("sans-serif", 12))
             .x_desc("recall (share of new edges found)")
             .y_desc("precision")
             .light_line_style(WHITE)
@@ -216,6 +232,6 @@ impl Figure for PrChart {
                 dashed: i >= self.lines.len(),
             })
             .collect();
-        legend::draw(&key, &entries, &colours, 48)
+        legend::draw(&key, &entries, &colours, if column { 10 } else { 48 })
     }
 }

@@ -7,7 +7,7 @@ use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::figure::{Figure, plot_err};
+use super::figure::{COLUMN_WIDTH, Figure, Layout, plot_err};
 use super::legend;
 
 /// One subject in one panel.
@@ -29,11 +29,16 @@ pub struct Panel {
 pub struct Trajectories {
     pub title: String,
     pub panels: Vec<Panel>,
+    /// Panels side by side with the legend beside them, or one above the other with the
+    /// legend under them in a journal's column (`--column`).
+    pub layout: Layout,
 }
 
 const PANEL_W: u32 = 460;
 const HEIGHT: u32 = 420;
 const TITLE_BAND: u32 = 34;
+/// A panel's height in a journal's column.
+const COLUMN_PANEL_H: u32 = 260;
 
 impl Trajectories {
     fn subjects(&self) -> Vec<&str> {
@@ -69,6 +74,11 @@ fn span(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
 impl Figure for Trajectories {
     fn size(&self) -> (u32, u32) {
         let mut labels = self.subjects();
+        if self.layout == Layout::Column {
+            let panels = COLUMN_PANEL_H * self.panels.len().max(1) as u32;
+            let key = legend::below_height(labels.len() + 2);
+            return (COLUMN_WIDTH, TITLE_BAND + panels + key);
+        }
         labels.push("forecast from the first scan");
         (
             PANEL_W * self.panels.len().max(1) as u32 + legend::width(labels),
@@ -78,17 +88,23 @@ impl Figure for Trajectories {
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, _: bool) -> Result<()> {
         root.fill(&WHITE).map_err(plot_err)?;
+        let column = self.layout == Layout::Column;
         let (head, body) = root.split_vertically(TITLE_BAND);
         head.draw(&Text::new(
             self.title.clone(),
             (12, 8),
-            ("sans-serif", 18).into_font(),
+            ("sans-serif", if column { 14 } else { 18 }).into_font(),
         ))
         .map_err(plot_err)?;
         let subjects = self.subjects();
         let colours = legend::colours(subjects.iter().copied());
-        let (plots, key) = body.split_horizontally(PANEL_W * self.panels.len().max(1) as u32);
-        let areas = plots.split_evenly((1, self.panels.len().max(1)));
+        let k = self.panels.len().max(1);
+        let (plots, key) = if column {
+            body.split_vertically(COLUMN_PANEL_H * k as u32)
+        } else {
+            body.split_horizontally(PANEL_W * k as u32)
+        };
+        let areas = plots.split_evenly(if column { (k, 1) } else { (1, k) });
         for (area, panel) in areas.iter().zip(&self.panels) {
             let pts = || {
                 panel
@@ -105,6 +121,9 @@ impl Figure for Trajectories {
                 .build_cartesian_2d(xr, yr)
                 .map_err(plot_err)?;
             c.configure_mesh()
+                // Ticks and axis names at 12 px (plotters' default shrinks them in a small chart).
+                .label_style(("sans-serif", 12))
+                .axis_desc_style(("sans-serif", 12))
                 .x_desc("age (years)")
                 .light_line_style(WHITE)
                 .draw()
@@ -146,7 +165,7 @@ impl Figure for Trajectories {
             label: "observed scans (dots)",
             dashed: true,
         });
-        legend::draw(&key, &entries, &keyed, 48)
+        legend::draw(&key, &entries, &keyed, if column { 10 } else { 48 })
     }
 }
 

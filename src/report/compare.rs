@@ -26,7 +26,8 @@
 //! Run directories of the reference's PyTorch trainer sit beside ours
 //! (`super::reference_run`): each fold counts as a run, and when both kinds are grouped a
 //! `source` column (`reference`, `trainer`) keeps them in separate rows. `--plot` draws the
-//! validation skill per epoch of our runs, in either view.
+//! validation skill per epoch of our runs, in either view; `--frontier` the grouped view's
+//! configurations on both axes, log-MSE skill against topology skill ([`frontier`]).
 
 use std::path::PathBuf;
 
@@ -50,6 +51,10 @@ pub(crate) struct CompareSettings {
     pub format: Option<Format>,
     pub json: bool,
     pub plot: Option<PathBuf>,
+    /// `--frontier PATH`: the grouped table's configurations on both axes ([`frontier`]).
+    pub frontier: Option<PathBuf>,
+    /// `--column`: `--plot`'s figure laid out for a journal's column.
+    pub column: bool,
     /// `--against MODEL`: every run paired by subject with that model's run
     /// ([`super::against`]).
     pub against: Option<String>,
@@ -67,7 +72,10 @@ impl CompareSettings {
     /// inputs are).
     pub(crate) fn grouped(&self) -> bool {
         !self.per_run
-            && (!self.group_by.is_empty() || !self.metrics.is_empty() || self.format.is_some())
+            && (!self.group_by.is_empty()
+                || !self.metrics.is_empty()
+                || self.format.is_some()
+                || self.frontier.is_some())
     }
 
     /// The format asked for: `--format`, else JSON with `--json`, else `default`.
@@ -129,6 +137,10 @@ pub(crate) fn compare(s: &CompareSettings) -> Result<()> {
         bail!("give at least one run directory");
     }
     refuse_run_file("--plot", s.plot.as_deref())?;
+    refuse_run_file("--frontier", s.frontier.as_deref())?;
+    if s.column && s.plot.is_none() && s.frontier.is_none() {
+        bail!("--column lays out a figure: give --plot FILE (or --frontier FILE)");
+    }
     let runs = runs::read(&s.runs, &s.labels)?;
     pooling::check_distinct(&runs)?;
     if s.strata {
@@ -186,6 +198,7 @@ fn per_run_lines(runs: &[Run]) -> Result<(Vec<view::RunSummary>, Vec<&str>)> {
 }
 
 mod degenerate;
+mod frontier;
 mod groups;
 mod pooling;
 mod views;

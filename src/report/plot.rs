@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 
 use super::runs::{self, Run};
+use crate::outputs::figure::Layout;
 use crate::outputs::run_files::refuse_run_file;
 use crate::outputs::run_label::Label;
 use crate::outputs::{RunDir, curves};
@@ -19,6 +20,7 @@ pub(crate) fn plot(
     labels: &[Label],
     metrics: &[String],
     title: Option<&str>,
+    layout: Layout,
     out: &Path,
 ) -> Result<()> {
     refuse_run_file("--out", out)?;
@@ -52,12 +54,16 @@ pub(crate) fn plot(
             );
         }
     }
-    curves::plot_labelled(&lines, metrics, title, out)
+    curves::plot_labelled(&lines, metrics, title, layout, out)
 }
 
 /// `compare --plot`: the validation skill per epoch where the runs computed it
 /// (`--val_sc_eval_every`), else the validation loss, one line per labelled run.
-pub(crate) fn validation_curves(runs: &[(String, PathBuf)], out: &Path) -> Result<()> {
+pub(crate) fn validation_curves(
+    runs: &[(String, PathBuf)],
+    layout: Layout,
+    out: &Path,
+) -> Result<()> {
     let has_skill = runs.iter().any(|(_, dir)| {
         RunDir::new(dir).read_metrics().is_ok_and(|rows| {
             rows.iter()
@@ -68,7 +74,7 @@ pub(crate) fn validation_curves(runs: &[(String, PathBuf)], out: &Path) -> Resul
     if !has_skill {
         eprintln!("[compare] --plot: no run computed val_skill; plotting val_loss");
     }
-    curves::plot_labelled(runs, &[metric.to_string()], None, out)
+    curves::plot_labelled(runs, &[metric.to_string()], None, layout, out)
 }
 
 /// The tasks of the sweep at `dir` that have metrics rows, labelled by their varied settings.

@@ -516,6 +516,36 @@ fn reference_runs_sit_beside_ours() {
     );
     assert!(rows[0]["skill_ecc_l2"].is_null(), "{:?}", rows[0]);
     assert_eq!(rows[2]["skill_ecc_l2"]["mean"], 0.0);
+    // The same axes drawn: a panel per topology skill, log-MSE skill up, one point per
+    // configuration with a skill (the reference's run has none), the identity at 0, 0.
+    let fig = t.path().join("frontier.svg");
+    let mut drawn = axes.clone();
+    drawn.extend(["--frontier", fig.to_str().unwrap()]);
+    let o = run_in(t.path(), &[&["compare"][..], &drawn].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&fig).unwrap();
+    for text in [
+        "ECC L2 skill",
+        "β1 L1 skill",
+        "log-MSE skill",
+        "trainer / clg-ode (1 run)",
+        "identity (the start scan): 0 on both axes",
+    ] {
+        assert!(svg.contains(text), "{text} not in the frontier");
+    }
+    assert!(
+        !svg.contains("reference / clg-ode"),
+        "a point without a skill"
+    );
+    // --column lays out a figure: alone it is refused.
+    let mut alone = args.to_vec();
+    alone.push("--column");
+    let o = run_in(t.path(), &[&["compare"][..], &alone].concat());
+    assert!(
+        !o.status.success() && stderr(&o).contains("--column lays out a figure"),
+        "{}",
+        stderr(&o)
+    );
     // A correlation has no skill of a distance: refused, naming the form.
     let mut bad = args.to_vec();
     bad.extend(["--metric", "skill_deg_pearson"]);

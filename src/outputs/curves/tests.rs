@@ -129,7 +129,7 @@ fn a_metric_spanning_decades_gets_a_log_axis_ticked_at_1_2_5_in_values_and_a_tit
     assert!(!spans_decades(&narrow) && !spans_decades(&signed));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("c.svg");
-    render_titled(&[wide], Some("My experiment"), &out).unwrap();
+    render_titled(&[wide], Some("My experiment"), Layout::Screen, &out).unwrap();
     let svg = std::fs::read_to_string(&out).unwrap();
     assert!(svg.contains("val_loss (log scale)"), "{svg}");
     assert!(svg.contains("My experiment"), "no title");

@@ -12,7 +12,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{MIN_N, Stratum};
-use crate::outputs::figure::{Figure, plot_err};
+use crate::outputs::figure::{COLUMN_WIDTH, Figure, Layout, plot_err, wrap};
 use crate::outputs::legend;
 
 /// The strata of one run or several (their runs' labels beside them).
@@ -24,6 +24,8 @@ pub struct StrataSkill {
     pub warning_on_figure: bool,
     /// The entries of `runs` that pool a configuration's runs, with how many (absent: one run).
     pub pooled: BTreeMap<String, usize>,
+    /// The legend beside the chart, or under it in a journal's column (`--column`).
+    pub layout: Layout,
 }
 
 /// The chart's height: the bars, the two rows of labels under them and the warning line.
@@ -97,6 +99,14 @@ impl StrataSkill {
 
 impl Figure for StrataSkill {
     fn size(&self) -> (u32, u32) {
+        if self.layout == Layout::Column {
+            let key = if self.several() {
+                legend::below_height(self.runs.len())
+            } else {
+                0
+            };
+            return (COLUMN_WIDTH, HEIGHT + key);
+        }
         let k = self.columns().len().max(1) as u32;
         let per = (60 * self.runs.len() as u32).max(170);
         (per * k + 120 + self.legend_width(), HEIGHT)
@@ -105,15 +115,25 @@ impl Figure for StrataSkill {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, _: bool) -> Result<()> {
         root.fill(&WHITE).map_err(plot_err)?;
         let width = root.dim_in_pixel().0;
-        let (plot, key) = root.split_horizontally(width - self.legend_width());
+        let column = self.layout == Layout::Column;
+        let (plot, key) = if column {
+            root.split_vertically(HEIGHT)
+        } else {
+            root.split_horizontally(width - self.legend_width())
+        };
         let (body, foot) = plot.split_vertically(HEIGHT - FOOT);
         let all: Vec<&Stratum> = self.runs.iter().flat_map(|(_, s)| s).collect();
         let small = all.iter().filter(|s| s.n < MIN_N).count();
         if small > 0 && self.warning_on_figure {
+            let tail = if column {
+                ""
+            } else {
+                ": their skill is a subject or two"
+            };
             foot.draw(&Text::new(
                 format!(
                     "warning: {small} of {} strata have fewer than {MIN_N} forecasts (faint \
-                     bars): their skill is a subject or two",
+                     bars){tail}",
                     all.len()
                 ),
                 (12, 4),
@@ -131,22 +151,33 @@ impl Figure for StrataSkill {
         let hi = skills.fold(0.0f64, f64::max);
         let pad = ((hi - lo) * 0.15).max(0.05);
         let k = columns.len().max(1) as i32;
+        // A stratum's name in lines that fit its segment (the plot's width less the y labels
+        // and margins, shared by the strata): the first under the axis, the rest below it.
+        let segment_px = body.dim_in_pixel().0.saturating_sub(56 + 24) / k as u32;
+        let names: Vec<Vec<String>> = columns
+            .iter()
+            .map(|(name, _)| wrap(name, segment_px.saturating_sub(6), 12))
+            .collect();
+        let extra = names.iter().map(|l| l.len() - 1).max().unwrap_or(0) as i32;
         let mut chart = ChartBuilder::on(&body)
-            .caption(&self.title, ("sans-serif", 16))
+            .caption(&self.title, ("sans-serif", if column { 14 } else { 16 }))
             .margin(12)
-            .x_label_area_size(48)
+            .x_label_area_size(48 + 14 * extra as u32 + if column { 14 } else { 0 })
             .y_label_area_size(56)
             // `into_segmented` makes a segment of each end: 0..k - 1 gives k segments.
             .build_cartesian_2d((0..k - 1).into_segmented(), (lo - pad)..(hi + pad))
             .map_err(plot_err)?;
         chart
             .configure_mesh()
+            // Ticks and axis names at 12 px (plotters' default shrinks them in a small chart).
+            .label_style(("sans-serif", 12))
+            .axis_desc_style(("sans-serif", 12))
             .disable_x_mesh()
             .x_labels(columns.len().max(1))
             .x_label_formatter(&|x| match x {
-                SegmentValue::CenterOf(i) => columns
+                SegmentValue::CenterOf(i) => names
                     .get(*i as usize)
-                    .map(|c| c.0.clone())
+                    .map(|lines| lines[0].clone())
                     .unwrap_or_default(),
                 _ => String::new(),
             })
@@ -159,16 +190,50 @@ impl Figure for StrataSkill {
             .into_font()
             .color(&BLACK.mix(0.7))
             .pos(Pos::new(HPos::Center, VPos::Top));
+        let more =
+            TextStyle::from(("sans-serif", 12).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        // In a column the bars are too narrow for an n each: a stratum whose runs share one
+        // says it once, under its range.
+        let shared: Vec<Option<u64>> = columns
+            .iter()
+            .map(|(label, _)| {
+                let ns: Vec<u64> = all
+                    .iter()
+                    .filter(|s| s.label == *label)
+                    .map(|s| s.n)
+                    .collect();
+                (column && ns.iter().all(|&n| Some(&n) == ns.first()))
+                    .then(|| ns.first().copied())
+                    .flatten()
+            })
+            .collect();
         for (i, (_, range)) in columns.iter().enumerate() {
             let (x, y) = chart.backend_coord(&(SegmentValue::CenterOf(i as i32), lo - pad));
-            body.draw(&Text::new(range.clone(), (x, y + 24), under.clone()))
+            if let Some(n) = shared[i] {
+                let at = (x, y + 24 + 14 * (extra + 1));
+                body.draw(&Text::new(format!("n={n}"), at, under.clone()))
+                    .map_err(plot_err)?;
+            }
+            for (j, line) in names[i].iter().enumerate().skip(1) {
+                let at = (x, y + 24 + 14 * (j as i32 - 1));
+                body.draw(&Text::new(line.clone(), at, more.clone()))
+                    .map_err(plot_err)?;
+            }
+            let at = (x, y + 24 + 14 * extra);
+            body.draw(&Text::new(range.clone(), at, under.clone()))
                 .map_err(plot_err)?;
         }
         let segment = chart.plotting_area().dim_in_pixel().0 as f64 / k as f64;
         let r_count = self.runs.len().max(1) as f64;
         let gap = segment * 0.12;
         let slot = (segment - 2.0 * gap) / r_count;
-        let font = if r_count > 2.0 { 11 } else { 13 };
+        let font = if column {
+            12
+        } else if r_count > 2.0 {
+            11
+        } else {
+            13
+        };
         // Colours by run name (legend::colours): the same run, the same colour in every figure.
         let by_name = legend::colours(self.runs.iter().map(|(name, _)| name.as_str()));
         for (r, (name, strata)) in self.runs.iter().enumerate() {
@@ -226,8 +291,11 @@ impl Figure for StrataSkill {
                     body.draw(&PathElement::new(line, ink)).map_err(plot_err)?;
                 }
             }
+            let labelled = bars
+                .iter()
+                .filter(|(i, _, _)| shared[*i as usize].is_none());
             chart
-                .draw_series(bars.iter().map(|&(i, s, v)| {
+                .draw_series(labelled.map(|&(i, s, v)| {
                     let mark = if s.n < MIN_N && !self.several() {
                         " (few)"
                     } else {
@@ -261,7 +329,7 @@ impl Figure for StrataSkill {
                     dashed: false,
                 })
                 .collect();
-            legend::draw(&key, &entries, &colours, 48)?;
+            legend::draw(&key, &entries, &colours, if column { 10 } else { 48 })?;
         }
         Ok(())
     }
@@ -294,6 +362,7 @@ mod tests {
                 )],
                 warning_on_figure: on,
                 pooled: BTreeMap::new(),
+                layout: Layout::Screen,
             };
             crate::outputs::heatmap::render(&fig, &out).unwrap();
             let svg = std::fs::read_to_string(&out).unwrap();
@@ -329,6 +398,7 @@ mod tests {
                 ],
                 warning_on_figure: true,
                 pooled,
+                layout: Layout::Screen,
             };
             crate::outputs::heatmap::render(&fig, &out).unwrap();
             std::fs::read_to_string(&out).unwrap()

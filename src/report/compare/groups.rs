@@ -76,6 +76,9 @@ pub(super) fn grouped(runs: &[Run], s: &CompareSettings, f: Format) -> Result<()
     rows.extend(identity_rows(runs, &keys, &metrics));
     let table = group_table::grouped(&keys, &metrics, &rows);
     table.print(f)?;
+    if let Some(out) = &s.frontier {
+        super::frontier::draw(runs, &keys, &s.metrics, out)?;
+    }
     let missing: usize = table.groups.iter().map(|g| g.missing.len()).sum();
     if missing > 0 {
         eprintln!(

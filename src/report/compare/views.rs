@@ -140,7 +140,8 @@ pub(super) fn plot(runs: &[Run], s: &CompareSettings, out: &Path) -> Result<()> 
             runs.len() - ours.len()
         );
     }
-    crate::report::plot::validation_curves(&ours, out)?;
+    let layout = crate::outputs::figure::Layout::column(s.column);
+    crate::report::plot::validation_curves(&ours, layout, out)?;
     eprintln!("wrote {}", out.display());
     Ok(())
 }

@@ -80,6 +80,10 @@ pub(crate) struct PlotScSettings {
     /// With `--roi-names`: also draw a line across the heatmaps at every network boundary.
     #[arg(long, requires = "roi_names")]
     pub network_lines: bool,
+    /// Lay the figure out for a journal's single column (89 mm): 400 pixels wide, legends under
+    /// the charts, heatmaps two a row, so that its smallest text prints at 6 pt.
+    #[arg(long)]
+    pub column: bool,
     #[command(flatten)]
     pub paths: DataOverrides,
     #[command(flatten)]
@@ -153,6 +157,7 @@ pub(crate) fn run(s: PlotScSettings) -> Result<()> {
         start: &start,
         roi_names: names.as_deref(),
         network_lines: s.network_lines,
+        layout: s.layout(),
     };
     heatmap::render(&fig, &s.out)?;
     eprintln!("[plot-sc] wrote {}", s.out.display());
@@ -166,6 +171,11 @@ impl PlotScSettings {
             .into_iter()
             .next()
             .flatten())
+    }
+
+    /// The figure's layout (`--column`).
+    fn layout(&self) -> crate::outputs::figure::Layout {
+        crate::outputs::figure::Layout::column(self.column)
     }
 
     /// The checkpoint as a title names it: `best`, `last` or the file's name (not its path).
@@ -218,6 +228,7 @@ fn strata_chart(s: &PlotScSettings) -> Result<()> {
         runs,
         warning_on_figure: !s.no_figure_warning,
         pooled,
+        layout: s.layout(),
     };
     for (name, st) in &chart.runs {
         if let Some(w) = strata::small_warning(st) {

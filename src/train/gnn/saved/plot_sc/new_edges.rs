@@ -114,6 +114,7 @@ pub(super) fn run(s: &PlotScSettings) -> Result<()> {
             .clone()
             .unwrap_or_else(|| "new edges: precision–recall of the forecast".into()),
         lines: pooled_lines(&curves),
+        layout: s.layout(),
     };
     heatmap::render(&chart, &s.out)?;
     eprintln!("[plot-sc] wrote {}", s.out.display());

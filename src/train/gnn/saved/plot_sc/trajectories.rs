@@ -212,6 +212,7 @@ pub(super) fn run(s: &PlotScSettings) -> Result<()> {
             format!("observed scans and the forecast from the first ({name})")
         }),
         panels,
+        layout: s.layout(),
     };
     heatmap::render(&fig, &s.out)?;
     eprintln!("[plot-sc] wrote {}", s.out.display());

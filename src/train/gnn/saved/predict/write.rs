@@ -141,6 +141,7 @@ pub(super) fn write_all(
                 start: &start,
                 roi_names: names,
                 network_lines: s.network_lines,
+                layout: crate::outputs::figure::Layout::Screen,
             };
             heatmap::render(&fig, &dir.join("plots").join(format!("{name}.png")))?;
         }
