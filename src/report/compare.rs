@@ -198,6 +198,7 @@ fn per_run_lines(runs: &[Run]) -> Result<(Vec<view::RunSummary>, Vec<&str>)> {
 }
 
 mod degenerate;
+mod differing;
 mod frontier;
 mod groups;
 mod pooling;

@@ -163,6 +163,32 @@ fn matches_the_reference(dir: &Path) -> serde_json::Value {
     train(dir, "eb-drift");
     let o = train_sparse(dir, "eb-drift-sparse");
     assert!(o.status.success(), "{}", stderr(&o));
+    // Runs trained by hand with another --forecast are two configurations, never one pooled
+    // as folds: compare's default keys take the setting that differs.
+    let o = run_in(
+        dir,
+        &[
+            "compare",
+            "results/runs/eb-drift",
+            "results/runs/eb-drift-sparse",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let forecast = |i: usize| {
+        rows[i]["group"]["forecast"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(rows.as_array().unwrap().len(), 3, "{rows}");
+    assert_eq!(
+        (forecast(0), forecast(1)),
+        ("dense".into(), "sparse".into())
+    );
+    assert!(!stderr(&o).contains("pools"), "{}", stderr(&o));
     let meta: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("results/runs/eb-drift/run_meta.json")).unwrap(),
     )

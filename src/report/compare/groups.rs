@@ -95,7 +95,9 @@ pub(super) fn grouped(runs: &[Run], s: &CompareSettings, f: Format) -> Result<()
 }
 
 /// The keys that tell configurations apart: `model`, `preset`, then what the sweeps varied
-/// besides folds and seeds (`variant`, grid keys), in order of first appearance.
+/// besides folds and seeds (`variant`, grid keys), in order of first appearance, then any other
+/// setting whose value differs between the runs ([`super::differing`]: `forecast` for runs of
+/// `--forecast dense` and `sparse`).
 pub(super) fn configuration_keys(runs: &[Run]) -> Vec<String> {
     let mut keys: Vec<String> = vec!["model".into(), "preset".into()];
     for r in runs {
@@ -103,6 +105,12 @@ pub(super) fn configuration_keys(runs: &[Run]) -> Vec<String> {
             if !REPEATS.contains(&k.as_str()) && !keys.contains(k) {
                 keys.push(k.clone());
             }
+        }
+    }
+    for k in super::differing::differing_settings(runs, &keys) {
+        // A sweep's varied key under its settings' name is there already.
+        if !keys.contains(&k) && !runs.iter().any(|r| r.varied.contains_key(&k)) {
+            keys.push(k);
         }
     }
     keys
