@@ -161,6 +161,15 @@ impl BackendKind {
         matches!(self, BackendKind::Flex | BackendKind::FlexPlain)
     }
 
+    /// Whether a sort runs on the device: LibTorch's does; Burn 0.21's CubeCL backends (cuda,
+    /// wgpu) read the tensor back and sort on the host, and flex shares its subjects out over
+    /// the cores, where the host's selection per prediction is the faster way. The CLG-ODE
+    /// objective computes its keep masks on the device where this holds
+    /// (`Objective::targets_on_device`).
+    pub(crate) fn sorts_on_device(self) -> bool {
+        matches!(self, BackendKind::Tch | BackendKind::TchPlain)
+    }
+
     pub(crate) fn is_wgpu(self) -> bool {
         matches!(self, BackendKind::Wgpu | BackendKind::WgpuFusion)
     }

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::BenchSettings as BenchArgs;
 use crate::backend::profile as op_profile;
-use crate::backend::{self, BackendJob, Placement};
+use crate::backend::{self, BackendJob, BackendKind, Placement};
 use crate::data::connectome::{
     Cohort, CohortPaths, LoadOptions, cv_fold, load_cohort, test_split, write_synthetic_cohort,
 };
@@ -88,7 +88,7 @@ fn bench_epoch<B: AutodiffBackend>(
     cohort: Arc<Cohort>,
     model_cfg: &ClgOdeConfig,
     obj: ObjectiveConfig,
-    cut: Pieces,
+    backend: BackendKind,
     batch: usize,
     (warmup, steps): (usize, usize),
     device: &B::Device,
@@ -102,6 +102,8 @@ fn bench_epoch<B: AutodiffBackend>(
     // The reference's --max_epochs (the topology warm-up's length).
     let max_epochs = 120;
     let mut objective = Objective::new(obj, model_cfg.decoder.fixed_support, max_epochs, seed);
+    objective.targets_on_device = backend.sorts_on_device();
+    let cut = Pieces::for_backend(backend);
     B::seed(device, fold_seed(seed, 0));
     let mut model = model_cfg.init::<B>(device);
     params::materialize(&model);
@@ -156,7 +158,6 @@ impl BackendJob for Job<'_> {
     type Output = Vec<(&'static str, Timed, f64, PerStep)>;
     fn run<B: AutodiffBackend>(self, device: B::Device, p: Placement) -> Result<Self::Output> {
         let mut out = Vec::new();
-        let cut = Pieces::for_backend(p.backend);
         op_profile::enable(op_profile::requested());
         for (name, obj) in objectives() {
             op_profile::reset();
@@ -166,7 +167,7 @@ impl BackendJob for Job<'_> {
                 self.cohort.clone(),
                 self.cfg,
                 obj,
-                cut,
+                p.backend,
                 self.batch,
                 self.warmup_steps,
                 &device,

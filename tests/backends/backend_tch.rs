@@ -163,15 +163,23 @@ fn bench_lists_flex_tch_and_pytorch_side_by_side() {
 /// threshold (issue 74). One pass per batch of two subjects (`Pieces::Whole`), the reference's
 /// defaults, a 12-subject cohort of 20 nodes (the count does not depend on the sizes). Measured:
 /// core 1,869.5, default 4,744.5 with the forecasts' integration once per GradNorm step
-/// (`models/clg_ode/shared_ode.rs`). The bounds leave ~4 % for unrelated changes.
+/// (`models/clg_ode/shared_ode.rs`); 1,911.5 and 4,812.5 with the keep masks computed on the
+/// device (`objective/device_targets.rs`: ~35 operations a pass in place of a read of the
+/// predictions and an upload). The bounds leave ~2 % for unrelated changes. Uploads and reads
+/// held where measured: 28 → 24 and 64 → 36 uploads (each batch input uploaded once a step),
+/// 2 → 1 and 7 → 5 reads (no read of the predictions).
 #[test]
 fn clg_ode_operations_per_step_on_tch_stay_under_their_bounds() {
     let t = tempfile::tempdir().unwrap();
-    let ((core, _, _), (default, _, _)) = bench_gnn_counts(t.path(), "tch");
-    for (objective, ops, bound) in [("core", core, 1_950.0), ("default", default, 4_950.0)] {
+    let (core, default) = bench_gnn_counts(t.path(), "tch");
+    // (ops, uploads, reads) per step; measured 1,911.5, 24, 1 and 4,812.5, 36, 5.
+    for (objective, counts, bounds) in [
+        ("core", core, (1_950.0, 24.0, 1.0)),
+        ("default", default, (4_950.0, 36.0, 5.0)),
+    ] {
         assert!(
-            ops <= bound,
-            "{objective}: {ops} ops per step (bound {bound})"
+            counts.0 <= bounds.0 && counts.1 <= bounds.1 && counts.2 <= bounds.2,
+            "{objective}: (ops, uploads, reads) per step {counts:?}, bounds {bounds:?}"
         );
     }
 }

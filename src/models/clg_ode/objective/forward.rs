@@ -7,10 +7,11 @@ use burn::prelude::*;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
 
+use super::device_targets;
 use super::diagnostics::diagnostics_into;
 use super::dynamics::{acceleration_sum, kl_sum, velocity_sum};
 use super::input::{ObjectiveInput, host, i1, t1, t3};
-use super::predict::{Decoded, Latent, latent, outputs};
+use super::predict::{self, Decoded, Latent, latent, outputs};
 use super::stats::{Stat, Stats};
 use super::term::{Part, PerTerm, Term};
 use super::terms::PredTensors;
@@ -46,10 +47,14 @@ pub(super) fn forward_part<B: Backend>(
     let d = (manifold || penalties || topology || innovations)
         .then(|| outputs(obj, model, x, &lat, epoch, device));
     let tensors = match &d {
-        Some(d) if manifold || penalties || topology => Some(pred_tensors(x, d, device)),
+        Some(d) if manifold || penalties || topology => {
+            Some(pred_tensors(obj, x, d, manifold, device))
+        }
         _ => None,
     };
-    let w = t1::<B>(x.preds.iter().map(|q| q.weight).collect(), device);
+    let w = x.uploaded("weights", || {
+        t1::<B>(x.preds.iter().map(|q| q.weight).collect(), device)
+    });
     let weighted = |v: Tensor<B, 1>| (v * w.clone()).sum();
 
     let recon = match (&d, &tensors) {
@@ -148,43 +153,71 @@ fn keep_masks(x: &ObjectiveInput, a_pred: &[f32]) -> Vec<f32> {
 }
 
 /// The predictions' tensors the terms read, and the targets' upper-triangle edge indicators
-/// (host).
+/// on the host when the diagnostics read them (`with_y`). With [`Objective::targets_on_device`]
+/// the keep masks, indicators and log targets are computed from the raw targets uploaded once
+/// ([`device_targets`]); otherwise on the host from the predictions read back. Equal values.
 fn pred_tensors<B: Backend>(
+    obj: &Objective,
     x: &ObjectiveInput,
     d: &Decoded<B>,
+    with_y: bool,
     device: &B::Device,
 ) -> (PredTensors<B>, Vec<f32>) {
     let (n, p) = (x.n, x.n_preds());
     let nn = n * n;
-    let a_host = host(d.a_pred.clone().detach());
-    let keep = keep_masks(x, &a_host);
     let upper_host: Vec<f32> = (0..nn)
         .map(|ij| if ij / n < ij % n { 1.0 } else { 0.0 })
         .collect();
-    let y: Vec<f32> = x
-        .target_raw
-        .iter()
-        .enumerate()
-        .map(|(k, &r)| {
-            if r > 0.0 && upper_host[k % nn] > 0.0 {
-                1.0
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    let target_log: Vec<f32> = x.target_raw.iter().map(|&r| r.max(0.0).ln_1p()).collect();
+    let y_host = || -> Vec<f32> {
+        x.target_raw
+            .iter()
+            .enumerate()
+            .map(|(k, &r)| {
+                if r > 0.0 && upper_host[k % nn] > 0.0 {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    };
+    let (upper, keep, y, target_log, y_read) = if obj.targets_on_device {
+        // What depends on the targets only, once a batch; the keep masks every pass.
+        let triangle = x.uploaded("triangle", || device_targets::triangle::<B>(n, device));
+        let upper = x.uploaded("upper", || triangle.0.clone().float());
+        let (y, target_log) = x.uploaded("edge_targets", || {
+            let raw = t3::<B>(x.target_raw.clone(), [p, n, n], device);
+            device_targets::edge_targets(raw, &upper)
+        });
+        let k = x.uploaded("edge_counts", || device_targets::edge_counts(&y));
+        let keep = device_targets::keep_masks(d.a_pred.clone().detach(), k, &triangle);
+        let y_read = if with_y { y_host() } else { Vec::new() };
+        (upper, keep, y, target_log, y_read)
+    } else {
+        let upper = x.uploaded("upper", || {
+            Tensor::from_data(TensorData::new(upper_host.clone(), [1, nn]), device)
+        });
+        let a_host = host(d.a_pred.clone().detach());
+        let keep = t3(keep_masks(x, &a_host), [p, n, n], device);
+        let y_t = x.uploaded("y", || t3(y_host(), [p, n, n], device));
+        let target_log = x.uploaded("target_log", || {
+            let log: Vec<f32> = x.target_raw.iter().map(|&r| r.max(0.0).ln_1p()).collect();
+            t3(log, [p, n, n], device)
+        });
+        let y_read = if with_y { y_host() } else { Vec::new() };
+        (upper, keep, y_t, target_log, y_read)
+    };
     let pt = PredTensors {
         n,
         logit: d.conn.logit.clone(),
         a_pred: d.a_pred.clone(),
-        sparse: d.a_pred.clone() * t3(keep, [p, n, n], device),
-        y: t3(y.clone(), [p, n, n], device),
-        target_log: t3(target_log, [p, n, n], device),
-        start_log: t3(x.start_log.clone(), [p, n, n], device),
-        upper: Tensor::from_data(TensorData::new(upper_host, [1, nn]), device),
+        sparse: d.a_pred.clone() * keep,
+        y,
+        target_log,
+        start_log: predict::start_log(x, device),
+        upper,
     };
-    (pt, y)
+    (pt, y_read)
 }
 
 /// One of [`PredTensors`]' per-prediction terms.
@@ -215,7 +248,8 @@ fn reconstruction<B: Backend>(
     let c = &obj.cfg;
     let (n, f, p) = (x.n, x.f, x.n_preds());
     let recon = part.owns(Term::Manifold).then(|| {
-        let l_x = (d.x_hat.clone() - t3(x.target_x.clone(), [p, n, f], device))
+        let target_x = x.uploaded("target_x", || t3(x.target_x.clone(), [p, n, f], device));
+        let l_x = (d.x_hat.clone() - target_x)
             .square()
             .reshape([p, n * f])
             .mean_dim(1)

@@ -2,6 +2,10 @@
 //! integrate, and for every prediction (reconstructions first, then forecasts) its target, its
 //! start visit and its weight. The training layer builds it from the cohort.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
 use burn::prelude::*;
 use burn::tensor::TensorData;
 
@@ -41,6 +45,8 @@ pub(crate) struct Pred {
 /// A batch on the host.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ObjectiveInput {
+    /// The tensors made of this batch so far ([`ObjectiveInput::uploaded`]).
+    pub uploads: Uploads,
     pub nb: usize,
     pub n: usize,
     pub f: usize,
@@ -73,7 +79,60 @@ pub(crate) struct ObjectiveInput {
     pub acc: Vec<AccItem>,
 }
 
+/// The tensors of one batch, each uploaded once however many passes score it (GradNorm's
+/// three parts and the kept integration of a step read the same inputs): keyed by what they
+/// hold and their type (backend, rank, kind). A batch is scored on one device. A clone starts
+/// empty.
+#[derive(Default)]
+pub(crate) struct Uploads(Mutex<HashMap<UploadKey, Box<dyn Any + Send>>>);
+
+/// What a tensor holds, and its type.
+type UploadKey = (&'static str, TypeId);
+
+impl Clone for Uploads {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl std::fmt::Debug for Uploads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = self.0.lock().map_or(0, |m| m.len());
+        write!(f, "Uploads({held} tensors)")
+    }
+}
+
 impl ObjectiveInput {
+    /// The tensor `what` of this batch: made by `make` the first time it is asked for (with
+    /// this type), then the same tensor again.
+    pub(crate) fn uploaded<T: Clone + Send + 'static>(
+        &self,
+        what: &'static str,
+        make: impl FnOnce() -> T,
+    ) -> T {
+        let key = (what, TypeId::of::<T>());
+        // The map holds finished values only, so one left by a panicking thread is whole.
+        let found = self
+            .uploads
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .and_then(|t| t.downcast_ref::<T>())
+            .cloned();
+        if let Some(t) = found {
+            return t;
+        }
+        let t = make();
+        let mut map = self
+            .uploads
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.insert(key, Box::new(t.clone()));
+        t
+    }
+
     pub(crate) fn n_preds(&self) -> usize {
         self.preds.len()
     }

@@ -11,6 +11,9 @@
 //! batch's, and the statistics ([`stats::Stats`]) add up over ranks, batches and epochs.
 
 pub(crate) mod config;
+mod device_targets;
+#[cfg(test)]
+mod device_targets_tests;
 pub(crate) mod diagnostics;
 pub(crate) mod dynamics;
 mod forward;
@@ -94,6 +97,10 @@ pub(crate) struct Objective {
     pub eb_forecaster: Option<std::sync::Arc<crate::models::eb_drift::EbParams>>,
     /// The topology loss's target sides computed so far (each target's once per run).
     pub target_sides: target_sides::TargetSides,
+    /// The keep masks, edge indicators and log targets computed on the device
+    /// ([`device_targets`]: no read of the predictions, one upload instead of three) rather
+    /// than on the host; equal values. For backends that run a batch as one pass.
+    pub targets_on_device: bool,
 }
 
 /// One forward pass over a batch shard.
@@ -123,6 +130,7 @@ impl Objective {
             population_drift: None,
             eb_forecaster: None,
             target_sides: Default::default(),
+            targets_on_device: false,
         }
     }
 

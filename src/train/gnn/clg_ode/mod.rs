@@ -83,15 +83,15 @@ impl Forecaster for ClgOdeModel {
                 false,
             )?;
         }
-        Ok(Self {
-            objective: Objective::new(
-                s.objective.clone(),
-                s.decoder.fixed_support,
-                s.max_epochs,
-                s.seed,
-            ),
-            cut: Pieces::for_backend(ctx.placement.backend),
-        })
+        let cut = Pieces::for_backend(ctx.placement.backend);
+        let mut objective = Objective::new(
+            s.objective.clone(),
+            s.decoder.fixed_support,
+            s.max_epochs,
+            s.seed,
+        );
+        objective.targets_on_device = ctx.placement.backend.sorts_on_device();
+        Ok(Self { objective, cut })
     }
 
     fn plan(&self, cv: &Cv) -> Plan {

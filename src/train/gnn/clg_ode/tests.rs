@@ -314,7 +314,10 @@ fn clg_gnn_per_subject_pieces_do_not_depend_on_the_thread_count() {
 /// RK4 step, 244 before) and the batched topology loss; 12,137 with GradNorm's step in three
 /// parts (each term built once) and the topology series by its adjoint; 8,489 with the
 /// forecasts' integration run once for the three parts' graphs (`models::clg_ode::shared_ode`).
-/// The bound leaves ~4% for unrelated changes and fails if any of them is undone.
+/// The bound leaves ~4% for unrelated changes and fails if any of them is undone. Uploads and
+/// reads too, per subject (flex's path) and as one pass with the keep masks on the device (what
+/// `tch` runs on a GPU): each batch input uploaded once for the three parts and the kept
+/// integration (`ObjectiveInput::uploaded`), no read of the predictions.
 #[test]
 fn clg_training_step_ops_on_flex() {
     use crate::backend::fast_cpu::FastCpu;
@@ -326,23 +329,41 @@ fn clg_training_step_ops_on_flex() {
     cfg.sizes.solver_steps = 12;
     let dev = burn::backend::flex::FlexDevice;
     let model = cfg.init::<F>(&dev);
-    let mut obj = Objective::new(ObjectiveConfig::default(), false, 120, 1);
-    let before = Counts::now();
-    grads(
-        &model,
-        &mut obj,
-        &data,
-        &Sampling::default(),
-        (42, 0, 20),
-        &fold.train,
-        0,
-        (0, 2),
-        Pieces::PerSubject,
-        &dev,
-        &Single,
-    )
-    .unwrap();
-    let ops = before.elapsed().ops;
-    eprintln!("one training step: {ops} ops");
+    let step = |cut: Pieces| {
+        let mut obj = Objective::new(ObjectiveConfig::default(), false, 120, 1);
+        obj.targets_on_device = cut == Pieces::Whole;
+        let before = Counts::now();
+        let reads = crate::host_reads::count();
+        grads(
+            &model,
+            &mut obj,
+            &data,
+            &Sampling::default(),
+            (42, 0, 20),
+            &fold.train,
+            0,
+            (0, 2),
+            cut,
+            &dev,
+            &Single,
+        )
+        .unwrap();
+        let c = before.elapsed();
+        let reads = crate::host_reads::count() - reads;
+        eprintln!(
+            "one training step, {cut:?}: {} ops, {} uploads, {reads} reads",
+            c.ops, c.uploads
+        );
+        (c.ops, c.uploads, reads)
+    };
+    let (ops, uploads, reads) = step(Pieces::PerSubject);
     assert!(ops <= 8_850, "{ops} ops per training step (measured 8,489)");
+    // Measured 67 and 12 (uploads 112 before each input was uploaded once a step).
+    assert!(uploads <= 67, "{uploads} uploads (measured 67)");
+    assert!(reads <= 12, "{reads} reads (measured 12)");
+    let (ops, uploads, reads) = step(Pieces::Whole);
+    // Measured 4,909 ops, 41 uploads and 5 reads (7 reads with the masks on the host).
+    assert!(ops <= 5_100, "{ops} ops, one pass (measured 4,909)");
+    assert!(uploads <= 41, "{uploads} uploads, one pass (measured 41)");
+    assert!(reads <= 5, "{reads} reads, one pass (measured 5)");
 }

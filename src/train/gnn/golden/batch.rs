@@ -4,7 +4,7 @@
 use super::*;
 
 /// The tiny model of the `compute_loss` section with the reference's weights.
-fn golden_model<M: Backend>(
+pub(super) fn golden_model<M: Backend>(
     g: &Value,
     decoder: DecoderConfig,
     device: &M::Device,
@@ -69,7 +69,7 @@ fn golden_model<M: Backend>(
 }
 
 /// The golden batch (2 subjects, 3 and 2 visits, no noise) as the objective's input at `epoch`.
-fn golden_input(
+pub(super) fn golden_input(
     g: &Value,
     c: &ObjectiveConfig,
     epoch: usize,
@@ -319,94 +319,4 @@ fn gradnorm_weights_from_our_gradients_match_the_reference() {
             label,
         );
     }
-}
-
-/// GradNorm's step builds its three parts apart ([`Objective::forward_part`]): in every golden
-/// configuration, every term's sum and gradients are the full forward's, bit for bit, and the
-/// three parts' statistics and raw topology values together are the full forward's (so the
-/// passes' losses and gradient norms, hence GradNorm's weights, are unchanged), also when the
-/// parts replay one kept integration.
-#[test]
-fn forward_parts_are_the_full_forward_bit_for_bit() {
-    use crate::models::clg_ode::objective::{Objective, Part, Stats};
-    use burn::backend::Autodiff;
-    use burn::optim::GradientsParams;
-    type AB = Autodiff<Flex>;
-    let gl = golden();
-    let g = &gl["compute_loss"];
-    let p400 = flat32(&gl["topology"]["probes_n400"]["probes_4_seed42"]);
-    let mut compared = std::collections::BTreeSet::new();
-    let mut replayed = 0;
-    for case in g["configs"].as_array().unwrap() {
-        let label = case["label"].as_str().unwrap();
-        let a = args(&case["flags"]);
-        let (c, dec) = (a.objective.clone(), a.decoder.clone());
-        let model = golden_model::<AB>(g, dec.clone(), &dev());
-        let epoch = case["epoch"].as_u64().unwrap() as usize;
-        let mut obj = Objective::new(c.clone(), dec.fixed_support, a.max_epochs, 42);
-        obj.fixed_probes = Some(p400[..c.topology.probes * 6].to_vec());
-        let x = golden_input(g, &c, epoch);
-        let in_graph = |t: &Tensor<AB, 1>| match t.clone().into_primitive() {
-            burn::tensor::TensorPrimitive::Float(p) => !p.node.requirement.is_none(),
-            _ => false,
-        };
-        let grad_bits = |loss: Tensor<AB, 1>| -> Vec<u32> {
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            let flat = crate::toolbox::ddp::flatten_grads(&model, &grads).flat;
-            flat.iter().map(|v| v.to_bits()).collect()
-        };
-        let bits = |s: &Stats| s.v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        let mut merged = Stats::default();
-        let mut raw = vec![0.0f64; x.n_preds()];
-        for part in Part::GRADNORM {
-            let fwd = obj.forward_part(&model, &x, part, epoch, &dev(), None);
-            merged.merge(&fwd.stats);
-            if part == Part::Topo {
-                raw = fwd.topo_raw.clone();
-            }
-            // One graph at a time: a backward consumes what it reaches, the model's leaves too.
-            for term in Term::ALL.into_iter().filter(|&t| part.owns(t)) {
-                let at = format!("{label}: {}", term.name());
-                let fwd = obj.forward_part(&model, &x, part, epoch, &dev(), None);
-                // A term that is off is a constant zero, outside the graph (no backward).
-                let tracked = in_graph(&fwd.sums[term]);
-                let grads = tracked.then(|| grad_bits(fwd.sums[term].clone()));
-                let full = obj.forward(&model, &x, epoch, &dev());
-                assert_eq!(in_graph(&full.sums[term]), tracked, "{at}");
-                if let Some(grads) = grads {
-                    assert_eq!(grads, grad_bits(full.sums[term].clone()), "{at}");
-                    compared.insert(term.name());
-                }
-            }
-        }
-        let full = obj.forward(&model, &x, epoch, &dev());
-        let mut whole = Stats::default();
-        whole.merge(&full.stats);
-        assert_eq!(bits(&merged), bits(&whole), "{label}: statistics");
-        // The same with the forecasts' integration kept once and replayed in each part's graph
-        // (`models::clg_ode::shared_ode`): the values are the graph's own, bit for bit.
-        let kept = obj.ode_kept(&burn::module::AutodiffModule::valid(&model), &x, &dev());
-        replayed += usize::from(kept.is_some());
-        let mut with_kept = Stats::default();
-        for part in Part::GRADNORM {
-            let fwd = obj.forward_part(&model, &x, part, epoch, &dev(), kept.as_ref());
-            with_kept.merge(&fwd.stats);
-        }
-        assert_eq!(
-            bits(&with_kept),
-            bits(&whole),
-            "{label}: statistics, integration kept"
-        );
-        assert_eq!(
-            raw.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            full.topo_raw
-                .iter()
-                .map(|v| v.to_bits())
-                .collect::<Vec<_>>(),
-            "{label}: raw topology values"
-        );
-    }
-    // Every term's gradients are compared in some configuration.
-    assert_eq!(compared.len(), Term::COUNT, "compared: {compared:?}");
-    assert!(replayed > 0, "no configuration integrated a forecast");
 }

@@ -5,7 +5,8 @@
 //!
 //! This file: loading the golden and our flags; [`terms`]: one test per term (topology,
 //! GradNorm, decoder, edge losses, mask diagnostics, innovation); [`batch`]: the reference's
-//! tiny model on its batch, the whole objective and GradNorm from our own gradients.
+//! tiny model on its batch, the whole objective and GradNorm from our own gradients;
+//! [`passes`]: passes that must equal one another bit for bit on that batch.
 
 use burn::backend::Flex;
 use burn::module::Param;
@@ -29,6 +30,7 @@ type B = Flex;
 
 mod batch;
 mod decoder_terms;
+mod passes;
 mod terms;
 
 fn golden() -> Value {
