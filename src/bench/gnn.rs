@@ -79,6 +79,9 @@ struct Timed {
     timed_steps: usize,
     /// Seconds of the timed steps.
     secs: f64,
+    /// What the steps (warm-up and timed) asked of the device; the model's initialisation
+    /// left out.
+    counts: Counts,
 }
 
 /// One training epoch of fold 0 (`batch` subjects a step, in this process); no files written. The first `warmup`
@@ -117,6 +120,7 @@ fn bench_epoch<B: AutodiffBackend>(
     let warmup = warmup.min(starts.len().saturating_sub(1));
     let timed = steps.min(starts.len() - warmup);
     let mut t0 = Instant::now();
+    let counts = Counts::now();
     for (k, &start) in starts.iter().take(warmup + timed).enumerate() {
         if k == warmup {
             B::sync(device)?;
@@ -144,6 +148,7 @@ fn bench_epoch<B: AutodiffBackend>(
         steps_per_epoch: starts.len(),
         timed_steps: timed,
         secs: t0.elapsed().as_secs_f64(),
+        counts: counts.elapsed(),
     })
 }
 
@@ -162,7 +167,7 @@ impl BackendJob for Job<'_> {
         for (name, obj) in objectives() {
             op_profile::reset();
             op_profile::phase("epoch");
-            let (cpu0, counts0) = (cpu_seconds(), Counts::now());
+            let cpu0 = cpu_seconds();
             let timed = bench_epoch::<B>(
                 self.cohort.clone(),
                 self.cfg,
@@ -180,8 +185,7 @@ impl BackendJob for Job<'_> {
                 .min(timed.steps_per_epoch.saturating_sub(1))
                 + timed.timed_steps)
                 .max(1);
-            let counts = counts0.elapsed();
-            let counts = counts.per_step(done as u64, counts.ops > 0);
+            let counts = timed.counts.per_step(done as u64, timed.counts.ops > 0);
             let report = op_profile::take();
             if !report.ops.is_empty() {
                 eprintln!(

@@ -117,13 +117,14 @@ pub(crate) struct FlatGrads {
     pub present: Vec<bool>,
 }
 
-/// Σ g² of each parameter's gradient, computed on the device and read in one transfer (one
-/// sync on a GPU), in visiting order (parameters without a gradient are left out). The
-/// single-process gradient norm: [`flatten_grads`] would read every gradient, one sync each.
-pub(crate) fn grad_square_sums<B: AutodiffBackend, M: AutodiffModule<B>>(
+/// Σ g² of each parameter's gradient, computed on the device and left there, in visiting
+/// order (parameters without a gradient are left out; `None` without any). Read in one
+/// transfer (one sync on a GPU), alone or with a step's other values: the single-process
+/// gradient norm; [`flatten_grads`] would read every gradient, one sync each.
+pub(crate) fn grad_squares<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: &M,
     grads: &GradientsParams,
-) -> Vec<f64> {
+) -> Option<Tensor<B::InnerBackend, 1>> {
     struct Squares<'a, B: AutodiffBackend> {
         grads: &'a GradientsParams,
         sums: Vec<Tensor<B::InnerBackend, 1>>,
@@ -140,13 +141,7 @@ pub(crate) fn grad_square_sums<B: AutodiffBackend, M: AutodiffModule<B>>(
         sums: Vec::new(),
     };
     model.visit(&mut v);
-    if v.sums.is_empty() {
-        return Vec::new();
-    }
-    crate::host_reads::data(Tensor::cat(v.sums, 0))
-        .convert::<f64>()
-        .to_vec::<f64>()
-        .unwrap_or_default()
+    (!v.sums.is_empty()).then(|| Tensor::cat(v.sums, 0))
 }
 
 /// Every parameter's gradient in visiting order, concatenated.

@@ -226,19 +226,20 @@ pub(crate) struct Stage<B: Backend> {
     pub hidden: Tensor<B, 2>,
 }
 
-/// `[B·N, B]` one-hot rows: row `b·N + i` selects trajectory b.
+/// `[B·N, B]` one-hot rows: row `b·N + i` selects trajectory b. Made on the device (no upload).
 pub(crate) fn trajectory_onehot<B: Backend>(
     b: usize,
     n: usize,
     device: &B::Device,
 ) -> Tensor<B, 2> {
-    let mut v = vec![0.0f32; b * n * b];
-    for t in 0..b {
-        for i in 0..n {
-            v[(t * n + i) * b + t] = 1.0;
-        }
-    }
-    Tensor::from_data(burn::tensor::TensorData::new(v, [b * n, b]), device)
+    let rows = Tensor::<B, 1, Int>::arange(0..(b * n) as i64, device)
+        .div_scalar(n as i64)
+        .reshape([b * n, 1])
+        .expand([b * n, b]);
+    let cols = Tensor::<B, 1, Int>::arange(0..b as i64, device)
+        .reshape([1, b])
+        .expand([b * n, b]);
+    rows.equal(cols).float()
 }
 
 impl<B: Backend> PreparedOde<B> {

@@ -4,7 +4,8 @@
 
 use burn::prelude::*;
 
-use super::input::{ObjectiveInput, i1, t1};
+use super::input::ObjectiveInput;
+use super::staged::{Floats, Ints};
 use crate::models::clg_ode::Encoded;
 use crate::models::clg_ode::loss::{huber, kl_mean};
 
@@ -20,13 +21,17 @@ pub(crate) fn kl_sum<B: Backend>(enc: &Encoded<B>, nb: usize) -> Tensor<B, 1> {
     .sum()
 }
 
-fn select<B: Backend>(t: &Tensor<B, 3>, idx: Vec<i64>) -> Tensor<B, 3> {
-    let device = t.device();
-    t.clone().select(0, i1::<B>(idx, &device))
+fn select<B: Backend>(x: &ObjectiveInput, t: &Tensor<B, 3>, which: Ints) -> Tensor<B, 3> {
+    t.clone().select(0, x.ints(which, &t.device()))
 }
 
-fn column<B: Backend>(v: Vec<f32>, device: &B::Device) -> Tensor<B, 3> {
-    t1::<B>(v, device).reshape([-1, 1, 1])
+fn column<B: Backend>(
+    x: &ObjectiveInput,
+    which: Floats,
+    items: usize,
+    device: &B::Device,
+) -> Tensor<B, 3> {
+    x.floats::<B, 3>(which, [items, 1, 1], device)
 }
 
 /// Σ over velocity items of Huber-mean((z_j^pred − z_i)/Δt − sg((z_j^obs − z_i)/Δt)).
@@ -40,10 +45,10 @@ pub(crate) fn velocity_sum<B: Backend>(
 ) -> Tensor<B, 1> {
     let device = z_fore.device();
     let it = &x.vel;
-    let zpj = select(z_fore, it.iter().map(|v| v.traj_j as i64).collect());
-    let zei = select(z_clean, it.iter().map(|v| v.b as i64).collect());
-    let zej = select(z_all, it.iter().map(|v| v.enc_j as i64).collect()).detach();
-    let dt = column::<B>(it.iter().map(|v| v.dt_ij).collect(), &device);
+    let zpj = select(x, z_fore, Ints::VelTraj);
+    let zei = select(x, z_clean, Ints::VelSubject);
+    let zej = select(x, z_all, Ints::VelEnc).detach();
+    let dt = column::<B>(x, Floats::VelDt, it.len(), &device);
     let v_model = (zpj - zei.clone()) / dt.clone();
     let v_obs = ((zej - zei) / dt).detach();
     let items = it.len();
@@ -63,13 +68,13 @@ pub(crate) fn acceleration_sum<B: Backend>(
 ) -> Tensor<B, 1> {
     let device = z_fore.device();
     let it = &x.acc;
-    let zpj = select(z_fore, it.iter().map(|v| v.traj_j as i64).collect());
-    let zpk = select(z_fore, it.iter().map(|v| v.traj_k as i64).collect());
-    let zei = select(z_clean, it.iter().map(|v| v.b as i64).collect());
-    let zej = select(z_all, it.iter().map(|v| v.enc_j as i64).collect()).detach();
-    let zek = select(z_all, it.iter().map(|v| v.enc_k as i64).collect()).detach();
-    let dij = column::<B>(it.iter().map(|v| v.dt_ij).collect(), &device);
-    let djk = column::<B>(it.iter().map(|v| v.dt_jk).collect(), &device);
+    let zpj = select(x, z_fore, Ints::AccTrajJ);
+    let zpk = select(x, z_fore, Ints::AccTrajK);
+    let zei = select(x, z_clean, Ints::AccSubject);
+    let zej = select(x, z_all, Ints::AccEncJ).detach();
+    let zek = select(x, z_all, Ints::AccEncK).detach();
+    let dij = column::<B>(x, Floats::AccDtIj, it.len(), &device);
+    let djk = column::<B>(x, Floats::AccDtJk, it.len(), &device);
     let denom = (dij.clone() + djk.clone()).mul_scalar(0.5);
     let accel = |zi: Tensor<B, 3>, zj: Tensor<B, 3>, zk: Tensor<B, 3>| {
         let v_ij = (zj.clone() - zi) / dij.clone();

@@ -8,19 +8,20 @@ use burn::tensor::TensorData;
 use rayon::prelude::*;
 
 use super::device_targets;
-use super::diagnostics::diagnostics_into;
 use super::dynamics::{acceleration_sum, kl_sum, velocity_sum};
-use super::input::{ObjectiveInput, host, i1, t1, t3};
+use super::input::{ObjectiveInput, host, i1, t3};
 use super::predict::{self, Decoded, Latent, latent, outputs};
-use super::stats::{Stat, Stats};
+use super::staged::{self, Floats};
 use super::term::{Part, PerTerm, Term};
 use super::terms::PredTensors;
+use super::unread::{Finish, Unread};
 use super::{Forward, Objective, innovation, topology};
 use crate::models::clg_ode::ClgOde;
 use crate::models::clg_ode::loss::topk_upper_mask;
 use crate::models::clg_ode::shared_ode::SharedOde;
 
-/// Scores a batch shard: every term of `part` (see [`Objective::forward_part`]).
+/// Scores a batch shard: every term of `part` (see [`Objective::forward_part`]), its host
+/// values read.
 pub(super) fn forward_part<B: Backend>(
     obj: &Objective,
     model: &ClgOde<B>,
@@ -30,6 +31,19 @@ pub(super) fn forward_part<B: Backend>(
     device: &B::Device,
     shared: Option<&SharedOde>,
 ) -> Forward<B> {
+    forward_unread(obj, model, x, part, epoch, device, shared).read_now(x)
+}
+
+/// [`forward_part`] with its host values left on the device.
+pub(super) fn forward_unread<B: Backend>(
+    obj: &Objective,
+    model: &ClgOde<B>,
+    x: &ObjectiveInput,
+    part: Part,
+    epoch: usize,
+    device: &B::Device,
+    shared: Option<&SharedOde>,
+) -> Unread<B> {
     let counts = obj.counts(x, epoch);
     let penalties = penalties::<B>()
         .iter()
@@ -52,9 +66,7 @@ pub(super) fn forward_part<B: Backend>(
         }
         _ => None,
     };
-    let w = x.uploaded("weights", || {
-        t1::<B>(x.preds.iter().map(|q| q.weight).collect(), device)
-    });
+    let w = x.floats::<B, 1>(Floats::PredWeight, [x.n_preds()], device);
     let weighted = |v: Tensor<B, 1>| (v * w.clone()).sum();
 
     let recon = match (&d, &tensors) {
@@ -72,15 +84,15 @@ pub(super) fn forward_part<B: Backend>(
         _ => Vec::new(),
     };
 
-    // Host values in one read (one sync on a GPU): the part's sums, the reconstruction's
-    // parts, the topology's raw values, the edge logits of the diagnostics; then the statistics.
+    // Host values in one tensor (one read, one sync on a GPU, now or with a step's others):
+    // the part's sums, the reconstruction's parts, the topology's raw values, the edge logits
+    // of the diagnostics; the statistics from them ([`Finish`]).
     let owned: Vec<Term> = Term::ALL.into_iter().filter(|&t| part.owns(t)).collect();
     let logit = d
         .as_ref()
         .filter(|_| manifold)
         .map(|d| d.conn.logit.clone().detach());
     let logit_len = logit.as_ref().map_or(0, |l| l.shape().num_elements());
-    let raw_rows = topo.as_ref().map_or(0, |(rows, _)| rows.len());
     let parts: Vec<Tensor<B, 1>> = owned
         .iter()
         .map(|&t| sums[t].clone())
@@ -95,41 +107,24 @@ pub(super) fn forward_part<B: Backend>(
         .chain(logit.map(|l| l.reshape([logit_len])))
         .map(|t| t.detach())
         .collect();
-    let all = host(Tensor::cat(parts, 0));
-    let (head, logit) = all.split_at(all.len() - logit_len);
-    let (head, raw) = head.split_at(head.len() - raw_rows);
-    let values: Vec<f64> = head.iter().map(|&v| f64::from(v)).collect();
-    let p = x.n_preds() as f64;
-    let mut stats = Stats::default();
-    for (i, &term) in owned.iter().enumerate() {
-        stats.add(term, values[i], counts[term]);
-    }
-    if recon.is_some() {
-        let parts = [Stat::ReconMorph, Stat::ReconEdge, Stat::ReconWeight];
-        for (k, part) in parts.into_iter().enumerate() {
-            stats.add(part, values[owned.len() + k], p);
-        }
-    }
-    let mut topo_raw = vec![0.0f64; x.n_preds()];
-    if let Some((rows, _)) = &topo {
-        for (&q, &v) in rows.iter().zip(raw) {
-            topo_raw[q] = v as f64;
-        }
-    }
-    if part.owns(Term::Topo) {
-        stats.add(Stat::TopoRaw, topo_raw.iter().sum(), p);
-    }
-    for (qm, kept) in q_means {
-        stats.add(Stat::NewQMean, qm, 1.0);
-        stats.add(Stat::NewKeptMean, kept as f64, 1.0);
-    }
-    if let (true, Some((_, y))) = (manifold, &tensors) {
-        diagnostics_into(&mut stats, x, logit, y, obj.cfg.compute_mask_auprc);
-    }
-    Forward {
+    let y = match (manifold, tensors) {
+        (true, Some((_, y))) => Some(y),
+        _ => None,
+    };
+    Unread {
         sums,
-        stats,
-        topo_raw,
+        values: Tensor::cat(parts, 0),
+        finish: Finish {
+            owned,
+            counts,
+            recon: recon.is_some(),
+            topo: part.owns(Term::Topo),
+            raw_rows: topo.map(|(rows, _)| rows).unwrap_or_default(),
+            logit_len,
+            q_means,
+            y,
+            auprc: obj.cfg.compute_mask_auprc,
+        },
     }
 }
 
@@ -186,7 +181,7 @@ fn pred_tensors<B: Backend>(
         let triangle = x.uploaded("triangle", || device_targets::triangle::<B>(n, device));
         let upper = x.uploaded("upper", || triangle.0.clone().float());
         let (y, target_log) = x.uploaded("edge_targets", || {
-            let raw = t3::<B>(x.target_raw.clone(), [p, n, n], device);
+            let raw = x.floats::<B, 3>(Floats::TargetRaw, [p, n, n], device);
             device_targets::edge_targets(raw, &upper)
         });
         let k = x.uploaded("edge_counts", || device_targets::edge_counts(&y));
@@ -248,7 +243,7 @@ fn reconstruction<B: Backend>(
     let c = &obj.cfg;
     let (n, f, p) = (x.n, x.f, x.n_preds());
     let recon = part.owns(Term::Manifold).then(|| {
-        let target_x = x.uploaded("target_x", || t3(x.target_x.clone(), [p, n, f], device));
+        let target_x = x.floats(Floats::TargetX, [p, n, f], device);
         let l_x = (d.x_hat.clone() - target_x)
             .square()
             .reshape([p, n * f])
@@ -318,34 +313,14 @@ fn topology_term<B: Backend>(
     sums: &mut PerTerm<Tensor<B, 1>>,
     device: &B::Device,
 ) -> Option<(Vec<usize>, Tensor<B, 1>)> {
-    let (n, p) = (x.n, x.n_preds());
-    if !obj.cfg.topo_on() {
-        return None;
-    }
-    let t = &obj.cfg.topology;
-    let probes = obj
-        .fixed_probes
-        .clone()
-        .unwrap_or_else(|| topology::probes(obj.seed, t.probes, n));
-    let probes64: Vec<f64> = probes.iter().map(|&v| v as f64).collect();
-    // The target side, on the host: independent per prediction and per threshold, the longest
-    // serial stretch of a step (the Taylor series over N² per threshold), and the same every
-    // epoch, so computed once per target.
-    let sides: Vec<_> = (0..p)
-        .into_par_iter()
-        .map(|q| obj.target_sides.side(x.target(q), n, &probes64, t))
-        .collect();
-    let (mut rows, mut taus, mut target) = (Vec::new(), Vec::new(), Vec::new());
-    for (q, side) in sides.into_iter().enumerate() {
-        if let Some(side) = side {
-            taus.extend_from_slice(&side.0);
-            target.extend_from_slice(&side.1);
-            rows.push(q);
-        }
-    }
-    if rows.is_empty() {
-        return None;
-    }
+    let n = x.n;
+    let plan = staged::topo_plan(obj, x)?;
+    let (t, rows) = (&obj.cfg.topology, &plan.rows);
+    let gk = plan.sides.0.len();
+    let sides = [Floats::TopoShift, Floats::TopoBeta0, Floats::TopoBeta1]
+        .map(|which| x.floats::<B, 1>(which, [gk], device));
+    let probes = x.floats::<B, 2>(Floats::Probes, [plan.probes.len() / n, n], device);
+    let weights = x.floats::<B, 1>(Floats::TopoWeight, [rows.len()], device);
     // The predictions in as few calls as fit [`TOPO_BATCH_ELEMENTS`] (one on every shard of the
     // reference's batches), each call weighting its predictions by one product.
     let log_p = pt.sparse.clone().clamp_min(0.0).log1p();
@@ -355,16 +330,17 @@ fn topology_term<B: Backend>(
         .chunks(chunk)
         .enumerate()
         .map(|(c, qs)| {
-            let range = c * chunk * k..(c * chunk + qs.len()) * k;
-            let weights = t1::<B>(qs.iter().map(|&q| x.preds[q].weight).collect(), device);
+            let (first, len) = (c * chunk, qs.len());
+            let sides = sides.clone().map(|s| s.narrow(0, first * k, len * k));
             let preds = rows_of(log_p.clone(), qs, device);
-            topology::raw_loss(preds, &taus[range.clone()], &target[range], &probes, t) * weights
+            topology::raw_loss_on(preds, sides, probes.clone(), t)
+                * weights.clone().narrow(0, first, len)
         })
         .collect();
     let raw = Tensor::cat(raw, 0);
     sums[Term::Topo] =
         topology::normalize(raw.clone(), obj.state.topo_scale, t.log_compress()).sum();
-    Some((rows, raw))
+    Some((rows.clone(), raw))
 }
 
 /// The innovation family on the forecasts it acts on. Returns each such forecast's mean

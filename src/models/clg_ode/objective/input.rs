@@ -110,17 +110,8 @@ impl ObjectiveInput {
         what: &'static str,
         make: impl FnOnce() -> T,
     ) -> T {
-        let key = (what, TypeId::of::<T>());
         // The map holds finished values only, so one left by a panicking thread is whole.
-        let found = self
-            .uploads
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-            .and_then(|t| t.downcast_ref::<T>())
-            .cloned();
-        if let Some(t) = found {
+        if let Some(t) = self.held::<T>(what) {
             return t;
         }
         let t = make();
@@ -129,8 +120,19 @@ impl ObjectiveInput {
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        map.insert(key, Box::new(t.clone()));
+        map.insert((what, TypeId::of::<T>()), Box::new(t.clone()));
         t
+    }
+
+    /// The value `what` of type `T` made for this batch so far, if any.
+    pub(crate) fn held<T: Clone + 'static>(&self, what: &'static str) -> Option<T> {
+        self.uploads
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(what, TypeId::of::<T>()))
+            .and_then(|t| t.downcast_ref::<T>())
+            .cloned()
     }
 
     pub(crate) fn n_preds(&self) -> usize {

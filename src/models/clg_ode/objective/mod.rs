@@ -23,6 +23,7 @@ pub(crate) mod innovation;
 pub(crate) mod input;
 pub(crate) mod predict;
 mod series;
+pub(crate) mod staged;
 pub(crate) mod stats;
 pub(crate) mod target_sides;
 #[cfg(test)]
@@ -32,6 +33,7 @@ pub(crate) mod terms;
 pub(crate) mod topology;
 #[cfg(test)]
 mod topology_batch_tests;
+pub(crate) mod unread;
 
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -181,6 +183,7 @@ impl Objective {
     /// [`Part::GRADNORM`] together make every statistic of the full forward once. With
     /// `shared` (from [`Objective::ode_kept`] of the same batch), the part's graph replays that
     /// integration instead of running its own, where the backend shares one.
+    #[cfg(test)]
     pub(crate) fn forward_part<B: Backend>(
         &self,
         model: &ClgOde<B>,
@@ -191,6 +194,20 @@ impl Objective {
         shared: Option<&SharedOde>,
     ) -> Forward<B> {
         forward::forward_part(self, model, x, part, epoch, device, shared)
+    }
+
+    /// [`Objective::forward_part`] with its host values left on the device, for a step to
+    /// read with its others ([`unread`]).
+    pub(crate) fn forward_unread<B: Backend>(
+        &self,
+        model: &ClgOde<B>,
+        x: &ObjectiveInput,
+        part: Part,
+        epoch: usize,
+        device: &B::Device,
+        shared: Option<&SharedOde>,
+    ) -> unread::Unread<B> {
+        forward::forward_unread(self, model, x, part, epoch, device, shared)
     }
 
     /// The forecasts' integration of `x` run once by `model` (the inner module of the one

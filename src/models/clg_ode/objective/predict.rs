@@ -6,7 +6,8 @@ use burn::prelude::*;
 
 use super::Objective;
 use super::innovation::{self, Plan};
-use super::input::{ObjectiveInput, host, i1, t1, t3};
+use super::input::{ObjectiveInput, host, t3};
+use super::staged::{Floats, Ints};
 use crate::models::clg_ode::shared_ode::SharedOde;
 use crate::models::clg_ode::{ClgOde, ConnOutput, Encoded, Start};
 
@@ -59,7 +60,7 @@ pub(crate) struct Decoded<B: Backend> {
 /// The start visits' log SC of every prediction `[P,N,N]` (uploaded once a batch).
 pub(crate) fn start_log<B: Backend>(x: &ObjectiveInput, device: &B::Device) -> Tensor<B, 3> {
     let (n, p) = (x.n, x.n_preds());
-    x.uploaded("start_log", || t3(x.start_log.clone(), [p, n, n], device))
+    x.floats(Floats::StartLog, [p, n, n], device)
 }
 
 /// Encodes, integrates and decodes every prediction of `x`, then applies the innovation module
@@ -124,8 +125,8 @@ fn encoded<B: Backend>(
 ) -> (Encoded<B>, Tensor<B, 3>) {
     let (n, f, r) = (x.n, x.f, x.enc_rows);
     let enc = model.encode(
-        x.uploaded("enc_a", || t3(x.enc_a.clone(), [r, n, n], device)),
-        x.uploaded("enc_x", || t3(x.enc_x.clone(), [r, n, f], device)),
+        x.floats(Floats::EncA, [r, n, n], device),
+        x.floats(Floats::EncX, [r, n, f], device),
     );
     let z_all = enc.z0();
     (enc, z_all)
@@ -141,21 +142,16 @@ fn ode_inputs<B: Backend>(
     if x.traj_src.is_empty() {
         return None;
     }
-    let src = x.uploaded("traj_src", || i1::<B>(x.traj_src.clone(), device));
+    let src = x.ints::<B>(Ints::TrajSubject, device);
     let cov = model.covariates(
-        x.uploaded("sex", || i1(x.sex.clone(), device)),
-        x.uploaded("site", || i1(x.site.clone(), device)),
-        x.uploaded("numeric", || {
-            Tensor::from_data(
-                TensorData::new(x.numeric.clone(), [x.nb, x.numeric_dim]),
-                device,
-            )
-        }),
+        x.ints(Ints::Sex, device),
+        x.ints(Ints::Site, device),
+        x.floats(Floats::Numeric, [x.nb, x.numeric_dim], device),
     );
     Some((
         z_clean.clone().select(0, src.clone()),
         cov.select(0, src),
-        x.uploaded("traj_dt", || t1(x.traj_dt.clone(), device)),
+        x.floats(Floats::TrajDt, [x.traj_dt.len()], device),
     ))
 }
 
@@ -170,14 +166,14 @@ pub(crate) fn outputs<B: Backend>(
     device: &B::Device,
 ) -> Decoded<B> {
     let (n, p) = (x.n, x.n_preds());
-    let z_d = (lat.z_all.clone()).select(0, x.uploaded("d_rows", || i1(x.d_rows.clone(), device)));
+    let z_d = (lat.z_all.clone()).select(0, x.ints(Ints::DecodeRows, device));
     let z_pred = match &lat.z_fore {
         Some(zf) => Tensor::cat(vec![z_d, zf.clone()], 0),
         None => z_d,
     };
     let start = Start {
         a0_log: start_log(x, device),
-        t: x.uploaded("t", || t1(x.preds.iter().map(|q| q.t).collect(), device)),
+        t: x.floats(Floats::PredT, [p], device),
         drift: obj
             .population_drift
             .as_ref()

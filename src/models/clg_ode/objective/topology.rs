@@ -11,6 +11,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use super::config::TopologyConfig;
+#[cfg(test)]
 use super::input::t1;
 use crate::models::clg_ode::loss::huber;
 
@@ -216,7 +217,9 @@ pub(crate) fn target_betti(
 /// The batched prediction side: `log_p` = log1p of the sparsified predictions `[G,N,N]` (the
 /// predictions that have thresholds), `taus` their thresholds (G×K), `target` the target's
 /// (β0, E) per threshold (G×K), `probes` `[V,N]`. Returns the raw loss per prediction `[G]`:
-/// mean over thresholds of Huber(Δβ0) + mean of Huber(Δβ1).
+/// mean over thresholds of Huber(Δβ0) + mean of Huber(Δβ1). (Training reads its inputs from
+/// the batch's staged values: [`raw_loss_on`].)
+#[cfg(test)]
 pub(crate) fn raw_loss<B: Backend>(
     log_p: Tensor<B, 3>,
     taus: &[f64],
@@ -224,37 +227,71 @@ pub(crate) fn raw_loss<B: Backend>(
     probes: &[f32],
     cfg: &TopologyConfig,
 ) -> Tensor<B, 1> {
-    let [g, n, _] = log_p.dims();
-    let k = taus.len() / g.max(1);
+    let [_, n, _] = log_p.dims();
     let device = log_p.device();
+    let (shift, beta0, beta1) = raw_sides(taus, target, n, cfg);
     let v = probes.len() / n;
-    let gk = g * k;
+    raw_loss_on(
+        log_p,
+        [
+            t1::<B>(shift, &device),
+            t1(beta0, &device),
+            t1(beta1, &device),
+        ],
+        Tensor::from_data(
+            burn::tensor::TensorData::new(probes.to_vec(), [v, n]),
+            &device,
+        ),
+        cfg,
+    )
+}
+
+/// The host values [`raw_loss_on`] reads of thresholds `taus` and target values `target`
+/// (G×K each), as f32: sharpness × threshold, the target's β0, and its β1 = E − N + β0.
+pub(crate) fn raw_sides(
+    taus: &[f64],
+    target: &[(f64, f64)],
+    n: usize,
+    cfg: &TopologyConfig,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let s = cfg.sharpness;
+    (
+        taus.iter().map(|&t| (s * t) as f32).collect(),
+        target.iter().map(|&(b, _)| b as f32).collect(),
+        target
+            .iter()
+            .map(|&(b, e)| (e - n as f64 + b) as f32)
+            .collect(),
+    )
+}
+
+/// [`raw_loss`] of the sides on the device: `[shift, β0, β1]` (each `[G·K]`, from
+/// [`raw_sides`]) and the probes `[V,N]`.
+pub(crate) fn raw_loss_on<B: Backend>(
+    log_p: Tensor<B, 3>,
+    [shift, t0, t1v]: [Tensor<B, 1>; 3],
+    probes: Tensor<B, 2>,
+    cfg: &TopologyConfig,
+) -> Tensor<B, 1> {
+    let [g, n, _] = log_p.dims();
+    let gk = shift.dims()[0];
+    let k = gk / g.max(1);
+    let device = log_p.device();
     // W = σ(s·(log P − τ)) off the diagonal, built by one broadcast [G,1,N²] − [G,K,1] (no
     // repeated copies of the predictions: they dominate the memory of this loss).
     let s = cfg.sharpness;
-    let shift = t1::<B>(taus.iter().map(|&t| (s * t) as f32).collect(), &device).reshape([g, k, 1]);
+    let shift = shift.reshape([g, k, 1]);
     let off = crate::models::clg_ode::decoder::off_diagonal::<B>(n, &device).reshape([1, 1, n * n]);
     let w = (sigmoid(log_p.reshape([g, 1, n * n]).mul_scalar(s) - shift) * off).reshape([gk, n, n]);
     // L_sym x = x − D^{-1/2} W D^{-1/2} x, with D^{-1/2} = 0 on isolated nodes.
     let d = w.clone().sum_dim(2); // [GK,N,1]
     let dinv = d.clone().greater_elem(0.0).float() * d.add_scalar(1e-8).powf_scalar(-0.5);
-    let x0 = Tensor::<B, 2>::from_data(
-        burn::tensor::TensorData::new(probes.to_vec(), [v, n]),
-        &device,
-    )
-    .transpose()
-    .unsqueeze::<3>()
-    .repeat_dim(0, gk); // [GK,N,V]
+    let x0 = probes.transpose().unsqueeze::<3>().repeat_dim(0, gk); // [GK,N,V]
     let beta0 = super::series::taylor_beta0(w.clone(), dinv, x0, cfg);
     let edges = w.sum_dim(2).sum_dim(1).reshape([gk]).mul_scalar(0.5);
     let beta1 = edges + beta0.clone().sub_scalar(n as f64);
-    let t0: Vec<f32> = target.iter().map(|&(b, _)| b as f32).collect();
-    let t1v: Vec<f32> = target
-        .iter()
-        .map(|&(b, e)| (e - n as f64 + b) as f32)
-        .collect();
-    let h0 = huber(beta0 - t1::<B>(t0, &device));
-    let h1 = huber(beta1 - t1::<B>(t1v, &device));
+    let h0 = huber(beta0 - t0);
+    let h1 = huber(beta1 - t1v);
     (h0 + h1).reshape([g, k]).mean_dim(1).reshape([g])
 }
 

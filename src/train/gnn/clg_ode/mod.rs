@@ -7,8 +7,10 @@
 pub(crate) mod batch;
 mod columns;
 mod evaluate;
+mod gradnorm_step;
 mod phases;
 mod porcelain;
+mod shard;
 pub(crate) mod step;
 mod sums;
 mod test_set;

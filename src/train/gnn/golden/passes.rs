@@ -127,10 +127,12 @@ fn forward_parts_are_the_full_forward_bit_for_bit() {
 /// The objective with its keep masks, edge indicators and log targets computed on the device
 /// (`Objective::targets_on_device`, what `tch` runs) is the host computation's, bit for bit:
 /// every statistic (the mask diagnostics read the indicators), the raw topology values and
-/// the gradient of every term, in each golden configuration.
+/// the gradient of every term, in each golden configuration. Its inputs staged as `tch` stages
+/// them (`objective/staged.rs`: two uploads, each input a slice).
 #[test]
 fn targets_on_the_device_give_the_host_objective_bit_for_bit() {
     use crate::models::clg_ode::objective::Part;
+    use crate::models::clg_ode::objective::staged::{Pack, stage};
     use burn::optim::GradientsParams;
     let mut terms = std::collections::BTreeSet::new();
     for case in autodiff_cases() {
@@ -138,6 +140,9 @@ fn targets_on_the_device_give_the_host_objective_bit_for_bit() {
         let host = case.objective.clone();
         let mut device = case.objective.clone();
         device.targets_on_device = true;
+        let xd = x.clone();
+        stage::<AB>(&device, &xd, &dev());
+        assert!(xd.held::<Pack<AB>>("pack").is_some(), "{label}: not staged");
         let grad_bits = |loss: Tensor<AB, 1>| -> Vec<u32> {
             let grads = GradientsParams::from_grads(loss.backward(), model);
             let flat = crate::toolbox::ddp::flatten_grads(model, &grads).flat;
@@ -146,7 +151,7 @@ fn targets_on_the_device_give_the_host_objective_bit_for_bit() {
         for part in Part::GRADNORM {
             let (h, d) = (
                 host.forward_part(model, x, part, epoch, &dev(), None),
-                device.forward_part(model, x, part, epoch, &dev(), None),
+                device.forward_part(model, &xd, part, epoch, &dev(), None),
             );
             let bits = |v: &[f64]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&h.stats.v), bits(&d.stats.v), "{label}: statistics");
@@ -159,7 +164,7 @@ fn targets_on_the_device_give_the_host_objective_bit_for_bit() {
                 // One graph at a time (a backward consumes what it reaches, the model's
                 // leaves too): each forward's backward before the next forward.
                 let mut seen = Vec::new();
-                for obj in [&host, &device] {
+                for (obj, x) in [(&host, x), (&device, &xd)] {
                     let sum =
                         obj.forward_part(model, x, part, epoch, &dev(), None).sums[term].clone();
                     let value = sum.clone().inner().into_scalar();
