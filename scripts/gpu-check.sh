@@ -55,6 +55,9 @@
 #   bench-mnist-512  the same as bench-mnist-64 at batch 512
 #   bench-gnn-2cores bench-gnn's flex on 2 cores at batch 2 (RAYON_NUM_THREADS=2: a CPU-queue job)
 #   mig-pick         trainer mig-pick, a dry run: 0 (a free slice), 20 (MIG off) or 21 (all busy)
+#
+# Commit the report under benches/gpu/ (gpu-check-<gpu>-<date>.json) and name it in
+# src/cluster/doctor/crossover.rs: doctor's CPU-or-GPU advice is computed from its bench-gnn rows.
 set -uo pipefail
 
 BIN=target/release/trainer

@@ -2,8 +2,8 @@
 
 use super::checks::{NoDriver, check_backend, check_mig, check_nvrtc, no_driver};
 use super::{
-    BackendCheck, DoctorReport, Findings, GPU_BACKEND_HINT, Level, RuntimeCheck, SMALL_MODEL_HINT,
-    VisibleGpu,
+    BackendCheck, DoctorReport, Findings, GPU_BACKEND_HINT, Level, RuntimeCheck, VisibleGpu,
+    small_model_hint,
 };
 use crate::cluster::compat::{BackendNeeds, GpuBackend, TCH_RUNTIME_ENV};
 use crate::cluster::container::{NvEvidence, detect_container};
@@ -227,7 +227,7 @@ pub(crate) fn diagnose_for(
             }
         }
     }
-    f.push(Level::Info, None, SMALL_MODEL_HINT.into(), None);
+    f.push(Level::Info, None, small_model_hint(), None);
     if backends.contains(&GpuBackend::Cuda) && backends.contains(&GpuBackend::Tch) {
         f.push(Level::Info, None, GPU_BACKEND_HINT.into(), None);
     }

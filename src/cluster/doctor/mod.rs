@@ -9,7 +9,9 @@
 //! and container findings), `render` (the text report).
 
 mod checks;
+mod crossover;
 mod diagnose;
+pub(crate) use crossover::small_model_hint;
 mod render;
 
 use std::path::Path;
@@ -148,10 +150,6 @@ impl Findings {
         self.push(Level::Fail, Some(code.code()), message, Some(fix));
     }
 }
-
-/// Measured: a 400-node CLG-ODE epoch (1000 subjects) took 68 s under `tch` on an H200 and 68 s
-/// on 16 CPU cores (benches/README.md, the first full `scripts/gpu-check.sh` run).
-pub(crate) const SMALL_MODEL_HINT: &str = "CPU is enough for small models (connectomes under ~1k nodes: a 400-node CLG-ODE epoch ran no faster on an H200 than on 16 CPU cores; graph metrics, MNIST smoke tests): `--device cpu` on a CPU queue with more cores leaves the GPU queue to others";
 
 /// Which backend to train with on an NVIDIA GPU, said by doctor when the binary has `cuda` beside
 /// `tch`. Measured on an H200 (benches/README.md): the MNIST CNN trained at 0.63× PyTorch's speed

@@ -74,7 +74,7 @@ fn no_driver_is_fine_without_require_gpu() {
             .iter()
             .any(|f| f.message.contains("no NVIDIA driver"))
     );
-    assert!(r.findings.iter().any(|f| f.message == SMALL_MODEL_HINT));
+    assert!(r.findings.iter().any(|f| f.message == small_model_hint()));
     assert!(r.render().contains("no NVIDIA driver"));
 }
 
