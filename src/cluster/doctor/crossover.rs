@@ -127,7 +127,13 @@ mod tests {
         assert!((m.cpu_epoch.0 - 67.6).abs() < 0.05, "{m:?}");
         let hint = small_model_hint();
         assert!(hint.starts_with("CPU is enough"), "{hint}");
-        for part in ["400-node", "68 s on an H200", "16 CPU cores", "0.99x", REPORT_PATH] {
+        for part in [
+            "400-node",
+            "68 s on an H200",
+            "16 CPU cores",
+            "0.99x",
+            REPORT_PATH,
+        ] {
             assert!(hint.contains(part), "{part:?} not in {hint}");
         }
     }
@@ -155,7 +161,10 @@ mod tests {
         let m = measured(&fast).unwrap();
         assert_eq!((m.gpu_epoch, m.cpu_epoch), ((2.0, 64), (20.0, 16)));
         let hint = advice(&m, "test");
-        assert!(hint.starts_with("a GPU pays for CLG-ODE from ~200 nodes"), "{hint}");
+        assert!(
+            hint.starts_with("a GPU pays for CLG-ODE from ~200 nodes"),
+            "{hint}"
+        );
         assert!(hint.contains("10.00x"), "{hint}");
         assert!(measured(&report(vec![row("flex", "cpu", 2, 40.0)])).is_none());
     }

@@ -104,13 +104,15 @@ pub(super) fn gradnorm_step<B: AutodiffBackend>(
         .chain(squares.iter().flatten())
         .map(|t| t.dims()[0])
         .collect();
-    let all = crate::host_reads::f32s(Tensor::cat(
-        values
-            .into_iter()
-            .chain(squares.iter().flatten().cloned())
-            .collect(),
-        0,
-    ));
+    let read: Vec<_> = values
+        .into_iter()
+        .chain(squares.iter().flatten().cloned())
+        .collect();
+    // A rank whose shard of the global batch is empty has nothing to read.
+    let all = match read.is_empty() {
+        true => Vec::new(),
+        false => crate::host_reads::f32s(Tensor::cat(read, 0)),
+    };
     let mut at = 0;
     let slices: Vec<&[f32]> = lens
         .iter()
