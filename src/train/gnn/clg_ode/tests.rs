@@ -245,7 +245,9 @@ fn clg_gnn_shards_add_up_to_the_batch() {
 
 /// The per-subject cut (the flex backend's): the same gradients, statistics and topology values,
 /// bit for bit, on pools of 1 and 3 threads (the pieces' gradients are added in subject order
-/// after all are done), and the whole shard's gradients up to summation order.
+/// after all are done), and the whole shard's gradients up to summation order: as `flex` cuts a
+/// batch of 3, and as `tch` runs a batch of the whole fold (the inputs staged, the keep masks on
+/// the device, one read a step) against that fold subject by subject.
 #[test]
 fn clg_gnn_per_subject_pieces_do_not_depend_on_the_thread_count() {
     let (_d, c) = cohort(12, 20);
@@ -253,13 +255,14 @@ fn clg_gnn_per_subject_pieces_do_not_depend_on_the_thread_count() {
     let dev = burn::backend::flex::FlexDevice;
     let model = cfg.init::<AB>(&dev);
     let s = Sampling::default();
-    let step = |cut: step::Pieces, threads: usize| {
+    let step = |cut: step::Pieces, threads: usize, hi: usize| {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .unwrap();
         pool.install(|| {
             let mut obj = Objective::new(ObjectiveConfig::default(), false, 120, 1);
+            obj.targets_on_device = hi > 3 && cut == step::Pieces::Whole;
             let r = step::grads(
                 &model,
                 &mut obj,
@@ -268,7 +271,7 @@ fn clg_gnn_per_subject_pieces_do_not_depend_on_the_thread_count() {
                 (3, 0, 25),
                 &fold.train,
                 0,
-                (0, 3),
+                (0, hi),
                 cut,
                 &dev,
                 &Single,
@@ -278,31 +281,37 @@ fn clg_gnn_per_subject_pieces_do_not_depend_on_the_thread_count() {
             (flat, r.stats.v, r.topo_raw, obj.state.gradnorm.weights)
         })
     };
-    let one = step(step::Pieces::PerSubject, 1);
-    assert!(one.0.iter().any(|g| *g != 0.0));
-    assert_eq!(one.3.len(), 2);
-    let three = step(step::Pieces::PerSubject, 3);
-    assert!(one == three, "1 vs 3 threads differ");
-    let whole = step(step::Pieces::Whole, 3);
-    let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let diff: Vec<f32> = one.0.iter().zip(&whole.0).map(|(a, b)| a - b).collect();
-    // Summation order only, as in the shards-vs-batch test above (same bound, same reason).
-    eprintln!(
-        "per subject vs whole gradient: relative {:.1e}",
-        norm(&diff) / norm(&whole.0)
-    );
-    assert!(norm(&diff) <= 1e-4 * norm(&whole.0));
-    // The same topology slots (in another order: per subject, or per kind over the batch).
-    let sorted = |mut v: Vec<(usize, f64)>| {
-        v.sort_by_key(|p| p.0);
-        v
-    };
-    let (topo_one, topo_whole) = (sorted(one.2.clone()), sorted(whole.2.clone()));
-    assert!(!topo_one.is_empty());
-    assert_eq!(topo_one.len(), topo_whole.len());
-    for ((slot_a, a), (slot_b, b)) in topo_one.iter().zip(&topo_whole) {
-        assert_eq!(slot_a, slot_b);
-        assert!((a - b).abs() <= 1e-4 * b.abs().max(1e-6), "{a} vs {b}");
+    assert!(fold.train.len() > 3);
+    for hi in [3, fold.train.len()] {
+        let one = step(step::Pieces::PerSubject, 1, hi);
+        assert!(one.0.iter().any(|g| *g != 0.0));
+        assert_eq!(one.3.len(), 2);
+        let three = step(step::Pieces::PerSubject, 3, hi);
+        assert!(one == three, "batch {hi}: 1 vs 3 threads differ");
+        let whole = step(step::Pieces::Whole, 3, hi);
+        let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+        let diff: Vec<f32> = one.0.iter().zip(&whole.0).map(|(a, b)| a - b).collect();
+        // Summation order only, as in the shards-vs-batch test above (same bound, same reason).
+        eprintln!(
+            "batch {hi}: per subject vs whole gradient: relative {:.1e}",
+            norm(&diff) / norm(&whole.0)
+        );
+        assert!(norm(&diff) <= 1e-4 * norm(&whole.0), "batch {hi}");
+        // The same topology slots (in another order: per subject, or per kind over the batch).
+        let sorted = |mut v: Vec<(usize, f64)>| {
+            v.sort_by_key(|p| p.0);
+            v
+        };
+        let (topo_one, topo_whole) = (sorted(one.2.clone()), sorted(whole.2.clone()));
+        assert!(!topo_one.is_empty());
+        assert_eq!(topo_one.len(), topo_whole.len());
+        for ((slot_a, a), (slot_b, b)) in topo_one.iter().zip(&topo_whole) {
+            assert_eq!(slot_a, slot_b);
+            assert!(
+                (a - b).abs() <= 1e-4 * b.abs().max(1e-6),
+                "batch {hi}: {a} vs {b}"
+            );
+        }
     }
 }
 
