@@ -53,6 +53,8 @@
 #   bench-gnn-cuda   bench-gnn on the cuda backend
 #   cuda-tests       (with --cuda-tests) the agreement tests on the GPU
 #   bench-mnist-512  the same as bench-mnist-64 at batch 512
+#   bench-gnn-batch64  bench-gnn's tch at batch 64, 3 timed steps (a GPU run's own batch grows to
+#                    what the memory holds; gnn-tch above prints the batch it settled)
 #   bench-gnn-2cores bench-gnn's flex on 2 cores at batch 2 (RAYON_NUM_THREADS=2: a CPU-queue job)
 #   mig-pick         trainer mig-pick, a dry run: 0 (a free slice), 20 (MIG off) or 21 (all busy)
 #
@@ -288,6 +290,12 @@ bench_gnn bench-gnn-cuda 150 "$FBIN" "${GNN[@]}" --backends cuda
 figures
 bench_mnist 512
 figures
+# tch at the larger batches a GPU run sizes itself to (docs/guide/gnn.md, "Batch"): 64, 3 steps
+if [ "$TCH" = 1 ]; then
+  bench_gnn bench-gnn-batch64 120 "$FBIN" bench gnn --subjects 1000 --nodes 400 --batch-size 64 \
+    --steps 3 --warmup 1 --backends tch
+  figures
+fi
 # flex on 2 cores: a CPU-queue job
 # (batch 2 only: on a CPU the cost per subject hardly depends on the batch)
 bench_gnn bench-gnn-2cores 150 RAYON_NUM_THREADS=2 "$FBIN" bench gnn --subjects 1000 --nodes 400 \

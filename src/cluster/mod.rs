@@ -16,6 +16,7 @@ pub(crate) mod doctor;
 pub(crate) mod error;
 pub mod exit_codes;
 pub mod gpu;
+pub(crate) mod gpu_memory;
 pub mod hostlist;
 pub(crate) mod mig;
 pub(crate) mod nvrtc;

@@ -100,6 +100,10 @@ pub(crate) struct JobSpec {
     pub config: Value,
     /// The settings a resumed run must share with its checkpoint.
     pub fingerprint: Value,
+    /// Values the job settled at run time that the command line left open (`train-gnn`'s batch
+    /// on a GPU), by section as in `config.toml`: written there beside the flags, so a run
+    /// started from the file repeats this one.
+    pub settled: toml::Table,
 }
 
 /// How a job trains: epochs, batches, stages, learning rate, seed and optimiser.
@@ -187,6 +191,7 @@ impl Default for JobSpec {
             phases: Vec::new(),
             config: Value::Null,
             fingerprint: Value::Null,
+            settled: toml::Table::new(),
         }
     }
 }

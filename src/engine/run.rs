@@ -100,7 +100,7 @@ pub(crate) fn train<B: AutodiffBackend, J: Job<B>>(
         write_meta(rc, &spec)?;
         run_files.write_args(&spec.config)?;
         if let Some(toml) = &rc.run.resolved_config {
-            run_files.write_config_toml(toml)?;
+            run_files.write_config_toml(&with_settled(toml, &spec.settled))?;
         }
         if let Some(row) = saved.as_ref().and_then(|f| f.saved.row.as_ref()) {
             // The process may have died between the epoch's checkpoint and its metrics row.
@@ -304,4 +304,29 @@ fn write_meta<B: AutodiffBackend>(rc: &RunContext<B>, spec: &JobSpec) -> Result<
     );
     extra.extend(spec.outputs.meta.clone());
     RunDir::new(&rc.run_dir).write_run_meta(&meta)
+}
+
+/// `config.toml`'s text with the values the job settled (`JobSpec::settled`) added to their
+/// sections; a key the command line set is kept as given.
+fn with_settled(toml: &str, settled: &toml::Table) -> String {
+    if settled.is_empty() {
+        return toml.to_string();
+    }
+    let Ok(mut root) = toml.parse::<toml::Table>() else {
+        return toml.to_string();
+    };
+    for (section, values) in settled {
+        let Some(values) = values.as_table() else {
+            continue;
+        };
+        let table = root
+            .entry(section.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let Some(table) = table.as_table_mut() {
+            for (k, v) in values {
+                table.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
+    toml::to_string(&root).unwrap_or_else(|_| toml.to_string())
 }

@@ -193,6 +193,52 @@ fn train_gnn_resume_continues_exactly() {
 }
 
 #[test]
+fn the_batch_is_settled_by_the_run_and_written_down() {
+    let t = tempfile::tempdir().unwrap();
+    synth(t.path(), 12, 16, 3);
+    let optim_batch = |run: &str| -> (i64, u64) {
+        let dir = t.path().join("results/runs").join(run);
+        let config: toml::Table = std::fs::read_to_string(dir.join("config.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let args = json(&dir.join("args.json"));
+        (
+            config["optimisation"]["batch_size"].as_integer().unwrap(),
+            args["batch_size"].as_u64().unwrap(),
+        )
+    };
+    // No --batch-size on a CPU: the reference's 2, said, and written where a rerun reads it.
+    let o = run_in(t.path(), &train_args("cpu", "1", &[]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("batch 2 subjects a step and rank: the reference's, on a CPU"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(optim_batch("cpu"), (2, 2));
+    // A run stopped with --batch-size 3 and resumed without it takes the checkpoint's batch
+    // (a requeued job repeats its command line; a GPU's free memory may have changed).
+    let o = run_in(
+        t.path(),
+        &train_args(
+            "three",
+            "2",
+            &["--batch-size", "3", "--stop-after-steps", "2"],
+        ),
+    );
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    let o = run_in(t.path(), &train_args("three", "2", &["--resume", "auto"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("batch 3 subjects a step and rank: the checkpoint's"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(optim_batch("three"), (3, 3));
+}
+
+#[test]
 fn train_gnn_bad_sc_file_fails_cleanly() {
     let t = tempfile::tempdir().unwrap();
     synth(t.path(), 8, 10, 1);

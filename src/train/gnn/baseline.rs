@@ -214,7 +214,7 @@ impl<M: GradBaseline> Forecaster for Grad<M> {
         ctx: &EpochCtx<'_, B>,
     ) -> Result<EpochReport> {
         let (data, val) = (&fold.data, &cv.split(fold).val);
-        let bs = cv.settings.batch_size;
+        let bs = cv.settings.batch();
         let val_loss = M::eval_loss::<B>(net, data, val, bs, ctx.device);
         let preds = M::predict::<B>(net, data, val, bs, ctx.device);
         let train_loss = if sums.count > 0.0 {
@@ -235,7 +235,7 @@ impl<M: GradBaseline> Forecaster for Grad<M> {
         let best = best_fold(&cv.config, folds)?;
         let (data, ck) = best_fold_data(&cv.prep, &cv.config, &best)?;
         let net = load::<B, M>(&cv.settings, cv.n, &ck, done.device)?;
-        let (bs, test) = (cv.settings.batch_size, &cv.prep.test);
+        let (bs, test) = (cv.settings.batch(), &cv.prep.test);
         let test_loss = M::eval_loss::<B>(&net, &data, test, bs, done.device);
         let preds = M::predict::<B>(&net, &data, test, bs, done.device);
         let run = TestRun {
@@ -257,7 +257,7 @@ impl<M: GradBaseline> Forecaster for Grad<M> {
     ) -> Result<Predictions> {
         let (set, data) = (&run.config.settings, &run.data);
         let net = load::<B, M>(set, data.n_nodes(), &run.ck, device)?;
-        Ok(M::predict::<B>(&net, data, subjects, set.batch_size, device).into())
+        Ok(M::predict::<B>(&net, data, subjects, set.batch(), device).into())
     }
 }
 

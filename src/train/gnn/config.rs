@@ -128,7 +128,7 @@ impl GnnConfig {
             resume: ctx.run.resume.clone(),
             checkpoint_every: ctx.run.checkpoint_every,
             world_size: ctx.world_size(),
-            effective_batch_size: settings.batch_size * ctx.world_size(),
+            effective_batch_size: settings.batch() * ctx.world_size(),
             cohort_fingerprint: cohort_fingerprint(cohort),
             settings,
         }

@@ -16,6 +16,9 @@ use crate::models::linear_drift::{DriftSettings, ForecastForm};
 use crate::settings::{DATA, MODEL, OPTIM, RUN, at_least_one, at_least_two, positive};
 use crate::toolbox::optim::OptimizerChoice;
 
+/// The reference's `--batch_size`: the batch on a CPU (`cv/batch.rs` settles the others).
+pub(crate) const REFERENCE_BATCH: usize = 2;
+
 /// `trainer train-gnn`'s own settings (every flag of the reference's `train_clg_ode.py`, with
 /// its default, in kebab case with the reference's underscore spelling as alias; see
 /// docs/clg-ode-surface.md).
@@ -70,9 +73,12 @@ pub(crate) struct GnnSettings {
     /// Epochs per fold.
     #[arg(long, alias = "max_epochs", default_value_t = 120, value_parser = at_least_one, help_heading = OPTIM)]
     pub max_epochs: usize,
-    /// Subjects per optimiser step (per rank when data-parallel).
-    #[arg(long, alias = "batch_size", default_value_t = 2, value_parser = at_least_one, help_heading = OPTIM)]
-    pub batch_size: usize,
+    /// Subjects per optimiser step (per rank when data-parallel). Default: 2, the reference's;
+    /// `--model clg-ode` on a CUDA GPU: what the GPU holds, min(256, ½ free memory / memory a
+    /// subject, training subjects / 8), printed at the start (docs/guide/forecasts.md,
+    /// "Batch"); a resumed run takes its checkpoint's.
+    #[arg(long, alias = "batch_size", value_parser = at_least_one, help_heading = OPTIM)]
+    pub batch_size: Option<usize>,
     /// Learning rate (constant).
     #[arg(long, alias = "learning_rate", default_value_t = 5e-5, value_parser = positive, help_heading = OPTIM)]
     pub learning_rate: f64,
@@ -111,6 +117,12 @@ pub(crate) struct GnnSettings {
 }
 
 impl GnnSettings {
+    /// Subjects per step and rank: resolved by the job before anything reads it
+    /// (`cv/batch.rs`); the reference's 2 where nothing resolved it.
+    pub(crate) fn batch(&self) -> usize {
+        self.batch_size.unwrap_or(REFERENCE_BATCH)
+    }
+
     /// The folds this run trains.
     pub(crate) fn fold_ids(&self) -> Vec<usize> {
         match usize::try_from(self.cv_fold) {

@@ -400,6 +400,7 @@ impl JobFactory for Factory {
             phases: Vec::new(),
             fingerprint: fingerprint(&settings, &config),
             config: serde_json::to_value(config)?,
+            settled: toml::Table::new(),
         };
         Ok(MnistJob {
             settings,

@@ -148,7 +148,7 @@ pub(super) fn validate<B: AutodiffBackend>(
         data,
         sampling,
         val,
-        args.batch_size,
+        args.batch(),
         ctx.epoch,
         ctx.device,
         ctx.comm,

@@ -74,6 +74,15 @@ impl Forecaster for ClgOdeModel {
     type Epoch = GnnEpoch;
     type State = JobState;
 
+    /// A training step's memory a subject (the default objective at the reference's sizes):
+    /// LibTorch's peak growth a subject, measured on the CPU (`bench gnn --backends tch`, peak
+    /// RSS at two batches: 31 MB at 100 nodes, 55 MB at 200, 186 MB at 400), bounded above by
+    /// 250 kB·N + 1.2 kB·N² (37, 98 and 292 MB).
+    fn gpu_bytes_per_subject(nodes: usize) -> Option<u64> {
+        let n = nodes as u64;
+        Some(250_000 * n + 1_200 * n * n)
+    }
+
     fn new<B: AutodiffBackend>(cv: &Cv, ctx: &RunContext<B>) -> Result<Self> {
         let s = &cv.settings;
         if let Some(path) = &s.resume_from {
@@ -153,7 +162,7 @@ impl Forecaster for ClgOdeModel {
         let fold = start.fold;
         let split = &cv.prep.folds[stage];
         if cv.main {
-            let global = s.batch_size * cv.world;
+            let global = s.batch() * cv.world;
             eprintln!(
                 "[train-gnn] fold {fold}: {} train / {} val / {} test subjects, {} nodes, \
                  {} rank(s) x batch {} = {global} subjects per step",
@@ -162,7 +171,7 @@ impl Forecaster for ClgOdeModel {
                 cv.prep.test.len(),
                 cv.prep.cohort.n_nodes,
                 cv.world,
-                s.batch_size,
+                s.batch(),
             );
             if s.porcelain {
                 println!(

@@ -43,7 +43,7 @@ pub(super) fn score_test<B: Backend>(
         &data,
         &config.settings.sampling,
         &prep.test,
-        config.settings.batch_size,
+        config.settings.batch(),
         config.settings.max_epochs,
         device,
         &Single,

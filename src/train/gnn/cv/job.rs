@@ -8,6 +8,7 @@ use super::super::prepared::Prepared;
 use super::super::protocol::fold_data::FoldStart;
 use super::super::protocol::test_set::fold_results;
 use super::super::settings::GnnSettings;
+use super::batch::{self, BatchInputs};
 use super::{Cv, CvFold, Forecaster};
 use crate::engine::{
     Batch, Done, EpochCtx, EpochReport, Job, JobSpec, Monitor, Outputs, RunContext, Stage, StepOut,
@@ -27,12 +28,29 @@ pub(crate) struct CvJob<B: AutodiffBackend, F: Forecaster> {
 impl<B: AutodiffBackend, F: Forecaster> CvJob<B, F> {
     /// The job of a run on the prepared cohort.
     pub(crate) fn new(
-        settings: GnnSettings,
+        mut settings: GnnSettings,
         monitor: Option<Monitor>,
         prep: Prepared,
         ctx: &RunContext<B>,
     ) -> Result<Self> {
         let optimizer = settings.optimizer.spec()?;
+        let inputs = BatchInputs {
+            given: settings.batch_size,
+            resume: ctx.resume.as_deref(),
+            placement: ctx.placement,
+            nodes: prep.cohort.n_nodes,
+            train_subjects: prep.folds.iter().map(|f| f.train.len()).min().unwrap_or(0),
+        };
+        let choice = batch::resolve::<F>(&inputs, ctx.comm.as_ref())?;
+        if ctx.is_main() && inputs.given.is_none() {
+            eprintln!(
+                "[train-gnn] batch {} subjects a step and rank: {}; --batch-size sets it \
+                 (the reference's is 2)",
+                choice.batch, choice.why
+            );
+        }
+        settings.batch_size = Some(choice.batch);
+        let inputs_given = inputs.given.is_some();
         let config = GnnConfig::new(settings.clone(), monitor.clone(), &prep, optimizer, ctx);
         let cv = Cv {
             fold_ids: settings.fold_ids(),
@@ -51,7 +69,7 @@ impl<B: AutodiffBackend, F: Forecaster> CvJob<B, F> {
             model_name: F::FILE_STEM,
             plan: TrainPlan {
                 epochs: plan.epochs,
-                batch_size: cv.settings.batch_size,
+                batch_size: cv.settings.batch(),
                 micro_batches: 1,
                 stages: cv.fold_ids.len(),
                 lr: plan.lr,
@@ -69,6 +87,7 @@ impl<B: AutodiffBackend, F: Forecaster> CvJob<B, F> {
             phases: plan.phases,
             config: serde_json::to_value(&cv.config)?,
             fingerprint: cv.config.fingerprint(),
+            settled: batch::settled(inputs_given, cv.settings.batch()),
         };
         Ok(Self {
             cv,

@@ -10,6 +10,7 @@
 //! [`Fitted`](super::closed_form::Fitted) (`drift.rs`, `eb_drift.rs`); the list is
 //! `registry.rs`.
 
+mod batch;
 mod job;
 
 use std::collections::BTreeMap;
@@ -158,6 +159,13 @@ pub(crate) trait Forecaster: Sized + 'static {
     const READS_MORPHOLOGY: bool = false;
     /// Whether an optimiser trains it (`--optimizer` applies); a closed-form fit has none.
     const GRADIENT_TRAINED: bool = true;
+
+    /// The GPU memory its training step takes a subject at `nodes` nodes, if it is known: a
+    /// run on a CUDA GPU without `--batch-size` then sizes its batch to the GPU (`cv/batch.rs`).
+    /// `None`: the reference's batch of 2 everywhere.
+    fn gpu_bytes_per_subject(_nodes: usize) -> Option<u64> {
+        None
+    }
 
     /// Its network (a closed-form forecaster: the module its fitted parameters are saved in).
     type Net<B: AutodiffBackend>: AutodiffModule<B>;
