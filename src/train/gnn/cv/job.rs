@@ -42,7 +42,7 @@ impl<B: AutodiffBackend, F: Forecaster> CvJob<B, F> {
             train_subjects: prep.folds.iter().map(|f| f.train.len()).min().unwrap_or(0),
         };
         let choice = batch::resolve::<F>(&inputs, ctx.comm.as_ref())?;
-        if ctx.is_main() && inputs.given.is_none() {
+        if ctx.is_main() && inputs.given.is_none() && F::GRADIENT_TRAINED {
             eprintln!(
                 "[train-gnn] batch {} subjects a step and rank: {}; --batch-size sets it \
                  (the reference's is 2)",
