@@ -283,7 +283,7 @@ fn settings_defaults_are_the_empty_command_line_and_the_references() {
         if want.as_str().is_some_and(|s| s.starts_with('(')) {
             continue; // a path: machine dependent there, given here
         }
-        if key == "batch_size" && ours.get(key).is_none() {
+        if key == "batch_size" && !ours.contains_key(key) {
             // Settled by the run (src/train/gnn/cv/batch.rs): the reference's 2 on a CPU.
             assert_eq!(want.as_i64(), Some(2));
             assert_eq!(gnn(&[]).resolve().unwrap().settings.batch(), 2);
