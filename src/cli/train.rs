@@ -67,8 +67,11 @@ impl MnistArgs {
 pub(crate) struct GnnArgs {
     #[command(flatten)]
     pub settings: GnnSettings,
-    /// A named configuration (flags given beside it override it): `residual`, the fixed
-    /// support + residual skip variant that beats the identity forecast.
+    /// A named configuration (flags given beside it override it; `presets/`): `eb-residual`,
+    /// CLG-ODE's residual started from the eb-drift forecast and kept unless training beats it
+    /// (the one to forecast with); `residual`, the authors' fixed support + residual skip
+    /// variant, started at the identity; `drift-residual`, that started from the linear drift
+    /// (docs/guide/forecasts.md).
     #[arg(long, help_heading = RUN)]
     pub preset: Option<String>,
     #[command(flatten)]
