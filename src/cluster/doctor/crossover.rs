@@ -1,8 +1,9 @@
 //! doctor's CPU-or-GPU advice for small connectomes, from the newest GPU check committed
-//! (`benches/gpu/`, written by `scripts/gpu-check.sh`): its `trainer bench gnn` rows, CLG-ODE's
-//! default objective at the measured size, the GPU under `tch` at its best batch against
-//! `flex` on all the host's cores at its best batch. The advice follows the numbers: a new
-//! check committed and named here changes it.
+//! (`benches/gpu/`, written by `scripts/gpu-check.sh`): its `trainer bench gnn` rows (and
+//! `bench-gnn-batch64`'s where they measured the same shape), CLG-ODE's default objective at
+//! the measured size, the GPU under `tch` at its best batch against `flex` on all the host's
+//! cores at its best batch. The advice follows the numbers: a new check committed and named
+//! here changes it.
 
 use serde_json::Value;
 
@@ -38,10 +39,16 @@ impl Measured {
 pub(crate) fn measured(json: &str) -> Option<Measured> {
     let v: Value = serde_json::from_str(json).ok()?;
     let bench = &v["bench_gnn"];
+    // The GPU's larger batches (`bench-gnn-batch64`) count where they measured the same shape.
+    let same_shape = |b: &Value| b["nodes"] == bench["nodes"] && b["subjects"] == bench["subjects"];
+    let rows: Vec<&Value> = [bench, &v["bench_gnn_batch64"]]
+        .into_iter()
+        .filter(|b| same_shape(b))
+        .filter_map(|b| b["rows"].as_array())
+        .flatten()
+        .collect();
     let best = |cuda: bool| {
-        bench["rows"]
-            .as_array()?
-            .iter()
+        rows.iter()
             .filter(|r| r["objective"] == "default" && r["error"].is_null())
             .filter(|r| {
                 let device = r["device"].as_str().unwrap_or("");
@@ -160,6 +167,15 @@ mod tests {
         ]);
         let m = measured(&fast).unwrap();
         assert_eq!((m.gpu_epoch, m.cpu_epoch), ((2.0, 64), (20.0, 16)));
+        // The batch-64 bench of the same shape counts; one of another shape does not.
+        let mut with64: Value = serde_json::from_str(&fast).unwrap();
+        with64["bench_gnn_batch64"] = serde_json::json!({"nodes": 200, "subjects": [500],
+            "rows": [row("tch", "cuda:0", 64, 1.5)]});
+        let m = measured(&with64.to_string()).unwrap();
+        assert_eq!(m.gpu_epoch, (1.5, 64));
+        with64["bench_gnn_batch64"]["nodes"] = serde_json::json!(400);
+        let m = measured(&with64.to_string()).unwrap();
+        assert_eq!(m.gpu_epoch, (2.0, 64));
         let hint = advice(&m, "test");
         assert!(
             hint.starts_with("a GPU pays for CLG-ODE from ~200 nodes"),
