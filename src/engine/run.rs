@@ -330,3 +330,25 @@ fn with_settled(toml: &str, settled: &toml::Table) -> String {
     }
     toml::to_string(&root).unwrap_or_else(|_| toml.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::with_settled;
+
+    #[test]
+    fn settled_values_fill_their_section_and_never_override_a_flag() {
+        let settled: toml::Table = toml::from_str("[optimisation]\nbatch_size = 80\n").unwrap();
+        let left_open = "seed = 1\n\n[optimisation]\nlearning_rate = 0.001\n";
+        let got: toml::Table = with_settled(left_open, &settled).parse().unwrap();
+        assert_eq!(got["optimisation"]["batch_size"].as_integer(), Some(80));
+        assert_eq!(got["optimisation"]["learning_rate"].as_float(), Some(0.001));
+        assert_eq!(got["seed"].as_integer(), Some(1));
+        let given = "[optimisation]\nbatch_size = 4\n";
+        let got: toml::Table = with_settled(given, &settled).parse().unwrap();
+        assert_eq!(got["optimisation"]["batch_size"].as_integer(), Some(4));
+        let no_section = "seed = 1\n";
+        let got: toml::Table = with_settled(no_section, &settled).parse().unwrap();
+        assert_eq!(got["optimisation"]["batch_size"].as_integer(), Some(80));
+        assert_eq!(with_settled(given, &toml::Table::new()), given);
+    }
+}
