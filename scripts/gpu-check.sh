@@ -35,6 +35,8 @@
 #   synth-cohort     a 20-subject, 100-node synthetic cohort for the CLG-ODE steps
 #   mnist-tch        train-mnist, 1 epoch, --backend tch --device cuda (the default GPU path)
 #   gnn-tch          train-gnn, 2 epochs of fold 0 on that cohort, --backend tch --device cuda
+#                    (its log says the batch it settled and that the cohort's scans are held on
+#                    the GPU; bench-gnn's tch rows hold them too)
 #   mnist-graph      (figure-like: recorded, the script goes on) train-mnist with --cuda-graph
 #                    against the eager run, every step's loss within 1e-3 relative (Adam's bias
 #                    corrections in its kernel; dropout's masks the same), and a graph run without

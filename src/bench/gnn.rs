@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::BenchSettings as BenchArgs;
 use crate::backend::profile as op_profile;
-use crate::backend::{self, BackendJob, BackendKind, Placement};
+use crate::backend::{self, BackendJob, Placement};
 use crate::data::connectome::{
     Cohort, CohortPaths, LoadOptions, cv_fold, load_cohort, test_split, write_synthetic_cohort,
 };
@@ -91,7 +91,7 @@ fn bench_epoch<B: AutodiffBackend>(
     cohort: Arc<Cohort>,
     model_cfg: &ClgOdeConfig,
     obj: ObjectiveConfig,
-    backend: BackendKind,
+    placement: Placement,
     batch: usize,
     (warmup, steps): (usize, usize),
     device: &B::Device,
@@ -100,12 +100,15 @@ fn bench_epoch<B: AutodiffBackend>(
     let split = test_split(cohort.subjects.len(), TEST_SIZE, seed as u32)?;
     let fold = cv_fold(&split.trainval, 0, 5)?;
     let stats = cohort.norm_stats(&fold.train)?;
+    let backend = placement.backend;
+    let resident = crate::train::gnn::clg_ode::resident::for_placement(&cohort, placement, false);
     let data = FoldData::new(cohort, &stats, true);
     let sampling = Sampling::default();
     // The reference's --max_epochs (the topology warm-up's length).
     let max_epochs = 120;
     let mut objective = Objective::new(obj, model_cfg.decoder.fixed_support, max_epochs, seed);
     objective.targets_on_device = backend.sorts_on_device();
+    objective.resident = resident;
     let cut = Pieces::for_backend(backend);
     B::seed(device, fold_seed(seed, 0));
     let mut model = model_cfg.init::<B>(device);
@@ -172,7 +175,7 @@ impl BackendJob for Job<'_> {
                 self.cohort.clone(),
                 self.cfg,
                 obj,
-                p.backend,
+                p,
                 self.batch,
                 self.warmup_steps,
                 &device,

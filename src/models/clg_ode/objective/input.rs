@@ -42,6 +42,20 @@ pub(crate) struct Pred {
     pub forecast: bool,
 }
 
+/// A batch's rows by scan index, beside the host values they equal (the scans held on the
+/// device: [`super::resident`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ScanIds {
+    /// The scan of every encoder row (`enc_a`'s rows).
+    pub enc: Vec<i64>,
+    /// Flat indices into `enc_a` (`[rows·N·N]`) set to 0 by the edge dropout of an augmented
+    /// reconstruction input (both halves of each dropped edge).
+    pub dropped: Vec<i64>,
+    /// Per prediction: the scan of its start visit and of its target.
+    pub start: Vec<i64>,
+    pub target: Vec<i64>,
+}
+
 /// A batch on the host.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ObjectiveInput {
@@ -77,6 +91,9 @@ pub(crate) struct ObjectiveInput {
     pub start_age: Vec<f64>,
     pub vel: Vec<VelItem>,
     pub acc: Vec<AccItem>,
+    /// The scan behind every `enc_a`, `start_log` and `target_raw` row, where each is one
+    /// ([`super::resident`]); none where a row is not a scan's.
+    pub scan_ids: Option<ScanIds>,
 }
 
 /// The tensors of one batch, each uploaded once however many passes score it (GradNorm's

@@ -22,6 +22,7 @@ mod indexed;
 pub(crate) mod innovation;
 pub(crate) mod input;
 pub(crate) mod predict;
+pub(crate) mod resident;
 mod series;
 pub(crate) mod staged;
 pub(crate) mod stats;
@@ -103,6 +104,9 @@ pub(crate) struct Objective {
     /// ([`device_targets`]: no read of the predictions, one upload instead of three) rather
     /// than on the host; equal values. For backends that run a batch as one pass.
     pub targets_on_device: bool,
+    /// The fold's scans held on the device, the staged batches' encoder inputs, start visits
+    /// and targets gathered from them by index ([`resident`]); with `targets_on_device` only.
+    pub resident: Option<std::sync::Arc<resident::Resident>>,
 }
 
 /// One forward pass over a batch shard.
@@ -133,6 +137,7 @@ impl Objective {
             eb_forecaster: None,
             target_sides: Default::default(),
             targets_on_device: false,
+            resident: None,
         }
     }
 

@@ -7,13 +7,14 @@ use burn::prelude::*;
 use super::Objective;
 use super::innovation::{self, Plan};
 use super::input::{ObjectiveInput, host, t3};
+use super::resident::start_on_host;
 use super::staged::{Floats, Ints};
 use crate::models::clg_ode::shared_ode::SharedOde;
 use crate::models::clg_ode::{ClgOde, ConnOutput, Encoded, Start};
 
 /// Whether the start visit of prediction `p` has a non-edge in the upper triangle.
-fn has_pool(x: &ObjectiveInput, p: usize) -> bool {
-    let (n, s) = (x.n, x.start(p));
+fn has_pool(obj: &Objective, x: &ObjectiveInput, p: usize) -> bool {
+    let (n, s) = (x.n, start_on_host(obj, x, p));
     (0..n).any(|i| (i + 1..n).any(|j| s[i * n + j] <= 0.0))
 }
 
@@ -23,7 +24,7 @@ fn innovates(obj: &Objective, x: &ObjectiveInput, p: usize, epoch: usize) -> boo
     obj.innovation_on(epoch)
         && pr.forecast
         && innovation::gate(pr.t as f64, &obj.cfg.innovation) > 0.0
-        && has_pool(x, p)
+        && has_pool(obj, x, p)
 }
 
 /// How many forecasts of the batch the innovation module acts on.
@@ -184,9 +185,10 @@ pub(crate) fn outputs<B: Backend>(
                 let age0 = x.start_age[q];
                 if pr.forecast {
                     let sex = usize::try_from(x.sex[pr.b]).unwrap_or(0);
-                    base.extend(eb.forecast_log(x.start(q), age0, age0 + f64::from(pr.t), sex));
+                    let start = start_on_host(obj, x, q);
+                    base.extend(eb.forecast_log(&start, age0, age0 + f64::from(pr.t), sex));
                 } else {
-                    base.extend_from_slice(x.start(q));
+                    base.extend_from_slice(&start_on_host(obj, x, q));
                 }
             }
             t3(base, [p, n, n], device)

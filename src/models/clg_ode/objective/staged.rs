@@ -17,7 +17,8 @@ use burn::tensor::backend::AutodiffBackend;
 use rayon::prelude::*;
 
 use super::Objective;
-use super::input::ObjectiveInput;
+use super::input::{ObjectiveInput, ScanIds};
+use super::resident::{drop_edges, gather};
 use super::topology;
 
 /// A float input of a batch.
@@ -97,6 +98,11 @@ impl Floats {
         }
     }
 
+    /// Whether the input is gathered from the scans held on the device when they are.
+    fn by_scan(self) -> bool {
+        matches!(self, Floats::EncA | Floats::StartLog | Floats::TargetRaw)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Floats::EncA => "enc_a",
@@ -139,10 +145,16 @@ pub(crate) enum Ints {
     AccSubject,
     AccEncJ,
     AccEncK,
+    /// With the scans on the device ([`super::resident`]): the scan of every encoder row, the
+    /// flat indices the edge dropout zeroes, the scan of every prediction's start and target.
+    EncScan,
+    Dropped,
+    StartScan,
+    TargetScan,
 }
 
 impl Ints {
-    const ALL: [Ints; 12] = [
+    const ALL: [Ints; 16] = [
         Ints::DecodeRows,
         Ints::Sex,
         Ints::Site,
@@ -155,11 +167,26 @@ impl Ints {
         Ints::AccSubject,
         Ints::AccEncJ,
         Ints::AccEncK,
+        Ints::EncScan,
+        Ints::Dropped,
+        Ints::StartScan,
+        Ints::TargetScan,
     ];
+
+    /// Whether the list indexes the scans held on the device (staged only with them).
+    fn by_scan(self) -> bool {
+        matches!(
+            self,
+            Ints::EncScan | Ints::Dropped | Ints::StartScan | Ints::TargetScan
+        )
+    }
 
     pub(crate) fn host(self, x: &ObjectiveInput) -> Vec<i64> {
         let vel = |f: fn(&super::VelItem) -> usize| x.vel.iter().map(|v| f(v) as i64).collect();
         let acc = |f: fn(&super::AccItem) -> usize| x.acc.iter().map(|v| f(v) as i64).collect();
+        let ids = |f: fn(&ScanIds) -> &Vec<i64>| {
+            x.scan_ids.as_ref().map_or_else(Vec::new, |s| f(s).clone())
+        };
         match self {
             Ints::DecodeRows => x.d_rows.clone(),
             Ints::Sex => x.sex.clone(),
@@ -173,6 +200,10 @@ impl Ints {
             Ints::AccSubject => acc(|v| v.b),
             Ints::AccEncJ => acc(|v| v.enc_j),
             Ints::AccEncK => acc(|v| v.enc_k),
+            Ints::EncScan => ids(|s| &s.enc),
+            Ints::Dropped => ids(|s| &s.dropped),
+            Ints::StartScan => ids(|s| &s.start),
+            Ints::TargetScan => ids(|s| &s.target),
         }
     }
 
@@ -190,6 +221,10 @@ impl Ints {
             Ints::AccSubject => "acc_subject",
             Ints::AccEncJ => "acc_enc_j",
             Ints::AccEncK => "acc_enc_k",
+            Ints::EncScan => "enc_scan",
+            Ints::Dropped => "dropped",
+            Ints::StartScan => "start_scan",
+            Ints::TargetScan => "target_scan",
         }
     }
 }
@@ -276,9 +311,13 @@ pub(crate) fn stage<B: AutodiffBackend>(obj: &Objective, x: &ObjectiveInput, dev
         return;
     }
     topo_plan(obj, x);
+    let resident = obj.resident.as_ref().filter(|_| x.scan_ids.is_some());
     let mut layout = Layout::default();
     let mut floats = Vec::new();
     for which in Floats::ALL {
+        if resident.is_some() && which.by_scan() {
+            continue;
+        }
         let v = which.host(x);
         if !v.is_empty() {
             layout.floats.push((which, floats.len(), v.len()));
@@ -287,6 +326,9 @@ pub(crate) fn stage<B: AutodiffBackend>(obj: &Objective, x: &ObjectiveInput, dev
     }
     let mut ints = Vec::new();
     for which in Ints::ALL {
+        if resident.is_none() && which.by_scan() {
+            continue;
+        }
         let v = which.host(x);
         if !v.is_empty() {
             layout.ints.push((which, ints.len(), v.len()));
@@ -304,6 +346,34 @@ pub(crate) fn stage<B: AutodiffBackend>(obj: &Objective, x: &ObjectiveInput, dev
         ints: inner.ints.clone().map(Tensor::from_inner),
         layout: inner.layout.clone(),
     };
+    if let Some(resident) = resident {
+        let scans = resident.scans::<B::InnerBackend>(device);
+        let ids = |which| inner.ints(which);
+        let gathered = [
+            (
+                Floats::EncA,
+                ids(Ints::EncScan).map(|i| gather(&scans.log, i)),
+            ),
+            (
+                Floats::StartLog,
+                ids(Ints::StartScan).map(|i| gather(&scans.log, i)),
+            ),
+            (
+                Floats::TargetRaw,
+                ids(Ints::TargetScan).map(|i| gather(&scans.raw, i)),
+            ),
+        ];
+        for (which, t) in gathered {
+            // An empty list (no such rows) is not staged: its reader uploads nothing either.
+            let Some(t) = t else { continue };
+            let t = match which {
+                Floats::EncA => drop_edges(t, ids(Ints::Dropped)),
+                _ => t,
+            };
+            x.uploaded(which.name(), || t.clone());
+            x.uploaded(which.name(), || Tensor::<B, 3>::from_inner(t));
+        }
+    }
     x.uploaded("pack", || inner);
     x.uploaded("pack", || outer);
 }

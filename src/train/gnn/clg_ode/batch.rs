@@ -6,7 +6,7 @@ use rand::Rng;
 
 use super::super::protocol::fold_data::{FoldData, delta_t};
 use super::super::settings::Sampling;
-use crate::data::connectome::Scan;
+use crate::models::clg_ode::objective::input::ScanIds;
 use crate::models::clg_ode::objective::{
     AccItem, FORECAST_K_WEIGHT, ObjectiveConfig, ObjectiveInput, Pred, VelItem,
 };
@@ -87,16 +87,41 @@ fn slice2(a: &Array2<f32>) -> &[f32] {
     a.as_slice().expect("standard-layout array")
 }
 
+/// Which matrices a batch holds on the host besides their scans' indices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HostRows {
+    /// Every encoder input, start visit and target (a batch uploaded from the host).
+    All,
+    /// The targets only (host statistics read them): the encoder inputs and start visits are
+    /// gathered from the scans held on the device (`objective::resident`), so their logs are
+    /// not computed on the host; `enc_a` and `start_log` stay empty.
+    ByScan,
+}
+
 /// Builds the objective's input for `subjects` at `epoch` (which decides whether the velocity
 /// and acceleration encodings are needed and how visits are sampled).
 pub(crate) fn build<R: Rng>(
+    data: &FoldData,
+    subjects: &[usize],
+    mode: Mode<'_, R>,
+    epoch: usize,
+    obj: &ObjectiveConfig,
+    s: &Sampling,
+) -> ObjectiveInput {
+    build_rows(data, subjects, mode, epoch, obj, s, HostRows::All)
+}
+
+/// [`build`], holding `rows` on the host (the same draws and indices either way).
+pub(crate) fn build_rows<R: Rng>(
     data: &FoldData,
     subjects: &[usize],
     mut mode: Mode<'_, R>,
     epoch: usize,
     obj: &ObjectiveConfig,
     s: &Sampling,
+    rows: HostRows,
 ) -> ObjectiveInput {
+    let host = rows == HostRows::All;
     let n = data.n_nodes();
     let nb = subjects.len();
     if let Mode::Train(rngs) = &mode {
@@ -124,19 +149,22 @@ pub(crate) fn build<R: Rng>(
         n,
         f: data.cohort.n_metrics(),
         numeric_dim: data.numeric_dim(),
+        scan_ids: Some(ScanIds::default()),
         ..Default::default()
     };
-    let push_enc = |x: &mut ObjectiveInput, scan: &Scan, m: &[f32]| -> usize {
-        scan.log_into(&mut x.enc_a);
-        x.enc_x.extend_from_slice(m);
+    let push_enc = |x: &mut ObjectiveInput, (sub, visit): (usize, usize)| -> usize {
+        if host {
+            data.scans(sub)[visit].log_into(&mut x.enc_a);
+        }
+        x.enc_x.extend_from_slice(slice2(&data.x[sub][visit]));
+        ids(x).enc.push(data.scan_id(sub, visit));
         x.enc_rows += 1;
         x.enc_rows - 1
     };
     // Clean visit i of every subject, and its covariates.
     for (&sub, v) in subjects.iter().zip(&visits) {
-        let scans = data.scans(sub);
         let subject = &data.cohort.subjects[sub];
-        push_enc(&mut x, &scans[v.i], slice2(&data.x[sub][v.i]));
+        push_enc(&mut x, (sub, v.i));
         x.sex.push(subject.sex as i64);
         x.site.push(subject.site as i64);
         x.numeric.extend_from_slice(&data.numeric[sub][v.i]);
@@ -145,7 +173,12 @@ pub(crate) fn build<R: Rng>(
     for (b, (&sub, v)) in subjects.iter().zip(&visits).enumerate() {
         match &mut mode {
             Mode::Train(rngs) => {
-                let (a, m) = augmented(data, sub, v.i, &mut rngs[b], s);
+                let (a, m, dropped) = augmented(data, sub, v.i, &mut rngs[b], s, host);
+                let row = (x.enc_rows * n * n) as i64;
+                let ids = ids(&mut x);
+                ids.enc.push(data.scan_id(sub, v.i));
+                ids.dropped
+                    .extend(dropped.into_iter().map(|k| row + k as i64));
                 x.enc_a.extend(a);
                 x.enc_x.extend(m);
                 x.enc_rows += 1;
@@ -168,6 +201,7 @@ pub(crate) fn build<R: Rng>(
                 t: 0.0,
                 forecast: false,
             },
+            host,
         );
     }
     // Forecast trajectories i→j (weight 1) and i→k (weight 0.5).
@@ -196,6 +230,7 @@ pub(crate) fn build<R: Rng>(
                     t: dt,
                     forecast: true,
                 },
+                host,
             );
         }
     }
@@ -207,7 +242,7 @@ pub(crate) fn build<R: Rng>(
             let (Some(j), Some(tj)) = (v.j, traj_of[b].0) else {
                 continue;
             };
-            let enc_j = push_enc(&mut x, &scans[j], slice2(&data.x[sub][j]));
+            let enc_j = push_enc(&mut x, (sub, j));
             let dt_ij = delta_t(scans, v.i, j) as f32;
             if vel_on {
                 x.vel.push(VelItem {
@@ -218,7 +253,7 @@ pub(crate) fn build<R: Rng>(
                 });
             }
             if acc_on && let (Some(k), Some(tk)) = (v.k, traj_of[b].1) {
-                let enc_k = push_enc(&mut x, &scans[k], slice2(&data.x[sub][k]));
+                let enc_k = push_enc(&mut x, (sub, k));
                 x.acc.push(AccItem {
                     b,
                     traj_j: tj,
@@ -258,6 +293,8 @@ pub(crate) fn forecasts_at(
     x.traj_dt.clear();
     x.vel.clear();
     x.acc.clear();
+    // A forecast without a target has a zero matrix for one: not a scan's.
+    x.scan_ids = None;
     for (b, (&sub, (&dt, target))) in subjects.iter().zip(dts.iter().zip(targets)).enumerate() {
         let scans = data.scans(sub);
         x.traj_src.push(b as i64);
@@ -279,36 +316,50 @@ pub(crate) fn forecasts_at(
     x
 }
 
+/// The scan rows being recorded (a batch built by [`build`] records them).
+fn ids(x: &mut ObjectiveInput) -> &mut ScanIds {
+    x.scan_ids.get_or_insert_with(ScanIds::default)
+}
+
 /// The reconstruction input of visit `i` of subject `sub`: edge dropout on the log SC and
-/// Gaussian noise on the z-scored morphology.
+/// Gaussian noise on the z-scored morphology, with the flat indices (in the row) the dropout
+/// zeroed (the log SC left empty unless `host`).
 fn augmented(
     data: &FoldData,
     sub: usize,
     i: usize,
     rng: &mut impl Rng,
     s: &Sampling,
-) -> (Vec<f32>, Vec<f32>) {
+    host: bool,
+) -> (Vec<f32>, Vec<f32>, Vec<usize>) {
     let n = data.n_nodes();
     let scan = &data.scans(sub)[i];
-    let mut a = Vec::with_capacity(n * n);
-    scan.log_into(&mut a);
+    let mut a = Vec::new();
+    let mut dropped = Vec::new();
+    if host {
+        scan.log_into(&mut a);
+    }
     if s.sc_pos_edge_drop_prob > 0.0 {
         let mut raw = scan.a_raw.upper().iter();
         for r in 0..n {
             for c in r + 1..n {
                 let v = raw.next().copied().unwrap_or(0.0);
                 if v > 0.0 && rng.random::<f64>() < s.sc_pos_edge_drop_prob {
-                    a[r * n + c] = 0.0;
-                    a[c * n + r] = 0.0;
+                    dropped.extend([r * n + c, c * n + r]);
                 }
             }
+        }
+    }
+    for &k in &dropped {
+        if let Some(v) = a.get_mut(k) {
+            *v = 0.0;
         }
     }
     let m = slice2(&data.x[sub][i])
         .iter()
         .map(|&v| v + (s.morph_noise_sigma * std_normal(rng)) as f32)
         .collect();
-    (a, m)
+    (a, m, dropped)
 }
 
 /// Adds a prediction of visit `target` of subject `sub` from its visit `start`.
@@ -319,11 +370,18 @@ fn push_pred(
     start: usize,
     target: usize,
     pred: Pred,
+    host: bool,
 ) {
     let scans = data.scans(sub);
+    if let Some(ids) = x.scan_ids.as_mut() {
+        ids.start.push(data.scan_id(sub, start));
+        ids.target.push(data.scan_id(sub, target));
+    }
     scans[target].a_raw.dense_into(&mut x.target_raw);
     x.target_x.extend_from_slice(slice2(&data.x[sub][target]));
-    scans[start].log_into(&mut x.start_log);
+    if host {
+        scans[start].log_into(&mut x.start_log);
+    }
     x.start_age.push(scans[start].age);
     x.preds.push(pred);
 }

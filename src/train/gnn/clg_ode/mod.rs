@@ -10,6 +10,9 @@ mod evaluate;
 mod gradnorm_step;
 mod phases;
 mod porcelain;
+pub(crate) mod resident;
+#[cfg(test)]
+mod resident_tests;
 mod shard;
 pub(crate) mod step;
 mod sums;
@@ -102,6 +105,7 @@ impl Forecaster for ClgOdeModel {
             s.seed,
         );
         objective.targets_on_device = ctx.placement.backend.sorts_on_device();
+        objective.resident = resident::for_placement(&cv.prep.cohort, ctx.placement, cv.main);
         Ok(Self { objective, cut })
     }
 

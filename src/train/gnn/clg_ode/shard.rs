@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use super::super::protocol::fold_data::FoldData;
 use super::super::seeds::subject_rng;
 use super::super::settings::Sampling;
-use super::batch::{Mode, build};
+use super::batch::{HostRows, Mode, build_rows};
 use crate::backend::BackendKind;
 use crate::models::clg_ode::objective::{Objective, ObjectiveInput, Stats};
 
@@ -87,19 +87,26 @@ pub(super) fn pieces(
         Pieces::Whole => vec![(lo, hi)],
         Pieces::PerSubject => (lo..hi).map(|p| (p, p + 1)).collect(),
     };
+    // Staged from the scans on the device: their logs not computed on the host.
+    let rows = if obj.targets_on_device && obj.resident.is_some() {
+        HostRows::ByScan
+    } else {
+        HostRows::All
+    };
     ranges
         .into_par_iter()
         .map(|(a, b)| {
             let mut rngs: Vec<ChaCha8Rng> = (a..b)
                 .map(|pos| subject_rng(seed, fold, epoch, pos))
                 .collect();
-            let x = build(
+            let x = build_rows(
                 data,
                 &order[a..b],
                 Mode::Train(&mut rngs),
                 epoch,
                 &obj.cfg,
                 sampling,
+                rows,
             );
             Piece {
                 x,

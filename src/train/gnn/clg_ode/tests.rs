@@ -27,7 +27,7 @@ use crate::toolbox::optim::{Adam, Grads};
 
 type AB = Autodiff<Flex>;
 
-fn cohort(subjects: usize, nodes: usize) -> (tempfile::TempDir, Arc<Cohort>) {
+pub(super) fn cohort(subjects: usize, nodes: usize) -> (tempfile::TempDir, Arc<Cohort>) {
     let dir = tempfile::tempdir().unwrap();
     write_synthetic_cohort(dir.path(), subjects, nodes, 1).unwrap();
     let (c, _) = load_cohort(&CohortPaths::under(dir.path()), &LoadOptions::default()).unwrap();
@@ -35,7 +35,9 @@ fn cohort(subjects: usize, nodes: usize) -> (tempfile::TempDir, Arc<Cohort>) {
 }
 
 /// Fold 0 of a cohort, its data and a small model.
-fn setup(c: &Arc<Cohort>) -> (crate::data::connectome::FoldSplit, FoldData, ClgOdeConfig) {
+pub(super) fn setup(
+    c: &Arc<Cohort>,
+) -> (crate::data::connectome::FoldSplit, FoldData, ClgOdeConfig) {
     let split = test_split(c.subjects.len(), TEST_SIZE, 42).unwrap();
     let fold = cv_fold(&split.trainval, 0, 5).unwrap();
     let stats = c.norm_stats(&fold.train).unwrap();

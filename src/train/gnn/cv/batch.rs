@@ -72,7 +72,16 @@ pub(crate) fn resolve<F: Forecaster>(
     let per_subject = F::gpu_bytes_per_subject(inputs.nodes);
     let ordinal = match inputs.placement.device {
         DeviceSpec::Cuda(i) if cuda_backend(inputs.placement.backend) => i,
-        _ => {
+        DeviceSpec::Cuda(_) => {
+            return Ok(BatchChoice {
+                batch: REFERENCE_BATCH,
+                why: format!(
+                    "the reference's (the {} backend's GPU memory is not read)",
+                    inputs.placement.backend.name()
+                ),
+            });
+        }
+        DeviceSpec::Cpu => {
             return Ok(BatchChoice {
                 batch: REFERENCE_BATCH,
                 why: "the reference's, on a CPU".into(),

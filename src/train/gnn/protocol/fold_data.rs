@@ -115,6 +115,9 @@ pub(crate) struct FoldData {
     /// Upper-triangle indicator, N×N row-major.
     #[cfg_attr(not(test), allow(dead_code))] // read by the unit tests (goldens) only
     pub upper: Vec<f32>,
+    /// `[subject]` the index of its first scan among the cohort's, subjects in order (scan
+    /// indices of the scans held on a device).
+    pub scan_offsets: Vec<usize>,
 }
 
 impl FoldData {
@@ -139,12 +142,27 @@ impl FoldData {
                 upper[i * n + j] = 1.0;
             }
         }
+        let scan_offsets = cohort
+            .subjects
+            .iter()
+            .scan(0, |next, s| {
+                let first = *next;
+                *next += s.scans.len();
+                Some(first)
+            })
+            .collect();
         Self {
             cohort,
             x,
             numeric,
             upper,
+            scan_offsets,
         }
+    }
+
+    /// The index of scan `visit` of `subject` among the cohort's.
+    pub(crate) fn scan_id(&self, subject: usize, visit: usize) -> i64 {
+        (self.scan_offsets[subject] + visit) as i64
     }
 
     pub(crate) fn n_nodes(&self) -> usize {
