@@ -101,7 +101,12 @@ fn bench_epoch<B: AutodiffBackend>(
     let fold = cv_fold(&split.trainval, 0, 5)?;
     let stats = cohort.norm_stats(&fold.train)?;
     let backend = placement.backend;
-    let resident = crate::train::gnn::clg_ode::resident::for_placement(&cohort, placement, false);
+    let resident = crate::train::gnn::clg_ode::resident::for_placement(
+        &cohort,
+        placement,
+        crate::train::gnn::ScansOnDevice::Auto,
+        false,
+    )?;
     let data = FoldData::new(cohort, &stats, true);
     let sampling = Sampling::default();
     // The reference's --max_epochs (the topology warm-up's length).

@@ -203,3 +203,46 @@ fn the_binary_needs_libtorch_cuda() {
         "the tch binary does not need libtorch_cuda.so:\n{dynamic}"
     );
 }
+
+/// `--scans-on-device on` on LibTorch (the cohort's scans held as its tensors, a step's
+/// encoder inputs, start visits and targets gathered there by index, the edge dropout applied
+/// there) trains the same CLG-ODE as `off` (each step's matrices built on the host and
+/// uploaded): the saved weights bit for bit and the same test metrics. What a GPU run does by
+/// default (`auto`); the library's `resident_tests` check the same on flex. Exact: one binary,
+/// one machine, one thread count, the same values staged, the same operations after.
+#[test]
+fn tch_scans_held_on_the_device_train_the_same_model() {
+    use crate::agreement::{gnn_case, json, model_weights, run, strings};
+    let t = tempfile::tempdir().unwrap();
+    synth_cohort(t.path(), 12, 16, 4);
+    // The default model and objective: edge dropout on (no residual skip), topology and GradNorm.
+    let case = gnn_case("scans", &[]);
+    let mut seen = Vec::new();
+    for choice in ["off", "on"] {
+        // The resume state kept: its weights are the last step's (a finished run drops it).
+        let flags = strings(&[
+            "--backend",
+            "tch",
+            "--scans-on-device",
+            choice,
+            "--keep-checkpoints",
+            "resume",
+        ]);
+        let o = run(t.path(), &case, choice, &flags);
+        assert!(o.status.success(), "{choice}: {}", stderr(&o));
+        let said = if choice == "on" {
+            "scans held on"
+        } else {
+            "scans not held on"
+        };
+        assert!(stderr(&o).contains(said), "{choice}: {}", stderr(&o));
+        let dir = (case.run_dir)(t.path(), choice);
+        seen.push((
+            model_weights(&dir),
+            json(&dir.join("test_metrics.json"))["model"].clone(),
+        ));
+    }
+    assert!(!seen[0].0.is_empty());
+    assert!(seen[0].0 == seen[1].0, "the weights differ");
+    assert_eq!(seen[0].1, seen[1].1, "the test metrics differ");
+}

@@ -263,3 +263,48 @@ fn all_74_flags_reach_the_run_directory() {
         stderr(&o)
     );
 }
+
+/// `--scans-on-device` (ours, not the reference's): `on` is refused where no batch is staged on a
+/// device (flex builds each subject's batch on the host) and for a model not trained in steps,
+/// before any run directory is made; `off` and `auto` train on flex, `config.toml` records the
+/// choice and `args.json` leaves the default out (a default run's `args.json` is as before).
+#[test]
+fn scans_on_device_is_refused_where_it_cannot_apply() {
+    let t = tempfile::tempdir().unwrap();
+    synth_cohort(t.path(), 10, 12, 4);
+    let train = |extra: &[&str]| {
+        let mut args: Vec<&str> = vec!["train-gnn"];
+        args.extend(PATHS);
+        args.extend(["--cv_fold", "0", "--max_epochs", "1", "--latent_dim", "8"]);
+        args.extend(["--hidden_dim", "16", "--solver_steps", "2"]);
+        args.extend(extra);
+        run_in(t.path(), &args)
+    };
+    let o = train(&["--scans-on-device", "on", "--run_name", "on"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--scans-on-device on applies to --backend tch")
+            && stderr(&o).contains("not to --backend flex"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!t.path().join("results/runs/on").exists());
+    let o = train(&["--model", "gcn", "--scans-on-device", "off"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--scans-on-device applies to --model clg-ode only"),
+        "{}",
+        stderr(&o)
+    );
+    let o = train(&["--scans-on-device", "off", "--run_name", "off"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let config = std::fs::read_to_string(t.path().join("results/runs/off/config.toml")).unwrap();
+    assert!(config.contains("scans_on_device = \"off\""), "{config}");
+    let o = train(&["--run_name", "auto"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let config = std::fs::read_to_string(t.path().join("results/runs/auto/config.toml")).unwrap();
+    assert!(config.contains("scans_on_device = \"auto\""), "{config}");
+    // args.json, the reference's record of the flags, leaves ours out at their defaults.
+    let args = std::fs::read_to_string(t.path().join("results/runs/auto/args.json")).unwrap();
+    assert!(!args.contains("scans_on_device"), "{args}");
+}

@@ -77,7 +77,7 @@ use self::registry::with_model;
 pub(crate) use self::metric::GnnMetric;
 pub(crate) use self::prepared::TEST_SIZE;
 pub(crate) use self::seeds::fold_seed;
-pub(crate) use self::settings::{GnnSettings, Sampling};
+pub(crate) use self::settings::{GnnSettings, Sampling, ScansOnDevice};
 
 /// A resolved `train-gnn` run.
 #[derive(Debug, Clone)]

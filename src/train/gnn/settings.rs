@@ -114,6 +114,30 @@ pub(crate) struct GnnSettings {
     /// train_loss=…`), for scripts that parse them.
     #[arg(long, help_heading = RUN)]
     pub porcelain: bool,
+    /// `--model clg-ode` under `--backend tch`: hold the cohort's scans (log and raw SC) on the
+    /// device for the run, a step gathering its matrices there by index. `auto`: on a CUDA GPU
+    /// when they take at most a quarter of its free memory; `on`: always (on a CPU, in host
+    /// memory: 8·N² bytes a scan); `off`: never (each step uploads its batch's matrices). The
+    /// results are the same (docs/guide/gnn.md, "The cohort on the GPU").
+    #[arg(long, value_enum, default_value = "auto", help_heading = RUN)]
+    #[serde(default, skip_serializing_if = "ScansOnDevice::is_auto")]
+    pub scans_on_device: ScansOnDevice,
+}
+
+/// `--scans-on-device`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ScansOnDevice {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl ScansOnDevice {
+    fn is_auto(&self) -> bool {
+        *self == ScansOnDevice::Auto
+    }
 }
 
 impl GnnSettings {
@@ -181,6 +205,13 @@ impl GnnSettings {
             bail!(
                 "--forecast sparse applies to --model eb-drift only (the forecaster with an existence \
                  probability per edge), not to --model {}",
+                self.model_kind
+            );
+        }
+        if !self.scans_on_device.is_auto() && self.model_kind != ModelKind::ClgOde {
+            bail!(
+                "--scans-on-device applies to --model clg-ode only (the model trained in steps on \
+                 a device), not to --model {}",
                 self.model_kind
             );
         }

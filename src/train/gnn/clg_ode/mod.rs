@@ -105,7 +105,8 @@ impl Forecaster for ClgOdeModel {
             s.seed,
         );
         objective.targets_on_device = ctx.placement.backend.sorts_on_device();
-        objective.resident = resident::for_placement(&cv.prep.cohort, ctx.placement, cv.main);
+        objective.resident =
+            resident::for_placement(&cv.prep.cohort, ctx.placement, s.scans_on_device, cv.main)?;
         Ok(Self { objective, cut })
     }
 

@@ -1,7 +1,7 @@
 //! Whether a CLG-ODE run holds the cohort's scans on its GPU (issue 74, item 2;
 //! `models::clg_ode::objective::resident`), and the cohort as their source.
 //!
-//! The rule: on a CUDA GPU under `tch` (the backend that stages a batch as one pass), when the
+//! The rule (`--scans-on-device auto`): on a CUDA GPU under `tch` (the backend that stages a batch as one pass), when the
 //! scans' log and raw SC (`2 · scans · N² · 4` bytes: 2.8 GB for 1,000 subjects' 2,196 scans at
 //! 400 nodes) take at most a quarter of the free memory NVML reports; the batch rule
 //! (`cv/batch.rs`) sizes the batch to half of it. Otherwise each step uploads its batch's
@@ -10,6 +10,9 @@
 
 use std::sync::Arc;
 
+use anyhow::{Result, bail};
+
+use super::super::settings::ScansOnDevice;
 use crate::backend::{DeviceSpec, Placement};
 use crate::cluster::Vars;
 use crate::cluster::gpu_memory::free_memory;
@@ -66,50 +69,67 @@ impl ScanSource for CohortScans {
     }
 }
 
-/// The scans held on the device of `placement` by the rule above, or none; `say`: print the
-/// decision (the main rank).
+/// The scans held on the device of `placement` as `choice` says (`auto`: the rule above), or
+/// none; `say`: print the decision (the main rank). `on` with a backend that does not stage a
+/// batch as one pass is refused.
 pub(crate) fn for_placement(
     cohort: &Arc<Cohort>,
     placement: Placement,
+    choice: ScansOnDevice,
     say: bool,
-) -> Option<Arc<Resident>> {
-    if !placement.backend.sorts_on_device() {
-        return None;
+) -> Result<Option<Arc<Resident>>> {
+    let stages = placement.backend.sorts_on_device();
+    if choice == ScansOnDevice::On && !stages {
+        bail!(
+            "--scans-on-device on applies to --backend tch (the backend that runs a batch as one \
+             pass on its device), not to --backend {}",
+            placement.backend.name()
+        );
     }
-    let DeviceSpec::Cuda(ordinal) = placement.device else {
-        return None;
-    };
+    if !stages {
+        return Ok(None);
+    }
     let source = CohortScans::new(cohort.clone());
     let bytes = Resident::bytes(&source);
-    let ordinal = u32::try_from(ordinal).unwrap_or(u32::MAX);
-    let (held, why) = match free_memory(&Vars::from_process(), ordinal) {
-        Ok(m) => (
-            bytes as f64 <= RESIDENT_SHARE * m.free as f64,
-            format!(
-                "{:.2} GB against a quarter of the {:.1} GB free on {}",
-                bytes as f64 / 1e9,
-                m.free as f64 / 1e9,
-                m.what
-            ),
+    let (held, why) = match (choice, placement.device) {
+        (ScansOnDevice::Off, _) => (false, "--scans-on-device off".to_string()),
+        (ScansOnDevice::On, _) => (
+            true,
+            format!("--scans-on-device on: {:.2} GB", bytes as f64 / 1e9),
         ),
-        Err(reason) => (
-            false,
-            format!("the GPU's free memory is unknown ({reason})"),
-        ),
+        (ScansOnDevice::Auto, DeviceSpec::Cpu) => return Ok(None),
+        (ScansOnDevice::Auto, DeviceSpec::Cuda(ordinal)) => {
+            let ordinal = u32::try_from(ordinal).unwrap_or(u32::MAX);
+            match free_memory(&Vars::from_process(), ordinal) {
+                Ok(m) => (
+                    bytes as f64 <= RESIDENT_SHARE * m.free as f64,
+                    format!(
+                        "{:.2} GB against a quarter of the {:.1} GB free on {}",
+                        bytes as f64 / 1e9,
+                        m.free as f64 / 1e9,
+                        m.what
+                    ),
+                ),
+                Err(reason) => (
+                    false,
+                    format!("the GPU's free memory is unknown ({reason})"),
+                ),
+            }
+        }
     };
     if say {
-        let n = source.count;
+        let (n, place) = (source.count, placement.device);
         if held {
             eprintln!(
-                "[train-gnn] the cohort's {n} scans held on the GPU ({why}): a step uploads its \
+                "[train-gnn] the cohort's {n} scans held on {place} ({why}): a step uploads its \
                  index lists, not its matrices"
             );
         } else {
             eprintln!(
-                "[train-gnn] the cohort's {n} scans not held on the GPU ({why}): each step \
+                "[train-gnn] the cohort's {n} scans not held on {place} ({why}): each step \
                  uploads its batch's matrices"
             );
         }
     }
-    held.then(|| Arc::new(Resident::new(Arc::new(source))))
+    Ok(held.then(|| Arc::new(Resident::new(Arc::new(source)))))
 }
