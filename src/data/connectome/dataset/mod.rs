@@ -158,6 +158,19 @@ impl Cohort {
         self.subjects.iter().map(|s| s.scans.len()).sum()
     }
 
+    /// `[subject]` the index of its first scan among all the cohort's, subjects in order (the
+    /// scan indices of a cohort held on a device).
+    pub(crate) fn scan_offsets(&self) -> Vec<usize> {
+        self.subjects
+            .iter()
+            .scan(0, |next, s| {
+                let first = *next;
+                *next += s.scans.len();
+                Some(first)
+            })
+            .collect()
+    }
+
     /// Normalisation statistics from all scans of the given subjects (a fold's training
     /// subjects; indices into `subjects`). Error if the list is empty or out of range.
     pub(crate) fn norm_stats(&self, train_subjects: &[usize]) -> Result<NormStats> {

@@ -7,14 +7,15 @@ use burn::prelude::*;
 use super::Objective;
 use super::innovation::{self, Plan};
 use super::input::{ObjectiveInput, host, t3};
-use super::resident::start_on_host;
+use super::resident::start_logs;
 use super::staged::{Floats, Ints};
 use crate::models::clg_ode::shared_ode::SharedOde;
 use crate::models::clg_ode::{ClgOde, ConnOutput, Encoded, Start};
 
 /// Whether the start visit of prediction `p` has a non-edge in the upper triangle.
 fn has_pool(obj: &Objective, x: &ObjectiveInput, p: usize) -> bool {
-    let (n, s) = (x.n, start_on_host(obj, x, p));
+    let (n, starts) = (x.n, start_logs(obj, x));
+    let s = starts.row(p);
     (0..n).any(|i| (i + 1..n).any(|j| s[i * n + j] <= 0.0))
 }
 
@@ -180,15 +181,15 @@ pub(crate) fn outputs<B: Backend>(
             .as_ref()
             .map(|d| t3(d.clone(), [1, n, n], device)),
         eb_base: obj.eb_forecaster.as_ref().map(|eb| {
+            let starts = start_logs(obj, x);
             let mut base = Vec::with_capacity(p * n * n);
             for (q, pr) in x.preds.iter().enumerate() {
                 let age0 = x.start_age[q];
                 if pr.forecast {
                     let sex = usize::try_from(x.sex[pr.b]).unwrap_or(0);
-                    let start = start_on_host(obj, x, q);
-                    base.extend(eb.forecast_log(&start, age0, age0 + f64::from(pr.t), sex));
+                    base.extend(eb.forecast_log(starts.row(q), age0, age0 + f64::from(pr.t), sex));
                 } else {
-                    base.extend_from_slice(&start_on_host(obj, x, q));
+                    base.extend_from_slice(starts.row(q));
                 }
             }
             t3(base, [p, n, n], device)
@@ -204,8 +205,9 @@ pub(crate) fn outputs<B: Backend>(
         let l_new = host(conn.l_new.clone().detach());
         let nn = n * n;
         let mut mask = vec![0.0f32; p * nn];
+        let starts = start_logs(obj, x);
         for q in (0..p).filter(|&q| active[q]) {
-            let start = x.start(q);
+            let start = starts.row(q);
             let plan = innovation::plan(
                 &l_new[q * nn..(q + 1) * nn],
                 |ij| start[ij] > 0.0,

@@ -9,7 +9,6 @@
 //! indices), as the host's edge dropout writes them (the log of a positive edge is finite).
 
 use std::any::{Any, TypeId};
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -115,20 +114,39 @@ pub(crate) fn drop_edges<B: Backend>(
         .reshape(shape)
 }
 
-/// Prediction `p`'s start visit's log SC on the host: the batch's copy, or, for a batch built
-/// without one (its encoder inputs and start visits gathered on the device), its scan's.
-pub(crate) fn start_on_host<'a>(
-    obj: &Objective,
-    x: &'a ObjectiveInput,
-    p: usize,
-) -> Cow<'a, [f32]> {
-    if !x.start_log.is_empty() {
-        return Cow::Borrowed(x.start(p));
+/// The start visits' log SC on the host, row `p` for prediction `p`.
+pub(crate) enum StartLogs<'a> {
+    /// The batch's own copy.
+    Batch(&'a ObjectiveInput),
+    /// Made from the scans once a batch (`[P·N·N]`, N), for a batch built without its copy
+    /// (its encoder inputs and start visits gathered on the device).
+    Scans(Arc<Vec<f32>>, usize),
+}
+
+impl StartLogs<'_> {
+    pub(crate) fn row(&self, p: usize) -> &[f32] {
+        match self {
+            StartLogs::Batch(x) => x.start(p),
+            StartLogs::Scans(v, n) => &v[p * n * n..(p + 1) * n * n],
+        }
+    }
+}
+
+/// The start visits' log SC on the host: the batch's copy, or the scans' logs, made the first
+/// time a pass of the batch asks and kept with its uploads.
+pub(crate) fn start_logs<'a>(obj: &Objective, x: &'a ObjectiveInput) -> StartLogs<'a> {
+    if !x.start_log.is_empty() || x.n_preds() == 0 {
+        return StartLogs::Batch(x);
     }
     let (Some(held), Some(ids)) = (obj.resident.as_ref(), x.scan_ids.as_ref()) else {
         unreachable!("a batch without host start visits is built only with the scans held")
     };
-    let mut v = Vec::with_capacity(x.n * x.n);
-    held.source.log_into(ids.start[p] as usize, &mut v);
-    Cow::Owned(v)
+    let logs = x.uploaded("start_log_host", || {
+        let mut v = Vec::with_capacity(ids.start.len() * x.n * x.n);
+        for &id in &ids.start {
+            held.source.log_into(id as usize, &mut v);
+        }
+        Arc::new(v)
+    });
+    StartLogs::Scans(logs, x.n)
 }

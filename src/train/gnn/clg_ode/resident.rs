@@ -32,16 +32,10 @@ pub(crate) struct CohortScans {
 
 impl CohortScans {
     pub(crate) fn new(cohort: Arc<Cohort>) -> Self {
-        let mut offsets = Vec::with_capacity(cohort.subjects.len());
-        let mut count = 0;
-        for s in &cohort.subjects {
-            offsets.push(count);
-            count += s.scans.len();
-        }
         Self {
+            offsets: cohort.scan_offsets(),
+            count: cohort.n_scans(),
             cohort,
-            offsets,
-            count,
         }
     }
 

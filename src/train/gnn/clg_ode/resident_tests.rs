@@ -95,8 +95,8 @@ fn scans_on_the_device_give_the_staged_inputs_bit_for_bit() {
 /// scans held there (the batch then built without its encoder inputs' and start visits' logs
 /// on the host): the same gradients, statistics and topology values bit for bit (the same
 /// values staged, the same operations after), and no more uploads a step once they are held.
-/// Also with the eb-drift head (`--preset eb-residual`), whose base forecast reads the start
-/// visits on the host.
+/// Also with the eb-drift head (`--preset eb-residual`) and with the innovation module
+/// (`--fixed-support --innovation-enabled`), which read the start visits on the host.
 #[test]
 fn a_step_with_the_scans_on_the_device_is_the_same_step() {
     use crate::backend::fast_cpu::FastCpu;
@@ -107,11 +107,14 @@ fn a_step_with_the_scans_on_the_device_is_the_same_step() {
     let dev = FlexDevice;
     let held = resident(&c);
     held.scans::<FastCpu>(&dev);
-    for eb in [false, true] {
+    for (eb, innovation) in [(false, false), (true, false), (false, true)] {
         cfg.decoder.eb_head = eb;
+        cfg.decoder.fixed_support = innovation;
         let model = cfg.init::<F>(&dev);
+        let mut objective = ObjectiveConfig::default();
+        objective.innovation.enabled = innovation;
         let step = |resident: Option<Arc<Resident>>| {
-            let mut obj = Objective::new(ObjectiveConfig::default(), false, 120, 1);
+            let mut obj = Objective::new(objective.clone(), innovation, 120, 1);
             obj.targets_on_device = true;
             obj.resident = resident;
             obj.eb_forecaster = eb.then(|| super::super::fits::fit_arc(&data, &fold.train));
@@ -140,11 +143,26 @@ fn a_step_with_the_scans_on_the_device_is_the_same_step() {
             .build()
             .unwrap();
         let (plain, on_device) = pool.install(|| (step(None), step(Some(held.clone()))));
-        assert!(plain.0.iter().any(|&g| g != 0), "eb {eb}: no gradient");
-        assert!(plain.0 == on_device.0, "eb {eb}: gradients differ");
-        assert!(plain.1 == on_device.1, "eb {eb}: statistics differ");
-        assert!(plain.2 == on_device.2, "eb {eb}: topology values differ");
-        eprintln!("eb {eb}: uploads a step: {} -> {}", plain.3, on_device.3);
+        assert!(
+            plain.0.iter().any(|&g| g != 0),
+            "eb {eb}, innovation {innovation}: no gradient"
+        );
+        assert!(
+            plain.0 == on_device.0,
+            "eb {eb}, innovation {innovation}: gradients differ"
+        );
+        assert!(
+            plain.1 == on_device.1,
+            "eb {eb}, innovation {innovation}: statistics differ"
+        );
+        assert!(
+            plain.2 == on_device.2,
+            "eb {eb}, innovation {innovation}: topology values differ"
+        );
+        eprintln!(
+            "eb {eb}, innovation {innovation}: uploads a step: {} -> {}",
+            plain.3, on_device.3
+        );
         assert!(
             on_device.3 <= plain.3,
             "{} uploads, {} before",

@@ -142,15 +142,7 @@ impl FoldData {
                 upper[i * n + j] = 1.0;
             }
         }
-        let scan_offsets = cohort
-            .subjects
-            .iter()
-            .scan(0, |next, s| {
-                let first = *next;
-                *next += s.scans.len();
-                Some(first)
-            })
-            .collect();
+        let scan_offsets = cohort.scan_offsets();
         Self {
             cohort,
             x,
