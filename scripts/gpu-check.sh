@@ -43,21 +43,22 @@
 #                    --log-steps giving the same epoch row
 #   (figures: a failure is recorded in the report and the script goes on; each has a timeout;
 #   the ones a run cut short needs most come first)
+#   bench-gnn        trainer bench gnn, 1000 subjects x 400 nodes, batch 64 (a GPU run's own batch
+#                    grows to what the memory holds; gnn-tch above prints the batch it settled):
+#                    CLG-ODE seconds per epoch, flex on all cores and tch on the CPU and the GPU,
+#                    2 timed steps after 1 warm-up (at batch 2 and 16 with 6 steps the CPU rows
+#                    alone ran past 150 s on the H200's 16 cores, 2026-12-04)
+#   bench-gnn-2cores bench-gnn's flex on 2 cores at batch 2 (RAYON_NUM_THREADS=2: a CPU-queue job)
 #   bench-mnist-64   trainer bench mnist at batch 64: flex on all the host's cores, tch, cuda,
 #                    cuda-fusion on the GPU (PyTorch on CPU and GPU with --pytorch: on the GPU
 #                    with its data on the device, the reference, host-fed per step, and its
 #                    step replayed as a CUDA graph: the ceiling, reported), same
 #                    data and steps, 3 interleaved rounds; ops/uploads/reads per step per row
-#   bench-gnn        trainer bench gnn, 1000 subjects x 400 nodes, batch 2 and 16: CLG-ODE
-#                    seconds per epoch, flex (all cores) and tch, 6 timed steps after 2 warm-up
 #   mnist-cuda       train-mnist, 1 epoch, --backend cuda --device cuda
 #   gnn-cuda         train-gnn, 2 epochs, --backend cuda --device cuda
-#   bench-gnn-cuda   bench-gnn on the cuda backend
 #   cuda-tests       (with --cuda-tests) the agreement tests on the GPU
+#   bench-gnn-cuda   bench-gnn on the cuda backend
 #   bench-mnist-512  the same as bench-mnist-64 at batch 512
-#   bench-gnn-batch64  bench-gnn's tch at batch 64, 3 timed steps (a GPU run's own batch grows to
-#                    what the memory holds; gnn-tch above prints the batch it settled)
-#   bench-gnn-2cores bench-gnn's flex on 2 cores at batch 2 (RAYON_NUM_THREADS=2: a CPU-queue job)
 #   mig-pick         trainer mig-pick, a dry run: 0 (a free slice), 20 (MIG off) or 21 (all busy)
 #
 # Commit the report under benches/gpu/ (gpu-check-<gpu>-<date>.json) and name it in
@@ -247,8 +248,9 @@ if [ "$TCH" = 1 ]; then
   ' _ "$FBIN" "$WORK" "${MNIST[@]}"
 fi
 # --- the figures (a failure is recorded and the next one runs: every figure counts) --------------
-# The ones a run cut short should still have come first: MNIST at batch 64 and CLG-ODE at 200 and
-# 1000 subjects, then the cuda backend's own training steps, then batch 512 and flex on 2 cores.
+# The ones a run cut short should still have come first: CLG-ODE at 1000 x 400 (tch at batch 2, 16
+# and 64, flex on all cores and on 2), MNIST at batch 64, then the cuda backend's own training
+# steps and bench, then MNIST at batch 512.
 # MNIST, same run, side by side: PyTorch (CPU and GPU, with --pytorch), flex on all the host's
 # cores, tch, cuda and cuda-fusion on the GPU.
 GPU_BACKENDS=cuda,cuda-fusion
@@ -266,6 +268,7 @@ bench_mnist() {
 # there), extrapolated to an epoch; $1 = step name, $2 = its timeout, then env and flags. One
 # run per backend, so that a slow one cannot take the others' figures with it.
 GNN=(bench gnn --subjects 1000 --nodes 400 --batch-size 2,16 --steps 6 --warmup 2)
+GNN64=(bench gnn --subjects 1000 --nodes 400 --batch-size 64 --steps 2 --warmup 1)
 EXTRA_MNIST="" EXTRA_GNN=""
 bench_gnn() {
   local name=$1 limit=$2
@@ -275,11 +278,16 @@ bench_gnn() {
 }
 EXTRA_BASE=$EXTRA
 figures() { EXTRA="$EXTRA_BASE$EXTRA_MNIST$EXTRA_GNN"; write_report "" null; }
-bench_mnist 64
-figures
 GNN_BACKENDS=flex
 [ "$TCH" = 1 ] && GNN_BACKENDS=flex,tch
-bench_gnn bench-gnn 150 "$FBIN" "${GNN[@]}" --backends "$GNN_BACKENDS"
+bench_gnn bench-gnn 200 "$FBIN" "${GNN64[@]}" --backends "$GNN_BACKENDS"
+figures
+# flex on 2 cores: a CPU-queue job
+# (batch 2 only: on a CPU the cost per subject hardly depends on the batch)
+bench_gnn bench-gnn-2cores 150 RAYON_NUM_THREADS=2 "$FBIN" bench gnn --subjects 1000 --nodes 400 \
+  --steps 6 --warmup 1 --backends flex
+figures
+bench_mnist 64
 figures
 # --- the cuda backend trains (the tch steps above are the default GPU path) ----------------------
 step mnist-cuda 0 "$FBIN" "${MNIST[@]}" --backend cuda --device cuda --out "$WORK/mnist-cuda"
@@ -291,17 +299,6 @@ fi
 bench_gnn bench-gnn-cuda 150 "$FBIN" "${GNN[@]}" --backends cuda
 figures
 bench_mnist 512
-figures
-# tch at the larger batches a GPU run sizes itself to (docs/guide/gnn.md, "Batch"): 64, 3 steps
-if [ "$TCH" = 1 ]; then
-  bench_gnn bench-gnn-batch64 120 "$FBIN" bench gnn --subjects 1000 --nodes 400 --batch-size 64 \
-    --steps 3 --warmup 1 --backends tch
-  figures
-fi
-# flex on 2 cores: a CPU-queue job
-# (batch 2 only: on a CPU the cost per subject hardly depends on the batch)
-bench_gnn bench-gnn-2cores 150 RAYON_NUM_THREADS=2 "$FBIN" bench gnn --subjects 1000 --nodes 400 \
-  --steps 6 --warmup 1 --backends flex
 figures
 step mig-pick "0 20 21" "$FBIN" mig-pick
 
