@@ -152,9 +152,9 @@ impl Findings {
 }
 
 /// Which backend to train with on an NVIDIA GPU, said by doctor when the binary has `cuda` beside
-/// `tch`. Measured on an H200 (benches/README.md): the MNIST CNN trained at 0.63× PyTorch's speed
-/// under `tch` and 0.13× under `cuda`, whose convolutions were then Burn's direct kernels.
-pub(crate) const GPU_BACKEND_HINT: &str = "on an NVIDIA GPU, train with --backend tch (the default: LibTorch's cuDNN and cuBLAS kernels, PyTorch's own); --backend cuda (Burn's CubeCL kernels) trained the MNIST CNN at a fifth of tch's speed on an H200 with its direct convolutions (they now run by implicit GEMM, not yet measured on a GPU): use it to compare, or where LibTorch cannot start";
+/// `tch`. Measured on an H200 (benches/README.md, "The second GPU check"): the MNIST CNN trained
+/// at 1.29× PyTorch's eager speed under `tch` and 0.19× under `cuda` (implicit-GEMM convolutions).
+pub(crate) const GPU_BACKEND_HINT: &str = "on an NVIDIA GPU, train with --backend tch (the default: LibTorch's cuDNN and cuBLAS kernels, PyTorch's own); --backend cuda (Burn's CubeCL kernels) trained the MNIST CNN at a seventh of tch's speed on an H200 (5,951 img/s against 40,642 at batch 64, benches/gpu/gpu-check-h200-2026-12-04.json): use it to compare, or where LibTorch cannot start";
 
 impl DoctorReport {
     /// Probes this machine (process environment, NVML, NVRTC, and inside a container what
