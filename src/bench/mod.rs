@@ -3,6 +3,7 @@
 pub(crate) mod gnn;
 mod limits;
 pub(crate) mod mnist;
+mod mnist_job;
 mod plan;
 pub(crate) mod profile;
 pub(crate) mod pytorch;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -399,81 +399,9 @@ where
     Ok(())
 }
 
-/// `trainer plot`: one chart per metric, one line per `(label, run directory)` (and stage).
-/// Without `metrics`: `train_loss` and the first of `val_loss`/`test_loss` found.
-pub(crate) fn plot_labelled(
-    runs: &[(String, std::path::PathBuf)],
-    metrics: &[String],
-    title: Option<&str>,
-    layout: Layout,
-    out: &Path,
-) -> Result<()> {
-    if runs.is_empty() {
-        bail!("give at least one run directory");
-    }
-    let mut rows: BTreeMap<usize, Vec<MetricsRow>> = BTreeMap::new();
-    for (i, (_, dir)) in runs.iter().enumerate() {
-        let r = super::RunDir::new(dir).read_metrics()?;
-        if r.is_empty() {
-            bail!(
-                "{}: no metrics rows (metrics.jsonl missing or empty): not a run directory?",
-                dir.display()
-            );
-        }
-        rows.insert(i, r);
-    }
-    let metrics: Vec<String> = if metrics.is_empty() {
-        let mut m = vec!["train_loss".to_string()];
-        if let Some(eval) = ["val_loss", "test_loss"]
-            .into_iter()
-            .find(|c| rows.values().flatten().any(|r| r.contains_key(*c)))
-        {
-            m.push(eval.into());
-        }
-        m
-    } else {
-        metrics.to_vec()
-    };
-    let mut charts = Vec::new();
-    for metric in &metrics {
-        let mut lines = Vec::new();
-        for (i, (name, _)) in runs.iter().enumerate() {
-            let groups = column_by_stage(&rows[&i], metric);
-            let several = groups.len() > 1;
-            for (stage, points) in groups {
-                let label = if several && !stage.is_empty() {
-                    format!("{name} ({stage})")
-                } else {
-                    name.clone()
-                };
-                lines.push(Line {
-                    label,
-                    points,
-                    dashed: false,
-                });
-            }
-        }
-        if lines.is_empty() {
-            let columns: std::collections::BTreeSet<&str> = rows
-                .values()
-                .flatten()
-                .flat_map(|r| r.iter())
-                .filter(|(_, v)| v.is_number())
-                .map(|(k, _)| k.as_str())
-                .collect();
-            bail!(
-                "no run has a metric `{metric}` in its metrics.jsonl; the runs have: {}",
-                columns.into_iter().collect::<Vec<_>>().join(", ")
-            );
-        }
-        charts.push(Chart {
-            title: metric.clone(),
-            lines,
-        });
-    }
-    render_titled(&charts, title, layout, out)
-}
-
+mod labelled;
 mod log_axis;
+
+pub(crate) use labelled::plot_labelled;
 #[cfg(test)]
 mod tests;
