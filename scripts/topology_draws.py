@@ -36,7 +36,6 @@ candidate `+all` chose.
 """
 
 import argparse
-import random
 import sys
 from pathlib import Path
 
@@ -116,11 +115,7 @@ def main():
     ap.add_argument("--mix", type=float, nargs="+", default=[0.0],
                     help="fractions of each draw's edges taken from the start scan, in turn")
     a = ap.parse_args()
-    cohort = ref.Cohort(str(a.cohort / "sc"), str(a.cohort / "subject_info_sc.csv"))
-    subjects = sorted(cohort.sex)
-    random.Random(a.seed).shuffle(subjects)
-    cut = int(0.8 * len(subjects))
-    model, _ = ref.fit_checked(cohort, sorted(subjects[:cut]))
+    cohort, model, train_ids, test_ids = tt.fitted_split(a.cohort, a.seed)
 
     def pair(s):
         scans = cohort.scans(s)
@@ -132,7 +127,7 @@ def main():
         return (dense, np.asarray(ref.read_matrix(p0), dtype=np.float64),
                 np.asarray(ref.read_matrix(p1), dtype=np.float64))
 
-    train = [p for p in map(pair, subjects[:cut]) if p is not None]
+    train = [p for p in map(pair, train_ids) if p is not None]
     n = train[0][0].shape[0]
     iu = np.triu_indices(n, 1)
     f = np.array([np.log1p(d[iu]) for d, _, _ in train])
@@ -161,7 +156,7 @@ def main():
 
     rows, chosen, near = [], [], []
     w = np.array(a.weights)
-    for s in subjects[cut:]:
+    for s in test_ids:
         p = pair(s)
         if p is None:
             continue
@@ -206,15 +201,7 @@ def main():
     print(f"the selSD prediction's own distance to the truth's summaries (ECC L2, beta0 L1, "
           f"strength MAE): {pn[0]:.0f}, {pn[1]:.2f}, {pn[2]:.1f}; the start scan's (top-k): "
           f"{sn[0]:.0f}, {sn[1]:.2f}, {sn[2]:.1f}")
-    print("| variant | log-MSE | skill | beta0 L1 (t) | ECC L2 (t) | strength MAE (t) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    ident = np.mean([r["identity"] for r in rows], 0)
-    for name in rows[0]:
-        m = np.mean([r[name] for r in rows], 0)
-        d = np.array([r[name] - r["identity"] for r in rows])
-        t = d.mean(0) / np.maximum(d.std(0, ddof=1) / np.sqrt(len(d)), 1e-12)
-        print(f"| {name} | {m[0]:.4f} | {1 - m[0] / ident[0]:+.3f} | {m[1]:.2f} ({t[1]:+.1f}) "
-              f"| {m[2]:.0f} ({t[2]:+.1f}) | {m[3]:.1f} ({t[3]:+.1f}) |")
+    tt.print_table(rows)
 
 
 if __name__ == "__main__":

@@ -90,19 +90,38 @@ def placed(dense, start, score):
     return out + out.T
 
 
+def fitted_split(cohort_dir, seed):
+    """The cohort, eb-drift fitted on a seeded 80 % of its subjects, those and the rest."""
+    cohort = ref.Cohort(str(cohort_dir / "sc"), str(cohort_dir / "subject_info_sc.csv"))
+    subjects = sorted(cohort.sex)
+    random.Random(seed).shuffle(subjects)
+    cut = int(0.8 * len(subjects))
+    model, _ = ref.fit_checked(cohort, sorted(subjects[:cut]))
+    return cohort, model, subjects[:cut], subjects[cut:]
+
+
+def print_table(rows):
+    """The variants' means, log-MSE skill, and paired t against the identity, as a markdown table."""
+    print("| variant | log-MSE | skill | beta0 L1 (t) | ECC L2 (t) | strength MAE (t) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    ident = np.mean([r["identity"] for r in rows], 0)
+    for name in rows[0]:
+        m = np.mean([r[name] for r in rows], 0)
+        d = np.array([r[name] - r["identity"] for r in rows])
+        t = d.mean(0) / np.maximum(d.std(0, ddof=1) / np.sqrt(len(d)), 1e-12)
+        print(f"| {name} | {m[0]:.4f} | {1 - m[0] / ident[0]:+.3f} | {m[1]:.2f} ({t[1]:+.1f}) "
+              f"| {m[2]:.0f} ({t[2]:+.1f}) | {m[3]:.1f} ({t[3]:+.1f}) |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cohort", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    cohort = ref.Cohort(str(a.cohort / "sc"), str(a.cohort / "subject_info_sc.csv"))
-    subjects = sorted(cohort.sex)
-    random.Random(a.seed).shuffle(subjects)
-    cut = int(0.8 * len(subjects))
-    model, _ = ref.fit_checked(cohort, sorted(subjects[:cut]))
+    cohort, model, train, test = fitted_split(a.cohort, a.seed)
     noise = np.random.default_rng(a.seed + 1)
     rows = []
-    for s in subjects[cut:]:
+    for s in test:
         scans = cohort.scans(s)
         if len(scans) < 2:
             continue
@@ -120,15 +139,7 @@ def main():
             row[f"qnoise{sd}"] = scores(placed(dense, start, ld + sd * (z + z.T)), truth)
         rows.append(row)
     print(f"{a.cohort.name}: {len(rows)} test forecasts")
-    print("| variant | log-MSE | skill | beta0 L1 (t) | ECC L2 (t) | strength MAE (t) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    ident = np.mean([r["identity"] for r in rows], 0)
-    for name in rows[0]:
-        m = np.mean([r[name] for r in rows], 0)
-        d = np.array([r[name] - r["identity"] for r in rows])
-        t = d.mean(0) / np.maximum(d.std(0, ddof=1) / np.sqrt(len(d)), 1e-12)
-        print(f"| {name} | {m[0]:.4f} | {1 - m[0] / ident[0]:+.3f} | {m[1]:.2f} ({t[1]:+.1f}) "
-              f"| {m[2]:.0f} ({t[2]:+.1f}) | {m[3]:.1f} ({t[3]:+.1f}) |")
+    print_table(rows)
 
 
 if __name__ == "__main__":
