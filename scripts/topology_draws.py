@@ -28,7 +28,9 @@ So, for each test subject:
 `--edit` also scores the `selSD+all` choice with its weakest tier (the edges tied at its smallest
 value) moved, edge by edge, towards the triangle count the predicted ECC's first bin implies
 (`edit_weakest`); `--weights` weighs the three distances in the choice; `--mix` takes part of a
-draw's edges from the start scan.
+draw's edges from the start scan. `+values` maps the chosen graph's values by the strictly
+increasing map whose node strengths are nearest the predicted ones (`revalue`): every graph
+the metrics threshold, so ECC and beta0, stays the same; only the strengths move.
 The dense forecast stays the log-MSE forecast; the chosen graph is the topology forecast (its
 own log-MSE is printed too). Printed: means, log-MSE skill, the paired t of (variant - identity)
 over the forecasts for beta0, ECC and strength (< -2: better than the identity), and which
@@ -40,6 +42,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import nnls
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eb_drift_reference as ref  # noqa: E402
@@ -99,6 +102,33 @@ def edit_weakest(x, triangles, plausible, steps=400):
             break
         x, a, t = y, b, t2
     return x
+
+
+def revalue(x, strengths, knots=64):
+    """`x` with its values mapped by a strictly increasing map g whose node strengths are
+    nearest `strengths` in least squares: g(v) = 1e-3 v + sum_q d_q clip((v - k_(q-1)) /
+    (k_q - k_(q-1)), 0, 1), d >= 0, knots k at `x`'s distinct positive values (at most `knots`
+    of them, else at their quantiles; k_0 = 0). Every threshold graph at `x`'s own quantiles,
+    so every ECC and beta0 value, and the top-k edges are unchanged: only the strengths move.
+    For tied values (counts) g sets each tier's value freely, in order."""
+    n = x.shape[0]
+    iu = np.triu_indices(n, 1)
+    v = x[iu]
+    pos = v > 0
+    k = np.unique(v[pos])
+    if len(k) > knots:
+        k = np.unique(np.quantile(v[pos], np.linspace(0, 1, knots)))
+    k = np.concatenate([[0.0], k])
+    phi = np.clip((v[:, None] - k[None, :-1]) / (k[None, 1:] - k[None, :-1]), 0, 1) * pos[:, None]
+    a = np.zeros((n, len(k) - 1))
+    np.add.at(a, iu[0], phi)
+    np.add.at(a, iu[1], phi)
+    floor = 1e-3
+    extra, _ = nnls(a, strengths - floor * x.sum(1))
+    out = floor * v + phi @ extra
+    m = np.zeros_like(x)
+    m[iu] = out
+    return m + m.T
 
 
 def main():
@@ -185,14 +215,20 @@ def main():
                                          ("+all", draws + [start, dense], sums + [ss, sd])):
                 j = int(np.argmin([(w * distances(x, target) / scale[name]).sum() for x in csums]))
                 row[name + suffix] = tt.scores(cands[j], truth)
-                if a.edit and name == "selSD" and suffix == "+all" and j < len(draws) + 1:
-                    kept = tt.top_k(cands[j], kn)
-                    e_kept = (kept[iu] > 0).sum()
-                    plausible = square((analogs > 0).any(0).astype(float)) > 0
-                    edited = edit_weakest(kept, target[0] - n + e_kept, plausible)
-                    row[name + suffix + "+edit"] = tt.scores(edited, truth)
-                if name == "selSD" and suffix == "+all":
-                    chosen.append("start" if j == len(draws) else "dense" if j > len(draws) else "draw")
+                if name != "selSD" or suffix != "+all":
+                    continue
+                graph = cands[j]
+                row[name + suffix + "+values"] = tt.scores(revalue(graph, target[BLOCKS[2]]), truth)
+                if a.edit:  # the dense forecast has no tied tier to edit: kept as it is
+                    if j <= len(draws):
+                        kept = tt.top_k(graph, kn)
+                        e_kept = (kept[iu] > 0).sum()
+                        plausible = square((analogs > 0).any(0).astype(float)) > 0
+                        graph = edit_weakest(kept, target[0] - n + e_kept, plausible)
+                    row[name + suffix + "+edit"] = tt.scores(graph, truth)
+                    row[name + suffix + "+edit+values"] = tt.scores(
+                        revalue(graph, target[BLOCKS[2]]), truth)
+                chosen.append("start" if j == len(draws) else "dense" if j > len(draws) else "draw")
         rows.append(row)
     print(f"{a.cohort.name}: {len(rows)} test forecasts, {s_count} training pairs, k = {k}, "
           f"{a.draws} draws; selSD+all chose: "
