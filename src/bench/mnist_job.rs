@@ -132,6 +132,26 @@ impl<B: AutodiffBackend> BenchGraph<B> {
     }
 }
 
+/// Runs `step` for `warmup + steps` steps, threading `state` through them; the clock, the
+/// operation counts and the operation profile restart after the warm-up, so that what it
+/// returns with the final state covers the timed steps only.
+fn timed_steps<S>(
+    warmup: usize,
+    steps: usize,
+    mut state: S,
+    mut step: impl FnMut(S, usize) -> Result<S>,
+) -> Result<(S, Clock, Counts)> {
+    let (mut clock, mut counts) = (Clock::start(), Counts::now());
+    for s in 0..warmup + steps {
+        if s == warmup {
+            (clock, counts) = (Clock::start(), Counts::now());
+            op_profile::reset();
+        }
+        state = step(state, s)?;
+    }
+    Ok((state, clock, counts))
+}
+
 /// Wall and process CPU time since a start.
 struct Clock(Instant, f64);
 
@@ -157,7 +177,7 @@ impl BackendJob for BenchJob<'_> {
         let conv_before = conv_passes();
         op_profile::enable(op_profile::requested());
         B::seed(&device, 1);
-        let mut model = MnistCnn::<B>::new(&device, true);
+        let model = MnistCnn::<B>::new(&device, true);
         crate::toolbox::params::materialize(&model);
         // The update train-mnist runs on this backend (one pass on `flex`).
         let mut adam = Adam::<B::InnerBackend>::with_fused(crate::launch::fused_adam());
@@ -177,18 +197,13 @@ impl BackendJob for BenchJob<'_> {
             true => Some(BenchGraph::new(&device, bs)?),
             false => None,
         };
-        let (mut clock, mut counts) = (Clock::start(), Counts::now());
-        for step in 0..warmup + steps {
-            if step == warmup {
-                (clock, counts) = (Clock::start(), Counts::now());
-                op_profile::reset();
-            }
+        let (model, clock, counts) = timed_steps(warmup, steps, model, |model, step| {
             op_profile::phase("data");
-            model = match graph.as_mut() {
-                Some(g) => g.step(model, &mut adam, &data, step, step_once)?,
-                None => step_once(model, &mut adam, data.batch(step)),
-            };
-        }
+            match graph.as_mut() {
+                Some(g) => g.step(model, &mut adam, &data, step, step_once),
+                None => Ok(step_once(model, &mut adam, data.batch(step))),
+            }
+        })?;
         drop(graph);
         let counts = counts.elapsed();
         let counts = counts.per_step(steps as u64, counts.ops > 0);
@@ -201,18 +216,14 @@ impl BackendJob for BenchJob<'_> {
         let eval = model.valid();
         drop(data);
         let data = DeviceBatches::<B::InnerBackend>::new(self.data, bs, warmup + steps, &device);
-        let (mut clock, mut counts) = (Clock::start(), Counts::now());
-        for step in 0..warmup + steps {
-            if step == warmup {
-                (clock, counts) = (Clock::start(), Counts::now());
-                op_profile::reset();
-            }
+        let ((), clock, counts) = timed_steps(warmup, steps, (), |(), step| {
             op_profile::phase("inference");
             let (x, _) = data.batch(step);
             // One read per batch: the predicted classes, as an evaluation needs them.
             let k = &crate::launch::BackendKernels;
             let _ = crate::host_reads::data(eval.forward_with(x, k).argmax(1));
-        }
+            Ok(())
+        })?;
         let counts = counts.elapsed();
         let infer = clock.rate(bs * steps, counts.per_step(steps as u64, counts.ops > 0));
         let report = op_profile::take();
