@@ -77,6 +77,29 @@ pub(crate) fn column_by_stage(rows: &[MetricsRow], column: &str) -> Vec<(String,
 }
 
 /// The charts of one run's `curves.svg`.
+/// The lines of `column` in `rows`, one per stage, labelled `name`, or `name (stage)` when
+/// there are several stages.
+pub(crate) fn stage_lines(
+    rows: &[MetricsRow],
+    column: &str,
+    name: &str,
+    dashed: bool,
+) -> Vec<Line> {
+    let groups = column_by_stage(rows, column);
+    let several = groups.len() > 1;
+    groups
+        .into_iter()
+        .map(|(stage, points)| Line {
+            label: match several && !stage.is_empty() {
+                true => format!("{name} ({stage})"),
+                false => name.to_string(),
+            },
+            points,
+            dashed,
+        })
+        .collect()
+}
+
 pub(crate) fn run_charts(rows: &[MetricsRow], panels: &[Panel]) -> Vec<Chart> {
     panels
         .iter()
@@ -84,20 +107,7 @@ pub(crate) fn run_charts(rows: &[MetricsRow], panels: &[Panel]) -> Vec<Chart> {
             let mut lines = Vec::new();
             let cols = p.series.iter().map(|c| (c, false));
             for (col, dashed) in cols.chain(p.baselines.iter().map(|c| (c, true))) {
-                let groups = column_by_stage(rows, col);
-                let several = groups.len() > 1;
-                for (stage, points) in groups {
-                    let label = if several && !stage.is_empty() {
-                        format!("{col} ({stage})")
-                    } else {
-                        col.clone()
-                    };
-                    lines.push(Line {
-                        label,
-                        points,
-                        dashed,
-                    });
-                }
+                lines.extend(stage_lines(rows, col, col, dashed));
             }
             Chart {
                 title: p.title.clone(),

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Result, bail};
 
-use super::{Chart, Line, column_by_stage, render_titled};
+use super::{Chart, render_titled, stage_lines};
 use crate::outputs::figure::Layout;
 use crate::outputs::metrics_row::MetricsRow;
 
@@ -48,20 +48,7 @@ pub(crate) fn plot_labelled(
     for metric in &metrics {
         let mut lines = Vec::new();
         for (i, (name, _)) in runs.iter().enumerate() {
-            let groups = column_by_stage(&rows[&i], metric);
-            let several = groups.len() > 1;
-            for (stage, points) in groups {
-                let label = if several && !stage.is_empty() {
-                    format!("{name} ({stage})")
-                } else {
-                    name.clone()
-                };
-                lines.push(Line {
-                    label,
-                    points,
-                    dashed: false,
-                });
-            }
+            lines.extend(stage_lines(&rows[&i], metric, name, false));
         }
         if lines.is_empty() {
             let columns: std::collections::BTreeSet<&str> = rows
