@@ -44,15 +44,7 @@ impl Gflow {
         let home = dir.join("home");
         let conf_dir = home.join(".config/gflow");
         std::fs::create_dir_all(&conf_dir).unwrap();
-        let port = 40000 + (std::process::id() + dir.as_os_str().len() as u32 * 7) % 20000;
         let conf = conf_dir.join("gflow.toml");
-        std::fs::write(
-            &conf,
-            format!(
-                "[daemon]\nhost = \"localhost\"\nport = {port}\n\n[executor]\ntype = \"process\"\n"
-            ),
-        )
-        .unwrap();
         let path = format!(
             "{}:{}",
             bin.display(),
@@ -77,24 +69,59 @@ impl Gflow {
             dir: dir.to_path_buf(),
             env: all,
         };
-        let log = std::fs::File::create(dir.join("gflowd.out")).unwrap();
-        g.daemon = g
-            .cmd("gflowd")
-            .arg("-c")
-            .arg(&conf)
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("gflowd");
+        // A port the kernel hands out free (a fixed or pid-derived one can be held by another
+        // process: gflowd then exits "Address already in use", as it did once in CI). Between
+        // closing the probe and gflowd's bind another process may still take it, so a daemon
+        // that exits is started again on a fresh port, three times at most.
         let t0 = Instant::now();
-        while !g.cmd("gqueue").output().is_ok_and(|o| o.status.success()) {
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "gflowd did not come up"
-            );
-            std::thread::sleep(Duration::from_millis(200));
+        let mut log_text = String::new();
+        for _attempt in 0..3 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free local port");
+            std::fs::write(
+                &conf,
+                format!(
+                    "[daemon]\nhost = \"localhost\"\nport = {port}\n\n[executor]\ntype = \"process\"\n"
+                ),
+            )
+            .unwrap();
+            let log = std::fs::File::create(dir.join("gflowd.out")).unwrap();
+            let _ = g.daemon.wait();
+            g.daemon = g
+                .cmd("gflowd")
+                .arg("-c")
+                .arg(&conf)
+                .stdout(Stdio::from(log.try_clone().unwrap()))
+                .stderr(Stdio::from(log))
+                .spawn()
+                .expect("gflowd");
+            loop {
+                if g.daemon.try_wait().ok().flatten().is_some() {
+                    log_text = std::fs::read_to_string(dir.join("gflowd.out")).unwrap_or_default();
+                    eprintln!("gflowd on port {port} exited: {log_text}");
+                    break;
+                }
+                // `timeout`: a gqueue that reached a foreign listener would wait for ever.
+                let up = g
+                    .cmd("timeout")
+                    .arg("10")
+                    .arg(g.bin.join("gqueue"))
+                    .output()
+                    .is_ok_and(|o| o.status.success());
+                if up {
+                    return Some(g);
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(90),
+                    "gflowd (port {port}) did not answer gqueue within 90 s; its log: {}",
+                    std::fs::read_to_string(dir.join("gflowd.out")).unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
         }
-        Some(g)
+        panic!("gflowd exited three times on a fresh port; its last log: {log_text}");
     }
 
     /// `name` (gbatch, gqueue, or any command) with the daemon's environment, in its directory.
