@@ -2,7 +2,7 @@
 """A forecast graph chosen for its topology: analog draws selected by predicted summaries (issue 75).
 
     scripts/topology_draws.py --cohort DIR [--seed 0] [--k 20] [--draws 32] [--edit]
-                              [--weights 1 1 1] [--mix 0 ...]
+                              [--weights 1 1 1] [--mix 0 ...] [--search STEPS]
 
 A numpy prototype beside the trainer (not shipped in it), scored as `scripts/topology_tradeoff.py`
 scores (the trainer's metrics: log-MSE over the upper triangle; after keeping the forecast's
@@ -30,7 +30,10 @@ value) moved, edge by edge, towards the triangle count the predicted ECC's first
 (`edit_weakest`); `--weights` weighs the three distances in the choice; `--mix` takes part of a
 draw's edges from the start scan. `+values` maps the chosen graph's values by the strictly
 increasing map whose node strengths are nearest the predicted ones (`revalue`): every graph
-the metrics threshold, so ECC and beta0, stays the same; only the strengths move.
+the metrics threshold, so ECC and beta0, stays the same; only the strengths move. `--search N`
+also scores the `selSD+all` choice with its tier boundaries moved (`+retier`, drawn graphs only)
+and then N proposed value swaps towards the predicted summaries (`+search`; both in
+`topology_search.py`).
 The dense forecast stays the log-MSE forecast; the chosen graph is the topology forecast (its
 own log-MSE is printed too). Printed: means, log-MSE skill, the paired t of (variant - identity)
 over the forecasts for beta0, ECC and strength (< -2: better than the identity), and which
@@ -46,6 +49,7 @@ from scipy.optimize import nnls
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eb_drift_reference as ref  # noqa: E402
+import topology_search as ts  # noqa: E402
 import topology_tradeoff as tt  # noqa: E402
 
 NB = tt.BINS
@@ -142,6 +146,9 @@ def main():
     ap.add_argument("--edit", action="store_true",
                     help="also: the selSD+all choice with its weakest tier edited towards the "
                          "predicted triangle count")
+    ap.add_argument("--search", type=int, default=0, metavar="STEPS",
+                    help="also: the selSD+all choice moved towards the predicted summaries by "
+                         "STEPS proposed value swaps (topology_search.py)")
     ap.add_argument("--mix", type=float, nargs="+", default=[0.0],
                     help="fractions of each draw's edges taken from the start scan, in turn")
     a = ap.parse_args()
@@ -178,6 +185,7 @@ def main():
     scale = {name: np.mean([distances(predict(c, [xs[i]] if name == "selS" else [xs[i], xd[i]]), xt[i])
                             for i in range(s_count)], 0) for name, c in lines.items()}
     rng = np.random.default_rng(a.seed + 7)
+    rng_search = np.random.default_rng(a.seed + 11)
 
     def square(v):
         m = np.zeros((n, n))
@@ -228,6 +236,17 @@ def main():
                     row[name + suffix + "+edit"] = tt.scores(graph, truth)
                     row[name + suffix + "+edit+values"] = tt.scores(
                         revalue(graph, target[BLOCKS[2]]), truth)
+                if a.search:
+                    plausible = square(((analogs > 0).any(0) | (su > 0)).astype(float)) > 0
+                    moved = tt.top_k(cands[j], kn)
+                    if j <= len(draws):  # tied counts: their tier boundaries first
+                        moved = ts.retier(moved, dense, target, scale[name], w)
+                        row[name + suffix + "+retier"] = tt.scores(moved, truth)
+                    moved = ts.search(moved, target, scale[name], w, plausible, rng_search,
+                                      a.search)
+                    row[name + suffix + "+search"] = tt.scores(moved, truth)
+                    row[name + suffix + "+search+values"] = tt.scores(
+                        revalue(moved, target[BLOCKS[2]]), truth)
                 chosen.append("start" if j == len(draws) else "dense" if j > len(draws) else "draw")
         rows.append(row)
     print(f"{a.cohort.name}: {len(rows)} test forecasts, {s_count} training pairs, k = {k}, "

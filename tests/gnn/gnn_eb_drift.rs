@@ -327,13 +327,15 @@ fn forecast_sparse_is_refused_for_another_model() {
 
 /// The Python scripts' own checks (the generator's format, determinism and ICC; the reference's
 /// no-noise property and hand-computed cases; the Bayes ceiling's pieces, its sampler's
-/// gradient and each generator's ceiling on a small cohort, `trainer synth-connectome`'s too).
+/// gradient and each generator's ceiling on a small cohort, `trainer synth-connectome`'s too;
+/// the topology search's bookkeeping against a fresh count).
 #[test]
 fn the_python_scripts_pass_their_own_checks() {
     let t = tempfile::tempdir().unwrap();
     python(&[&script("test_synth_noisy_cohort.py")], t.path());
     python(&[&script("test_eb_drift_reference.py")], t.path());
     python(&[&script("test_ceiling.py"), "."], t.path());
+    python(&[&script("test_topology_search.py")], t.path());
 }
 
 fn json(path: &Path) -> serde_json::Value {
