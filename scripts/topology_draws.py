@@ -6,8 +6,8 @@
 
 A numpy prototype beside the trainer (not shipped in it), scored as `scripts/topology_tradeoff.py`
 scores (the trainer's metrics: log-MSE over the upper triangle; after keeping the forecast's
-top-k edges, k the true scan's edge count, ECC L2 and beta0 L1 at 32 quantile thresholds of the
-graph's own positive log1p weights, and strength MAE), on the same seeded 80 % split, eb-drift
+top-k edges, k the true scan's edge count, ECC L2 at 32 quantile thresholds of the graph's own
+positive log1p weights, beta0 L1 at the true scan's, and strength MAE), on the same seeded 80 % split, eb-drift
 fitted by `scripts/eb_drift_reference.py`.
 
 Why: ECC and beta0 of a count scan are those of a *draw* (weak edges scattered, integer ties),
@@ -56,8 +56,11 @@ NB = tt.BINS
 BLOCKS = (slice(0, NB), slice(NB, 2 * NB), slice(2 * NB, None))  # ECC, beta0, strengths
 
 
-def summary(x):
+def summary(x, at=None):
+    """ECC at `x`'s own thresholds, beta0 at its own or (`at`, a scan) at that scan's, strengths."""
     e, b = tt.curves(np.log1p(x))
+    if at is not None:
+        b = tt.beta0_at(np.log1p(x), tt.thresholds(np.log1p(at)))
     return np.concatenate([e, b, x.sum(1)])
 
 
@@ -146,6 +149,9 @@ def main():
     ap.add_argument("--edit", action="store_true",
                     help="also: the selSD+all choice with its weakest tier edited towards the "
                          "predicted triangle count")
+    ap.add_argument("--b0-at", choices=["own", "start"], default="own",
+                    help="the beta0 curve of a forecast in the choice: at its own thresholds, or "
+                         "at the start scan's (the truth's stand-in; the metric reads the truth's)")
     ap.add_argument("--search", type=int, default=0, metavar="STEPS",
                     help="also: the selSD+all choice moved towards the predicted summaries by "
                          "STEPS proposed value swaps (topology_search.py)")
@@ -180,7 +186,10 @@ def main():
     k_next = lambda start: max(1, int(round(np.polyval(k_line, count(start)))))  # noqa: E731
     xs = np.array([summary(tt.top_k(s, k_next(s))) for _, s, _ in train])
     xt = np.array([summary(t) for _, _, t in train])
-    xd = np.array([summary(tt.top_k(d, k_next(s))) for d, s, _ in train])
+    # `--b0-at start`: beta0 of a forecast read at the start scan's thresholds, the stand-in for
+    # the truth's, at which the trainer's metric reads it.
+    at = (lambda s: s) if a.b0_at == "start" else (lambda s: None)  # noqa: E731
+    xd = np.array([summary(tt.top_k(d, k_next(s)), at(s)) for d, s, _ in train])
     lines = {"selS": fit_lines(xt, [xs]), "selSD": fit_lines(xt, [xs, xd])}
     scale = {name: np.mean([distances(predict(c, [xs[i]] if name == "selS" else [xs[i], xd[i]]), xt[i])
                             for i in range(s_count)], 0) for name, c in lines.items()}
@@ -212,8 +221,8 @@ def main():
                 v = np.where(rng.random(e_count) < mix, su, v)
             draws.append(square(v))
         kn = k_next(start)
-        sums = [summary(tt.top_k(d, kn)) for d in draws]
-        ss, sd = summary(tt.top_k(start, kn)), summary(tt.top_k(dense, kn))
+        sums = [summary(tt.top_k(d, kn), at(start)) for d in draws]
+        ss, sd = summary(tt.top_k(start, kn)), summary(tt.top_k(dense, kn), at(start))
         row = {"identity": tt.scores(start, truth), "dense": tt.scores(dense, truth)}
         for name, c in lines.items():
             target = predict(c, [ss] if name == "selS" else [ss, sd])

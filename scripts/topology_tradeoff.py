@@ -9,8 +9,9 @@ its independent reference (`scripts/eb_drift_reference.py`) on 80 % of the cohor
 visits from visit 0, and scores each variant against the true visit 1 as the trainer does:
 log-MSE over the upper triangle, and after keeping the forecast's top-k edges (k = the true
 scan's edge count) the ECC L2 (32 bins at quantiles 0.05..0.95 of the graph's own positive
-log1p weights: N - E + triangles), the beta0 L1 at the same thresholds (connected components)
-and the strength MAE. Printed per variant: the means, log-MSE skill against the identity, and
+log1p weights: N - E + triangles), the beta0 L1 (connected components) at the *true* scan's
+thresholds for both graphs, as the trainer's `ExactTopology` counts it (before 2026-12-04 this
+script counted each graph's beta0 at its own thresholds: another metric), and the strength MAE. Printed per variant: the means, log-MSE skill against the identity, and
 for beta0, ECC and strength the paired t statistic of (variant - identity) over the forecasts
 (< -2: better than the identity).
 
@@ -71,9 +72,24 @@ def scores(pred, truth):
     iu = np.triu_indices(truth.shape[0], 1)
     log_mse = np.mean((np.log1p(pred[iu]) - np.log1p(truth[iu])) ** 2)
     kept = top_k(pred, int((truth[iu] > 0).sum()))
-    (ep, bp), (et, bt) = curves(np.log1p(kept)), curves(np.log1p(truth))
+    ep, et = curves(np.log1p(kept))[0], curves(np.log1p(truth))[0]
+    # beta0 as the trainer's `ExactTopology` counts it: both graphs at the *truth's* thresholds.
+    th = thresholds(np.log1p(truth))
+    bp, bt = (beta0_at(np.log1p(m), th) for m in (kept, truth))
     return np.array([log_mse, np.abs(bp - bt).sum(), np.sqrt(((ep - et) ** 2).sum()),
                      np.mean(np.abs(kept.sum(1) - truth.sum(1)))])
+
+
+def beta0_at(x, th):
+    """Connected components of the graph of `x` (log1p weights) at each of the thresholds `th`."""
+    if th is None:
+        return np.zeros(BINS)
+    out = []
+    for t in th:
+        a = (x >= t) & (x > 0)
+        np.fill_diagonal(a, False)
+        out.append(connected_components(a, directed=False)[0])
+    return np.array(out, float)
 
 
 def placed(dense, start, score):
