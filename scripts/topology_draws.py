@@ -7,7 +7,7 @@
 A numpy prototype beside the trainer (not shipped in it), scored as `scripts/topology_tradeoff.py`
 scores (the trainer's metrics: log-MSE over the upper triangle; after keeping the forecast's
 top-k edges, k the true scan's edge count, ECC L2 at 32 quantile thresholds of the graph's own
-positive log1p weights, beta0 L1 at the true scan's, and strength MAE), on the same seeded 80 % split, eb-drift
+positive log1p weights, beta0 L1 at the true scan's 8, and strength MAE), on the same seeded 80 % split, eb-drift
 fitted by `scripts/eb_drift_reference.py`.
 
 Why: ECC and beta0 of a count scan are those of a *draw* (weak edges scattered, integer ties),

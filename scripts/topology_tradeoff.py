@@ -10,8 +10,9 @@ visits from visit 0, and scores each variant against the true visit 1 as the tra
 log-MSE over the upper triangle, and after keeping the forecast's top-k edges (k = the true
 scan's edge count) the ECC L2 (32 bins at quantiles 0.05..0.95 of the graph's own positive
 log1p weights: N - E + triangles), the beta0 L1 (connected components) at the *true* scan's
-thresholds for both graphs, as the trainer's `ExactTopology` counts it (before 2026-12-04 this
-script counted each graph's beta0 at its own thresholds: another metric), and the strength MAE. Printed per variant: the means, log-MSE skill against the identity, and
+8 thresholds (the topology loss's, `--topo_loss_bins`) for both graphs, as the trainer's
+`ExactTopology` counts it (before 2026-12-04 this script counted each graph's beta0 at its own
+32 thresholds: another metric), and the strength MAE. Printed per variant: the means, log-MSE skill against the identity, and
 for beta0, ECC and strength the paired t statistic of (variant - identity) over the forecasts
 (< -2: better than the identity).
 
@@ -34,6 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eb_drift_reference as ref  # noqa: E402
 
 BINS = 32
+# beta0 as the trainer's `ExactTopology` counts it: at the topology loss's thresholds
+# (`--topo_loss_bins`, default 8) of the true scan.
+B0_BINS = 8
 
 
 def top_k(m, k):
@@ -47,10 +51,10 @@ def top_k(m, k):
     return out + out.T
 
 
-def thresholds(x):
+def thresholds(x, bins=BINS):
     v = x[np.triu_indices(x.shape[0], 1)]
     v = np.sort(v[v > 0])
-    return None if len(v) == 0 else np.quantile(v, np.linspace(0.05, 0.95, BINS))
+    return None if len(v) == 0 else np.quantile(v, np.linspace(0.05, 0.95, bins))
 
 
 def curves(x):
@@ -74,7 +78,7 @@ def scores(pred, truth):
     kept = top_k(pred, int((truth[iu] > 0).sum()))
     ep, et = curves(np.log1p(kept))[0], curves(np.log1p(truth))[0]
     # beta0 as the trainer's `ExactTopology` counts it: both graphs at the *truth's* thresholds.
-    th = thresholds(np.log1p(truth))
+    th = thresholds(np.log1p(truth), B0_BINS)
     bp, bt = (beta0_at(np.log1p(m), th) for m in (kept, truth))
     return np.array([log_mse, np.abs(bp - bt).sum(), np.sqrt(((ep - et) ** 2).sum()),
                      np.mean(np.abs(kept.sum(1) - truth.sum(1)))])
@@ -83,7 +87,7 @@ def scores(pred, truth):
 def beta0_at(x, th):
     """Connected components of the graph of `x` (log1p weights) at each of the thresholds `th`."""
     if th is None:
-        return np.zeros(BINS)
+        return np.zeros(B0_BINS)
     out = []
     for t in th:
         a = (x >= t) & (x > 0)

@@ -34,7 +34,10 @@ pub(crate) fn betti_curve(w: ArrayView2<f32>, taus: &[f64]) -> Vec<Betti> {
             for i in 0..n {
                 for j in i + 1..n {
                     let v = w[(i, j)];
-                    if v > 0.0 && f64::from(v.ln_1p()) >= tau {
+                    // log1p in f64, as the thresholds are taken (`log_weights`): a threshold on a
+                    // tie of counts is ln(1 + c) to the last bit, and an f32 log1p rounded below
+                    // it would drop the whole tie.
+                    if v > 0.0 && f64::from(v).ln_1p() >= tau {
                         edges += 1;
                         if uf.union(i, j) {
                             merges += 1;
@@ -188,6 +191,39 @@ mod tests {
         assert_eq!(betti_curve(k4.view(), &[0.0]), [Betti { b0: 1, b1: 3 }]);
         let empty = Array2::<f32>::zeros((5, 5));
         assert_eq!(betti_curve(empty.view(), &[0.0]), [Betti { b0: 5, b1: 0 }]);
+    }
+
+    /// Streamline counts tie: a quantile threshold that lands inside a tie is ln(1 + c) in f64,
+    /// and every edge of weight c must stay (`log1p(w) ≥ τ`). An f32 log1p rounds below the f64
+    /// value for some c; the graph then lost the whole tie (β0 = N). Each such c in 1..=2000
+    /// (which ones depends on the platform's log1pf; the loop covers them all) is checked.
+    #[test]
+    fn a_threshold_on_a_tie_of_counts_keeps_the_tie() {
+        let mut checked = 0;
+        for c in 1..=2000u32 {
+            let v = c as f32;
+            if f64::from(v.ln_1p()) >= f64::from(v).ln_1p() {
+                continue;
+            }
+            // A path 0-1-2-3 and an edge 4-5, every weight c: thresholds all ln(1 + c).
+            let w = graph(6, &[(0, 1, v), (1, 2, v), (2, 3, v), (4, 5, v)]);
+            let taus = thresholds(&w.iter().copied().collect::<Vec<_>>(), 6, 4).unwrap();
+            assert!(
+                taus.iter().all(|&t| t == f64::from(v).ln_1p()),
+                "{c}: {taus:?}"
+            );
+            assert!(
+                betti_curve(w.view(), &taus)
+                    .iter()
+                    .all(|b| *b == Betti { b0: 2, b1: 0 }),
+                "count {c}: the tie at the threshold was dropped"
+            );
+            checked += 1;
+        }
+        assert!(
+            checked > 0,
+            "no count whose f32 log1p rounds below the f64 one"
+        );
     }
 
     #[test]
