@@ -11,9 +11,6 @@ Only the bins whose threshold lies between the two values change; their triangle
 updated from common neighbours, their components recomputed.
 """
 
-import os
-import sys
-
 import numpy as np
 from scipy.sparse.csgraph import connected_components
 
@@ -44,14 +41,9 @@ def search(x, target, scale, weights, plausible, rng, steps=2000, with_objective
     for j, t in enumerate(th):
         a[j][iu] = lv >= t
         a[j] |= a[j].T
-    af = a.astype(np.float64)
-    tri = np.einsum("bij,bjk,bki->b", af, af, af) / 6
-    edges = a.sum((1, 2)) / 2
-    ecc = n - edges + tri
-    b0 = np.array([connected_components(a[j], directed=False)[0] for j in range(nb)], float)
+    ecc, b0 = tt.curves(np.log1p(x))
     s = x.sum(1)
     best = _objective(ecc, b0, s, target, nb, w)
-    first, kept = (ecc.copy(), b0.copy(), s.copy()), 0
     free = np.flatnonzero((v == 0) & plausible[iu])
     for _ in range(steps):
         pos = np.flatnonzero(v > 0)
@@ -85,7 +77,6 @@ def search(x, target, scale, weights, plausible, rng, steps=2000, with_objective
         f = _objective(ecc2, b02, s2, target, nb, w)
         if f < best:
             best, ecc, b0, s = f, ecc2, b02, s2
-            kept += 1
             v[hi], v[lo] = v[lo], v[hi]
             lv[hi], lv[lo] = lv[lo], lv[hi]
             free = np.flatnonzero((v == 0) & plausible[iu])
@@ -93,14 +84,6 @@ def search(x, target, scale, weights, plausible, rng, steps=2000, with_objective
             for j in bins:
                 a[j, p, q] = a[j, q, p] = False
                 a[j, u, uu] = a[j, uu, u] = True
-    if os.environ.get("TOPO_TRACE"):
-        for name, (e0, bb0, s0) in (("before", first), ("after", (ecc, b0, s))):
-            print(f"{name}: ECC {np.sqrt(((e0 - target[:nb]) ** 2).sum()):.0f} beta0 "
-                  f"{np.abs(bb0 - target[nb:2 * nb]).sum():.2f} strength "
-                  f"{np.abs(s0 - target[2 * nb:]).mean():.1f}", file=sys.stderr)
-        print(f"kept {kept} of {steps} swaps", file=sys.stderr)
-        print("per-bin before", np.round(first[0] - target[:nb]).astype(int), file=sys.stderr)
-        print("per-bin after ", np.round(ecc - target[:nb]).astype(int), file=sys.stderr)
     out = np.zeros_like(x)
     out[iu] = v
     out = out + out.T
