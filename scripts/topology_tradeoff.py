@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 from scipy.sparse.csgraph import connected_components
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -120,17 +121,26 @@ def fitted_split(cohort_dir, seed):
     return cohort, model, subjects[:cut], subjects[cut:]
 
 
-def print_table(rows):
-    """The variants' means, log-MSE skill, and paired t against the identity, as a markdown table."""
-    print("| variant | log-MSE | skill | beta0 L1 (t) | ECC L2 (t) | strength MAE (t) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+def print_table(rows, ci=False):
+    """The variants' means, log-MSE skill, and paired t against the identity, as a markdown table;
+    `ci`: also the paired 95 % t-interval of (variant - identity) for beta0, ECC and strength."""
+    extra = " beta0 - identity [95% CI] | ECC - identity [95% CI] | strength - identity [95% CI] |"
+    print("| variant | log-MSE | skill | beta0 L1 (t) | ECC L2 (t) | strength MAE (t) |"
+          + (extra if ci else ""))
+    print("| --- | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: | ---: |" if ci else ""))
     ident = np.mean([r["identity"] for r in rows], 0)
     for name in rows[0]:
         m = np.mean([r[name] for r in rows], 0)
         d = np.array([r[name] - r["identity"] for r in rows])
-        t = d.mean(0) / np.maximum(d.std(0, ddof=1) / np.sqrt(len(d)), 1e-12)
-        print(f"| {name} | {m[0]:.4f} | {1 - m[0] / ident[0]:+.3f} | {m[1]:.2f} ({t[1]:+.1f}) "
-              f"| {m[2]:.0f} ({t[2]:+.1f}) | {m[3]:.1f} ({t[3]:+.1f}) |")
+        se = d.std(0, ddof=1) / np.sqrt(len(d))
+        t = d.mean(0) / np.maximum(se, 1e-12)
+        line = (f"| {name} | {m[0]:.4f} | {1 - m[0] / ident[0]:+.3f} | {m[1]:.2f} ({t[1]:+.1f}) "
+                f"| {m[2]:.0f} ({t[2]:+.1f}) | {m[3]:.1f} ({t[3]:+.1f}) |")
+        if ci:
+            half = stats.t.ppf(0.975, len(d) - 1) * se
+            line += "".join(f" {d.mean(0)[i]:+.3g} [{d.mean(0)[i] - half[i]:+.3g}, "
+                            f"{d.mean(0)[i] + half[i]:+.3g}] |" for i in (1, 2, 3))
+        print(line)
 
 
 def main():

@@ -336,6 +336,7 @@ fn the_python_scripts_pass_their_own_checks() {
     python(&[&script("test_eb_drift_reference.py")], t.path());
     python(&[&script("test_ceiling.py"), "."], t.path());
     python(&[&script("test_topology_search.py")], t.path());
+    python(&[&script("test_topology_mbr.py")], t.path());
 }
 
 fn json(path: &Path) -> serde_json::Value {
