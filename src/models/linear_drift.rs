@@ -34,6 +34,10 @@ pub(crate) enum ForecastForm {
     /// A plausible connectome: the expected number of edges, those most likely to exist, each
     /// with its expected weight if present; every other edge 0.
     Sparse,
+    /// Two objects: the dense forecast for the log-domain columns, and for the topology columns
+    /// (ECC, Betti curves, degree, strength) the graph of least expected loss over transplanted
+    /// training residuals (`models::eb_drift::graph`; docs/frontier.md).
+    Graph,
 }
 
 /// The settings of the closed-form forecasters: `--drift-support` (`--model linear-drift`) and
