@@ -262,6 +262,60 @@ mod tests {
         m
     }
 
+    /// With pseudo-truths of one edge count (the top-k of the risks is then each one's own), a
+    /// candidate's risks are the test metrics' own scores summed: `ExactTopology`'s β0 L1 and
+    /// `sc_metrics`' ECC L2 and strength MAE, a skipped pseudo-truth left out.
+    #[test]
+    fn the_risks_are_the_test_metrics_summed() {
+        use crate::metrics::sc::sc_metrics;
+        use crate::metrics::topology::ExactTopology;
+        let n = 12;
+        let e = n * (n - 1) / 2;
+        let support: Vec<bool> = (0..e).map(|i| (i * 7) % 5 < 2).collect();
+        let values: Vec<f32> = (0..support.iter().filter(|b| **b).count())
+            .map(|i| 1.0 + ((i * 13) % 9) as f32)
+            .collect();
+        let pseudos: Vec<Array2<f32>> = (0..5)
+            .map(|r| {
+                let mut it =
+                    (0..values.len()).map(|i| values[(i * (2 * r + 1) + r) % values.len()]);
+                let v: Vec<f32> = support
+                    .iter()
+                    .map(|&b| if b { it.next().unwrap_or(0.0) } else { 0.0 })
+                    .collect();
+                sym(n, &v)
+            })
+            .collect();
+        let cand = |seed: usize| {
+            let v: Vec<f32> = (0..e)
+                .map(|i| ((i * 31 + seed * 17) % 23) as f32 / 3.0)
+                .collect();
+            sym(n, &v)
+        };
+        let cands = vec![cand(1), pseudos[2].clone(), cand(2)];
+        let skip = [Some(3), Some(2), None];
+        let r = risks(&cands, &pseudos, &skip);
+        for (i, c) in cands.iter().enumerate() {
+            let mut want = [0.0; 3];
+            for (p, t) in pseudos.iter().enumerate() {
+                if skip[i] == Some(p) {
+                    continue;
+                }
+                let sc = sc_metrics(c.view(), t.view(), t.view(), ECC_BINS);
+                want[0] += ExactTopology::of(c.view(), t.view(), B0_BINS).betti0_l1;
+                want[1] += sc.ecc_l2;
+                want[2] += sc.strength_mae;
+            }
+            for m in 0..3 {
+                assert!(
+                    (r[i][m] - want[m]).abs() <= 1e-9 * want[m].abs().max(1.0),
+                    "{i} {m}: {:?} {want:?}",
+                    r[i]
+                );
+            }
+        }
+    }
+
     /// A training pair's own residual on its own dense forecast gives its next scan back, and
     /// the pair is its own nearest.
     #[test]
