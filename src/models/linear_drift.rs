@@ -51,7 +51,9 @@ pub(crate) struct DriftSettings {
     /// eb-drift: the forecast's form, `dense` (the expected log1p weight of every edge: the
     /// least squared error, a dense graph) or `sparse` (the expected number of edges, those most
     /// likely to exist, each at its expected weight if present: a graph with the connectome's
-    /// shape).
+    /// shape) or `graph` (the dense forecast for the log-domain columns, and for the topology
+    /// columns the graph of least expected topology loss over the training pairs' transplanted
+    /// residuals: docs/frontier.md).
     #[arg(long, value_enum, default_value = "dense")]
     #[serde(default)]
     pub forecast: ForecastForm,
