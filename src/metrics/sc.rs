@@ -132,6 +132,31 @@ impl ScMetrics {
             .collect()
     }
 
+    /// These scores with the topology half (ECC, degree, strength) of `graph`'s: the scores of
+    /// a forecast of two objects (`--forecast graph`).
+    pub(crate) fn with_topology_of(mut self, graph: &ScMetrics) -> Self {
+        self.ecc_l2 = graph.ecc_l2;
+        self.ecc_pearson = graph.ecc_pearson;
+        (self.deg_mae, self.deg_rmse, self.deg_pearson, self.deg_ks) = (
+            graph.deg_mae,
+            graph.deg_rmse,
+            graph.deg_pearson,
+            graph.deg_ks,
+        );
+        (
+            self.strength_mae,
+            self.strength_rmse,
+            self.strength_pearson,
+            self.strength_ks,
+        ) = (
+            graph.strength_mae,
+            graph.strength_rmse,
+            graph.strength_pearson,
+            graph.strength_ks,
+        );
+        self
+    }
+
     /// These scores with the innovation module's new-edge precision, recall and AUPRC (`None`:
     /// undefined, NaN).
     pub(crate) fn with_new_edges(mut self, scores: Option<[f64; 3]>) -> Self {

@@ -34,6 +34,10 @@ pub(crate) enum ForecastForm {
     /// A plausible connectome: the expected number of edges, those most likely to exist, each
     /// with its expected weight if present; every other edge 0.
     Sparse,
+    /// Two objects: the dense forecast for the log-domain columns, and for the topology columns
+    /// (ECC, Betti curves, degree, strength) the graph of least expected loss over transplanted
+    /// training residuals (`models::eb_drift::graph`; docs/frontier.md).
+    Graph,
 }
 
 /// The settings of the closed-form forecasters: `--drift-support` (`--model linear-drift`) and
@@ -47,7 +51,9 @@ pub(crate) struct DriftSettings {
     /// eb-drift: the forecast's form, `dense` (the expected log1p weight of every edge: the
     /// least squared error, a dense graph) or `sparse` (the expected number of edges, those most
     /// likely to exist, each at its expected weight if present: a graph with the connectome's
-    /// shape).
+    /// shape) or `graph` (the dense forecast for the log-domain columns, and for the topology
+    /// columns the graph of least expected topology loss over the training pairs' transplanted
+    /// residuals: docs/frontier.md).
     #[arg(long, value_enum, default_value = "dense")]
     #[serde(default)]
     pub forecast: ForecastForm,

@@ -548,3 +548,63 @@ fn the_frontier_script_scores_on_the_runs_own_split() {
         );
     }
 }
+
+/// `per_subject.csv` of run `run`: per row, column → value.
+fn per_subject_rows(dir: &Path, run: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let path = dir.join("results/runs").join(run).join("per_subject.csv");
+    let mut csv = csv::Reader::from_path(&path).unwrap();
+    let header: Vec<String> = csv.headers().unwrap().iter().map(String::from).collect();
+    csv.records()
+        .map(|r| {
+            let r = r.unwrap();
+            header
+                .iter()
+                .cloned()
+                .zip(r.iter().map(String::from))
+                .collect()
+        })
+        .collect()
+}
+
+/// `--forecast graph` is two objects: the log-domain columns are the dense forecast's to the
+/// last digit, and the topology columns of some forecast are another graph's (the
+/// minimum-Bayes-risk choice of `models::eb_drift::graph`).
+#[test]
+fn the_graph_forecast_keeps_the_dense_log_columns_and_changes_the_topology_ones() {
+    let t = tempfile::tempdir().unwrap();
+    noisy_cohort(t.path(), &[]);
+    train(t.path(), "eb-drift");
+    let flags = [
+        "--model",
+        "eb-drift",
+        "--forecast",
+        "graph",
+        "--cv_fold",
+        "0",
+    ];
+    let o = train_gnn_in(t.path(), "results", "eb-graph", &flags);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (dense, graph) = (
+        per_subject_rows(t.path(), "eb-drift"),
+        per_subject_rows(t.path(), "eb-graph"),
+    );
+    assert_eq!(dense.len(), graph.len());
+    let mut moved = 0;
+    for (d, g) in dense.iter().zip(&graph) {
+        assert_eq!(d["subject"], g["subject"]);
+        for col in [
+            "model_sc_log_mse",
+            "model_sc_log_mae",
+            "model_sc_log_pearson",
+        ] {
+            assert_eq!(d[col], g[col], "{}: {col}", d["subject"]);
+        }
+        if d["model_ecc_l2"] != g["model_ecc_l2"]
+            || d["model_strength_mae"] != g["model_strength_mae"]
+        {
+            assert_eq!(g["forecast"], "1", "a reconstruction has no graph");
+            moved += 1;
+        }
+    }
+    assert!(moved > 0, "no forecast's topology columns moved");
+}

@@ -12,6 +12,7 @@ use ndarray::Array2;
 
 mod codev;
 mod fallback;
+pub(crate) mod graph;
 mod module;
 mod pooling;
 mod refine;
@@ -357,7 +358,9 @@ impl EbParams {
     ) -> Vec<f64> {
         let parts = self.parts(y0, z0, age0, target, sex);
         match form {
-            ForecastForm::Dense => parts.iter().map(|(p, level)| p * level).collect(),
+            ForecastForm::Dense | ForecastForm::Graph => {
+                parts.iter().map(|(p, level)| p * level).collect()
+            }
             ForecastForm::Sparse => {
                 let p: Vec<f64> = parts.iter().map(|x| x.0).collect();
                 let keep = sparse_keep(&p);

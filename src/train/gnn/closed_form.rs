@@ -44,7 +44,7 @@ pub(super) trait ClosedFormFit: 'static {
     /// What a step adds up over its training subjects (an epoch adds up the same).
     type Sums: StepSums + EpochSums<Self::Sums>;
     /// The fitted parameters.
-    type Params;
+    type Params: Clone;
 
     /// Metadata of the fold's model file beside `n_nodes`.
     fn metadata(_settings: &GnnSettings) -> Result<BTreeMap<String, String>> {
@@ -71,6 +71,28 @@ pub(super) trait ClosedFormFit: 'static {
     fn checkpoint_params(ck: &Checkpoint, n: usize) -> Result<Self::Params>;
     /// The forecaster of `params` under the run's `settings`.
     fn forecaster(params: Self::Params, settings: &GnnSettings) -> impl Forecast;
+    /// The graphs scored for the topology columns of `preds` (visit-1 forecasts of `subjects`
+    /// from visit 0), when `settings` ask for a forecast of two objects (`--forecast graph`);
+    /// `train`: the fold's training subjects. Empty: the predictions themselves.
+    fn graphs(
+        _params: &Self::Params,
+        _settings: &GnnSettings,
+        _data: &FoldData,
+        _train: &[usize],
+        _subjects: &[usize],
+        _preds: &[Array2<f32>],
+    ) -> Vec<Option<Array2<f32>>> {
+        Vec::new()
+    }
+}
+
+/// The training subjects of fold `fold` (empty when the fold is not in the list).
+fn fold_train(folds: &[crate::data::connectome::split::FoldSplit], fold: usize) -> &[usize] {
+    folds
+        .iter()
+        .find(|s| s.fold == fold)
+        .map(|s| s.train.as_slice())
+        .unwrap_or(&[])
 }
 
 /// `--model M` of a closed-form forecaster `M`, and its state during a run.
@@ -200,15 +222,25 @@ impl<M: ClosedFormFit> Forecaster for Fitted<M> {
     ) -> Result<()> {
         let best = best_fold(&cv.config, folds)?;
         let (data, ck) = best_fold_data(&cv.prep, &cv.config, &best)?;
-        let forecast = M::forecaster(M::checkpoint_params(&ck, cv.n)?, &cv.settings);
+        let params = M::checkpoint_params(&ck, cv.n)?;
         let test_subjects = &cv.prep.test;
-        let preds = forecast(&data, test_subjects, None);
-        let test = versus_identity(
+        let train = fold_train(&cv.prep.folds, best.fold);
+        let forecast = M::forecaster(params.clone(), &cv.settings);
+        let matrices = forecast(&data, test_subjects, None);
+        let graphs = M::graphs(
+            &params,
+            &cv.settings,
             &data,
+            train,
             test_subjects,
-            &preds.clone().into(),
-            cv.settings.topo_bins,
+            &matrices,
         );
+        let preds = Predictions {
+            matrices,
+            new_edges: Vec::new(),
+            graphs,
+        };
+        let test = versus_identity(&data, test_subjects, &preds, cv.settings.topo_bins);
         let run = TestRun {
             config: &cv.config,
             prep: &cv.prep,
@@ -225,7 +257,7 @@ impl<M: ClosedFormFit> Forecaster for Fitted<M> {
         write_test_results(
             &run,
             &data,
-            &preds.into(),
+            &preds,
             Some(&far.into()),
             cv.settings.objective.topology.loss_bins,
             done.run_dir,
@@ -240,11 +272,24 @@ impl<M: ClosedFormFit> Forecaster for Fitted<M> {
         _device: &B::Device,
     ) -> Result<Predictions> {
         let params = M::checkpoint_params(&run.ck, run.data.n_nodes())?;
-        let dts = match horizon {
-            Horizon::NextVisit => None,
-            Horizon::Years { dts, .. } => Some(*dts),
+        let settings = &run.config.settings;
+        let (dts, next_visit) = match horizon {
+            Horizon::NextVisit => (None, true),
+            Horizon::Years { dts, .. } => (Some(*dts), false),
         };
-        Ok(M::forecaster(params, &run.config.settings)(&run.data, subjects, dts).into())
+        let matrices = M::forecaster(params.clone(), settings)(&run.data, subjects, dts);
+        // The graph's pseudo-truths are visit-1 residuals: a graph for the next visit only.
+        let graphs = if next_visit {
+            let train = fold_train(&run.prep.folds, run.fold);
+            M::graphs(&params, settings, &run.data, train, subjects, &matrices)
+        } else {
+            Vec::new()
+        };
+        Ok(Predictions {
+            matrices,
+            new_edges: Vec::new(),
+            graphs,
+        })
     }
 }
 

@@ -21,6 +21,9 @@ use crate::metrics::sc::{ScMetrics, sc_metrics};
 pub(crate) struct Predictions {
     pub matrices: Vec<Array2<f32>>,
     pub new_edges: Vec<Option<[f64; 3]>>,
+    /// Per prediction, a graph scored instead of the matrix for the topology columns (ECC,
+    /// degree, strength, Betti curves): `--forecast graph`. Empty or `None`: the matrix.
+    pub graphs: Vec<Option<Array2<f32>>>,
 }
 
 impl From<Vec<Array2<f32>>> for Predictions {
@@ -28,6 +31,7 @@ impl From<Vec<Array2<f32>>> for Predictions {
         Self {
             matrices,
             new_edges: Vec::new(),
+            graphs: Vec::new(),
         }
     }
 }
@@ -90,9 +94,12 @@ pub(crate) fn per_subject_at(
         .zip(targets)
         .zip(&preds.matrices)
         .enumerate()
-        .map(|(i, ((&s, &v), m))| (s, v, m, preds.new_edges.get(i).copied().flatten()))
+        .map(|(i, ((&s, &v), m))| {
+            let graph = preds.graphs.get(i).and_then(Option::as_ref);
+            (s, v, m, preds.new_edges.get(i).copied().flatten(), graph)
+        })
         .collect();
-    par_map(&items, |&(sub, visit, pred, new_edges)| {
+    par_map(&items, |&(sub, visit, pred, new_edges, graph)| {
         let s = &data.cohort.subjects[sub];
         let scans = &s.scans;
         let (start_scan, target_scan) = (&scans[0], &scans[visit]);
@@ -114,8 +121,19 @@ pub(crate) fn per_subject_at(
             sex: s.sex,
             site: s.site,
             forecast,
-            model: sc_metrics(pred.view(), target.view(), start.view(), topo_bins)
-                .with_new_edges(new_edges),
+            model: {
+                let m = sc_metrics(pred.view(), target.view(), start.view(), topo_bins);
+                match graph {
+                    Some(g) => m.with_topology_of(&sc_metrics(
+                        g.view(),
+                        target.view(),
+                        start.view(),
+                        topo_bins,
+                    )),
+                    None => m,
+                }
+                .with_new_edges(new_edges)
+            },
             identity: sc_metrics(start.view(), target.view(), start.view(), topo_bins),
         }
     })

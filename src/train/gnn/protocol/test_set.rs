@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 use super::super::config::GnnConfig;
@@ -133,7 +134,16 @@ pub(crate) fn write_test_results(
         per_subject_at(data, &subjects, &visit2, far, config.settings.topo_bins)
     });
     write_json(&files.strata_json(), &strata(&rows, far_rows.as_deref()))?;
-    let exact = exact_topology(data, &prep.test, &preds.matrices, loss_bins);
+    let topology: Vec<Array2<f32>> = preds
+        .matrices
+        .iter()
+        .enumerate()
+        .map(|(i, m)| match preds.graphs.get(i) {
+            Some(Some(g)) => g.clone(),
+            _ => m.clone(),
+        })
+        .collect();
+    let exact = exact_topology(data, &prep.test, &topology, loss_bins);
     let test_file = TestMetricsFile {
         metrics: test.clone(),
         exact_topology: exact.clone(),
