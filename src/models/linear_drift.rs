@@ -36,7 +36,7 @@ pub(crate) enum ForecastForm {
     Sparse,
     /// Two objects: the dense forecast for the log-domain columns, and for the topology columns
     /// (ECC, Betti curves, degree, strength) the graph of least expected loss over transplanted
-    /// training residuals (`models::eb_drift::graph`; docs/frontier.md).
+    /// training residuals (`train::gnn::graph_forecast`; docs/frontier.md).
     Graph,
 }
 

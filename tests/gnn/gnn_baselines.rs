@@ -160,8 +160,21 @@ fn per_subject_rows_average_to_the_test_metrics_and_strata_name_thresholds() {
         .collect();
     assert_eq!(rows.len() as u64, test["n_subjects"].as_u64().unwrap());
     let mut checked = 0;
-    for (side, key) in [("model", "model"), ("identity", "identity_baseline")] {
-        for (name, want) in test[key].as_object().unwrap() {
+    // The SC metrics (`model`, `identity_baseline`), then the exact Betti-curve distances
+    // (`exact_topology`'s), whose rows `compare --against identity` pairs.
+    let exact = &test["exact_topology"];
+    let betti = |side: &Value| {
+        let pick = ["betti0_l1", "betti1_l1"].map(|k| (k.to_string(), side[k].clone()));
+        Value::Object(pick.into_iter().collect())
+    };
+    let sides = [
+        ("model", test["model"].clone()),
+        ("identity", test["identity_baseline"].clone()),
+        ("model", betti(&exact["model"])),
+        ("identity", betti(&exact["identity_baseline"])),
+    ];
+    for (side, values) in &sides {
+        for (name, want) in values.as_object().unwrap() {
             let col = header
                 .iter()
                 .position(|h| *h == format!("{side}_{name}"))
@@ -195,7 +208,7 @@ fn per_subject_rows_average_to_the_test_metrics_and_strata_name_thresholds() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 44);
+    assert_eq!(checked, 48);
     let strata = json(&run.join("strata.json"));
     let terciles = &strata["dt_terciles"];
     let (p33, p67) = (

@@ -568,7 +568,7 @@ fn per_subject_rows(dir: &Path, run: &str) -> Vec<std::collections::HashMap<Stri
 
 /// `--forecast graph` is two objects: the log-domain columns are the dense forecast's to the
 /// last digit, and the topology columns of some forecast are another graph's (the
-/// minimum-Bayes-risk choice of `models::eb_drift::graph`).
+/// minimum-Bayes-risk choice of `train::gnn::graph_forecast`).
 #[test]
 fn the_graph_forecast_keeps_the_dense_log_columns_and_changes_the_topology_ones() {
     let t = tempfile::tempdir().unwrap();
@@ -601,10 +601,22 @@ fn the_graph_forecast_keeps_the_dense_log_columns_and_changes_the_topology_ones(
         }
         if d["model_ecc_l2"] != g["model_ecc_l2"]
             || d["model_strength_mae"] != g["model_strength_mae"]
+            || d["model_betti0_l1"] != g["model_betti0_l1"]
         {
             assert_eq!(g["forecast"], "1", "a reconstruction has no graph");
             moved += 1;
         }
     }
     assert!(moved > 0, "no forecast's topology columns moved");
+    // The two runs share the log-domain results but not the topology: not "identical".
+    let o = run_in(
+        t.path(),
+        &["compare", "results/runs/eb-drift", "results/runs/eb-graph"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("identical test results"),
+        "{}",
+        stderr(&o)
+    );
 }

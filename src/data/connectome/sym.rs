@@ -27,6 +27,13 @@ impl SymMatrix {
         Self { n, upper }
     }
 
+    /// The matrix of strict upper triangle `upper` (row-major, N·(N−1)/2 values).
+    #[cfg(test)]
+    pub(crate) fn from_upper(n: usize, upper: Vec<f32>) -> Self {
+        assert_eq!(upper.len(), n * n.saturating_sub(1) / 2, "N·(N−1)/2 values");
+        Self { n, upper }
+    }
+
     /// N.
     pub(crate) fn n(&self) -> usize {
         self.n

@@ -12,7 +12,6 @@ use ndarray::Array2;
 
 mod codev;
 mod fallback;
-pub(crate) mod graph;
 mod module;
 mod pooling;
 mod refine;

@@ -10,8 +10,31 @@ use serde_json::Value;
 use super::Run;
 use crate::engine::degeneracy::{REL_TOL, identical};
 
-/// The test metrics two runs must share to count as the same result.
-const SAME: [&str; 2] = ["sc_log_mse", "skill"];
+/// The test metrics two runs must share to count as the same result: the log-domain error and
+/// skill every run has, and the topology columns where both runs have them (two forecasts can
+/// share a dense forecast's log-MSE and differ in the graph scored for topology:
+/// `--forecast dense` against `graph`).
+const SAME: [&str; 5] = ["sc_log_mse", "skill", "ecc_l2", "strength_mae", "betti0_l1"];
+/// How many of [`SAME`] a run must have.
+const REQUIRED: usize = 2;
+
+/// Whether two runs' [`SAME`] values (NaN: the run has none) are one result: each metric
+/// identical, or missing from both.
+fn same_result(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x.is_nan() && y.is_nan()) || identical(&[*x, *y]))
+}
+
+/// [`SAME`] as a warning names it.
+fn compared() -> String {
+    format!(
+        "{} and, where both have them, {}",
+        SAME[..REQUIRED].join(", "),
+        SAME[REQUIRED..].join(", ")
+    )
+}
 
 /// The warnings of `runs`, one line each.
 pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
@@ -44,8 +67,14 @@ pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
         .iter()
         .filter(|r| r.done())
         .filter_map(|r| {
-            let v: Option<Vec<f64>> = SAME.iter().map(|m| r.metric(m)).collect();
-            Some((r, v?))
+            let v: Option<Vec<f64>> = SAME[..REQUIRED].iter().map(|m| r.metric(m)).collect();
+            let mut v = v?;
+            v.extend(
+                SAME[REQUIRED..]
+                    .iter()
+                    .map(|m| r.metric(m).unwrap_or(f64::NAN)),
+            );
+            Some((r, v))
         })
         .collect();
     let items: Vec<(&BTreeMap<String, String>, &[f64])> = done
@@ -59,7 +88,7 @@ pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
                 "the results are identical across every {key} in all {comparisons} \
                  comparison(s) ({} to {REL_TOL:e} relative): another {key} changed nothing; check \
                  that the data differ between them and that the model is not a constant",
-                SAME.join(", ")
+                compared()
             ));
             continue;
         }
@@ -68,7 +97,7 @@ pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
              test results ({} to {REL_TOL:e} relative) in all {comparisons} comparison(s); drop \
              it from the sweep, or check that the model reads it (a flag the preset or model \
              ignores, a phase that never starts)",
-            SAME.join(", ")
+            compared()
         ));
     }
     let mut grouped = vec![false; done.len()];
@@ -77,9 +106,7 @@ pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
             continue;
         }
         let same: Vec<usize> = (i..done.len())
-            .filter(|&j| {
-                !grouped[j] && (0..SAME.len()).all(|k| identical(&[done[i].1[k], done[j].1[k]]))
-            })
+            .filter(|&j| !grouped[j] && same_result(&done[i].1, &done[j].1))
             .collect();
         if same.len() < 2 {
             continue;
@@ -112,7 +139,7 @@ pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
             "{} runs have identical test results ({} to {REL_TOL:e} relative): {}; {what} had no \
              effect on the result",
             same.len(),
-            SAME.join(", "),
+            compared(),
             names.join(", ")
         ));
     }
@@ -143,11 +170,7 @@ fn no_effect_axes(items: &[(&BTreeMap<String, String>, &[f64])]) -> BTreeMap<Str
             }
             compared += 1;
             let first = items[members[0]].1;
-            let same = members.iter().all(|&i| {
-                let other = items[i].1;
-                other.len() == first.len()
-                    && other.iter().zip(first).all(|(a, b)| identical(&[*a, *b]))
-            });
+            let same = members.iter().all(|&i| same_result(items[i].1, first));
             if !same {
                 idle = false;
                 break;
@@ -163,6 +186,26 @@ fn no_effect_axes(items: &[(&BTreeMap<String, String>, &[f64])]) -> BTreeMap<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_result_needs_every_metric_both_runs_have() {
+        let nan = f64::NAN;
+        // The same dense log-MSE and skill, another graph for topology: two results.
+        let dense = [0.0117, 0.378, 32.0, 7.5, 16.2];
+        let graph = [0.0117, 0.378, 30.5, 8.4, 8.5];
+        assert!(!same_result(&dense, &graph));
+        assert!(same_result(&dense, &dense.map(|v| v * (1.0 + 1e-8))));
+        // Runs without the topology columns (older files) compare on what they have.
+        assert!(same_result(
+            &[0.1, 0.2, nan, nan, nan],
+            &[0.1, 0.2, nan, nan, nan]
+        ));
+        // One run has a value the other lacks: not shown to be one result.
+        assert!(!same_result(
+            &[0.1, 0.2, 3.0, nan, nan],
+            &[0.1, 0.2, nan, nan, nan]
+        ));
+    }
 
     fn varied(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

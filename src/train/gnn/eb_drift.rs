@@ -12,6 +12,7 @@ use burn::tensor::backend::AutodiffBackend;
 use super::closed_form::{ClosedFormFit, Forecast, from_visit_0};
 use super::cv::{Cv, CvFold};
 use super::fits::training_scans;
+use super::graph_forecast::Transplants;
 use super::kind::ModelKind;
 use super::protocol::fold_data::FoldData;
 use super::protocol::fold_data::delta_t;
@@ -19,7 +20,6 @@ use super::settings::GnnSettings;
 use crate::data::connectome::SymMatrix;
 use crate::data::connectome::par_map;
 use crate::engine::LossSums;
-use crate::models::eb_drift::graph::Transplants;
 use crate::models::eb_drift::{
     CHECK_UP_TO, Choice, EbDrift, EbParams, ForecastForm, MODEL_NAME, params_from,
 };
@@ -153,7 +153,7 @@ impl ClosedFormFit for EbDriftModel {
     }
 
     /// `--forecast graph`: per forecast with a visit 1, the minimum-Bayes-risk graph over the
-    /// training pairs' transplanted residuals (`models::eb_drift::graph`).
+    /// training pairs' transplanted residuals (`train::gnn::graph_forecast`).
     fn graphs(
         params: &EbParams,
         settings: &GnnSettings,

@@ -46,6 +46,7 @@ mod gcn;
 mod golden;
 #[cfg(test)]
 mod golden_json;
+mod graph_forecast;
 mod kind;
 mod lstm;
 mod metric;

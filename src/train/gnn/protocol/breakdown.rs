@@ -13,6 +13,7 @@ use crate::data::connectome::par_map;
 use crate::files::write_atomic;
 use crate::metrics::Skill;
 use crate::metrics::sc::{ScMetrics, sc_metrics};
+use crate::metrics::topology::ExactTopology;
 
 /// A model's predictions of visit 1 (one per subject, as [`per_subject`] takes them) and, for
 /// CLG-ODE with the innovation module, each forecast's new-edge precision, recall and AUPRC
@@ -139,9 +140,18 @@ pub(crate) fn per_subject_at(
     })
 }
 
+/// The exact Betti-curve distances `per_subject.csv` carries per side, after the SC metrics.
+const EXACT: [&str; 2] = ["betti0_l1", "betti1_l1"];
+
 /// Writes `per_subject.csv`: the subject columns, then `model_<metric>` and
-/// `identity_<metric>` for every metric of `test_sc_metrics.json`.
-pub(crate) fn write_per_subject(path: &Path, rows: &[SubjectScore]) -> Result<()> {
+/// `identity_<metric>` for every metric of `test_sc_metrics.json` and the exact Betti-curve
+/// distances of `exact` (row by row, as `test_metrics.json`'s `exact_topology` averages them;
+/// a row without one: empty cells).
+pub(crate) fn write_per_subject(
+    path: &Path,
+    rows: &[SubjectScore],
+    exact: &[(ExactTopology, ExactTopology)],
+) -> Result<()> {
     write_atomic(path, |w| {
         let mut csv = csv::Writer::from_writer(w);
         let mut header: Vec<String> = [
@@ -160,9 +170,10 @@ pub(crate) fn write_per_subject(path: &Path, rows: &[SubjectScore]) -> Result<()
         .collect();
         for side in ["model", "identity"] {
             header.extend(ScMetrics::NAMES.iter().map(|n| format!("{side}_{n}")));
+            header.extend(EXACT.iter().map(|n| format!("{side}_{n}")));
         }
         csv.write_record(&header)?;
-        for r in rows {
+        for (i, r) in rows.iter().enumerate() {
             // Ids come from file names: a spreadsheet must not evaluate one as a formula.
             let text = |t: &str| crate::outputs::text::csv_cell(t).into_owned();
             let mut rec = vec![
@@ -176,15 +187,20 @@ pub(crate) fn write_per_subject(path: &Path, rows: &[SubjectScore]) -> Result<()
                 r.site.to_string(),
                 u8::from(r.forecast).to_string(),
             ];
-            for m in [&r.model, &r.identity] {
-                // Undefined (NaN) is an empty cell (NaN to pandas).
-                rec.extend(m.values().iter().map(|v| {
-                    if v.is_nan() {
-                        String::new()
-                    } else {
-                        v.to_string()
-                    }
-                }));
+            // Undefined (NaN) is an empty cell (NaN to pandas).
+            let cell = |v: &f64| {
+                if v.is_nan() {
+                    String::new()
+                } else {
+                    v.to_string()
+                }
+            };
+            let exact = exact.get(i);
+            for (m, side) in [(&r.model, 0), (&r.identity, 1)] {
+                rec.extend(m.values().iter().map(cell));
+                let t = exact.map(|e| if side == 0 { &e.0 } else { &e.1 });
+                let betti = t.map_or([f64::NAN; 2], |t| [t.betti0_l1, t.betti1_l1]);
+                rec.extend(betti.iter().map(cell));
             }
             csv.write_record(&rec)?;
         }

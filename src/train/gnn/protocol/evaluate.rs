@@ -86,14 +86,25 @@ impl TestMetrics {
 }
 
 /// See [`ExactVersus`]; the truth is visit 1 when there is one, else visit 0 (as in
-/// [`test_metrics`]).
+/// [`test_metrics`]). A prediction's graph (`--forecast graph`) is scored where it has one, else
+/// its matrix. Beside the means, every subject's (model, identity) scores, in `subjects`' order
+/// (`per_subject.csv`'s `betti*_l1` columns).
 pub(crate) fn exact_topology(
     data: &FoldData,
     subjects: &[usize],
-    preds: &[Array2<f32>],
+    preds: &Predictions,
     bins: usize,
-) -> ExactVersus {
-    let items: Vec<(usize, &Array2<f32>)> = subjects.iter().copied().zip(preds).collect();
+) -> (ExactVersus, Vec<(ExactTopology, ExactTopology)>) {
+    let items: Vec<(usize, &Array2<f32>)> = subjects
+        .iter()
+        .copied()
+        .zip(&preds.matrices)
+        .enumerate()
+        .map(|(i, (sub, m))| match preds.graphs.get(i) {
+            Some(Some(g)) => (sub, g),
+            _ => (sub, m),
+        })
+        .collect();
     let scored: Vec<(ExactTopology, ExactTopology)> = par_map(&items, |&(sub, pred)| {
         let (a0, truth, _) = start_and_truth(data, sub);
         (
@@ -101,10 +112,11 @@ pub(crate) fn exact_topology(
             ExactTopology::of(a0.view(), truth.view(), bins),
         )
     });
-    let (m, b): (Vec<_>, Vec<_>) = scored.into_iter().unzip();
-    ExactVersus {
+    let (m, b): (Vec<_>, Vec<_>) = scored.iter().cloned().unzip();
+    let means = ExactVersus {
         thresholds: bins,
         model: ExactTopology::mean(&m),
         identity_baseline: ExactTopology::mean(&b),
-    }
+    };
+    (means, scored)
 }

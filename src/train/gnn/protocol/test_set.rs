@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 use super::super::config::GnnConfig;
@@ -127,23 +126,14 @@ pub(crate) fn write_test_results(
     let rows = per_subject(data, &prep.test, preds, config.settings.topo_bins);
     let test = TestMetrics::of(&rows);
     let files = RunDir::new(run_dir);
-    write_per_subject(&files.per_subject_csv(), &rows)?;
+    let (exact, exact_rows) = exact_topology(data, &prep.test, preds, loss_bins);
+    write_per_subject(&files.per_subject_csv(), &rows, &exact_rows)?;
     let far_rows = far.map(|far| {
         let subjects = three_visit_subjects(data, &prep.test);
         let visit2 = vec![2; subjects.len()];
         per_subject_at(data, &subjects, &visit2, far, config.settings.topo_bins)
     });
     write_json(&files.strata_json(), &strata(&rows, far_rows.as_deref()))?;
-    let topology: Vec<Array2<f32>> = preds
-        .matrices
-        .iter()
-        .enumerate()
-        .map(|(i, m)| match preds.graphs.get(i) {
-            Some(Some(g)) => g.clone(),
-            _ => m.clone(),
-        })
-        .collect();
-    let exact = exact_topology(data, &prep.test, &topology, loss_bins);
     let test_file = TestMetricsFile {
         metrics: test.clone(),
         exact_topology: exact.clone(),

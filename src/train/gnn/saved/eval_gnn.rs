@@ -165,12 +165,8 @@ pub(crate) fn run(s: EvalGnnSettings) -> Result<()> {
         None
     };
     let metrics = TestMetrics::of(&rows);
-    let exact = exact_topology(
-        data,
-        &subjects,
-        &preds.matrices,
-        set.objective.topology.loss_bins,
-    );
+    let (exact, exact_rows) =
+        exact_topology(data, &subjects, &preds, set.objective.topology.loss_bins);
     let m = EvalMetricsFile {
         metrics,
         exact_topology: exact,
@@ -193,7 +189,7 @@ pub(crate) fn run(s: EvalGnnSettings) -> Result<()> {
     let written = std::fs::create_dir(&staging)
         .with_context(|| format!("cannot create {}", staging.display()))
         .and_then(|_| write_json(&staged.eval_metrics_json(), &m))
-        .and_then(|_| write_per_subject(&staged.per_subject_csv(), &rows))
+        .and_then(|_| write_per_subject(&staged.per_subject_csv(), &rows, &exact_rows))
         .and_then(|_| write_json(&staged.strata_json(), &strata(&rows, far_rows.as_deref())));
     if let Err(e) = written {
         let _ = std::fs::remove_dir_all(&staging);

@@ -250,16 +250,7 @@ mod tests {
     use super::*;
 
     fn sym(n: usize, v: &[f32]) -> Array2<f32> {
-        let mut m = Array2::zeros((n, n));
-        let mut e = 0;
-        for i in 0..n {
-            for j in i + 1..n {
-                m[(i, j)] = v[e];
-                m[(j, i)] = v[e];
-                e += 1;
-            }
-        }
-        m
+        crate::data::connectome::SymMatrix::from_upper(n, v.to_vec()).dense()
     }
 
     /// With pseudo-truths of one edge count (the top-k of the risks is then each one's own), a
