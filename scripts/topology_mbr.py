@@ -4,6 +4,14 @@
     scripts/topology_mbr.py --cohort DIR [--seed 0] [--pseudo 32] [--alphas 0.75 0.5]
                             [--limit N]
     scripts/topology_mbr.py --cohort DIR --decompose
+    scripts/topology_mbr.py --cohort DIR --run RUN_DIR [--per-subject CSV]
+
+`--run` takes the split of a `train-gnn --model eb-drift` run (its `run_meta.json`: fold 0's
+training subjects, the test subjects) instead of a seeded 80 %, so that the graphs can be set
+beside the trainer's `--forecast graph` subject by subject; `--per-subject` writes each test
+forecast's chosen candidate, the margin of its risk (the second least over the least, minus 1:
+below f32's resolution another implementation may choose otherwise) and its beta0 L1, ECC L2 and
+strength MAE.
 
 `--decompose` prints instead where the identity's beta0 L1 comes from: per threshold bin, read at
 the true scan's thresholds (the metric) and at the start scan's own (an oracle), and the start
@@ -41,6 +49,8 @@ beta0 risk alone, `pseudo0` one pseudo-truth (what a single draw scores).
 """
 
 import argparse
+import csv
+import json
 import sys
 import time
 from pathlib import Path
@@ -183,8 +193,18 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="score only the first N test forecasts")
     ap.add_argument("--decompose", action="store_true",
                     help="where the identity's beta0 L1 comes from, and a quantile map (no choice)")
+    ap.add_argument("--run", type=Path, help="take this train-gnn run's split (fold 0, test)")
+    ap.add_argument("--per-subject", type=Path,
+                    help="write subject, chosen candidate, risk margin, beta0 L1, ECC L2, strength MAE")
     a = ap.parse_args()
-    cohort, model, train_ids, test_ids = tt.fitted_split(a.cohort, a.seed)
+    if a.run:
+        cohort = ref.Cohort(str(a.cohort / "sc"), str(a.cohort / "subject_info_sc.csv"))
+        split = json.load(open(a.run / "run_meta.json"))["extra"]["split"]
+        train_ids = next(f["train"] for f in split["folds"] if f["fold"] == 0)
+        test_ids = split["test"]
+        model, _ = ref.fit_checked(cohort, sorted(train_ids))
+    else:
+        cohort, model, train_ids, test_ids = tt.fitted_split(a.cohort, a.seed)
     if a.decompose:
         decompose(cohort, train_ids, test_ids)
         return
@@ -200,7 +220,7 @@ def main():
                 np.asarray(ref.read_matrix(p1), dtype=np.float64))
 
     tp = Transplants([p for p in map(pair, train_ids) if p is not None])
-    rows, chosen, t0 = [], [], time.time()
+    rows, chosen, ids, t0 = [], [], [], time.time()
     for s in test_ids:
         p = pair(s)
         if p is None:
@@ -208,6 +228,8 @@ def main():
         dense, start, truth = p
         cands, r, pseudos = choose(start, dense, tp, a.pseudo, a.alphas)
         j = int(np.argmin(r.sum(1)))
+        total = np.sort(r.sum(1))
+        ids.append((s, (total[1] - total[0]) / max(total[0], 1e-12)))
         chosen.append("start" if j == 0 else "dense" if j == 1
                       else "pseudo" if j < 2 + len(pseudos) else "shrunk")
         rows.append({"identity": tt.scores(start, truth), "dense": tt.scores(dense, truth),
@@ -220,6 +242,12 @@ def main():
           f"integer-valued: {tp.counts}, {time.time() - t0:.0f} s; mbr chose: "
           + ", ".join(f"{c} {chosen.count(c)}" for c in ("start", "dense", "pseudo", "shrunk")))
     tt.print_table(rows, ci=True)
+    if a.per_subject:
+        with open(a.per_subject, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["subject", "chosen", "margin", "betti0_l1", "ecc_l2", "strength_mae"])
+            for (s, margin), c, r in zip(ids, chosen, rows):
+                w.writerow([s, c, repr(float(margin)), *(repr(float(v)) for v in r["mbr"][1:4])])
 
 
 if __name__ == "__main__":

@@ -608,6 +608,51 @@ fn the_graph_forecast_keeps_the_dense_log_columns_and_changes_the_topology_ones(
         }
     }
     assert!(moved > 0, "no forecast's topology columns moved");
+    // The numpy prototype on the run's own split chooses the same graphs: each forecast's
+    // β0 L1, ECC L2 and strength MAE equal the run's to 1e-5 relative (the trainer scores in
+    // f32, the script in f64: 2e-7 apart here; another candidate differs by far more). A
+    // forecast whose two least risks are within 1e-5 of each other may be chosen otherwise by
+    // either side's rounding and is left out; the rest must be most of them.
+    let mbr = t.path().join("mbr.csv");
+    python(
+        &[
+            &script("topology_mbr.py"),
+            "--cohort",
+            "cohort",
+            "--run",
+            "results/runs/eb-graph",
+            "--per-subject",
+            mbr.to_str().unwrap(),
+        ],
+        t.path(),
+    );
+    let ours: std::collections::HashMap<&str, &std::collections::HashMap<String, String>> = graph
+        .iter()
+        .filter(|r| r["forecast"] == "1")
+        .map(|r| (r["subject"].as_str(), r))
+        .collect();
+    let mut csv = csv::Reader::from_path(&mbr).unwrap();
+    let (mut same, mut ties) = (0, 0);
+    for row in csv.deserialize::<std::collections::HashMap<String, String>>() {
+        let row = row.unwrap();
+        let num = |v: &str| v.parse::<f64>().unwrap();
+        if num(&row["margin"]) < 1e-5 {
+            ties += 1;
+            continue;
+        }
+        let run = ours[row["subject"].as_str()];
+        for col in ["betti0_l1", "ecc_l2", "strength_mae"] {
+            let (a, b) = (num(&row[col]), num(&run[&format!("model_{col}")]));
+            assert!(
+                (a - b).abs() <= 1e-5 * a.abs().max(1.0),
+                "{}: {col} {a} (script) against {b} (trainer)",
+                row["subject"]
+            );
+        }
+        same += 1;
+    }
+    assert_eq!(same + ties, ours.len(), "one script row per forecast");
+    assert!(same > ties, "{same} compared, {ties} near ties");
     // The two runs share the log-domain results but not the topology: not "identical".
     let o = run_in(
         t.path(),
