@@ -653,6 +653,15 @@ fn the_graph_forecast_keeps_the_dense_log_columns_and_changes_the_topology_ones(
     }
     assert_eq!(same + ties, ours.len(), "one script row per forecast");
     assert!(same > ties, "{same} compared, {ties} near ties");
+    // eval-gnn re-scores the run with the same graphs: the same rows, byte for byte.
+    let run = t.path().join("results/runs/eb-graph");
+    let o = run_in(t.path(), &["eval-gnn", run.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(run.join("eval-test-best/per_subject.csv")).unwrap(),
+        std::fs::read_to_string(run.join("per_subject.csv")).unwrap(),
+        "eval-gnn's per-subject rows of the graph run"
+    );
     // The two runs share the log-domain results but not the topology: not "identical".
     let o = run_in(
         t.path(),
