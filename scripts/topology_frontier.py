@@ -5,14 +5,14 @@
                                  [--subjects 300,1000] [--seeds 501,502,503] [--nodes 100]
 
 For each size and seed: writes a cohort (`scripts/<generator> --subjects S --nodes N --seed K`),
-trains fold 0 of `--model eb-drift` (`--forecast dense` and `--forecast sparse`) and
+trains fold 0 of `--model eb-drift` (`--forecast dense`, `sparse` and `graph`) and
 `--model linear-drift` on it, and prints one Markdown row per forecaster (the identity, each
 run's own, first): sc_log_mse skill (1 - mse / identity mse over the test forecasts), and on
 the topology axis the mean over the test forecasts of beta0 L1 and beta1 L1 (the exact Betti
-curves, `compare --per-run`), ECC L2 and strength MAE (`per_subject.csv`), each with its
+curves), ECC L2 and strength MAE (all four `per_subject.csv`'s forecast rows), each with its
 topology skill 1 - model / identity (> 0: closer to the true graph than the start scan is), and
 the paired difference from the identity with its bootstrap 95 % interval over test subjects
-(`compare --against identity`) for ECC L2 and strength MAE. Everything is the trainer's own
+(`compare --against identity`) for beta0 L1, ECC L2 and strength MAE. Everything is the trainer's own
 scoring; this script only runs it and sets the numbers side by side.
 """
 
@@ -28,8 +28,9 @@ RUNS = [
     ("linear drift", "ld", ["--model", "linear-drift"]),
     ("eb-drift dense", "dense", ["--model", "eb-drift", "--forecast", "dense"]),
     ("eb-drift sparse", "sparse", ["--model", "eb-drift", "--forecast", "sparse"]),
+    ("eb-drift graph", "graph", ["--model", "eb-drift", "--forecast", "graph"]),
 ]
-PAIRED = ["ecc_l2", "strength_mae"]
+PAIRED = ["betti0_l1", "ecc_l2", "strength_mae"]
 
 
 def run(cmd, **kw):
@@ -40,11 +41,11 @@ def run(cmd, **kw):
 
 
 def means(path):
-    """Mean of model_* and identity_* ECC L2 and strength MAE over the test forecasts."""
+    """Mean of model_* and identity_* of each PAIRED metric over the test forecasts."""
     with open(path) as f:
         rows = [r for r in csv.DictReader(f) if r["forecast"] == "1"]
     out = {}
-    for m in PAIRED:
+    for m in ["betti1_l1", *PAIRED]:
         for side in ("model", "identity"):
             vals = [float(r[f"{side}_{m}"]) for r in rows]
             out[f"{side}_{m}"] = sum(vals) / len(vals)
@@ -68,15 +69,16 @@ def main():
     a.work.mkdir(parents=True, exist_ok=True)
     print("| generator | subjects (test forecasts) | seed | forecaster | log-MSE skill | β0 L1 (skill) "
           "| β1 L1 (skill) | ECC L2 (skill) | strength MAE (skill) "
-          "| ECC L2 − identity [95% CI] | strength MAE − identity [95% CI] |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| β0 L1 − identity [95% CI] | ECC L2 − identity [95% CI] "
+          "| strength MAE − identity [95% CI] |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for s in [int(x) for x in a.subjects.split(",")]:
         for k in [int(x) for x in a.seeds.split(",")]:
             cohort = a.work / f"{Path(a.generator).stem}_{s}_{k}"
             if not cohort.exists():
                 run([sys.executable, str(scripts / a.generator), "--subjects", str(s), "--nodes",
                      str(a.nodes), "--seed", str(k), "--out", str(cohort)])
-            results = a.work / f"runs_{s}_{k}"
+            results = a.work / f"runs_{cohort.name}"
             for _, name, flags in RUNS:
                 if not (results / "runs" / name / "finished.json").exists():
                     run([a.trainer, "train-gnn", *flags, "--sc_dir", cohort / "sc", "--morph_root",
@@ -90,13 +92,12 @@ def main():
                                       "--metric", m, "--json"]))
                 for r in got["runs"]:
                     paired[(os.path.basename(r["run"]), m)] = r["vs_identity"]
-            first = per_run[0]
             id_means, n = means(results / "runs" / RUNS[0][1] / "per_subject.csv")
-            b0i, b1i = first["identity_betti0_l1"], first["identity_betti1_l1"]
+            b0i, b1i = id_means["identity_betti0_l1"], id_means["identity_betti1_l1"]
             head = f"| {a.generator} | {s} ({n}) | {k} |"
-            print(f"{head} identity | +0.000 | {b0i:.1f} | {b1i:.0f} | "
+            print(f"{head} identity | +0.000 | {b0i:.2f} | {b1i:.0f} | "
                   f"{id_means['identity_ecc_l2']:.0f} | {id_means['identity_strength_mae']:.1f} | "
-                  "0 | 0 |")
+                  "0 | 0 | 0 |")
             for (label, name, _), r in zip(RUNS, per_run):
                 mm, _ = means(results / "runs" / name / "per_subject.csv")
                 cells = []
@@ -104,13 +105,13 @@ def main():
                     p = paired[(name, m)]
                     cells.append(f"{p['mean']:+.4g} [{p['ci_low']:+.4g}, {p['ci_high']:+.4g}]")
                 print(f"{head} {label} | {r['skill']:+.3f} | "
-                      f"{r['betti0_l1']:.1f} ({skill(r['betti0_l1'], b0i):+.2f}) | "
-                      f"{r['betti1_l1']:.0f} ({skill(r['betti1_l1'], b1i):+.2f}) | "
+                      f"{mm['model_betti0_l1']:.2f} ({skill(mm['model_betti0_l1'], b0i):+.2f}) | "
+                      f"{mm['model_betti1_l1']:.0f} ({skill(mm['model_betti1_l1'], b1i):+.2f}) | "
                       f"{mm['model_ecc_l2']:.0f} "
                       f"({skill(mm['model_ecc_l2'], mm['identity_ecc_l2']):+.2f}) | "
                       f"{mm['model_strength_mae']:.1f} "
                       f"({skill(mm['model_strength_mae'], mm['identity_strength_mae']):+.2f}) | "
-                      f"{cells[0]} | {cells[1]} |")
+                      f"{cells[0]} | {cells[1]} | {cells[2]} |")
             sys.stdout.flush()
 
 
