@@ -298,31 +298,32 @@ fn without_visit_noise_eb_drift_is_the_linear_drift() {
 /// `--forecast sparse` is eb-drift's (the forecaster with an existence probability per edge):
 /// refused for a model without one, before anything is read.
 #[test]
-fn forecast_sparse_is_refused_for_another_model() {
-    let t = tempfile::tempdir().unwrap();
-    let o = run_in(
-        t.path(),
-        &[
-            "train-gnn",
-            "--model",
-            "linear-drift",
-            "--forecast",
-            "sparse",
-            "--sc_dir",
-            "sc",
-            "--morph_root",
-            "morph",
-            "--results_dir",
-            "results",
-        ],
-    );
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("--forecast sparse applies to --model eb-drift only"),
-        "{}",
-        stderr(&o)
-    );
-    assert!(!t.path().join("results").exists());
+fn forecast_sparse_and_graph_are_refused_where_they_cannot_apply() {
+    // Sparse needs an existence probability per edge; a graph, an expected next scan to
+    // transplant the training residuals onto: eb-drift's, not linear drift's.
+    for form in ["sparse", "graph"] {
+        let t = tempfile::tempdir().unwrap();
+        let o = run_in(
+            t.path(),
+            &[
+                "train-gnn",
+                "--model",
+                "linear-drift",
+                "--forecast",
+                form,
+                "--sc_dir",
+                "sc",
+                "--morph_root",
+                "morph",
+                "--results_dir",
+                "results",
+            ],
+        );
+        assert!(!o.status.success());
+        let want = format!("--forecast {form} applies to --model eb-drift only");
+        assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+        assert!(!t.path().join("results").exists());
+    }
 }
 
 /// The Python scripts' own checks (the generator's format, determinism and ICC; the reference's

@@ -16,6 +16,7 @@ use burn::tensor::backend::AutodiffBackend;
 use ndarray::Array2;
 
 use super::cv::{Cv, CvFold, Forecaster, Inner, Plan};
+use super::graph_forecast::Transplants;
 use super::kind::ModelKind;
 use super::metric::GnnMetric;
 use super::protocol::breakdown::{Predictions, three_visit_subjects};
@@ -27,10 +28,11 @@ use super::protocol::test_set::{
     FoldResult, TestRun, best_fold, best_fold_data, write_test_results,
 };
 use super::settings::GnnSettings;
-use crate::data::connectome::Scan;
+use crate::data::connectome::{Scan, par_map};
 use crate::engine::{
     Batch, Done, EpochCtx, EpochReport, EpochSums, LrSchedule, RunContext, StepOut, StepSums,
 };
+use crate::models::linear_drift::ForecastForm;
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// A closed-form forecaster: what [`Fitted`] asks of it.
@@ -72,17 +74,44 @@ pub(super) trait ClosedFormFit: 'static {
     /// The forecaster of `params` under the run's `settings`.
     fn forecaster(params: Self::Params, settings: &GnnSettings) -> impl Forecast;
     /// The graphs scored for the topology columns of `preds` (visit-1 forecasts of `subjects`
-    /// from visit 0), when `settings` ask for a forecast of two objects (`--forecast graph`);
-    /// `train`: the fold's training subjects. Empty: the predictions themselves.
+    /// from visit 0), when `settings` ask for a forecast of two objects (`--forecast graph`):
+    /// per forecast with a visit 1, the minimum-Bayes-risk graph over the transplanted
+    /// residuals of `train` (the fold's training subjects) from this model's own forecasts
+    /// ([`graph_forecast`](super::graph_forecast)). Empty: the predictions themselves.
     fn graphs(
-        _params: &Self::Params,
-        _settings: &GnnSettings,
-        _data: &FoldData,
-        _train: &[usize],
-        _subjects: &[usize],
-        _preds: &[Array2<f32>],
+        params: &Self::Params,
+        settings: &GnnSettings,
+        data: &FoldData,
+        train: &[usize],
+        subjects: &[usize],
+        preds: &[Array2<f32>],
     ) -> Vec<Option<Array2<f32>>> {
-        Vec::new()
+        if settings.drift.forecast != ForecastForm::Graph {
+            return Vec::new();
+        }
+        let paired: Vec<usize> = train
+            .iter()
+            .copied()
+            .filter(|&s| data.scans(s).len() >= 2)
+            .collect();
+        let forecasts = Self::forecaster(params.clone(), settings)(data, &paired, None);
+        let pairs: Vec<(Array2<f32>, Array2<f32>)> = forecasts
+            .into_iter()
+            .zip(&paired)
+            .map(|(f, &s)| (f, data.scans(s)[1].a_raw.dense()))
+            .collect();
+        let Some(transplants) = Transplants::new(&pairs) else {
+            eprintln!(
+                "[train-gnn] WARNING: --forecast graph: no training subject has two visits; \
+                 the topology columns score the dense forecast"
+            );
+            return Vec::new();
+        };
+        let items: Vec<(usize, &Array2<f32>)> = subjects.iter().copied().zip(preds).collect();
+        par_map(&items, |&(s, pred)| {
+            let scans = data.scans(s);
+            (scans.len() >= 2).then(|| transplants.choose(&scans[0].a_raw.dense(), pred))
+        })
     }
 }
 

@@ -12,19 +12,14 @@ use burn::tensor::backend::AutodiffBackend;
 use super::closed_form::{ClosedFormFit, Forecast, from_visit_0};
 use super::cv::{Cv, CvFold};
 use super::fits::training_scans;
-use super::graph_forecast::Transplants;
 use super::kind::ModelKind;
 use super::protocol::fold_data::FoldData;
 use super::protocol::fold_data::delta_t;
 use super::settings::GnnSettings;
 use crate::data::connectome::SymMatrix;
-use crate::data::connectome::par_map;
 use crate::engine::LossSums;
-use crate::models::eb_drift::{
-    CHECK_UP_TO, Choice, EbDrift, EbParams, ForecastForm, MODEL_NAME, params_from,
-};
+use crate::models::eb_drift::{CHECK_UP_TO, Choice, EbDrift, EbParams, MODEL_NAME, params_from};
 use crate::toolbox::checkpoint::Checkpoint;
-use ndarray::Array2;
 
 /// `--model eb-drift`.
 pub(super) struct EbDriftModel;
@@ -149,50 +144,6 @@ impl ClosedFormFit for EbDriftModel {
                 .with_context(|| format!("the eb-drift model file has no {name}"))?
                 .data
                 .clone())
-        })
-    }
-
-    /// `--forecast graph`: per forecast with a visit 1, the minimum-Bayes-risk graph over the
-    /// training pairs' transplanted residuals (`train::gnn::graph_forecast`).
-    fn graphs(
-        params: &EbParams,
-        settings: &GnnSettings,
-        data: &FoldData,
-        train: &[usize],
-        subjects: &[usize],
-        preds: &[Array2<f32>],
-    ) -> Vec<Option<Array2<f32>>> {
-        if settings.drift.forecast != ForecastForm::Graph {
-            return Vec::new();
-        }
-        let paired: Vec<usize> = train
-            .iter()
-            .copied()
-            .filter(|&s| data.scans(s).len() >= 2)
-            .collect();
-        let pairs = par_map(&paired, |&s| {
-            let scans = data.scans(s);
-            let (start, sex) = (&scans[0], data.cohort.subjects[s].sex);
-            let dense = params.forecast(
-                start.a_raw.upper(),
-                start.age,
-                start.age + delta_t(scans, 0, 1),
-                sex,
-                ForecastForm::Dense,
-            );
-            (dense, scans[1].a_raw.dense())
-        });
-        let Some(transplants) = Transplants::new(&pairs) else {
-            eprintln!(
-                "[train-gnn] WARNING: --forecast graph: no training subject has two visits; \
-                 the topology columns score the dense forecast"
-            );
-            return Vec::new();
-        };
-        let items: Vec<(usize, &Array2<f32>)> = subjects.iter().copied().zip(preds).collect();
-        par_map(&items, |&(s, pred)| {
-            let scans = data.scans(s);
-            (scans.len() >= 2).then(|| transplants.choose(&scans[0].a_raw.dense(), pred))
         })
     }
 

@@ -202,9 +202,17 @@ impl GnnSettings {
             );
         }
         if self.drift.forecast != ForecastForm::Dense && self.model_kind != ModelKind::EbDrift {
+            // The graph's transplants assume a forecast of the expected next scan: linear
+            // drift's keeps the start scan's noise, and its graphs lose β0 and strength to the
+            // start scan (docs/frontier.md, "Shipped").
             bail!(
-                "--forecast sparse applies to --model eb-drift only (the forecaster with an existence \
-                 probability per edge), not to --model {}",
+                "--forecast {} applies to --model eb-drift only (the forecaster with an existence \
+                 probability per edge and an expected next scan to transplant residuals onto), \
+                 not to --model {}",
+                serde_json::to_value(self.drift.forecast)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
                 self.model_kind
             );
         }
