@@ -48,7 +48,6 @@ import numpy as np
 from scipy.optimize import nnls
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import eb_drift_reference as ref  # noqa: E402
 import topology_search as ts  # noqa: E402
 import topology_tradeoff as tt  # noqa: E402
 
@@ -161,14 +160,7 @@ def main():
     cohort, model, train_ids, test_ids = tt.fitted_split(a.cohort, a.seed)
 
     def pair(s):
-        scans = cohort.scans(s)
-        if len(scans) < 2:
-            return None
-        (_, p0, a0), (_, p1, a1) = scans[0], scans[1]
-        y0, z0 = cohort.upper(p0)
-        dense = np.asarray(ref.forecast_matrix(model, y0, z0, a0, a1, cohort.sex[s], False))
-        return (dense, np.asarray(ref.read_matrix(p0), dtype=np.float64),
-                np.asarray(ref.read_matrix(p1), dtype=np.float64))
+        return tt.dense_pair(cohort, model, s)
 
     train = [p for p in map(pair, train_ids) if p is not None]
     n = train[0][0].shape[0]

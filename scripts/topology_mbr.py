@@ -210,14 +210,7 @@ def main():
         return
 
     def pair(s):
-        scans = cohort.scans(s)
-        if len(scans) < 2:
-            return None
-        (_, p0, a0), (_, p1, a1) = scans[0], scans[1]
-        y0, z0 = cohort.upper(p0)
-        dense = np.asarray(ref.forecast_matrix(model, y0, z0, a0, a1, cohort.sex[s], False))
-        return (dense, np.asarray(ref.read_matrix(p0), dtype=np.float64),
-                np.asarray(ref.read_matrix(p1), dtype=np.float64))
+        return tt.dense_pair(cohort, model, s)
 
     tp = Transplants([p for p in map(pair, train_ids) if p is not None])
     rows, chosen, ids, t0 = [], [], [], time.time()

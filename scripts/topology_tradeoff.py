@@ -121,6 +121,19 @@ def fitted_split(cohort_dir, seed):
     return cohort, model, subjects[:cut], subjects[cut:]
 
 
+def dense_pair(cohort, model, s):
+    """Subject `s`'s dense eb-drift forecast of visit 1, its visit 0 and visit 1 (N x N, f64), or
+    None when it has one scan."""
+    scans = cohort.scans(s)
+    if len(scans) < 2:
+        return None
+    (_, p0, a0), (_, p1, a1) = scans[0], scans[1]
+    y0, z0 = cohort.upper(p0)
+    dense = np.asarray(ref.forecast_matrix(model, y0, z0, a0, a1, cohort.sex[s], False))
+    return (dense, np.asarray(ref.read_matrix(p0), dtype=np.float64),
+            np.asarray(ref.read_matrix(p1), dtype=np.float64))
+
+
 def print_table(rows, ci=False):
     """The variants' means, log-MSE skill, and paired t against the identity, as a markdown table;
     `ci`: also the paired 95 % t-interval of (variant - identity) for beta0, ECC and strength."""
@@ -152,14 +165,10 @@ def main():
     noise = np.random.default_rng(a.seed + 1)
     rows = []
     for s in test:
-        scans = cohort.scans(s)
-        if len(scans) < 2:
+        p = dense_pair(cohort, model, s)
+        if p is None:
             continue
-        (_, p0, a0), (_, p1, a1) = scans[0], scans[1]
-        y0, z0 = cohort.upper(p0)
-        dense = np.asarray(ref.forecast_matrix(model, y0, z0, a0, a1, cohort.sex[s], False))
-        start = np.asarray(ref.read_matrix(p0), dtype=np.float64)
-        truth = np.asarray(ref.read_matrix(p1), dtype=np.float64)
+        dense, start, truth = p
         ld, ls = np.log1p(dense), np.log1p(start)
         row = {"identity": scores(start, truth), "dense": scores(dense, truth)}
         for lam in (0.0, 0.25, 0.5, 0.75, 1.0):

@@ -17,7 +17,7 @@
 
 use ndarray::{Array1, Array2, ArrayView2};
 
-use crate::data::connectome::preprocess::ecc;
+use crate::data::connectome::preprocess::{ecc, upper_triangle};
 use crate::metrics::sc::sparsify_topk;
 use crate::metrics::topology::betti_curve;
 use crate::models::clg_ode::objective::topology::thresholds;
@@ -40,10 +40,8 @@ pub(crate) struct Transplants {
 }
 
 fn log_upper(a: ArrayView2<f32>) -> Vec<f64> {
-    let n = a.nrows();
-    (0..n)
-        .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
-        .map(|ij| f64::from(a[ij].max(0.0)).ln_1p())
+    upper_triangle(a)
+        .map(|v| f64::from(v.max(0.0)).ln_1p())
         .collect()
 }
 
@@ -154,11 +152,7 @@ fn strengths(m: ArrayView2<f32>) -> Vec<f64> {
 }
 
 fn edge_count(m: &Array2<f32>) -> usize {
-    let n = m.nrows();
-    (0..n)
-        .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
-        .filter(|&ij| m[ij] > 0.0)
-        .count()
+    upper_triangle(m.view()).filter(|&v| v > 0.0).count()
 }
 
 /// Per candidate, its summed β0 L1, ECC L2 and strength MAE against the pseudo-truths
