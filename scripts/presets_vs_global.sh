@@ -9,7 +9,9 @@
 # Per generator and seed: the cohort (60 nodes; the streamline counts at 100 nodes, seed 500 + K,
 # as docs/frontier.md's count tables), `train-gnn --preset P --cv_fold 0` per preset, then
 # `frontier.py --cohort C --run RUN`: its "global-shrink EB" row minus the run's skill and the
-# interval. A row per (generator, seed, preset) is appended to the Markdown table.
+# interval, and which forecasts the run wrote (`--eb-fallback`: the network's or eb-drift's, with
+# both validation skills and the network's own test skill). A row per (generator, seed, preset)
+# is appended to the Markdown table.
 set -euo pipefail
 SUBJECTS=60 SEEDS="1" PRESETS="residual drift-residual eb-residual"
 BIN=target/release/trainer WORK=$(mktemp -d) OUT=presets_vs_global.md
@@ -26,8 +28,8 @@ while [ $# -gt 0 ]; do
 done
 HERE=$(cd "$(dirname "$0")" && pwd)
 [ -s "$OUT" ] || {
-  echo "| generator | subjects (test forecasts) | seed | preset | preset skill | global-shrink EB | global-shrink − preset [95% CI] | best epoch | train s |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  echo "| generator | subjects (test forecasts) | seed | preset | preset skill | global-shrink EB | global-shrink − preset [95% CI] | best epoch | forecasts written (network's test skill) | train s |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 } >"$OUT"
 cohort() { # generator seed dir
   case $1 in
@@ -66,9 +68,13 @@ rows = {r["forecaster"]: r for r in d["rows"]}
 me, g = rows["eb-drift (the run)"], rows["global-shrink EB"]
 res = json.load(open(Path(run) / "clg_ode_results.json"))
 best = res["cv_folds"][0].get("best_epoch")
+fb = json.load(open(Path(run) / "test_metrics.json")).get("eb_fallback")
+written = "CLG-ODE" if fb is None else (
+    f"{'eb-drift' if fb['used'] else 'CLG-ODE'} (val {fb['clg_ode_val_skill']:+.3f} vs eb-drift "
+    f"{fb['eb_drift_val_skill']:+.3f}; network {fb['clg_ode_test_skill']:+.3f})")
 print(f"| {gen} | {subjects} ({d['n_test']}) | {seed} | {preset} | {me['skill']:+.3f} | "
       f"{g['skill']:+.3f} | {g['minus_eb_drift']:+.4f} [{g['ci_low']:+.4f}, {g['ci_high']:+.4f}] | "
-      f"{best} | {float(secs):.1f} |")
+      f"{best} | {written} | {float(secs):.1f} |")
 EOF
       tail -1 "$OUT"
     done

@@ -70,8 +70,9 @@ pub(crate) struct GnnArgs {
     /// A named configuration (flags given beside it override it; `presets/`): `eb-residual`,
     /// CLG-ODE's residual started from the eb-drift forecast and kept unless training beats it
     /// (the one to forecast with); `residual`, the authors' fixed support + residual skip
-    /// variant, started at the identity; `drift-residual`, that started from the linear drift
-    /// (docs/guide/forecasts.md).
+    /// variant, started at the identity; `drift-residual`, that started from the linear drift;
+    /// those two forecast with eb-drift unless the network beats it on validation
+    /// (`--eb-fallback`; docs/guide/forecasts.md).
     #[arg(long, help_heading = RUN)]
     pub preset: Option<String>,
     #[command(flatten)]

@@ -62,6 +62,49 @@ pub(crate) struct TestMetricsFile {
     pub test_loss: f64,
     pub best_fold: Option<usize>,
     pub checkpoint: Option<PathBuf>,
+    /// `train-gnn --eb-fallback`'s comparison and choice (absent without the flag).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eb_fallback: Option<FallbackChoice>,
+}
+
+/// What `--eb-fallback` compared and chose (`test_metrics.json`'s `eb_fallback`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct FallbackChoice {
+    /// The fold whose validation subjects were forecast.
+    pub fold: usize,
+    pub val_subjects: usize,
+    /// sc_log_mse skill over those subjects of the network's best weights.
+    pub clg_ode_val_skill: f64,
+    /// The same of eb-drift fitted on the fold's training subjects.
+    pub eb_drift_val_skill: f64,
+    /// How much better the network had to be.
+    pub min_delta: f64,
+    /// Whether the run's forecasts are eb-drift's (then `test_loss` is their sc_log_mse, as
+    /// for `--model eb-drift`).
+    pub used: bool,
+    /// The network's own sc_log_mse skill on the test subjects (reported, not used to choose).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clg_ode_test_skill: Option<f64>,
+}
+
+impl FallbackChoice {
+    /// The console line.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "--eb-fallback: validation skill over fold {}'s {} subjects: CLG-ODE {:+.4}, \
+             eb-drift {:+.4} (min delta {}): {}",
+            self.fold,
+            self.val_subjects,
+            self.clg_ode_val_skill,
+            self.eb_drift_val_skill,
+            self.min_delta,
+            if self.used {
+                "the forecasts written are eb-drift's (CLG-ODE did not beat it)"
+            } else {
+                "CLG-ODE's forecasts kept"
+            }
+        )
+    }
 }
 
 impl TestMetricsFile {
@@ -276,6 +319,7 @@ impl Default for TestMetricsFile {
             test_loss: f64::NAN,
             best_fold: None,
             checkpoint: None,
+            eb_fallback: None,
         }
     }
 }

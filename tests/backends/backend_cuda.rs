@@ -81,7 +81,7 @@ fn train_gnn_on_cuda_matches_the_same_run_on_flex() {
     }
     let t = tempfile::tempdir().unwrap();
     synth_cohort(t.path(), 12, 16, 4);
-    let case = gnn_case("whole", &["--preset", "residual"]);
+    let case = gnn_case("whole", &["--preset", "residual", "--eb-fallback", "false"]);
     let mut tests = Vec::new();
     for (backend, flags) in [("flex", &[][..]), ("cuda", ON_GPU)] {
         let mut extra = strings(&["--backend", backend]);

@@ -90,7 +90,7 @@ fn doctor_lists_the_software_adapter_and_gpu_is_refused_without_one() {
 fn train_gnn_on_wgpu_matches_the_same_run_on_flex() {
     let t = tempfile::tempdir().unwrap();
     synth_cohort(t.path(), 12, 16, 4);
-    let case = gnn_case("whole", &["--preset", "residual"]);
+    let case = gnn_case("whole", &["--preset", "residual", "--eb-fallback", "false"]);
     let mut tests = Vec::new();
     for backend in ["flex", "wgpu"] {
         let o = run(t.path(), &case, backend, &strings(&["--backend", backend]));

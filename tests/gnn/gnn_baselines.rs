@@ -455,6 +455,10 @@ fn drift_residual_keeps_the_linear_drift_unless_training_beats_it() {
             "0",
             "--preset",
             "drift-residual",
+            // The network kept at rest: what this test checks (the preset's fallback to
+            // eb-drift: eb_fallback.rs).
+            "--eb-fallback",
+            "false",
             "--max_epochs",
             "2",
             "--min_delta",

@@ -11,6 +11,7 @@ mod sweep_helpers;
 mod cohort;
 mod ddp_gnn;
 mod degenerate_data;
+mod eb_fallback;
 mod gnn_baselines;
 mod gnn_compare;
 mod gnn_eb_drift;

@@ -1,7 +1,8 @@
 //! `compare`'s degeneracy warnings (on standard error, after the table): each run's own (its
 //! `finished.json`), a run whose forecast scores exactly as the identity forecast, a varied
 //! setting (a grid axis) with no effect on any run, and runs whose test results are identical,
-//! with the settings that differ between them, which therefore had no effect on the result.
+//! with the settings that differ between them, which therefore had no effect on the result
+//! (or the `--eb-fallback` that made a run's forecasts eb-drift's, said per run).
 
 use std::collections::BTreeMap;
 
@@ -36,6 +37,14 @@ fn compared() -> String {
     )
 }
 
+/// Whether run `r`'s forecasts are eb-drift's (`train-gnn --eb-fallback` took the fallback).
+fn fell_back(r: &Run) -> bool {
+    r.reference.is_none()
+        && r.dir
+            .read_test_metrics()
+            .is_ok_and(|t| t.eb_fallback.is_some_and(|f| f.used))
+}
+
 /// The warnings of `runs`, one line each.
 pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
     let mut out = Vec::new();
@@ -49,6 +58,13 @@ pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
                 out.push(format!("{}: {w}", r.name));
             }
         }
+    }
+    for r in runs.iter().filter(|r| fell_back(r)) {
+        out.push(format!(
+            "{}: its forecasts are eb-drift's (--eb-fallback: the network did not beat eb-drift \
+             on the validation subjects; test_metrics.json's eb_fallback has both skills)",
+            r.name
+        ));
     }
     for r in runs.iter().filter(|r| r.done()) {
         if let (Some(m), Some(i)) = (r.metric("sc_log_mse"), r.metric("identity_sc_log_mse"))
@@ -135,9 +151,21 @@ pub(super) fn warnings(runs: &[Run]) -> Vec<String> {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let fallen: Vec<&str> = same
+            .iter()
+            .filter(|&&j| fell_back(done[j].0))
+            .map(|&j| done[j].0.name.as_str())
+            .collect();
+        let why = if fallen.is_empty() {
+            format!("{what} had no effect on the result")
+        } else {
+            format!(
+                "{} wrote eb-drift's forecasts (--eb-fallback), which is why",
+                fallen.join(", ")
+            )
+        };
         out.push(format!(
-            "{} runs have identical test results ({} to {REL_TOL:e} relative): {}; {what} had no \
-             effect on the result",
+            "{} runs have identical test results ({} to {REL_TOL:e} relative): {}; {why}",
             same.len(),
             compared(),
             names.join(", ")

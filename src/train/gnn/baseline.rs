@@ -244,6 +244,7 @@ impl<M: GradBaseline> Forecaster for Grad<M> {
             finished: folds,
             best: &best,
             test_loss,
+            eb_fallback: None,
         };
         let loss_bins = cv.settings.objective.topology.loss_bins;
         write_test_results(&run, &data, &preds.into(), None, loss_bins, done.run_dir)

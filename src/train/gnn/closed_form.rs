@@ -276,6 +276,7 @@ impl<M: ClosedFormFit> Forecaster for Fitted<M> {
             finished: folds,
             best: &best,
             test_loss: test.model.sc_log_mse,
+            eb_fallback: None,
         };
         let far_subjects = three_visit_subjects(&data, test_subjects);
         let far_dts: Vec<f64> = far_subjects

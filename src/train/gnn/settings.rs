@@ -60,6 +60,16 @@ pub(crate) struct GnnSettings {
     /// ECC metrics.
     #[arg(long, alias = "topo_bins", default_value_t = 32, value_parser = at_least_one, help_heading = DATA)]
     pub topo_bins: usize,
+    /// `--model clg-ode`: after training, the forecasts are the closed-form eb-drift's
+    /// (`--model eb-drift` fitted on the best fold's training subjects) unless the network's
+    /// sc_log_mse skill on that fold's validation subjects beats eb-drift's by more than
+    /// `--min-delta`; the choice and both skills are printed and kept in `test_metrics.json`
+    /// (`eb_fallback`). Not a reference flag; set by `--preset residual` and `drift-residual`
+    /// (`--eb-fallback false` keeps the network's forecasts).
+    #[arg(long, alias = "eb_fallback", num_args = 0..=1, default_value_t = false,
+          default_missing_value = "true", action = clap::ArgAction::Set, help_heading = MODEL)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eb_fallback: bool,
     #[command(flatten)]
     pub sampling: Sampling,
     #[command(flatten)]
@@ -213,6 +223,13 @@ impl GnnSettings {
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default(),
+                self.model_kind
+            );
+        }
+        if self.eb_fallback && self.model_kind != ModelKind::ClgOde {
+            bail!(
+                "--eb-fallback applies to --model clg-ode only (a trained network that may lose \
+                 to the closed-form eb-drift), not to --model {}",
                 self.model_kind
             );
         }

@@ -7,6 +7,7 @@
 pub(crate) mod batch;
 mod columns;
 mod evaluate;
+mod fallback;
 mod gradnorm_step;
 mod phases;
 mod porcelain;
@@ -350,6 +351,23 @@ impl Forecaster for ClgOdeModel {
         objective.population_drift = population_drift(&run.config, &run.prep, data, run.fold);
         objective.eb_forecaster = eb_forecaster(&run.config, &run.prep, data, run.fold);
         let (obj, sampling, epoch) = (&objective, &set.sampling, set.max_epochs);
+        let choice = fallback::choose(&run.config, &run.prep, data, run.fold, &model, obj, device)?;
+        if let Some((choice, params)) = choice {
+            fallback::say_once(&format!("[clg-ode] {}", choice.line()));
+            if let Some(params) = params {
+                let dts = match *horizon {
+                    Horizon::NextVisit => None,
+                    Horizon::Years { dts, .. } => Some(dts),
+                };
+                return Ok(fallback::forecast(
+                    &params,
+                    &run.config,
+                    data,
+                    subjects,
+                    dts,
+                ));
+            }
+        }
         Ok(match *horizon {
             Horizon::NextVisit => {
                 predict_visit1(&model, obj, data, sampling, subjects, 8, epoch, device)

@@ -10,11 +10,13 @@ use burn::prelude::*;
 use super::super::config::GnnConfig;
 use super::super::prepared::Prepared;
 use super::super::protocol::breakdown::three_visit_subjects;
+use super::super::protocol::evaluate::versus_identity;
 use super::super::protocol::fold_data::{FoldData, delta_t};
 use super::super::protocol::test_set::{
     FoldResult, TestRun, best_fold, best_fold_data, write_test_results,
 };
 use super::evaluate::{predict_at, predict_visit1};
+use super::fallback;
 use super::step::eval_loss;
 use crate::dist::Single;
 use crate::models::clg_ode::objective::Objective;
@@ -48,7 +50,7 @@ pub(super) fn score_test<B: Backend>(
         device,
         &Single,
     )?;
-    let preds = predict_visit1(
+    let mut preds = predict_visit1(
         &model,
         objective,
         &data,
@@ -63,7 +65,7 @@ pub(super) fn score_test<B: Backend>(
         .iter()
         .map(|&s| delta_t(data.scans(s), 0, 2))
         .collect();
-    let far = predict_at(
+    let mut far = predict_at(
         &model,
         objective,
         &data,
@@ -74,6 +76,30 @@ pub(super) fn score_test<B: Backend>(
         config.settings.max_epochs,
         device,
     );
+    let mut test_loss = test_loss;
+    let topo_bins = config.settings.topo_bins;
+    let choice = fallback::choose(
+        config,
+        prep,
+        &data,
+        best_fold.fold,
+        &model,
+        objective,
+        device,
+    )?;
+    let eb_fallback = choice.map(|(mut choice, params)| {
+        let net = versus_identity(&data, &prep.test, &preds, topo_bins);
+        choice.clg_ode_test_skill = Some(net.skill.skill);
+        if let Some(params) = params {
+            preds = fallback::forecast(&params, config, &data, &prep.test, None);
+            far = fallback::forecast(&params, config, &data, &far_subjects, Some(&far_dts));
+            test_loss = versus_identity(&data, &prep.test, &preds, topo_bins)
+                .model
+                .sc_log_mse;
+        }
+        eprintln!("[train-gnn] {}", choice.line());
+        choice
+    });
     let loss_bins = objective.cfg.topology.loss_bins;
     let results = TestRun {
         config,
@@ -81,6 +107,7 @@ pub(super) fn score_test<B: Backend>(
         finished,
         best: &best_fold,
         test_loss,
+        eb_fallback,
     };
     write_test_results(&results, &data, &preds, Some(&far), loss_bins, run_dir)
 }

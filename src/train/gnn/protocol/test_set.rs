@@ -19,7 +19,9 @@ use super::fold_data::FoldData;
 use crate::engine::{JobMetric, StageResult};
 use crate::files::write_json;
 use crate::outputs::RunDir;
-use crate::outputs::result_files::{FoldEntry, RunResults, TestMetrics, TestMetricsFile};
+use crate::outputs::result_files::{
+    FallbackChoice, FoldEntry, RunResults, TestMetrics, TestMetricsFile,
+};
 use crate::toolbox::checkpoint::Checkpoint;
 
 /// One finished fold, as `clg_ode_results.json` reports it.
@@ -107,6 +109,8 @@ pub(crate) struct TestRun<'a> {
     /// The model's loss on the test subjects (its own objective; the forecast MSE for a
     /// closed-form baseline).
     pub test_loss: f64,
+    /// CLG-ODE's `--eb-fallback` choice.
+    pub eb_fallback: Option<FallbackChoice>,
 }
 
 /// Scores `preds` (one per test subject, visit 1 from visit 0) and writes `test_metrics.json`,
@@ -140,6 +144,7 @@ pub(crate) fn write_test_results(
         test_loss,
         best_fold: Some(best_fold.fold),
         checkpoint: best_fold.best_checkpoint.clone(),
+        eb_fallback: r.eb_fallback.clone(),
     };
     write_json(&files.test_metrics_json(), &test_file)?;
     write_json(&files.test_sc_metrics_json(), &test.model.to_map())?;
@@ -181,11 +186,16 @@ pub(crate) fn write_test_results(
     };
     write_json(&files.results_json(), &results)?;
     eprintln!(
-        "[train-gnn] test ({} subjects, fold {} best epoch {}): loss {:.4}, sc_log_mse {:.4} \
+        "[train-gnn] test ({} subjects, fold {} best epoch {}{}): loss {:.4}, sc_log_mse {:.4} \
          (identity {:.4}, skill {:+.3}), pearson_sparse {:.4} (identity {:.4})",
         prep.test.len(),
         best_fold.fold,
         best_fold.best_epoch,
+        if r.eb_fallback.as_ref().is_some_and(|c| c.used) {
+            ", forecasts of eb-drift: --eb-fallback"
+        } else {
+            ""
+        },
         test_loss,
         test.model.sc_log_mse,
         test.identity_baseline.sc_log_mse,
