@@ -3,6 +3,7 @@
 
     scripts/topology_frontier.py --trainer BIN --work DIR [--generator synth_count_cohort.py]
                                  [--subjects 300,1000] [--seeds 501,502,503] [--nodes 100]
+                                 [--truth]
 
 For each size and seed: writes a cohort (`scripts/<generator> --subjects S --nodes N --seed K`),
 trains fold 0 of `--model eb-drift` (`--forecast dense`, `sparse` and `graph`) and
@@ -13,7 +14,9 @@ curves), ECC L2 and strength MAE (all four `per_subject.csv`'s forecast rows), e
 topology skill 1 - model / identity (> 0: closer to the true graph than the start scan is), and
 the paired difference from the identity with its bootstrap 95 % interval over test subjects
 (`compare --against identity`) for beta0 L1, ECC L2 and strength MAE. Everything is the trainer's own
-scoring; this script only runs it and sets the numbers side by side.
+scoring; this script only runs it and sets the numbers side by side. `--truth` adds the Bayes
+ceiling's own forecast (`scripts/ceiling_topology.py`: its topology scored by the prototype's
+scoring, checked against the trainer's on the identity) for the generators it knows.
 """
 
 import argparse
@@ -64,6 +67,10 @@ def main():
     ap.add_argument("--subjects", default="300,1000")
     ap.add_argument("--seeds", default="501,502,503")
     ap.add_argument("--nodes", type=int, default=100)
+    ap.add_argument("--truth", action="store_true",
+                    help="add the Bayes ceiling's own (dense) forecast, scored by "
+                         "scripts/ceiling_topology.py on the dense run's split (generators "
+                         "scripts/ceiling.py knows; beta1 not scored)")
     a = ap.parse_args()
     scripts = Path(__file__).resolve().parent
     a.work.mkdir(parents=True, exist_ok=True)
@@ -111,6 +118,20 @@ def main():
                       f"({skill(mm['model_ecc_l2'], mm['identity_ecc_l2']):+.2f}) | "
                       f"{mm['model_strength_mae']:.1f} "
                       f"({skill(mm['model_strength_mae'], mm['identity_strength_mae']):+.2f}) | "
+                      f"{cells[0]} | {cells[1]} | {cells[2]} |")
+            if a.truth:
+                out = results / "ceiling.json"
+                run([sys.executable, str(scripts / "ceiling_topology.py"), "--cohort", cohort,
+                     "--run", results / "runs" / "dense", "--json", out])
+                c = json.load(open(out))
+                cells = [f"{p['mean']:+.4g} [{p['ci_low']:+.4g}, {p['ci_high']:+.4g}]"
+                         for p in (c["minus_identity"][m] for m in PAIRED)]
+                cm, ci = c["ceiling"], c["identity"]
+                print(f"{head} Bayes ceiling (dense) | {c['skill']:+.3f} | "
+                      f"{cm['betti0_l1']:.2f} ({skill(cm['betti0_l1'], ci['betti0_l1']):+.2f}) | – | "
+                      f"{cm['ecc_l2']:.0f} ({skill(cm['ecc_l2'], ci['ecc_l2']):+.2f}) | "
+                      f"{cm['strength_mae']:.1f} "
+                      f"({skill(cm['strength_mae'], ci['strength_mae']):+.2f}) | "
                       f"{cells[0]} | {cells[1]} | {cells[2]} |")
             sys.stdout.flush()
 

@@ -8,6 +8,7 @@ mod common;
 #[path = "../common/sweep.rs"]
 mod sweep_helpers;
 
+mod ceiling_topology;
 mod cohort;
 mod ddp_gnn;
 mod degenerate_data;

@@ -129,7 +129,15 @@ impl Forecaster for ClgOdeModel {
             validate_initial: if s.decoder.eb_head {
                 Some("the closed-form eb-drift forecast it starts from (`--model eb-drift`)".into())
             } else if s.decoder.drift_head {
-                Some("the per-edge linear drift it starts from (`--model linear-drift`)".into())
+                Some(format!(
+                    "the per-edge linear drift it starts from (`--model linear-drift`){}",
+                    if s.eb_fallback {
+                        "; or eb-drift's, where --eb-fallback replaced the network's forecasts \
+                         (test_metrics.json's eb_fallback says which)"
+                    } else {
+                        ""
+                    }
+                ))
             } else {
                 None
             },
