@@ -10,6 +10,16 @@
 //! copies share the parameters' storage and [`ParamId`](burn::module::ParamId)s, so the
 //! gradients are keyed as the model's own.
 //!
+//! A pass that runs alone (one piece, or the passes one after another) takes a copy too: Burn
+//! 0.21's autodiff, after every backward anywhere in the process, frees the roots no tensor
+//! references of every graph (`burn-autodiff` `runtime/graph.rs`, `GraphCleaner`). A second
+//! pass on the same model builds its first nodes in a graph without the model's leaves (the
+//! first backward took them out of the graph locator), so a backward on another thread could
+//! free such a node between its tensor's last use and its child's registration, and that
+//! parameter's gradient would be lost (seen as rare failures of tests that compare two
+//! passes bit for bit while other tests train). A copy's fresh leaves are in every graph its
+//! nodes join, and they stay referenced, so no other thread frees anything of it.
+//!
 //! Host reads, operations and uploads made in the pieces count as the calling thread's
 //! ([`Counts::add_here`]).
 //!
@@ -27,7 +37,7 @@ use crate::host_reads::Counts;
 
 /// The gradients of Σ loss over `pieces`, where `pass` scores one piece with a model and
 /// returns its loss (`[1]`) and anything else the caller keeps (returned in piece order).
-/// One piece runs on `model` itself, on the calling thread.
+/// One piece runs on the calling thread (on a copy of `model`, as every pass).
 pub(crate) fn backward_pieces<B, M, I, T, F>(
     model: &M,
     pieces: &[I],
@@ -41,9 +51,10 @@ where
     F: Fn(&M, &I) -> (Tensor<B, 1>, T) + Sync,
 {
     if let [piece] = pieces {
-        let (loss, kept) = pass(model, piece);
+        let copy = M::from_inner(model.valid());
+        let (loss, kept) = pass(&copy, piece);
         return (
-            GradientsParams::from_grads(loss.backward(), model),
+            GradientsParams::from_grads(loss.backward(), &copy),
             vec![kept],
         );
     }
@@ -116,8 +127,8 @@ fn add_up<B: AutodiffBackend, M: AutodiffModule<B>>(
 /// [`backward_pieces`] for items that fall into `groups` groups (`group(item)` < `groups`):
 /// the gradients summed per group, each in item order, and what each pass kept, in item order.
 /// A pass may return no loss (nothing to differentiate: no backward). The items run in
-/// parallel on rayon's pool when `parallel`, each on its own copy of the model, else one after
-/// another on the calling thread with `model` itself.
+/// parallel on rayon's pool when `parallel`, else one after another on the calling thread;
+/// each on its own copy of the model.
 pub(crate) fn backward_groups<B, M, I, T, F>(
     model: &M,
     items: &[I],
@@ -151,7 +162,7 @@ where
         false => items
             .iter()
             .map(|item| {
-                let (grads, kept) = run(model, item);
+                let (grads, kept) = run(&M::from_inner(model.valid()), item);
                 (grads, kept, None)
             })
             .collect(),

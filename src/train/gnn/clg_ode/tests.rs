@@ -167,10 +167,14 @@ fn clg_gnn_shards_add_up_to_the_batch() {
     };
     let coefs = obj.coefficients(epoch, [1.0, 1.0]);
     let run = |x: &crate::models::clg_ode::objective::ObjectiveInput, counts: &PerTerm<f64>| {
-        let fwd = obj.forward(&model, x, epoch, &dev);
+        // A copy with fresh leaves per backward, as the step's passes take
+        // (`toolbox::host_parallel`: a second backward through one model can race another test's).
+        let m: ClgOde<AB> =
+            burn::module::AutodiffModule::from_inner(burn::module::AutodiffModule::valid(&model));
+        let fwd = obj.forward(&m, x, epoch, &dev);
         let loss = obj.combine(&fwd.sums, &coefs, counts, &dev);
-        let g = GradientsParams::from_grads(loss.backward(), &model);
-        (flatten_grads(&model, &g).flat, fwd.stats)
+        let g = GradientsParams::from_grads(loss.backward(), &m);
+        (flatten_grads(&m, &g).flat, fwd.stats)
     };
     let full = input(0, 3);
     let whole_counts = obj.counts(&full, epoch);
