@@ -101,6 +101,10 @@ mod tests {
         weights: Tensor<B, 2>,
         forward: fn(&MnistCnn<B>, Tensor<B, 4>) -> Tensor<B, 2>,
     ) -> Vec<Vec<f32>> {
+        // Fresh leaves for this backward (a second backward through the same leaves can race
+        // another test's: `toolbox::host_parallel` says why).
+        let m: &MnistCnn<B> =
+            &burn::module::AutodiffModule::from_inner(burn::module::AutodiffModule::valid(m));
         let logits = forward(m, x);
         let grads = (logits.clone() * weights).sum().backward();
         let mut out = vec![logits.into_data().to_vec::<f32>().unwrap()];

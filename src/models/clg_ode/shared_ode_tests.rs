@@ -56,37 +56,55 @@ fn compare<T: AutodiffBackend>() {
     let model: ClgOde<T> = c.init(&device);
     let (b, n, d) = (3, 5, 16);
     let cov_dim = model.ode_func.morph_net.fc1.weight.dims()[0] - d - 1;
-    let z0 = random::<T, 3>([b, n, d], 3).require_grad();
-    let cov = random::<T, 2>([b, cov_dim], 5).require_grad();
+    let z0 = random::<T, 3>([b, n, d], 3);
+    let cov = random::<T, 2>([b, cov_dim], 5);
     let dt = Tensor::<T, 1>::from_floats([0.7, 2.3, 1.1], &device);
     let cotangent = random::<T, 3>([b, n, d], 9);
+    // Each backward on fresh leaves: a copy of the model and of the inputs (a second backward
+    // through the same leaves can race another test's: `toolbox::host_parallel` says why).
+    let fresh = || {
+        (
+            ClgOde::<T>::from_inner(model.valid()),
+            Tensor::<T, 3>::from_inner(z0.clone().inner()).require_grad(),
+            Tensor::<T, 2>::from_inner(cov.clone().inner()).require_grad(),
+        )
+    };
 
-    let z = model.integrate(z0.clone(), cov.clone(), dt.clone());
+    let (m0, z0_0, cov_0) = fresh();
+    let z = m0.integrate(z0_0.clone(), cov_0.clone(), dt.clone());
     let want_z = values(z.clone().inner());
     let want = (z * cotangent.clone()).sum().backward();
 
     let inner = model.valid();
     let kept = inner.integrate_kept(z0.clone().inner(), cov.clone().inner(), dt.clone().inner());
     for graph in 0..2 {
-        let prepared = model.ode_func.prepare(cov.clone(), dt.clone());
-        let z = shared_ode::replay(&prepared, z0.clone(), &kept).expect("flex replays");
+        let (m, z0_g, cov_g) = fresh();
+        let prepared = m.ode_func.prepare(cov_g.clone(), dt.clone());
+        let z = shared_ode::replay(&prepared, z0_g.clone(), &kept).expect("flex replays");
         assert_eq!(values(z.clone().inner()), want_z, "graph {graph}: z(Δt)");
         let got = (z * cotangent.clone()).sum().backward();
         let grad = |t: &Tensor<T, 3>, g| values(t.grad(g).expect("a gradient"));
-        assert_close(grad(&z0, &got), grad(&z0, &want), "z0");
+        assert_close(grad(&z0_g, &got), grad(&z0_0, &want), "z0");
         let grad = |t: &Tensor<T, 2>, g| values(t.grad(g).expect("a gradient"));
-        assert_close(grad(&cov, &got), grad(&cov, &want), "covariates");
-        for (name, net) in [
-            ("morph", &model.ode_func.morph_net),
-            ("conn", &model.ode_func.conn_net),
+        assert_close(grad(&cov_g, &got), grad(&cov_0, &want), "covariates");
+        for (name, net, net0) in [
+            ("morph", &m.ode_func.morph_net, &m0.ode_func.morph_net),
+            ("conn", &m.ode_func.conn_net, &m0.ode_func.conn_net),
         ] {
-            for (layer, l) in [("fc1", &net.fc1), ("fc2", &net.fc2)] {
-                let w = l.weight.val();
+            for (layer, l, l0) in [("fc1", &net.fc1, &net0.fc1), ("fc2", &net.fc2, &net0.fc2)] {
                 let what = format!("{name}.{layer}.weight");
-                assert_close(grad(&w, &got), grad(&w, &want), &what);
-                let bias = l.bias.as_ref().expect("a bias").val();
-                let g = |g| values(bias.grad(g).expect("a gradient"));
-                assert_close(g(&got), g(&want), &format!("{name}.{layer}.bias"));
+                assert_close(
+                    grad(&l.weight.val(), &got),
+                    grad(&l0.weight.val(), &want),
+                    &what,
+                );
+                let bias = |l: &burn::nn::Linear<T>| l.bias.as_ref().expect("a bias").val();
+                let g = |t: Tensor<T, 1>, g| values(t.grad(g).expect("a gradient"));
+                assert_close(
+                    g(bias(l), &got),
+                    g(bias(l0), &want),
+                    &format!("{name}.{layer}.bias"),
+                );
             }
         }
     }
