@@ -5,8 +5,8 @@
 //! where the data support no more) forecast the fold's validation subjects; CLG-ODE's
 //! forecasts are kept only when its validation sc_log_mse skill exceeds eb-drift's by more
 //! than `--min-delta` (the simpler, closed-form model wins ties), else every forecast the run
-//! writes (test files, `eval-gnn`, `forecast`) is eb-drift's, and the run says so. The choice
-//! depends only on the saved run (weights, cohort, split), so a saved run repeats it.
+//! writes (test files, `eval-gnn`, `predict`, `plot-sc`) is eb-drift's, and the run says so. The
+//! choice depends only on the saved run (weights, cohort, split), so a saved run repeats it.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
