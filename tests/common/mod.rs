@@ -172,3 +172,19 @@ pub fn train_model(dir: &Path, model: &str, results: &str) {
     let o = train_gnn_in(dir, results, model, &["--model", model, "--cv_fold", "0"]);
     assert!(o.status.success(), "{model}: {}", stderr(&o));
 }
+
+/// `per_subject.csv` of the run directory `run`: per row, column → value.
+pub fn per_subject_csv(run: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let mut csv = csv::Reader::from_path(run.join("per_subject.csv")).unwrap();
+    let header: Vec<String> = csv.headers().unwrap().iter().map(String::from).collect();
+    csv.records()
+        .map(|r| {
+            let r = r.unwrap();
+            header
+                .iter()
+                .cloned()
+                .zip(r.iter().map(String::from))
+                .collect()
+        })
+        .collect()
+}

@@ -12,22 +12,19 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
-/// The model columns of a run's per_subject.csv: (subject, column) → value.
+/// The model columns of a run's per_subject.csv: (subject:column, value), in order.
 fn model_columns(run: &Path) -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(run.join("per_subject.csv")).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    lines
-        .flat_map(|l| {
-            let cells: Vec<&str> = l.split(',').collect();
-            header
-                .iter()
-                .zip(cells.clone())
+    let mut out: Vec<(String, String)> = per_subject_csv(run)
+        .into_iter()
+        .flat_map(|row| {
+            let subject = row["subject"].clone();
+            row.into_iter()
                 .filter(|(h, _)| h.starts_with("model_"))
-                .map(|(h, c)| (format!("{}:{h}", cells[0]), c.to_string()))
-                .collect::<Vec<_>>()
+                .map(move |(h, v)| (format!("{subject}:{h}"), v))
         })
-        .collect()
+        .collect();
+    out.sort();
+    out
 }
 
 /// Two printed numbers equal to 1e-5 relative (both empty: undefined alike).

@@ -552,19 +552,7 @@ fn the_frontier_script_scores_on_the_runs_own_split() {
 
 /// `per_subject.csv` of run `run`: per row, column → value.
 fn per_subject_rows(dir: &Path, run: &str) -> Vec<std::collections::HashMap<String, String>> {
-    let path = dir.join("results/runs").join(run).join("per_subject.csv");
-    let mut csv = csv::Reader::from_path(&path).unwrap();
-    let header: Vec<String> = csv.headers().unwrap().iter().map(String::from).collect();
-    csv.records()
-        .map(|r| {
-            let r = r.unwrap();
-            header
-                .iter()
-                .cloned()
-                .zip(r.iter().map(String::from))
-                .collect()
-        })
-        .collect()
+    per_subject_csv(&dir.join("results/runs").join(run))
 }
 
 /// `--forecast graph` is two objects: the log-domain columns are the dense forecast's to the
